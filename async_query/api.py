@@ -1,0 +1,123 @@
+"""The REST layer: ``POST/GET/DELETE /_plugins/_async_query``, wire-compatible with the reference.
+
+Every error, whatever raised it, leaves as ``{"status": code, "error": {"type", "reason",
+"details"}}``; no stack trace ever reaches a client.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Literal
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from async_query.service import AsyncQueryService, SubmitRequest
+from query_core.errors import AsyncQueryError
+
+log = logging.getLogger(__name__)
+
+BASE = "/_plugins/_async_query"
+REASONS = {
+    400: "Invalid Request",
+    404: "Invalid Request",
+    405: "Invalid Request",
+    413: "Invalid Request",
+    415: "Invalid Request",
+    429: "Too Many Requests",
+    503: "Service Unavailable",
+}
+INTERNAL = "There was internal problem at backend"
+
+
+def error_response(status: int, error_type: str, details: str) -> JSONResponse:
+    reason = REASONS.get(status, INTERNAL)
+    return JSONResponse(
+        {"status": status, "error": {"type": error_type, "reason": reason, "details": details}}, status_code=status
+    )
+
+
+class CreateAsyncQueryRequest(BaseModel):
+    """The POST body. Unknown fields are refused, as the reference refuses them."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    datasource: str = Field(min_length=1)
+    lang: Literal["sql", "ppl"]
+    query: str = Field(min_length=1)
+    session_id: str | None = Field(default=None, alias="sessionId")
+
+    @field_validator("lang", mode="before")
+    @classmethod
+    def _lower(cls, value: object) -> object:
+        return value.lower() if isinstance(value, str) else value
+
+
+def _validation_details(exc: RequestValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "body"
+        kind = err.get("type", "")
+        if kind == "extra_forbidden":
+            parts.append(f"unknown field: {loc}")
+        elif kind == "missing":
+            parts.append(f"missing field: {loc}")
+        elif kind in ("json_invalid", "model_attributes_type", "dict_type"):
+            parts.append("the body must be a JSON object")
+        else:
+            parts.append(f"{loc}: {err.get('msg', 'invalid')}")
+    return "; ".join(parts) or "invalid request"
+
+
+def create_app(service: AsyncQueryService) -> FastAPI:
+    app = FastAPI(title="Async query service", docs_url=None, redoc_url=None)
+    app.state.service = service
+    max_body = service.settings.max_body_bytes
+    max_query = service.settings.max_query_chars
+
+    @app.middleware("http")
+    async def limit_body(request: Request, call_next):  # type: ignore[no-untyped-def]
+        length = request.headers.get("content-length")
+        if length is not None and (not length.isdigit() or int(length) > max_body):
+            return error_response(413, "IllegalArgumentException", f"the request body is larger than {max_body} bytes")
+        return await call_next(request)
+
+    @app.exception_handler(AsyncQueryError)
+    async def on_product_error(request: Request, exc: AsyncQueryError) -> JSONResponse:
+        if exc.http_status >= 500:
+            log.error("%s %s failed: %s", request.method, request.url.path, exc.message)
+        return error_response(exc.http_status, exc.error_type, exc.message)
+
+    @app.exception_handler(RequestValidationError)
+    async def on_invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return error_response(400, "IllegalArgumentException", _validation_details(exc))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def on_http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return error_response(exc.status_code, "IllegalArgumentException", str(exc.detail))
+
+    @app.exception_handler(Exception)
+    async def on_anything(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("%s %s failed", request.method, request.url.path)
+        return error_response(500, type(exc).__name__, "an unexpected error occurred; see the service log")
+
+    @app.post(BASE, status_code=201)
+    def create_query(body: CreateAsyncQueryRequest) -> JSONResponse:
+        if len(body.query) > max_query:
+            return error_response(400, "IllegalArgumentException", f"the query is longer than {max_query} characters")
+        submitted = service.submit(SubmitRequest(body.datasource, body.lang, body.query, body.session_id))
+        return JSONResponse({"queryId": submitted.query_id, "sessionId": submitted.session_id}, status_code=201)
+
+    @app.get(BASE + "/{query_id}")
+    def get_query(query_id: str) -> Response:
+        return Response(service.get(query_id), media_type="application/json")
+
+    @app.delete(BASE + "/{query_id}", status_code=204)
+    def cancel_query(query_id: str) -> Response:
+        service.cancel(query_id)
+        return Response(status_code=204)
+
+    return app

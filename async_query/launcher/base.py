@@ -1,0 +1,114 @@
+"""The launcher interface, and the Spark conf every launcher passes to the job."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from async_query.datasources import Datasource
+from async_query.settings import Settings
+from query_core.config import OpenSearchConfig
+from query_core.ids import request_index
+from query_core.states import SessionType
+
+
+class JobRunState(StrEnum):
+    """A job run's state as the launcher sees it (EMR Serverless job run states, simplified)."""
+
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    SUCCESS = "SUCCESS"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+    #: The launcher no longer knows the job (for instance a local job started before a restart).
+    UNKNOWN = "UNKNOWN"
+
+    @property
+    def finished(self) -> bool:
+        return self in (JobRunState.SUCCESS, JobRunState.FAILED, JobRunState.CANCELLED, JobRunState.UNKNOWN)
+
+
+@dataclass(frozen=True)
+class JobDescription:
+    job_id: str
+    state: JobRunState
+    details: str = ""
+
+
+@dataclass(frozen=True)
+class JobRequest:
+    """What a launcher needs to start the job of one session."""
+
+    session_id: str
+    datasource: Datasource
+    session_type: SessionType
+    #: The ``--conf`` keys (see :func:`job_conf`).
+    conf: dict[str, str]
+    #: Secrets kept off command lines where the launcher can (basic-auth password).
+    secret_conf: dict[str, str] = field(default_factory=dict)
+    #: The job name's suffix after the session type (the index of a streaming job).
+    name_suffix: str = ""
+
+    @property
+    def result_index(self) -> str:
+        return self.datasource.results
+
+    def job_name(self, cluster: str) -> str:
+        name = f"{cluster}:{self.session_type.value}"
+        if self.session_type == SessionType.INTERACTIVE:
+            return f"{name}:{self.session_id}"
+        return f"{name}:{self.name_suffix}" if self.name_suffix else name
+
+
+class Launcher(ABC):
+    """Starts one Spark job per session, and stops or describes it by job id."""
+
+    #: The application id jobs report (EMR Serverless application, or ``local``).
+    application_id: str = ""
+
+    @abstractmethod
+    def start(self, request: JobRequest) -> str:
+        """Start the job; return its job id. Raises ``LauncherError``."""
+
+    @abstractmethod
+    def cancel(self, job_id: str) -> None:
+        """Ask the job to stop. Returns without waiting for it to stop."""
+
+    @abstractmethod
+    def describe(self, job_id: str) -> JobDescription:
+        """The job's state as the launcher knows it (a remote call for EMR Serverless)."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook, most launchers hold nothing
+        """Release what the launcher holds (local jobs are stopped)."""
+
+
+def job_conf(
+    settings: Settings, datasource: Datasource, opensearch: OpenSearchConfig, session_id: str, session_type: SessionType
+) -> tuple[dict[str, str], dict[str, str]]:
+    """The job's Spark conf keys (SPEC section 5), and the secret ones apart."""
+    conf = {
+        "spark.flint.job.sessionId": session_id,
+        "spark.flint.job.requestIndex": request_index(datasource.name),
+        "spark.flint.datasource.name": datasource.name,
+        "spark.flint.job.type": session_type.value,
+        "spark.datasource.flint.host": opensearch.host,
+        "spark.datasource.flint.port": str(opensearch.port),
+        "spark.datasource.flint.scheme": opensearch.scheme,
+        "spark.datasource.flint.auth": opensearch.auth,
+        "spark.datasource.flint.region": opensearch.region,
+        "spark.flint.job.inactivityLimitMillis": str(settings.inactivity_limit_ms),
+        "spark.flint.job.queryExecutionTimeoutSec": str(settings.query_execution_timeout_s),
+        "spark.flint.job.queryWaitTimeoutMillis": str(settings.query_wait_timeout_ms),
+        "spark.flint.job.queryLoopExecutionFrequency": str(settings.loop_frequency_ms),
+        "spark.flint.job.heartbeatIntervalMillis": str(settings.heartbeat_running_ms),
+        "spark.flint.job.heartbeatIdleIntervalMillis": str(settings.heartbeat_idle_ms),
+        "spark.sql.session.timeZone": "UTC",
+    }
+    if opensearch.auth == "basic":
+        conf["spark.datasource.flint.auth.username"] = opensearch.username
+    if opensearch.scheme == "https" and not opensearch.verify_certs:
+        conf["spark.datasource.flint.verifyCerts"] = "false"
+    conf.update(datasource.spark_conf)
+    secrets = {"spark.datasource.flint.auth.password": opensearch.password} if opensearch.auth == "basic" else {}
+    return conf, secrets

@@ -1,0 +1,196 @@
+"""Runs each session's job with a local ``spark-submit``, as a child process group.
+
+The command is an argument list (no shell), the query text never appears on it (the job reads
+statements from the index), and the password travels in the environment, not in ``--conf``.
+Spark's output goes to ``<data_dir>/logs/<session id>.log``. Each job's pid is recorded in
+``<data_dir>/jobs/<job id>.pid`` so that a restarted plugin can still describe and stop it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import flint_repl_job
+from async_query.launcher.base import JobDescription, JobRequest, JobRunState, Launcher
+from flint_repl_job.config import PASSWORD_ENV
+from query_core.errors import LauncherError
+
+log = logging.getLogger(__name__)
+
+#: How long a cancelled job gets to stop on SIGTERM before it is killed.
+STOP_GRACE_S = 5.0
+ENTRY_FILE = Path(flint_repl_job.__file__).resolve().parent / "main.py"
+
+
+def find_spark_submit(configured: str = "") -> str:
+    """The ``spark-submit`` to use: the configured one, else pyspark's beside this interpreter."""
+    if configured:
+        return configured
+    beside = Path(sys.executable).parent / "spark-submit"
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("spark-submit")
+    if found:
+        return found
+    import pyspark
+
+    return str(Path(pyspark.__file__).parent / "bin" / "spark-submit")
+
+
+class LocalLauncher(Launcher):
+    application_id = "local"
+
+    def __init__(
+        self, data_dir: Path, cluster_name: str, spark_master: str = "local[*]", spark_submit: str = ""
+    ) -> None:
+        self.data_dir = data_dir.resolve()
+        self.cluster_name = cluster_name
+        self.spark_master = spark_master
+        self.spark_submit = find_spark_submit(spark_submit)
+        self._procs: dict[str, subprocess.Popen[bytes]] = {}
+        self._lock = threading.Lock()
+        (self.data_dir / "logs").mkdir(parents=True, exist_ok=True)
+        (self.data_dir / "jobs").mkdir(parents=True, exist_ok=True)
+
+    def command(self, request: JobRequest) -> list[str]:
+        cmd = [self.spark_submit, "--master", self.spark_master, "--name", request.job_name(self.cluster_name)]
+        for key, value in request.conf.items():
+            cmd += ["--conf", f"{key}={value}"]
+        cmd += ["--conf", "spark.ui.enabled=false", str(ENTRY_FILE), request.result_index]
+        return cmd
+
+    def log_path(self, session_id: str) -> Path:
+        return self.data_dir / "logs" / f"{session_id}.log"
+
+    def start(self, request: JobRequest) -> str:
+        job_id = "local-" + secrets.token_hex(8)
+        env = dict(os.environ)
+        env.update(
+            PYSPARK_PYTHON=sys.executable,
+            PYSPARK_DRIVER_PYTHON=sys.executable,
+            SPARK_LOCAL_IP=env.get("SPARK_LOCAL_IP", "127.0.0.1"),
+            SERVERLESS_EMR_VIRTUAL_CLUSTER_ID=self.application_id,
+            SERVERLESS_EMR_JOB_ID=job_id,
+            TZ="UTC",
+        )
+        password = request.secret_conf.get("spark.datasource.flint.auth.password")
+        if password:
+            env[PASSWORD_ENV] = password
+        try:
+            with open(self.log_path(request.session_id), "ab") as out:
+                proc = subprocess.Popen(
+                    self.command(request),
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                    start_new_session=True,
+                    cwd=self.data_dir,
+                )
+        except OSError as exc:
+            raise LauncherError(f"cannot start spark-submit ({self.spark_submit}): {exc}") from exc
+        with self._lock:
+            self._procs[job_id] = proc
+        self._pid_file(job_id).write_text(str(proc.pid))
+        log.info("started job %s (pid %d) for session %s", job_id, proc.pid, request.session_id)
+        return job_id
+
+    def _pid_file(self, job_id: str) -> Path:
+        return self.data_dir / "jobs" / f"{job_id}.pid"
+
+    def _pid(self, job_id: str) -> int | None:
+        with self._lock:
+            proc = self._procs.get(job_id)
+        if proc is not None:
+            return proc.pid if proc.poll() is None else None
+        try:
+            pid = int(self._pid_file(job_id).read_text())
+        except (OSError, ValueError):
+            return None
+        return pid if _alive(pid, job_id) else None
+
+    def describe(self, job_id: str) -> JobDescription:
+        with self._lock:
+            proc = self._procs.get(job_id)
+        if proc is not None:
+            code = proc.poll()
+            if code is None:
+                return JobDescription(job_id, JobRunState.RUNNING)
+            state = JobRunState.SUCCESS if code == 0 else JobRunState.FAILED
+            return JobDescription(job_id, state, f"spark-submit exited with code {code}")
+        if self._pid(job_id) is not None:
+            return JobDescription(job_id, JobRunState.RUNNING)
+        return JobDescription(job_id, JobRunState.UNKNOWN, "no such local job is running")
+
+    def cancel(self, job_id: str) -> None:
+        pid = self._pid(job_id)
+        if pid is None:
+            return
+        threading.Thread(target=self._stop, args=(job_id, pid), name=f"stop-{job_id}", daemon=True).start()
+
+    def _stop(self, job_id: str, pid: int) -> None:
+        """SIGTERM the job's process group, SIGKILL it after the grace period."""
+        _signal_group(pid, signal.SIGTERM)
+        with self._lock:
+            proc = self._procs.get(job_id)
+        try:
+            if proc is not None:
+                proc.wait(timeout=STOP_GRACE_S)
+            else:
+                _wait_gone(pid, STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            pass
+        _signal_group(pid, signal.SIGKILL)
+        if proc is not None:
+            proc.wait()
+
+    def close(self) -> None:
+        """Stop every job this launcher started, and wait (boundedly) for them to go."""
+        with self._lock:
+            procs = dict(self._procs)
+        for proc in procs.values():
+            if proc.poll() is None:
+                _signal_group(proc.pid, signal.SIGTERM)
+        for job_id, proc in procs.items():
+            try:
+                proc.wait(timeout=STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                log.warning("job %s did not stop on SIGTERM; killing it", job_id)
+            _signal_group(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def _signal_group(pid: int, sig: int) -> None:
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _alive(pid: int, job_id: str) -> bool:
+    """True if ``pid`` runs and is this job (its environment names the job id)."""
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return False
+    return f"SERVERLESS_EMR_JOB_ID={job_id}".encode() in environ
+
+
+def _wait_gone(pid: int, timeout: float) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)

@@ -1,0 +1,286 @@
+"""What POST, GET and DELETE do, in terms of documents and launchers.
+
+Hot paths read by id (real-time) and write conditionally; nothing here depends on a search
+seeing a fresh write. Sessions are reused when they are alive by their documents alone.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from async_query.datasources import Datasource, DatasourceRegistry
+from async_query.launcher.base import JobRequest, Launcher, job_conf
+from async_query.settings import Settings
+from query_core.config import OpenSearchConfig
+from query_core.errors import (
+    AsyncQueryError,
+    InvalidTransitionError,
+    QueryNotFoundError,
+    UnknownDatasourceError,
+)
+from query_core.ids import datasource_of, new_id
+from query_core.models import ResultDoc, SessionDoc, StatementDoc, Versioned, now_millis
+from query_core.states import SessionState, SessionType, StatementState, is_terminal
+from query_core.store import IndexStore
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SubmitRequest:
+    datasource: str
+    lang: str
+    query: str
+    session_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Submitted:
+    query_id: str
+    session_id: str
+
+
+class ReplyCache:
+    """Replies of finished queries (they never change), least recently used first out."""
+
+    def __init__(self, entries: int) -> None:
+        self.entries = entries
+        self._items: OrderedDict[str, bytes] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> bytes | None:
+        with self._lock:
+            value = self._items.get(key)
+            if value is not None:
+                self._items.move_to_end(key)
+            return value
+
+    def put(self, key: str, value: bytes) -> None:
+        with self._lock:
+            self._items[key] = value
+            self._items.move_to_end(key)
+            while len(self._items) > self.entries:
+                self._items.popitem(last=False)
+
+
+class AsyncQueryService:
+    def __init__(
+        self,
+        settings: Settings,
+        store: IndexStore,
+        datasources: DatasourceRegistry,
+        launchers: dict[str, Launcher],
+        opensearch: OpenSearchConfig,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.datasources = datasources
+        self.launchers = launchers
+        #: The connection the jobs use (it may differ from the plugin's, e.g. a public endpoint).
+        self.opensearch = opensearch
+        self.replies = ReplyCache(settings.reply_cache_entries)
+
+    def launcher_for(self, datasource: Datasource) -> Launcher:
+        try:
+            return self.launchers[datasource.connector]
+        except KeyError:
+            raise UnknownDatasourceError(f"no launcher for connector {datasource.connector!r}") from None
+
+    # -- POST -------------------------------------------------------------------------------
+
+    def submit(self, request: SubmitRequest) -> Submitted:
+        datasource = self.datasources.get(request.datasource)
+        session = self._usable_session(datasource, request.session_id) if request.session_id else None
+        if session is None:
+            session = self._new_session(datasource)
+        query_id = new_id(datasource.name)
+        statement = StatementDoc(
+            statement_id=query_id,
+            query_id=query_id,
+            session_id=session.doc.session_id,
+            lang=request.lang,
+            query=request.query,
+            data_source_name=datasource.name,
+            application_id=session.doc.application_id,
+            job_id=session.doc.job_id,
+        )
+        created = self.store.create_statement(statement)
+        self._signal_job(session, created)
+        return Submitted(query_id, session.doc.session_id)
+
+    def _signal_job(self, session: Versioned[SessionDoc], statement: Versioned[StatementDoc]) -> None:
+        """Append the statement id to the session's list, which its job reads by id (real-time).
+
+        Should the session have ended in the instant since it was chosen, the statement is failed
+        at once, so that it still reaches a terminal state.
+        """
+        sid = statement.doc.statement_id
+        kept = self.settings.pending_ids_kept
+
+        def change(current: Versioned[SessionDoc]) -> Versioned[SessionDoc] | None:
+            if is_terminal(current.doc.state):
+                return None
+            ids = [*current.doc.pending_statement_ids, sid][-kept:]
+            return self.store.update_session(current, pending_statement_ids=ids)
+
+        written = self.store.update_with_retry(
+            lambda: self.store.get_session(session.doc.data_source_name, session.doc.session_id), change, first=session
+        )
+        if written is None:
+            self._fail_statement(
+                statement, f"Session {session.doc.session_id} ended before the statement could run; submit it again"
+            )
+
+    def _usable_session(self, datasource: Datasource, session_id: str) -> Versioned[SessionDoc] | None:
+        """The given session if it can take a statement: same datasource, interactive, alive."""
+        try:
+            if datasource_of(session_id) != datasource.name:
+                return None
+        except AsyncQueryError:
+            return None
+        session = self.store.get_session(datasource.name, session_id)
+        if session is None or session.doc.session_type != SessionType.INTERACTIVE:
+            return None
+        return session if self.looks_alive(session.doc) else None
+
+    def looks_alive(self, session: SessionDoc, now: int | None = None) -> bool:
+        """Alive by its documents alone: not ended, and its heartbeat (or start-up) is recent."""
+        now = now or now_millis()
+        if session.state == SessionState.RUNNING:
+            interval = session.heartbeat_interval_millis or self.settings.heartbeat_idle_ms
+            return now - session.last_update_time <= interval * self.settings.stale_heartbeats
+        if session.state == SessionState.NOT_STARTED:
+            return now - session.last_update_time <= self.settings.session_start_timeout_s * 1000
+        return False
+
+    def _new_session(self, datasource: Datasource) -> Versioned[SessionDoc]:
+        session_id = new_id(datasource.name)
+        launcher = self.launcher_for(datasource)
+        conf, secret = job_conf(self.settings, datasource, self.opensearch, session_id, SessionType.INTERACTIVE)
+        job_id = launcher.start(JobRequest(session_id, datasource, SessionType.INTERACTIVE, conf, secret))
+        doc = SessionDoc(
+            session_id=session_id,
+            session_type=SessionType.INTERACTIVE,
+            data_source_name=datasource.name,
+            application_id=launcher.application_id,
+            job_id=job_id,
+            heartbeat_interval_millis=self.settings.heartbeat_idle_ms,
+        )
+        try:
+            return self.store.create_session(doc)
+        except AsyncQueryError:
+            launcher.cancel(job_id)
+            raise
+
+    # -- GET --------------------------------------------------------------------------------
+
+    def get(self, query_id: str) -> bytes:
+        """The JSON reply for GET (bytes: the result rows are passed through as stored)."""
+        cached = self.replies.get(query_id)
+        if cached is not None:
+            return cached
+        statement = self._statement(query_id)
+        if not is_terminal(statement.doc.state):
+            statement = self.reconcile(statement)
+        reply = self._reply(statement)
+        if is_terminal(statement.doc.state):
+            self.replies.put(query_id, reply)
+        return reply
+
+    def _statement(self, query_id: str) -> Versioned[StatementDoc]:
+        datasource = datasource_of(query_id)
+        try:
+            self.datasources.get(datasource)
+        except UnknownDatasourceError:
+            raise QueryNotFoundError(f"no async query with id {query_id}") from None
+        statement = self.store.get_statement(datasource, query_id)
+        if statement is None:
+            raise QueryNotFoundError(f"no async query with id {query_id}")
+        return statement
+
+    def reconcile(self, statement: Versioned[StatementDoc]) -> Versioned[StatementDoc]:
+        """A statement that is not finished, in a session that is: it never will be. Fail it."""
+        session = self.store.get_session(statement.doc.data_source_name, statement.doc.session_id)
+        if session is None or not is_terminal(session.doc.state):
+            return statement
+        reason = session.doc.error or f"session {session.doc.session_id} is {session.doc.state.value}"
+        return self._fail_statement(statement, f"Session ended before the statement finished: {reason}")
+
+    def _fail_statement(self, statement: Versioned[StatementDoc], error: str) -> Versioned[StatementDoc]:
+        def change(current: Versioned[StatementDoc]) -> Versioned[StatementDoc] | None:
+            if is_terminal(current.doc.state):
+                return current
+            return self.store.move_statement(current, StatementState.FAILED, error=error)
+
+        reread = self._rereader(statement.doc)
+        return self.store.update_with_retry(reread, change, first=statement) or statement
+
+    def _rereader(self, doc: StatementDoc) -> Callable[[], Versioned[StatementDoc] | None]:
+        return lambda: self.store.get_statement(doc.data_source_name, doc.statement_id)
+
+    def _reply(self, statement: Versioned[StatementDoc]) -> bytes:
+        doc = statement.doc
+        status = doc.state.value.upper()
+        if doc.state != StatementState.SUCCESS:
+            body: dict[str, Any] = {"status": status}
+            if doc.error or doc.state in (StatementState.FAILED, StatementState.TIMEOUT):
+                body["error"] = doc.error
+            return json.dumps(body, ensure_ascii=False).encode()
+        datasource = self.datasources.get(doc.data_source_name)
+        result = self.store.get_result(datasource.results, doc.query_id)
+        if result is None:
+            # The job writes the result before it marks the statement success; a missing result
+            # means it was deleted (housekeeping) or never written by a foreign job.
+            return json.dumps({"status": "FAILED", "error": "The result of this query is no longer available"}).encode()
+        return success_reply(result)
+
+    # -- DELETE -----------------------------------------------------------------------------
+
+    def cancel(self, query_id: str) -> None:
+        statement = self._statement(query_id)
+
+        def change(current: Versioned[StatementDoc]) -> Versioned[StatementDoc]:
+            if is_terminal(current.doc.state):
+                raise InvalidTransitionError(f"can't cancel query {query_id}: it is already {current.doc.state.value}")
+            return self.store.move_statement(current, StatementState.CANCELLED)
+
+        self.store.update_with_retry(self._rereader(statement.doc), change, first=statement)
+        log.info("cancelled query %s", query_id)
+
+    def close(self) -> None:
+        for launcher in self.launchers.values():
+            launcher.close()
+
+
+def success_reply(result: ResultDoc) -> bytes:
+    """The SUCCESS reply, splicing the stored lossless rows (exact JSON text) without re-parsing."""
+    if result.lossless is not None:
+        schema = json.dumps([c.model_dump() for c in result.lossless.schema_], ensure_ascii=False)
+        total = result.lossless.total
+        rows = result.lossless.datarows
+    else:
+        schema_list, row_list = reference_rows(result)
+        schema, rows, total = (
+            json.dumps(schema_list, ensure_ascii=False),
+            json.dumps(row_list, ensure_ascii=False),
+            len(row_list),
+        )
+    text = f'{{"status":"SUCCESS","schema":{schema},"datarows":{rows},"total":{total},"size":{total}}}'
+    return text.encode()
+
+
+def reference_rows(result: ResultDoc) -> tuple[list[dict[str, str]], list[list[Any]]]:
+    """Schema and rows from the reference's lossy encoding (for results written by its job)."""
+    columns = [json.loads(c.replace("'", '"')) for c in result.schema_]
+    schema = [{"name": c["column_name"], "type": c["data_type"]} for c in columns]
+    rows = []
+    for text in result.result:
+        row = json.loads(text.replace("'", '"'))
+        rows.append([row.get(c["name"]) for c in schema])
+    return schema, rows

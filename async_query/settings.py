@@ -1,0 +1,78 @@
+"""One typed settings object. Every field can be set by an environment variable named
+``ASYNC_QUERY_<FIELD>`` (upper case); the OpenSearch connection also reads the plain
+``OPENSEARCH_URL``, ``OPENSEARCH_USERNAME``, ``OPENSEARCH_PASSWORD`` and ``OPENSEARCH_VERIFY_CERTS``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import AliasChoices, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from query_core.config import OpenSearchConfig
+
+
+def _env(name: str) -> AliasChoices:
+    return AliasChoices(f"ASYNC_QUERY_{name.upper()}", name.upper())
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="ASYNC_QUERY_", extra="ignore")
+
+    # -- the index cluster (empty URL: start the embedded index server) -------------------------
+    opensearch_url: str = Field(default="", validation_alias=_env("opensearch_url"))
+    opensearch_username: str = Field(default="", validation_alias=_env("opensearch_username"))
+    opensearch_password: str = Field(default="", repr=False, validation_alias=_env("opensearch_password"))
+    opensearch_verify_certs: bool = Field(default=True, validation_alias=_env("opensearch_verify_certs"))
+    opensearch_ca_certs: str = Field(default="", validation_alias=_env("opensearch_ca_certs"))
+    opensearch_auth: str = "basic_if_user"
+    opensearch_region: str = "us-east-1"
+    opensearch_retry_seconds: float = 10.0
+
+    # -- where local state lives (warehouse, job logs, embedded index) --------------------------
+    data_dir: Path = Path("var")
+    #: A JSON file of datasources; without it the one ``local`` datasource is served.
+    datasources_file: Path | None = None
+    #: Name of this deployment, the first part of job names (``<cluster>:interactive:<sid>``).
+    cluster_name: str = "async-query"
+
+    # -- local Spark ----------------------------------------------------------------------------
+    spark_master: str = "local[*]"
+    #: ``spark-submit`` to run; empty means the one installed with pyspark beside this Python.
+    spark_submit: str = ""
+
+    # -- sessions and jobs (passed to each job as spark.flint.job.* keys) ----------------------
+    inactivity_limit_ms: int = 180_000
+    query_execution_timeout_s: int = 1_800
+    query_wait_timeout_ms: int = 600_000
+    loop_frequency_ms: int = 50
+    heartbeat_running_ms: int = 2_000
+    heartbeat_idle_ms: int = 30_000
+    #: A running session is stale (suspected dead) after this many missed heartbeats.
+    stale_heartbeats: float = 3.0
+    #: A session that has not started running within this many seconds is suspected dead.
+    session_start_timeout_s: float = 300.0
+    #: How many submitted statement ids a session document keeps for its job's real-time pickup.
+    pending_ids_kept: int = 32
+
+    # -- the REST layer -------------------------------------------------------------------------
+    max_query_chars: int = 1_000_000
+    max_body_bytes: int = 2_000_000
+    #: Finished queries' replies kept in memory (they never change).
+    reply_cache_entries: int = 10_000
+
+    def opensearch(self, url: str | None = None) -> OpenSearchConfig:
+        """The connection to the index cluster (``url`` overrides, for the embedded server)."""
+        auth = self.opensearch_auth
+        if auth == "basic_if_user":
+            auth = "basic" if self.opensearch_username else "noauth"
+        return OpenSearchConfig(
+            url=url or self.opensearch_url,
+            auth=auth,  # type: ignore[arg-type]
+            username=self.opensearch_username,
+            password=self.opensearch_password,
+            region=self.opensearch_region,
+            verify_certs=self.opensearch_verify_certs,
+            ca_certs=self.opensearch_ca_certs,
+            retry_seconds=self.opensearch_retry_seconds,
+        )

@@ -1,0 +1,1 @@
+"""The Spark job: owns one session, runs its statements, writes results and moves states."""

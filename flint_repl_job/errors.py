@@ -1,0 +1,50 @@
+"""Error texts classified by root cause, as the reference reports them.
+
+Texts are cut before the parsed SQL, the plans and the JVM stack trace, and anything that looks
+like a credential is masked, so errors never leak secrets or whole query plans.
+"""
+
+from __future__ import annotations
+
+import re
+
+_CUT_MARKERS = ("\n== SQL", "\n== Physical Plan", "\n== Parsed Logical Plan", "\nJVM stacktrace", "\n\tat ")
+_SECRETS = [
+    (re.compile(r"(?i)((?:password|secret|token|access[_.-]?key|secret[_.-]?key)\s*[=:]\s*)[^\s,;'\"]+"), r"\1****"),
+    (re.compile(r"\b(AKIA|ASIA)[A-Z0-9]{16}\b"), "****"),
+    (re.compile(r"(?i)(s3a?://)[^:/@\s]+:[^@/\s]+@"), r"\1****@"),
+]
+MAX_ERROR_CHARS = 2_000
+
+
+def clean(text: str) -> str:
+    for marker in _CUT_MARKERS:
+        text = text.split(marker, 1)[0]
+    for pattern, replacement in _SECRETS:
+        text = pattern.sub(replacement, text)
+    return text.strip()[:MAX_ERROR_CHARS]
+
+
+def classify(exc: BaseException) -> str:
+    """The error text reported for a statement that raised ``exc``."""
+    name = type(exc).__name__
+    message = clean(_message(exc))
+    if name == "ParseException":
+        return f"Syntax error: {message}"
+    if name == "AnalysisException":
+        return f"Fail to analyze query. Cause: {message}"
+    if "S3" in message and ("AmazonS3Exception" in message or "s3://" in message or "S3Exception" in message):
+        return f"Fail to read data from S3. Cause: {message}"
+    if "SparkException" in message or name in ("SparkRuntimeException", "SparkUpgradeException"):
+        return f"Spark exception. Cause: {message}"
+    return f"Fail to run query. Cause: {message}"
+
+
+def _message(exc: BaseException) -> str:
+    get_message = getattr(exc, "getMessage", None)
+    if callable(get_message):
+        try:
+            return str(get_message())
+        except Exception:  # noqa: BLE001 - fall back to str() if the JVM side is gone
+            pass
+    return str(exc)

@@ -1,0 +1,78 @@
+"""Runs one statement at a time on Spark, in a worker thread, so the job's loop stays free to
+watch for cancellation, enforce the execution timeout and report progress."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from flint_repl_job.results import encode
+from query_core.models import LosslessResult, StatementProgress
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+@dataclass
+class QueryOutput:
+    result: list[str]
+    schema: list[str]
+    lossless: LosslessResult
+
+
+@dataclass
+class RunningQuery:
+    query_id: str
+    future: Future[QueryOutput]
+    cancelled: threading.Event = field(default_factory=threading.Event)
+
+
+class SparkExecutor:
+    """Starts statements under a Spark job group named by the query id, and cancels that group."""
+
+    def __init__(self, spark: SparkSession) -> None:
+        self.spark = spark
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="statement")
+
+    def start(self, query_id: str, sql: str) -> RunningQuery:
+        return RunningQuery(query_id, self._pool.submit(self._run, query_id, sql))
+
+    def _run(self, query_id: str, sql: str) -> QueryOutput:
+        sc = self.spark.sparkContext
+        sc.setJobGroup(query_id, f"statement {query_id}", interruptOnCancel=True)
+        try:
+            frame = self.spark.sql(sql)
+            rows = frame.collect()
+            result, schema, lossless = encode(frame.schema, rows)
+            return QueryOutput(result, schema, lossless)
+        finally:
+            sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+
+    def cancel(self, running: RunningQuery) -> None:
+        running.cancelled.set()
+        self.spark.sparkContext.cancelJobGroup(running.query_id)
+
+    def progress(self, query_id: str) -> StatementProgress:
+        """Stages and tasks done/total of the Spark jobs in this statement's job group."""
+        tracker = self.spark.sparkContext.statusTracker()
+        progress = StatementProgress()
+        for job_id in tracker.getJobIdsForGroup(query_id):
+            job = tracker.getJobInfo(job_id)
+            if job is None:
+                continue
+            for stage_id in job.stageIds:
+                stage = tracker.getStageInfo(stage_id)
+                progress.stages_total += 1
+                if stage is None:  # forgotten by the tracker: it finished long ago
+                    progress.stages_completed += 1
+                    continue
+                progress.tasks_total += stage.numTasks
+                progress.tasks_completed += stage.numCompletedTasks
+                if stage.numTasks and stage.numCompletedTasks >= stage.numTasks:
+                    progress.stages_completed += 1
+        return progress
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)

@@ -1,0 +1,385 @@
+"""The interactive job: claim the session, heartbeat, find waiting statements, run them.
+
+The loop is explicit and testable: :meth:`InteractiveJob.run_once` handles at most one statement,
+:meth:`InteractiveJob.run` loops until the inactivity limit, a stop request, or the loss of the
+session (another job owns it, or the plugin ended it). Every wait is on the stop event, so a stop
+is noticed at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from flint_repl_job.config import JobConfig
+from flint_repl_job.errors import classify
+from flint_repl_job.executor import QueryOutput, RunningQuery, SparkExecutor
+from query_core.errors import AsyncQueryError, InvalidTransitionError, VersionConflictError
+from query_core.models import ResultDoc, RunningStatement, SessionDoc, StatementDoc, Versioned, now_millis
+from query_core.states import SessionState, SessionType, StatementState, is_terminal
+from query_core.store import IndexStore
+
+log = logging.getLogger(__name__)
+
+#: How long a cancelled or timed-out statement's Spark work may take to stop before the job moves on.
+CANCEL_GRACE_S = 30.0
+
+
+class SessionLostError(Exception):
+    """The session is no longer this job's: another job owns it, or it was ended."""
+
+
+class Heartbeat:
+    """One conditional write of the session document per interval, whatever runs.
+
+    It carries liveness (``lastUpdateTime``), the statements running and their Spark progress, and
+    the interval itself (so the plugin can tell how stale is too stale). The interval is short while
+    statements run and long when idle; a change of activity re-times the next beat, it does not
+    add one.
+    """
+
+    def __init__(self, job: InteractiveJob) -> None:
+        self.job = job
+        self.writes = 0
+        self._wake = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="heartbeat", daemon=True)
+        self._last = time.monotonic()
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._wake.set()
+        self._thread.join(timeout=10)
+
+    def retime(self) -> None:
+        self._wake.set()
+
+    def interval_ms(self) -> int:
+        cfg = self.job.cfg
+        return cfg.heartbeat_running_ms if self.job.running else cfg.heartbeat_idle_ms
+
+    def _run(self) -> None:
+        while not self.job.stop_event.is_set():
+            due = self._last + self.interval_ms() / 1000
+            if self._wake.wait(max(0.0, due - time.monotonic())):
+                self._wake.clear()
+                continue
+            try:
+                self.beat()
+            except SessionLostError as exc:
+                log.warning("heartbeat: %s; stopping", exc)
+                self.job.stop_event.set()
+            except AsyncQueryError:
+                log.exception("heartbeat failed; will try again next interval")
+            self._last = time.monotonic()
+
+    def beat(self) -> None:
+        job = self.job
+        running = job.running
+        report = [
+            RunningStatement(
+                query_id=r.query_id, start_time=job.running_since, progress=job.executor.progress(r.query_id)
+            )
+            for r in ([running] if running else [])
+        ]
+
+        def change(current: Versioned[SessionDoc]) -> Versioned[SessionDoc]:
+            job.check_owner(current.doc)
+            return job.store.update_session(
+                current,
+                last_update_time=now_millis(),
+                running_statements=report,
+                heartbeat_interval_millis=self.interval_ms(),
+            )
+
+        job.store.update_with_retry(job.read_session, change)
+        self.writes += 1
+
+
+class InteractiveJob:
+    def __init__(
+        self, cfg: JobConfig, store: IndexStore, executor: SparkExecutor, stop_event: threading.Event | None = None
+    ) -> None:
+        self.cfg = cfg
+        self.store = store
+        self.executor = executor
+        self.stop_event = stop_event or threading.Event()
+        self.running: RunningQuery | None = None
+        self.running_since = 0
+        self.heartbeat = Heartbeat(self)
+        self._finished_ids: set[str] = set()
+        self._next_search = 0.0
+
+    # -- session ownership ------------------------------------------------------------------
+
+    def read_session(self) -> Versioned[SessionDoc] | None:
+        return self.store.get_session(self.cfg.datasource, self.cfg.session_id)
+
+    def check_owner(self, session: SessionDoc) -> None:
+        mine = self.cfg.job_id
+        if session.job_id and session.job_id != mine:
+            raise SessionLostError(f"session {session.session_id} is owned by job {session.job_id}")
+        if mine in session.exclude_job_ids or mine in self.cfg.exclude_jobs:
+            raise SessionLostError(f"job {mine} is excluded from session {session.session_id}")
+        if is_terminal(session.state):
+            raise SessionLostError(f"session {session.session_id} is {session.state.value}")
+
+    def wait_for_session(self) -> Versioned[SessionDoc]:
+        """The session document, waiting for it to appear (the plugin writes it after launching)."""
+        deadline = time.monotonic() + self.cfg.session_wait_ms / 1000
+        while True:
+            session = self.read_session()
+            if session is not None:
+                self.check_owner(session.doc)
+                return session
+            if time.monotonic() >= deadline or self.stop_event.wait(self.cfg.loop_frequency_ms / 1000):
+                raise SessionLostError(f"session {self.cfg.session_id} never appeared")
+
+    def claim(self) -> None:
+        """Move the session to ``running`` under this job's id."""
+
+        def change(current: Versioned[SessionDoc]) -> Versioned[SessionDoc]:
+            self.check_owner(current.doc)
+            now = now_millis()
+            return self.store.update_session(
+                current,
+                SessionState.RUNNING,
+                job_id=self.cfg.job_id,
+                application_id=self.cfg.application_id,
+                job_start_time=now,
+                last_update_time=now,
+                heartbeat_interval_millis=self.cfg.heartbeat_idle_ms,
+            )
+
+        self.store.update_with_retry(self.read_session, change)
+
+    def end_session(self, state: SessionState, error: str = "") -> None:
+        def change(current: Versioned[SessionDoc]) -> Versioned[SessionDoc] | None:
+            if is_terminal(current.doc.state) or (current.doc.job_id and current.doc.job_id != self.cfg.job_id):
+                return None
+            return self.store.update_session(
+                current, state, error=error, running_statements=[], last_update_time=now_millis()
+            )
+
+        self.store.update_with_retry(self.read_session, change)
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    def run(self) -> SessionState | None:
+        """Run the session until it ends; returns the state it ended in (None if never ours)."""
+        try:
+            self.wait_for_session()
+            self.claim()
+        except SessionLostError as exc:
+            log.warning("not starting: %s", exc)
+            return None
+        log.info("session %s running as job %s", self.cfg.session_id, self.cfg.job_id)
+        self.heartbeat.start()
+        end_state, error = SessionState.DEAD, ""
+        try:
+            self.loop()
+        except SessionLostError as exc:
+            log.warning("stopping: %s", exc)
+            end_state = SessionState.DEAD
+        except Exception as exc:
+            log.exception("session failed")
+            end_state, error = SessionState.FAIL, f"Session failed: {type(exc).__name__}: {exc}"[:2000]
+        finally:
+            self.stop_event.set()
+            self.heartbeat.stop()
+        self.end_session(end_state, error)
+        log.info("session %s ended %s", self.cfg.session_id, end_state.value)
+        return end_state
+
+    def loop(self) -> None:
+        idle_since = time.monotonic()
+        limit = self.cfg.inactivity_limit_ms / 1000
+        while not self.stop_event.is_set():
+            if self.run_once():
+                idle_since = time.monotonic()
+                continue
+            if time.monotonic() - idle_since >= limit:
+                log.info("no statement for %.0f s: ending the session", limit)
+                return
+            self.stop_event.wait(self.cfg.loop_frequency_ms / 1000)
+
+    def run_once(self) -> bool:
+        """Take the oldest waiting statement, if any, and run it to a terminal state."""
+        statement = self.next_statement()
+        if statement is None:
+            return False
+        self.process(statement)
+        return True
+
+    # -- finding work -----------------------------------------------------------------------
+
+    def next_statement(self) -> Versioned[StatementDoc] | None:
+        """The oldest waiting statement: first from the session's real-time list of submitted ids,
+        then, at most once per search interval, from the refresh-delayed search the reference
+        plugin's statements are found by."""
+        session = self.read_session()
+        if session is None:
+            raise SessionLostError(f"session {self.cfg.session_id} disappeared")
+        self.check_owner(session.doc)
+        waiting = [s for s in map(self._get_if_waiting, session.doc.pending_statement_ids) if s is not None]
+        if not waiting and time.monotonic() >= self._next_search:
+            self._next_search = time.monotonic() + self.cfg.search_interval_ms / 1000
+            found = self.store.find_waiting_statements(self.cfg.datasource, self.cfg.session_id)
+            waiting = [s for s in found if s.doc.statement_id not in self._finished_ids]
+        return min(waiting, key=lambda s: s.doc.submit_time) if waiting else None
+
+    def _get_if_waiting(self, statement_id: str) -> Versioned[StatementDoc] | None:
+        if statement_id in self._finished_ids:
+            return None
+        statement = self.store.get_statement(self.cfg.datasource, statement_id)
+        if statement is None or statement.doc.state != StatementState.WAITING:
+            self._finished_ids.add(statement_id)
+            return None
+        return statement
+
+    # -- running one statement --------------------------------------------------------------
+
+    def process(self, statement: Versioned[StatementDoc]) -> None:
+        doc = statement.doc
+        self._finished_ids.add(doc.statement_id)
+        waited = now_millis() - doc.submit_time
+        if waited > self.cfg.query_wait_timeout_ms:
+            error = (
+                f"Statement wait timeout: waited {waited} ms, more than the {self.cfg.query_wait_timeout_ms} ms allowed"
+            )
+            self.finish(statement, StatementState.FAILED, self._result(doc, "FAILED", error=error), error)
+            return
+        try:
+            statement = self.store.move_statement(statement, StatementState.RUNNING)
+        except (VersionConflictError, InvalidTransitionError):
+            log.info("statement %s moved before it could start; skipping", doc.statement_id)
+            return
+        started = time.monotonic()
+        self.running_since = now_millis()
+        self.running = self.executor.start(doc.query_id, doc.query)
+        self.heartbeat.retime()
+        try:
+            self.watch(statement, self.running, started)
+        finally:
+            self.running = None
+            self.heartbeat.retime()
+
+    def watch(self, statement: Versioned[StatementDoc], running: RunningQuery, started: float) -> None:
+        doc = statement.doc
+        timeout = self.cfg.query_execution_timeout_s
+        poll = self.cfg.loop_frequency_ms / 1000
+        while not running.future.done():
+            if self.stop_event.is_set():
+                self._stop_work(running)
+                error = "Session ended while the statement was running"
+                self.finish(statement, StatementState.FAILED, self._result(doc, "FAILED", error=error), error)
+                return
+            if time.monotonic() - started > timeout:
+                self._stop_work(running)
+                error = f"Executing statement {doc.query_id} timed out after {timeout} s"
+                self.finish(statement, StatementState.TIMEOUT, self._result(doc, "TIMEOUT", error=error), error)
+                return
+            current = self.store.get_statement(self.cfg.datasource, doc.statement_id)
+            if current is not None and current.doc.state == StatementState.CANCELLED:
+                log.info("statement %s cancelled: cancelling its Spark job group", doc.query_id)
+                self._stop_work(running)
+                return
+            try:
+                running.future.result(timeout=poll)
+            except Exception:  # noqa: BLE001 - handled below, once the future is done
+                pass
+        self._record_outcome(statement, running, started)
+
+    def _stop_work(self, running: RunningQuery) -> None:
+        self.executor.cancel(running)
+        try:
+            running.future.result(timeout=CANCEL_GRACE_S)
+        except Exception:  # noqa: BLE001 - a cancelled job group raises; that is the point
+            pass
+
+    def _record_outcome(self, statement: Versioned[StatementDoc], running: RunningQuery, started: float) -> None:
+        doc = statement.doc
+        run_ms = int((time.monotonic() - started) * 1000)
+        exc = running.future.exception()
+        if exc is None:
+            output: QueryOutput = running.future.result()
+            result = self._result(doc, "SUCCESS", run_ms=run_ms, output=output)
+            self.finish(statement, StatementState.SUCCESS, result, "")
+            return
+        error = classify(exc)
+        log.info("statement %s failed: %s", doc.query_id, error.splitlines()[0] if error else "")
+        self.finish(statement, StatementState.FAILED, self._result(doc, "FAILED", run_ms=run_ms, error=error), error)
+
+    def finish(self, statement: Versioned[StatementDoc], state: StatementState, result: ResultDoc, error: str) -> None:
+        """Write the result document, and only then move the statement (never over ``cancelled``:
+        a statement cancelled meanwhile keeps its state, and its result document is never read)."""
+        self.store.put_result(self.cfg.result_index, result)
+
+        def change(cur: Versioned[StatementDoc]) -> Versioned[StatementDoc] | None:
+            if is_terminal(cur.doc.state):
+                return None
+            return self.store.move_statement(cur, state, error=error)
+
+        reread = lambda: self.store.get_statement(self.cfg.datasource, statement.doc.statement_id)  # noqa: E731
+        self.store.update_with_retry(reread, change, first=statement)
+
+    def _result(
+        self, doc: StatementDoc, status: Any, *, run_ms: int = 0, error: str = "", output: QueryOutput | None = None
+    ) -> ResultDoc:
+        return ResultDoc(
+            query_id=doc.query_id,
+            query_text=doc.query,
+            session_id=self.cfg.session_id,
+            status=status,
+            result=output.result if output else [],
+            schema=output.schema if output else [],
+            lossless=output.lossless if output else None,
+            error=error,
+            job_run_id=self.cfg.job_id,
+            application_id=self.cfg.application_id,
+            data_source_name=self.cfg.datasource,
+            job_type=self.cfg.job_type.value,
+            query_run_time=run_ms,
+        )
+
+
+def _spark_conf_getter() -> Callable[[str], str | None]:
+    from pyspark import SparkConf
+
+    conf = SparkConf()
+    return lambda key: conf.get(key, None)
+
+
+def _build_spark() -> Any:
+    from pyspark.sql import SparkSession
+
+    return SparkSession.builder.config("spark.sql.session.timeZone", "UTC").getOrCreate()
+
+
+def main(argv: list[str]) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # Python's datetime conversion of Spark timestamps uses the process time zone: make it UTC,
+    # like the Spark session's, so timestamps come back as written.
+    os.environ["TZ"] = "UTC"
+    time.tzset()
+    cfg = JobConfig.load(_spark_conf_getter(), argv)
+    store = IndexStore(cfg.opensearch)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    if cfg.job_type != SessionType.INTERACTIVE:
+        log.error("session type %s is not supported by this job yet", cfg.job_type.value)
+        return 2
+    spark = _build_spark()
+    executor = SparkExecutor(spark)
+    try:
+        InteractiveJob(cfg, store, executor, stop).run()
+    finally:
+        executor.close()
+        spark.stop()
+    return 0

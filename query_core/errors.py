@@ -1,0 +1,106 @@
+"""The one exception hierarchy of the product.
+
+Driver errors (opensearch-py, botocore) are translated into these at the boundary that calls the
+driver, so callers above never see a driver exception. Each class carries the HTTP status and error
+type the REST layer reports for it.
+"""
+
+from __future__ import annotations
+
+
+class AsyncQueryError(Exception):
+    """Base of every error the product raises on purpose."""
+
+    http_status = 500
+    error_type = "AsyncQueryError"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+# -- client errors ------------------------------------------------------------------------------
+
+
+class InvalidRequestError(AsyncQueryError):
+    """The request cannot be served as sent (bad body, unknown datasource, malformed id)."""
+
+    http_status = 400
+    error_type = "IllegalArgumentException"
+
+
+class MalformedIdError(InvalidRequestError):
+    """An id that this product did not issue: it does not decode to a datasource."""
+
+
+class UnknownDatasourceError(InvalidRequestError):
+    """The named datasource is not configured."""
+
+
+class QueryNotFoundError(InvalidRequestError):
+    """A well-formed query id with no statement behind it.
+
+    The reference answers 400 here (its client-error family); so does this product.
+    """
+
+    error_type = "AsyncQueryNotFoundException"
+
+
+class InvalidTransitionError(InvalidRequestError):
+    """A state move that the transition table refuses (for instance cancelling a finished query)."""
+
+    error_type = "IllegalStateException"
+
+
+class TooManyRequestsError(AsyncQueryError):
+    """A limit was reached (for instance the number of live interactive sessions)."""
+
+    http_status = 429
+    error_type = "ConcurrencyLimitExceededException"
+
+
+# -- index errors -------------------------------------------------------------------------------
+
+
+class IndexOperationError(AsyncQueryError):
+    """An index call failed in a way that is not the caller's fault and was not transient."""
+
+    error_type = "IndexOperationException"
+
+
+class IndexUnavailableError(IndexOperationError):
+    """The index server could not be reached, or kept answering 429/5xx, until the retries ran out."""
+
+    http_status = 503
+    error_type = "IndexUnavailableException"
+
+
+class ConflictError(IndexOperationError):
+    """Someone else wrote the document first. Callers re-read and decide; they never overwrite."""
+
+    http_status = 409
+    error_type = "VersionConflictEngineException"
+
+
+class DocumentExistsError(ConflictError):
+    """A create-only write found the document already there."""
+
+
+class VersionConflictError(ConflictError):
+    """A conditional write's ``_seq_no``/``_primary_term`` no longer match the document."""
+
+
+# -- launcher errors ----------------------------------------------------------------------------
+
+
+class LauncherError(AsyncQueryError):
+    """Starting, describing or cancelling a Spark job failed."""
+
+    error_type = "LauncherException"
+
+
+class LauncherValidationError(LauncherError, InvalidRequestError):
+    """The launcher refused the request as invalid (EMR Serverless ``ValidationException``)."""
+
+    http_status = 400
+    error_type = "ValidationException"

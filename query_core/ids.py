@@ -1,0 +1,54 @@
+"""Query and session ids.
+
+An id is base64 of ten random alphanumerics followed by the datasource name, as the reference
+issues them, so the datasource (and therefore the index) is known from the id alone and either
+implementation can read the other's ids. Ids are drawn from :mod:`secrets`, and redrawn until the
+base64 text holds no ``+`` or ``/`` so that every id is safe in a URL path.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+import secrets
+import string
+
+from query_core.errors import MalformedIdError
+
+RANDOM_LEN = 10
+_ALPHABET = string.ascii_letters + string.digits
+#: Datasource names as the reference accepts them (letters first, then letters, digits, ``_-``).
+DATASOURCE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_\-]{0,127}$")
+_ID_SHAPE = re.compile(r"^[A-Za-z0-9+/=]{16,400}$")
+
+
+def new_id(datasource: str) -> str:
+    """A fresh unguessable id that carries ``datasource``."""
+    while True:
+        random_part = "".join(secrets.choice(_ALPHABET) for _ in range(RANDOM_LEN))
+        encoded = base64.b64encode((random_part + datasource).encode()).decode()
+        if "+" not in encoded and "/" not in encoded:
+            return encoded
+
+
+def datasource_of(any_id: str) -> str:
+    """The datasource an id was issued for; :class:`MalformedIdError` when it is not one of ours."""
+    if not _ID_SHAPE.match(any_id or ""):
+        raise MalformedIdError(f"malformed id: {any_id[:80]!r}")
+    try:
+        raw = base64.b64decode(any_id, validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        raise MalformedIdError(f"malformed id: {any_id[:80]!r}") from None
+    datasource = raw[RANDOM_LEN:]
+    if len(raw) <= RANDOM_LEN or not DATASOURCE_NAME.match(datasource):
+        raise MalformedIdError(f"malformed id: {any_id[:80]!r}")
+    return datasource
+
+
+def request_index(datasource: str) -> str:
+    return f".query_execution_request_{datasource.lower()}"
+
+
+def default_result_index(datasource: str) -> str:
+    return f"query_execution_result_{datasource.lower()}"

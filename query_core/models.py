@@ -1,0 +1,123 @@
+"""Documents of the request index and the result index, with the reference's field names.
+
+Models are snake_case in Python and camelCase in the index (pydantic aliases). Unknown fields in a
+stored document are kept (``extra="allow"``) because writes are partial updates anyway, and a
+document written by the reference may carry fields this product does not know.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Generic, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from query_core.states import SessionState, SessionType, StatementState
+
+
+def now_millis() -> int:
+    return int(time.time() * 1000)
+
+
+class _Doc(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="allow")
+
+    def to_source(self) -> dict[str, Any]:
+        """The document as stored: camelCase names, ``None`` fields left out."""
+        return self.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+class StatementProgress(_Doc):
+    """Spark's progress for one running statement, as the job's heartbeat reports it."""
+
+    stages_completed: int = 0
+    stages_total: int = 0
+    tasks_completed: int = 0
+    tasks_total: int = 0
+
+
+class RunningStatement(_Doc):
+    query_id: str
+    start_time: int
+    progress: StatementProgress | None = None
+
+
+class StatementDoc(_Doc):
+    type: Literal["statement"] = "statement"
+    version: str = "1.0"
+    state: StatementState = StatementState.WAITING
+    statement_id: str
+    query_id: str
+    session_id: str
+    lang: str = "sql"
+    query: str
+    data_source_name: str
+    application_id: str = ""
+    job_id: str = ""
+    submit_time: int = Field(default_factory=now_millis)
+    error: str = ""
+
+
+class SessionDoc(_Doc):
+    type: Literal["session"] = "session"
+    version: str = "1.0"
+    session_type: SessionType = SessionType.INTERACTIVE
+    session_id: str
+    state: SessionState = SessionState.NOT_STARTED
+    data_source_name: str
+    application_id: str = ""
+    job_id: str = ""
+    last_update_time: int = Field(default_factory=now_millis)
+    job_start_time: int = 0
+    exclude_job_ids: list[str] = Field(default_factory=list)
+    error: str = ""
+    #: Additions of this product. The plugin appends the ids of statements it submits (a real-time
+    #: signal the job reads by id); the job's heartbeat lists what is running and its interval.
+    pending_statement_ids: list[str] = Field(default_factory=list)
+    running_statements: list[RunningStatement] = Field(default_factory=list)
+    heartbeat_interval_millis: int = 0
+
+
+class ColumnSchema(BaseModel):
+    name: str
+    type: str
+
+
+class LosslessResult(BaseModel):
+    """The exact result: ``datarows`` is JSON text, so no number passes through a float."""
+
+    schema_: list[ColumnSchema] = Field(alias="schema")
+    datarows: str
+    total: int
+    model_config = ConfigDict(populate_by_name=True)
+
+
+class ResultDoc(_Doc):
+    query_id: str
+    query_text: str = ""
+    session_id: str = ""
+    status: Literal["SUCCESS", "FAILED", "TIMEOUT"]
+    result: list[str] = Field(default_factory=list)
+    schema_: list[str] = Field(default_factory=list, alias="schema")
+    error: str = ""
+    job_run_id: str = ""
+    application_id: str = ""
+    data_source_name: str = ""
+    job_type: str = "interactive"
+    update_time: int = Field(default_factory=now_millis)
+    query_run_time: int = 0
+    lossless: LosslessResult | None = None
+
+
+D = TypeVar("D", bound=_Doc)
+
+
+@dataclass(frozen=True)
+class Versioned(Generic[D]):
+    """A document together with the version it was read at, for conditional writes."""
+
+    doc: D
+    seq_no: int
+    primary_term: int

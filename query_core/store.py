@@ -1,0 +1,402 @@
+"""All index access. No other module talks to the OpenSearch client.
+
+- Indexes are created lazily, from ``index_mappings``, the first time a write finds them missing.
+- Writes are create-only, or conditional on ``_seq_no``/``_primary_term``; a lost race surfaces as
+  :class:`~query_core.errors.ConflictError` and the caller re-reads.
+- Every state change goes through :func:`query_core.states.check_move` here, in :meth:`_move`.
+- Hot paths read by id (real-time); searches are used only where a refresh delay is acceptable.
+- Transient failures (connection refused/reset, timeouts, 429, 502/503/504) are retried with
+  ``tenacity``, bounded in attempts and time, then raised as ``IndexUnavailableError``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from opensearchpy import OpenSearch
+from opensearchpy import exceptions as os_exc
+from tenacity import (
+    RetryCallState,
+    Retrying,
+    retry_if_exception,
+    stop_after_attempt,
+    stop_after_delay,
+    wait_exponential_jitter,
+)
+
+import index_mappings
+from query_core.config import OpenSearchConfig
+from query_core.errors import (
+    AsyncQueryError,
+    DocumentExistsError,
+    IndexOperationError,
+    IndexUnavailableError,
+    InvalidRequestError,
+    VersionConflictError,
+)
+from query_core.ids import request_index
+from query_core.models import ResultDoc, SessionDoc, StatementDoc, Versioned
+from query_core.states import SessionState, StatementState, check_move
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+_TRANSIENT_STATUS = frozenset({429, 502, 503, 504})
+#: How long ago a waiting statement may have been submitted and still be found by a search.
+WAITING_LOOKBACK = "now-1h"
+
+
+def _is_transient(exc: BaseException) -> bool:
+    if isinstance(exc, os_exc.ConnectionError):  # includes ConnectionTimeout and refused/reset
+        return True
+    return isinstance(exc, os_exc.TransportError) and exc.status_code in _TRANSIENT_STATUS
+
+
+def _reason(exc: os_exc.TransportError) -> str:
+    info = exc.info
+    if isinstance(info, dict):
+        err = info.get("error")
+        if isinstance(err, dict):
+            return f"{err.get('type', 'error')}: {err.get('reason', '')}"
+    return str(exc.error)
+
+
+def translate(exc: Exception, what: str) -> AsyncQueryError:
+    """One opensearch-py exception as the product's exception."""
+    if isinstance(exc, os_exc.ConflictError):
+        if "document already exists" in _reason(exc):
+            return DocumentExistsError(f"{what}: document already exists")
+        return VersionConflictError(f"{what}: {_reason(exc)}")
+    if _is_transient(exc):
+        return IndexUnavailableError(f"{what}: index server unavailable ({type(exc).__name__})")
+    if isinstance(exc, os_exc.RequestError):
+        return InvalidRequestError(f"{what}: {_reason(exc)}")
+    if isinstance(exc, os_exc.TransportError):
+        return IndexOperationError(f"{what}: {exc.status_code} {_reason(exc)}")
+    return IndexOperationError(f"{what}: {type(exc).__name__}")
+
+
+def build_client(cfg: OpenSearchConfig) -> OpenSearch:
+    """An opensearch-py client with its own retries off (this module retries with tenacity)."""
+    kwargs: dict[str, Any] = {
+        "hosts": [cfg.url],
+        "timeout": cfg.request_timeout,
+        "max_retries": 0,
+        "retry_on_timeout": False,
+        "pool_maxsize": cfg.pool_maxsize,
+        "http_compress": False,
+    }
+    if cfg.scheme == "https":
+        kwargs["verify_certs"] = cfg.verify_certs
+        kwargs["ssl_show_warn"] = cfg.verify_certs
+        if cfg.ca_certs:
+            kwargs["ca_certs"] = cfg.ca_certs
+    if cfg.auth == "basic":
+        kwargs["http_auth"] = (cfg.username, cfg.password)
+    elif cfg.auth == "sigv4":
+        import boto3
+        from opensearchpy import AWSV4SignerAuth, RequestsHttpConnection
+
+        credentials = boto3.Session().get_credentials()
+        kwargs["http_auth"] = AWSV4SignerAuth(credentials, cfg.region, "es")
+        kwargs["connection_class"] = RequestsHttpConnection
+    return OpenSearch(**kwargs)
+
+
+class IndexStore:
+    """The request and result indexes of every datasource, behind typed, state-checked calls."""
+
+    def __init__(self, cfg: OpenSearchConfig, client: OpenSearch | None = None) -> None:
+        self.cfg = cfg
+        self.client = client if client is not None else build_client(cfg)
+        self._known_indexes: set[str] = set()
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    def _call(self, what: str, fn: Callable[[], T]) -> T:
+        """Run one driver call with bounded retries of transient failures; translate errors."""
+
+        def before_sleep(state: RetryCallState) -> None:
+            exc = state.outcome.exception() if state.outcome else None
+            log.warning("index call %s failed (%s), retry %d", what, type(exc).__name__, state.attempt_number)
+
+        retrying = Retrying(
+            retry=retry_if_exception(_is_transient),
+            stop=stop_after_attempt(self.cfg.retry_attempts) | stop_after_delay(self.cfg.retry_seconds),
+            wait=wait_exponential_jitter(initial=0.05, max=2.0),
+            before_sleep=before_sleep,
+            reraise=True,
+        )
+        try:
+            return retrying(fn)
+        except os_exc.OpenSearchException as exc:
+            raise translate(exc, what) from exc
+
+    def _ensure_index(self, index: str) -> None:
+        if index in self._known_indexes:
+            return
+        kind: index_mappings.IndexKind = "request_index" if index.startswith(".query_execution_request_") else "result_index"
+
+        def create() -> None:
+            try:
+                self.client.indices.create(index=index, body=index_mappings.load(kind))
+                log.info("created index %s", index)
+            except os_exc.RequestError as exc:
+                if "resource_already_exists" not in str(exc.error):
+                    raise
+
+        self._call(f"create index {index}", create)
+        self._known_indexes.add(index)
+
+    def _write(self, index: str, what: str, fn: Callable[[], T]) -> T:
+        """A write that creates its index on first use (one extra round trip, once per index)."""
+        try:
+            return self._call(what, fn)
+        except IndexOperationError as exc:
+            if not isinstance(exc.__cause__, os_exc.NotFoundError) or "index_not_found" not in str(exc):
+                raise
+        self._ensure_index(index)
+        return self._call(what, fn)
+
+    # -- generic document calls -------------------------------------------------------------
+
+    def create(self, index: str, doc_id: str, source: dict[str, Any]) -> tuple[int, int]:
+        """Create-only write; :class:`DocumentExistsError` when the id is taken."""
+        attempts = 0
+
+        def call() -> dict[str, Any]:
+            nonlocal attempts
+            attempts += 1
+            try:
+                return self.client.index(index=index, id=doc_id, body=source, op_type="create")
+            except os_exc.ConflictError:
+                if attempts > 1 and self._source_is(index, doc_id, source):
+                    return self.client.get(index=index, id=doc_id, _source="false")  # our own retry
+                raise
+
+        res = self._write(index, f"create {index}/{doc_id}", call)
+        return res["_seq_no"], res["_primary_term"]
+
+    def _source_is(self, index: str, doc_id: str, source: dict[str, Any]) -> bool:
+        try:
+            found = self.client.get(index=index, id=doc_id)
+        except os_exc.OpenSearchException:
+            return False
+        return bool(found.get("_source") == source)
+
+    def put(self, index: str, doc_id: str, source: dict[str, Any]) -> None:
+        """Idempotent overwrite, for documents whose id makes a retry harmless (results)."""
+        self._write(index, f"put {index}/{doc_id}", lambda: self.client.index(index=index, id=doc_id, body=source))
+
+    def get(self, index: str, doc_id: str) -> tuple[dict[str, Any], int, int] | None:
+        """Real-time get by id: the source and its version, or None."""
+
+        def call() -> dict[str, Any] | None:
+            try:
+                return self.client.get(index=index, id=doc_id)
+            except os_exc.NotFoundError:
+                return None
+
+        res = self._call(f"get {index}/{doc_id}", call)
+        if res is None or not res.get("found"):
+            return None
+        return res["_source"], res["_seq_no"], res["_primary_term"]
+
+    def update_if(
+        self, index: str, doc_id: str, partial: dict[str, Any], seq_no: int, primary_term: int
+    ) -> tuple[int, int]:
+        """Partial update applied only if the document is still at ``seq_no``/``primary_term``."""
+        res = self._call(
+            f"update {index}/{doc_id}",
+            lambda: self.client.update(
+                index=index, id=doc_id, body={"doc": partial}, if_seq_no=seq_no, if_primary_term=primary_term
+            ),
+        )
+        return res["_seq_no"], res["_primary_term"]
+
+    def search(self, index: str, body: dict[str, Any]) -> list[tuple[str, dict[str, Any], int, int]]:
+        """A search (sees writes only after a refresh); a missing index is an empty answer."""
+
+        def call() -> dict[str, Any]:
+            try:
+                return self.client.search(index=index, body=body, seq_no_primary_term=True)
+            except os_exc.NotFoundError:
+                return {"hits": {"hits": []}}
+
+        res = self._call(f"search {index}", call)
+        return [(h["_id"], h["_source"], h["_seq_no"], h["_primary_term"]) for h in res["hits"]["hits"]]
+
+    def delete_older_than(
+        self, index: str, field: str, before_millis: int, extra: list[dict[str, Any]] | None = None
+    ) -> int:
+        """Delete documents whose ``field`` is older than ``before_millis``; returns how many."""
+        query = {"bool": {"filter": [{"range": {field: {"lt": before_millis}}}, *(extra or [])]}}
+
+        def call() -> dict[str, Any]:
+            try:
+                return self.client.delete_by_query(index=index, body={"query": query}, conflicts="proceed")
+            except os_exc.NotFoundError:
+                return {"deleted": 0}
+
+        return int(self._call(f"delete_by_query {index}", call).get("deleted", 0))
+
+    def ping(self) -> bool:
+        try:
+            return bool(self.client.ping())
+        except os_exc.OpenSearchException:
+            return False
+
+    def close(self) -> None:
+        self.client.close()
+
+    # -- statements -------------------------------------------------------------------------
+
+    def create_statement(self, doc: StatementDoc) -> Versioned[StatementDoc]:
+        seq, term = self.create(request_index(doc.data_source_name), doc.statement_id, doc.to_source())
+        return Versioned(doc, seq, term)
+
+    def get_statement(self, datasource: str, statement_id: str) -> Versioned[StatementDoc] | None:
+        found = self.get(request_index(datasource), statement_id)
+        if found is None or found[0].get("type") != "statement":
+            return None
+        return Versioned(StatementDoc.model_validate(found[0]), found[1], found[2])
+
+    def move_statement(
+        self, current: Versioned[StatementDoc], state: StatementState, **fields: Any
+    ) -> Versioned[StatementDoc]:
+        """Conditional state move; raises ``InvalidTransitionError`` or ``VersionConflictError``."""
+        return self._move(current, current.doc.state, state, f"statement {current.doc.statement_id}", fields)
+
+    def find_waiting_statements(
+        self, datasource: str, session_id: str, size: int = 10
+    ) -> list[Versioned[StatementDoc]]:
+        """This session's waiting statements, oldest first, as the reference job finds them.
+
+        A search: it sees a new statement only after the index refreshes. The job uses it as the
+        fallback behind the real-time signal in the session document.
+        """
+        body = {
+            "size": size,
+            "query": {
+                "bool": {
+                    "filter": [
+                        {"term": {"type": "statement"}},
+                        {"term": {"sessionId": session_id}},
+                        {"term": {"state": StatementState.WAITING.value}},
+                        {"range": {"submitTime": {"gte": WAITING_LOOKBACK}}},
+                    ]
+                }
+            },
+            "sort": [{"submitTime": {"order": "asc"}}],
+        }
+        hits = self.search(request_index(datasource), body)
+        return [Versioned(StatementDoc.model_validate(src), seq, term) for _, src, seq, term in hits]
+
+    def find_unfinished_statements(
+        self, datasource: str, session_id: str, size: int = 1000
+    ) -> list[Versioned[StatementDoc]]:
+        body = {
+            "size": size,
+            "query": {
+                "bool": {
+                    "filter": [
+                        {"term": {"type": "statement"}},
+                        {"term": {"sessionId": session_id}},
+                        {"terms": {"state": [StatementState.WAITING.value, StatementState.RUNNING.value]}},
+                    ]
+                }
+            },
+        }
+        hits = self.search(request_index(datasource), body)
+        return [Versioned(StatementDoc.model_validate(src), seq, term) for _, src, seq, term in hits]
+
+    # -- sessions ---------------------------------------------------------------------------
+
+    def create_session(self, doc: SessionDoc) -> Versioned[SessionDoc]:
+        seq, term = self.create(request_index(doc.data_source_name), doc.session_id, doc.to_source())
+        return Versioned(doc, seq, term)
+
+    def get_session(self, datasource: str, session_id: str) -> Versioned[SessionDoc] | None:
+        found = self.get(request_index(datasource), session_id)
+        if found is None or found[0].get("type") != "session":
+            return None
+        return Versioned(SessionDoc.model_validate(found[0]), found[1], found[2])
+
+    def update_session(
+        self, current: Versioned[SessionDoc], state: SessionState | None = None, **fields: Any
+    ) -> Versioned[SessionDoc]:
+        """Conditional write of a session (a heartbeat when ``state`` is None: it stays as it is)."""
+        target = state if state is not None else current.doc.state
+        return self._move(current, current.doc.state, target, f"session {current.doc.session_id}", fields)
+
+    def find_sessions(
+        self, datasource: str | None, states: list[SessionState], size: int = 1000
+    ) -> list[Versioned[SessionDoc]]:
+        """Sessions in the given states (a search: refresh-delayed; for limits and listings)."""
+        index = request_index(datasource) if datasource else ".query_execution_request_*"
+        body = {
+            "size": size,
+            "query": {
+                "bool": {"filter": [{"term": {"type": "session"}}, {"terms": {"state": [s.value for s in states]}}]}
+            },
+            "sort": [{"lastUpdateTime": {"order": "desc"}}],
+        }
+        return [Versioned(SessionDoc.model_validate(src), seq, term) for _, src, seq, term in self.search(index, body)]
+
+    def update_with_retry(
+        self,
+        reread: Callable[[], Versioned[Any] | None],
+        change: Callable[[Versioned[Any]], Versioned[Any] | None],
+        first: Versioned[Any] | None = None,
+        attempts: int = 20,
+    ) -> Versioned[Any] | None:
+        """Apply ``change`` until no one else wrote in between, re-reading after each conflict.
+
+        ``first`` is a version already in hand, tried before any read. ``change`` returns the
+        written version, or None to give up (the document moved on in a way that makes the change
+        moot). Returns the last written version, or None.
+        """
+        current = first
+        for _ in range(attempts):
+            if current is None:
+                current = reread()
+            if current is None:
+                return None
+            try:
+                return change(current)
+            except VersionConflictError:
+                current = None
+        raise VersionConflictError(f"gave up after {attempts} conflicting writes")
+
+    # -- results ----------------------------------------------------------------------------
+
+    def put_result(self, result_index: str, doc: ResultDoc) -> None:
+        self.put(result_index, doc.query_id, doc.to_source())
+
+    def get_result(self, result_index: str, query_id: str) -> ResultDoc | None:
+        found = self.get(result_index, query_id)
+        return None if found is None else ResultDoc.model_validate(found[0])
+
+    # -- the one place where documents move -------------------------------------------------
+
+    def _move(
+        self, current: Versioned[Any], state_now: Any, target: Any, what: str, fields: dict[str, Any]
+    ) -> Versioned[Any]:
+        check_move(state_now, target, what)
+        doc = current.doc
+        updated = doc.model_copy(update={**fields, "state": target})
+        partial = {k: v for k, v in updated.to_source().items() if k in _changed_aliases(doc, fields) or k == "state"}
+        index = request_index(doc.data_source_name)
+        seq, term = self.update_if(index, _doc_id(doc), partial, current.seq_no, current.primary_term)
+        return Versioned(updated, seq, term)
+
+
+def _changed_aliases(doc: Any, fields: dict[str, Any]) -> set[str]:
+    model_fields = type(doc).model_fields
+    return {(model_fields[name].alias or name) if name in model_fields else name for name in fields}
+
+
+def _doc_id(doc: Any) -> str:
+    return str(doc.statement_id if isinstance(doc, StatementDoc) else doc.session_id)
