@@ -13,13 +13,12 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 from flint_repl_job.config import JobConfig
 from flint_repl_job.errors import classify
 from flint_repl_job.executor import QueryOutput, RunningQuery, SparkExecutor
-from query_core.errors import AsyncQueryError, InvalidTransitionError, VersionConflictError
+from query_core.errors import AsyncQueryError, IndexUnavailableError, InvalidTransitionError, VersionConflictError
 from query_core.models import ResultDoc, RunningStatement, SessionDoc, StatementDoc, Versioned, now_millis
 from query_core.states import SessionState, SessionType, StatementState, is_terminal
 from query_core.store import IndexStore
@@ -214,7 +213,14 @@ class InteractiveJob:
         statement = self.next_statement()
         if statement is None:
             return False
-        self.process(statement)
+        try:
+            self.process(statement)
+        except (SessionLostError, IndexUnavailableError):
+            raise
+        except AsyncQueryError:
+            # One statement's bookkeeping failed; the session goes on. The statement is failed if
+            # it can be, and in any case ends with the session (the plugin fails what is left).
+            log.exception("statement %s could not be processed", statement.doc.statement_id)
         return True
 
     # -- finding work -----------------------------------------------------------------------
@@ -230,7 +236,11 @@ class InteractiveJob:
         waiting = [s for s in map(self._get_if_waiting, session.doc.pending_statement_ids) if s is not None]
         if not waiting and time.monotonic() >= self._next_search:
             self._next_search = time.monotonic() + self.cfg.search_interval_ms / 1000
-            found = self.store.find_waiting_statements(self.cfg.datasource, self.cfg.session_id)
+            try:
+                found = self.store.find_waiting_statements(self.cfg.datasource, self.cfg.session_id)
+            except AsyncQueryError as exc:
+                log.warning("search for waiting statements failed: %s", exc)
+                found = []
             waiting = [s for s in found if s.doc.statement_id not in self._finished_ids]
         return min(waiting, key=lambda s: s.doc.submit_time) if waiting else None
 
@@ -349,37 +359,28 @@ class InteractiveJob:
         )
 
 
-def _spark_conf_getter() -> Callable[[str], str | None]:
-    from pyspark import SparkConf
-
-    conf = SparkConf()
-    return lambda key: conf.get(key, None)
-
-
-def _build_spark() -> Any:
-    from pyspark.sql import SparkSession
-
-    return SparkSession.builder.config("spark.sql.session.timeZone", "UTC").getOrCreate()
-
-
 def main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # Python's datetime conversion of Spark timestamps uses the process time zone: make it UTC,
     # like the Spark session's, so timestamps come back as written.
     os.environ["TZ"] = "UTC"
     time.tzset()
-    cfg = JobConfig.load(_spark_conf_getter(), argv)
-    store = IndexStore(cfg.opensearch)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    if cfg.job_type != SessionType.INTERACTIVE:
-        log.error("session type %s is not supported by this job yet", cfg.job_type.value)
-        return 2
-    spark = _build_spark()
-    executor = SparkExecutor(spark)
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.builder.config("spark.sql.session.timeZone", "UTC").getOrCreate()
     try:
-        InteractiveJob(cfg, store, executor, stop).run()
+        conf = spark.sparkContext.getConf()
+        cfg = JobConfig.load(lambda key: conf.get(key, None), argv)
+        if cfg.job_type != SessionType.INTERACTIVE:
+            log.error("session type %s is not supported by this job yet", cfg.job_type.value)
+            return 2
+        stop = threading.Event()
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        executor = SparkExecutor(spark)
+        try:
+            InteractiveJob(cfg, IndexStore(cfg.opensearch), executor, stop).run()
+        finally:
+            executor.close()
     finally:
-        executor.close()
         spark.stop()
     return 0

@@ -7,7 +7,7 @@ so a refused move can never reach the index, whoever attempts it.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from query_core.errors import InvalidTransitionError
 
@@ -40,26 +40,32 @@ S = TypeVar("S", StatementState, SessionState)
 _S = StatementState
 _Z = SessionState
 
-#: Allowed moves. A state absent from its own set may still be rewritten with other fields
-#: (a heartbeat on a running session) unless it is terminal: terminal states never change.
-TRANSITIONS: dict[StrEnum, frozenset[StrEnum]] = {
+#: Allowed moves, one table per document kind (the kinds share state names such as "running",
+#: and StrEnum members equal their strings, so the tables must not share a dict). A state absent
+#: from its own set may still be rewritten with other fields (a heartbeat on a running session)
+#: unless it is terminal: terminal states never change.
+STATEMENT_TRANSITIONS: dict[StatementState, frozenset[StatementState]] = {
     _S.WAITING: frozenset({_S.RUNNING, _S.CANCELLED, _S.FAILED, _S.TIMEOUT}),
     _S.RUNNING: frozenset({_S.SUCCESS, _S.FAILED, _S.TIMEOUT, _S.CANCELLED}),
     _S.SUCCESS: frozenset(),
     _S.FAILED: frozenset(),
     _S.TIMEOUT: frozenset(),
     _S.CANCELLED: frozenset(),
+}
+SESSION_TRANSITIONS: dict[SessionState, frozenset[SessionState]] = {
     _Z.NOT_STARTED: frozenset({_Z.RUNNING, _Z.DEAD, _Z.FAIL}),
     _Z.RUNNING: frozenset({_Z.DEAD, _Z.FAIL}),
     _Z.DEAD: frozenset(),
     _Z.FAIL: frozenset(),
 }
 
-TERMINAL: frozenset[StrEnum] = frozenset(s for s, moves in TRANSITIONS.items() if not moves)
+
+def _table(state: StatementState | SessionState) -> dict[Any, frozenset[Any]]:
+    return STATEMENT_TRANSITIONS if isinstance(state, StatementState) else SESSION_TRANSITIONS
 
 
-def is_terminal(state: StrEnum) -> bool:
-    return state in TERMINAL
+def is_terminal(state: StatementState | SessionState) -> bool:
+    return not _table(state)[state]
 
 
 def can_move(current: S, target: S) -> bool:
@@ -68,7 +74,7 @@ def can_move(current: S, target: S) -> bool:
         return False
     if current == target:
         return not is_terminal(current)
-    return target in TRANSITIONS[current]
+    return target in _table(current)[current]
 
 
 def check_move(current: S, target: S, what: str = "document") -> None:

@@ -137,9 +137,13 @@ class IndexStore:
     def _ensure_index(self, index: str) -> None:
         if index in self._known_indexes:
             return
-        kind: index_mappings.IndexKind = "request_index" if index.startswith(".query_execution_request_") else "result_index"
+        kind: index_mappings.IndexKind = (
+            "request_index" if index.startswith(".query_execution_request_") else "result_index"
+        )
 
         def create() -> None:
+            if self.client.indices.exists(index=index):
+                return
             try:
                 self.client.indices.create(index=index, body=index_mappings.load(kind))
                 log.info("created index %s", index)
@@ -151,12 +155,11 @@ class IndexStore:
         self._known_indexes.add(index)
 
     def _write(self, index: str, what: str, fn: Callable[[], T]) -> T:
-        """A write that creates its index on first use (one extra round trip, once per index)."""
-        try:
-            return self._call(what, fn)
-        except IndexOperationError as exc:
-            if not isinstance(exc.__cause__, os_exc.NotFoundError) or "index_not_found" not in str(exc):
-                raise
+        """A write, after making sure its index exists with our mappings.
+
+        The check runs once per index per process. It must come first: a cluster creates a
+        missing index on a first write by itself, with dynamic mappings that break our queries.
+        """
         self._ensure_index(index)
         return self._call(what, fn)
 
