@@ -7,7 +7,7 @@ Every error, whatever raised it, leaves as ``{"status": code, "error": {"type", 
 from __future__ import annotations
 
 import logging
-from typing import Literal
+from typing import Any, Literal
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -17,6 +17,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from async_query.service import AsyncQueryService, SubmitRequest
 from query_core.errors import AsyncQueryError
+from query_core.models import SessionDoc
+from query_core.states import SessionState
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +74,25 @@ def _validation_details(exc: RequestValidationError) -> str:
     return "; ".join(parts) or "invalid request"
 
 
+def _session_view(session: SessionDoc) -> dict[str, Any]:
+    return session.model_dump(
+        by_alias=True,
+        mode="json",
+        include={
+            "session_id",
+            "session_type",
+            "state",
+            "data_source_name",
+            "application_id",
+            "job_id",
+            "last_update_time",
+            "job_start_time",
+            "error",
+            "running_statements",
+        },
+    )
+
+
 def create_app(service: AsyncQueryService) -> FastAPI:
     app = FastAPI(title="Async query service", docs_url=None, redoc_url=None)
     app.state.service = service
@@ -110,6 +131,18 @@ def create_app(service: AsyncQueryService) -> FastAPI:
             return error_response(400, "IllegalArgumentException", f"the query is longer than {max_query} characters")
         submitted = service.submit(SubmitRequest(body.datasource, body.lang, body.query, body.session_id))
         return JSONResponse({"queryId": submitted.query_id, "sessionId": submitted.session_id}, status_code=201)
+
+    @app.get(BASE + "/_sessions")
+    def list_sessions(datasource: str | None = None, state: str | None = None, size: int = 100) -> JSONResponse:
+        """This product's addition: sessions and what runs in them (for the CLI and operators)."""
+        try:
+            states = [SessionState(s.strip().lower()) for s in state.split(",")] if state else None
+        except ValueError:
+            return error_response(400, "IllegalArgumentException", f"unknown session state in {state!r}")
+        if not 1 <= size <= 1000:
+            return error_response(400, "IllegalArgumentException", "size must be between 1 and 1000")
+        found = service.sessions(datasource, states, size)
+        return JSONResponse({"sessions": [_session_view(s) for s in found]})
 
     @app.get(BASE + "/{query_id}")
     def get_query(query_id: str) -> Response:

@@ -37,6 +37,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=9000)
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     serve.set_defaults(func=_serve)
+    from async_query import client_cli, packaging
+
+    client_cli.add_commands(sub)
+    packaging.add_commands(sub)
     return parser
 
 

@@ -186,9 +186,11 @@ class AsyncQueryService:
         if cached is not None:
             return cached
         statement = self._statement(query_id)
+        session = None
         if not is_terminal(statement.doc.state):
-            statement = self.reconcile(statement)
-        reply = self._reply(statement)
+            session = self.store.get_session(statement.doc.data_source_name, statement.doc.session_id)
+            statement = self.reconcile(statement, session)
+        reply = self._reply(statement, session)
         if is_terminal(statement.doc.state):
             self.replies.put(query_id, reply)
         return reply
@@ -204,9 +206,10 @@ class AsyncQueryService:
             raise QueryNotFoundError(f"no async query with id {query_id}")
         return statement
 
-    def reconcile(self, statement: Versioned[StatementDoc]) -> Versioned[StatementDoc]:
-        """A statement that is not finished, in a session that is: it never will be. Fail it."""
-        session = self.store.get_session(statement.doc.data_source_name, statement.doc.session_id)
+    def reconcile(
+        self, statement: Versioned[StatementDoc], session: Versioned[SessionDoc] | None
+    ) -> Versioned[StatementDoc]:
+        """A statement that is not finished, in a session that is, never will be: fail it."""
         if session is None or not is_terminal(session.doc.state):
             return statement
         reason = session.doc.error or f"session {session.doc.session_id} is {session.doc.state.value}"
@@ -224,13 +227,16 @@ class AsyncQueryService:
     def _rereader(self, doc: StatementDoc) -> Callable[[], Versioned[StatementDoc] | None]:
         return lambda: self.store.get_statement(doc.data_source_name, doc.statement_id)
 
-    def _reply(self, statement: Versioned[StatementDoc]) -> bytes:
+    def _reply(self, statement: Versioned[StatementDoc], session: Versioned[SessionDoc] | None = None) -> bytes:
         doc = statement.doc
         status = doc.state.value.upper()
         if doc.state != StatementState.SUCCESS:
             body: dict[str, Any] = {"status": status}
             if doc.error or doc.state in (StatementState.FAILED, StatementState.TIMEOUT):
                 body["error"] = doc.error
+            progress = _progress_of(doc.query_id, session) if doc.state == StatementState.RUNNING else None
+            if progress is not None:
+                body["progress"] = progress
             return json.dumps(body, ensure_ascii=False).encode()
         datasource = self.datasources.get(doc.data_source_name)
         result = self.store.get_result(datasource.results, doc.query_id)
@@ -239,6 +245,17 @@ class AsyncQueryService:
             # means it was deleted (housekeeping) or never written by a foreign job.
             return json.dumps({"status": "FAILED", "error": "The result of this query is no longer available"}).encode()
         return success_reply(result)
+
+    # -- listing ----------------------------------------------------------------------------
+
+    def sessions(
+        self, datasource: str | None = None, states: list[SessionState] | None = None, size: int = 100
+    ) -> list[SessionDoc]:
+        """Sessions, most recently active first (a search: it lags writes by up to a refresh)."""
+        if datasource is not None:
+            self.datasources.get(datasource)
+        wanted = states or list(SessionState)
+        return [v.doc for v in self.store.find_sessions(datasource, wanted, size=size)]
 
     # -- DELETE -----------------------------------------------------------------------------
 
@@ -256,6 +273,16 @@ class AsyncQueryService:
     def close(self) -> None:
         for launcher in self.launchers.values():
             launcher.close()
+
+
+def _progress_of(query_id: str, session: Versioned[SessionDoc] | None) -> dict[str, int] | None:
+    """Spark's progress for a running statement, from its session's last heartbeat."""
+    if session is None:
+        return None
+    for running in session.doc.running_statements:
+        if running.query_id == query_id and running.progress is not None:
+            return running.progress.model_dump(by_alias=True)
+    return None
 
 
 def success_reply(result: ResultDoc) -> bytes:

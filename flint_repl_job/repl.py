@@ -265,6 +265,10 @@ class InteractiveJob:
             )
             self.finish(statement, StatementState.FAILED, self._result(doc, "FAILED", error=error), error)
             return
+        if doc.lang.lower() != "sql":
+            error = f"Fail to run query. Cause: language {doc.lang!r} is not supported by this job; use sql"
+            self.finish(statement, StatementState.FAILED, self._result(doc, "FAILED", error=error), error)
+            return
         try:
             statement = self.store.move_statement(statement, StatementState.RUNNING)
         except (VersionConflictError, InvalidTransitionError):

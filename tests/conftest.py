@@ -1,0 +1,105 @@
+"""Shared fixtures.
+
+The index is a real HTTP server: ``osmem-server`` (one process for the whole run, a fresh clone per
+test), or the cluster at ``OPENSEARCH_URL`` when that is set (then each test gets its own
+datasource name, hence its own indexes).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from async_query.datasources import Datasource, DatasourceRegistry, local_datasource
+from async_query.launcher.base import Launcher
+from async_query.service import AsyncQueryService
+from async_query.settings import Settings
+from query_core.config import OpenSearchConfig
+from query_core.store import IndexStore
+from tests.support import RecordingLauncher
+
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+REAL_CLUSTER = os.environ.get("OPENSEARCH_URL", "")
+
+
+@pytest.fixture(scope="session")
+def index_server() -> Iterator[Any]:
+    """One osmem-server for the run (None when testing against ``OPENSEARCH_URL``)."""
+    if REAL_CLUSTER:
+        yield None
+        return
+    from osmem_server import OsmemServer
+
+    server = OsmemServer.start(addr="127.0.0.1:0", japanese=False)
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def index_url(index_server: Any) -> Iterator[str]:
+    """An empty index cluster for this test: a clone of the session's server, or the real one."""
+    if index_server is None:
+        yield REAL_CLUSTER
+        return
+    with index_server.clone() as clone:
+        yield clone.url
+
+
+@pytest.fixture
+def ds_name() -> str:
+    """The datasource name for this test; unique on a shared real cluster."""
+    return f"t{secrets.token_hex(4)}" if REAL_CLUSTER else "local"
+
+
+@pytest.fixture
+def opensearch_config(index_url: str) -> OpenSearchConfig:
+    return OpenSearchConfig(
+        url=index_url,
+        auth="basic" if os.environ.get("OPENSEARCH_USERNAME") else "noauth",
+        username=os.environ.get("OPENSEARCH_USERNAME", ""),
+        password=os.environ.get("OPENSEARCH_PASSWORD", ""),
+        verify_certs=os.environ.get("OPENSEARCH_VERIFY_CERTS", "true").lower() != "false",
+        retry_seconds=5.0,
+    )
+
+
+@pytest.fixture
+def store(opensearch_config: OpenSearchConfig) -> Iterator[IndexStore]:
+    s = IndexStore(opensearch_config)
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def datasource(ds_name: str, tmp_path: Path) -> Datasource:
+    ds = local_datasource(tmp_path / "warehouse")
+    return ds.model_copy(update={"name": ds_name})
+
+
+ServiceFactory = Callable[..., AsyncQueryService]
+
+
+@pytest.fixture
+def make_service(
+    store: IndexStore, datasource: Datasource, opensearch_config: OpenSearchConfig, tmp_path: Path
+) -> Iterator[ServiceFactory]:
+    """Build services on this test's index; ``launcher`` defaults to a RecordingLauncher."""
+    made: list[AsyncQueryService] = []
+
+    def make(
+        launcher: Launcher | None = None, datasources: list[Datasource] | None = None, **settings: Any
+    ) -> AsyncQueryService:
+        cfg = Settings(data_dir=tmp_path / "var", **settings)
+        registry = DatasourceRegistry(datasources or [datasource])
+        service = AsyncQueryService(cfg, store, registry, {"local": launcher or RecordingLauncher()}, opensearch_config)
+        made.append(service)
+        return service
+
+    yield make
+    for service in made:
+        service.close()
