@@ -44,7 +44,11 @@ def _message(exc: BaseException) -> str:
     get_message = getattr(exc, "getMessage", None)
     if callable(get_message):
         try:
-            return str(get_message())
+            message = str(get_message())
         except Exception:  # noqa: BLE001 - fall back to str() if the JVM side is gone
-            pass
+            message = ""
+        # PySpark's getMessage() is "" for a captured exception that is not a SparkThrowable
+        # (java.lang.IllegalArgumentException, ...): its text is then only in str().
+        if message:
+            return message
     return str(exc)

@@ -4,6 +4,7 @@ watch for cancellation, enforce the execution timeout and report progress."""
 from __future__ import annotations
 
 import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -13,6 +14,10 @@ from query_core.models import LosslessResult, StatementProgress
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+
+class QueryCancelledError(Exception):
+    """The statement was cancelled before its Spark work started."""
 
 
 @dataclass
@@ -37,12 +42,15 @@ class SparkExecutor:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="statement")
 
     def start(self, query_id: str, sql: str) -> RunningQuery:
-        return RunningQuery(query_id, self._pool.submit(self._run, query_id, sql))
+        cancelled = threading.Event()
+        return RunningQuery(query_id, self._pool.submit(self._run, query_id, sql, cancelled), cancelled)
 
-    def _run(self, query_id: str, sql: str) -> QueryOutput:
+    def _run(self, query_id: str, sql: str, cancelled: threading.Event) -> QueryOutput:
         sc = self.spark.sparkContext
         sc.setJobGroup(query_id, f"statement {query_id}", interruptOnCancel=True)
         try:
+            if cancelled.is_set():
+                raise QueryCancelledError(query_id)
             frame = self.spark.sql(sql)
             rows = frame.collect()
             result, schema, lossless = encode(frame.schema, rows)
@@ -50,9 +58,25 @@ class SparkExecutor:
         finally:
             sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
 
-    def cancel(self, running: RunningQuery) -> None:
+    def cancel(self, running: RunningQuery, grace_s: float, poll_s: float) -> bool:
+        """Stop the statement's Spark work; True once it has stopped, False after ``grace_s``.
+
+        ``cancelJobGroup`` only reaches jobs already submitted, and a cancel can arrive between
+        the statement starting and its first Spark job: so it is repeated until the statement's
+        thread returns. A statement not yet at Spark sees the flag and does not start.
+        """
         running.cancelled.set()
-        self.spark.sparkContext.cancelJobGroup(running.query_id)
+        deadline = time.monotonic() + grace_s
+        while True:
+            self.spark.sparkContext.cancelJobGroup(running.query_id)
+            try:
+                running.future.result(timeout=poll_s)
+            except Exception:  # noqa: BLE001 - a cancelled job group raises; that is the point
+                pass
+            if running.future.done():
+                return True
+            if time.monotonic() >= deadline:
+                return False
 
     def progress(self, query_id: str) -> StatementProgress:
         """Stages and tasks done/total of the Spark jobs in this statement's job group."""

@@ -73,14 +73,16 @@ class _Float32(float):
             return _non_finite(self)
         packed = struct.pack("<f", self)
         for digits in range(1, 10):
-            candidate = f"{self:.{digits}g}"
-            if struct.pack("<f", float(candidate)) == packed:
-                return _json_float_text(candidate)
+            candidate = float(f"{self:.{digits}g}")
+            try:
+                same = struct.pack("<f", candidate) == packed
+            except OverflowError:  # rounded above the largest float32 (near 3.4e38)
+                continue
+            if same:
+                # repr() of the double keeps those digits (no shorter text names the same
+                # double) and prints them as Python does: "100.0", not "1e+02".
+                return repr(candidate)
         return repr(float(self))
-
-
-def _json_float_text(text: str) -> str:
-    return text if any(c in text for c in ".eEn") else text + ".0"
 
 
 def _non_finite(value: float) -> str:

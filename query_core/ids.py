@@ -19,8 +19,9 @@ from query_core.errors import MalformedIdError
 RANDOM_LEN = 10
 _ALPHABET = string.ascii_letters + string.digits
 #: Datasource names as the reference accepts them (letters first, then letters, digits, ``_-``).
-DATASOURCE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_\-]{0,127}$")
-_ID_SHAPE = re.compile(r"^[A-Za-z0-9+/=]{16,400}$")
+#: Anchored with ``\Z``: ``$`` would also accept a trailing newline.
+DATASOURCE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_\-]{0,127}\Z")
+_ID_SHAPE = re.compile(r"^[A-Za-z0-9+/=]{16,400}\Z")
 
 
 def new_id(datasource: str) -> str:

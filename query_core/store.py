@@ -125,7 +125,7 @@ class IndexStore:
         retrying = Retrying(
             retry=retry_if_exception(_is_transient),
             stop=stop_after_attempt(self.cfg.retry_attempts) | stop_after_delay(self.cfg.retry_seconds),
-            wait=wait_exponential_jitter(initial=0.05, max=2.0),
+            wait=wait_exponential_jitter(multiplier=0.05, max=2.0, jitter=0.1),
             before_sleep=before_sleep,
             reraise=True,
         )

@@ -1,0 +1,105 @@
+"""End-to-end fixtures: the REST service over real HTTP, with real spark-submit jobs.
+
+A Spark job takes seconds to start, so one service (and its sessions) is shared by a module.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from async_query.api import create_app
+from async_query.datasources import DatasourceRegistry, local_datasource
+from async_query.launcher.local import LocalLauncher
+from async_query.service import AsyncQueryService
+from async_query.settings import Settings
+from query_core.config import OpenSearchConfig
+from query_core.store import IndexStore
+from tests.conftest import REAL_CLUSTER
+from tests.support import serve_http, wait_for
+
+BASE = "/_plugins/_async_query"
+TERMINAL = {"SUCCESS", "FAILED", "CANCELLED", "TIMEOUT"}
+
+
+class Api:
+    """A small client of the REST API for tests."""
+
+    def __init__(self, base_url: str, datasource: str) -> None:
+        self.http = httpx.Client(base_url=base_url, timeout=30)
+        self.datasource = datasource
+
+    def submit(self, query: str, session_id: str | None = None) -> dict[str, Any]:
+        body: dict[str, Any] = {"datasource": self.datasource, "lang": "sql", "query": query}
+        if session_id:
+            body["sessionId"] = session_id
+        reply = self.http.post(BASE, json=body)
+        assert reply.status_code == 201, reply.text
+        return dict(reply.json())
+
+    def get(self, query_id: str) -> dict[str, Any]:
+        reply = self.http.get(f"{BASE}/{query_id}")
+        assert reply.status_code == 200, reply.text
+        return dict(reply.json())
+
+    def raw(self, query_id: str) -> httpx.Response:
+        return self.http.get(f"{BASE}/{query_id}")
+
+    def cancel(self, query_id: str) -> httpx.Response:
+        return self.http.delete(f"{BASE}/{query_id}")
+
+    def wait_status(self, query_id: str, statuses: set[str], timeout: float = 120) -> dict[str, Any]:
+        def probe() -> dict[str, Any] | None:
+            reply = self.get(query_id)
+            return reply if reply["status"] in statuses else None
+
+        return wait_for(probe, timeout=timeout, interval=0.05, what=f"{query_id} to reach {statuses}")
+
+    def run(
+        self, query: str, session_id: str | None = None, timeout: float = 120
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        submitted = self.submit(query, session_id)
+        return submitted, self.wait_status(submitted["queryId"], TERMINAL, timeout)
+
+
+def e2e_service(index_url: str, tmp: Path, ds_name: str, **settings: Any) -> AsyncQueryService:
+    cfg = Settings(data_dir=tmp / "var", **settings)
+    opensearch = OpenSearchConfig(
+        url=index_url,
+        auth="basic" if os.environ.get("OPENSEARCH_USERNAME") else "noauth",
+        username=os.environ.get("OPENSEARCH_USERNAME", ""),
+        password=os.environ.get("OPENSEARCH_PASSWORD", ""),
+    )
+    datasource = local_datasource(tmp / "warehouse").model_copy(update={"name": ds_name})
+    launcher = LocalLauncher(cfg.data_dir, cfg.cluster_name, "local[2]")
+    return AsyncQueryService(
+        cfg, IndexStore(opensearch), DatasourceRegistry([datasource]), {"local": launcher}, opensearch
+    )
+
+
+@pytest.fixture(scope="module")
+def module_index_url(index_server: Any) -> Iterator[str]:
+    if index_server is None:
+        yield REAL_CLUSTER
+        return
+    with index_server.clone() as clone:
+        yield clone.url
+
+
+@pytest.fixture(scope="module")
+def e2e(module_index_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Api, AsyncQueryService]]:
+    """A service on real HTTP with local spark-submit jobs, shared by the module."""
+    import secrets
+
+    ds_name = f"e{secrets.token_hex(3)}" if REAL_CLUSTER else "local"
+    service = e2e_service(module_index_url, tmp_path_factory.mktemp("e2e"), ds_name)
+    try:
+        with serve_http(create_app(service)) as url:
+            yield Api(url, ds_name), service
+    finally:
+        service.close()

@@ -1,0 +1,161 @@
+"""The whole path with a real job: POST -> documents -> spark-submit job -> result -> GET."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from async_query.api import create_app
+from async_query.service import AsyncQueryService
+from query_core.states import SessionState
+from tests.e2e.conftest import Api, e2e_service
+from tests.support import serve_http, wait_for
+
+pytestmark = pytest.mark.e2e
+
+EVERY_TYPE = """
+SELECT
+  true AS b, CAST(-7 AS TINYINT) AS i8, CAST(-300 AS SMALLINT) AS i16, 2147483647 AS i32,
+  9223372036854775807 AS i64, CAST(1.1 AS FLOAT) AS f32, 0.1D AS f64,
+  CAST('12345678901234567890.123456789' AS DECIMAL(38, 9)) AS dec,
+  'it''s "quoted" \\\\ back\\\\slash, ünïcødé 🚀' AS s, CAST(NULL AS STRING) AS nul,
+  DATE'2024-02-29' AS d, TIMESTAMP'2024-01-02 03:04:05.123456' AS ts,
+  array(1, NULL, 3) AS arr, map('k1', 1, 'k2', NULL) AS m,
+  named_struct('x', 1, 'y', named_struct('z', 'deep', 'w', array('a'))) AS st,
+  X'00FF10' AS bin
+"""
+
+EXPECTED_ROW = [
+    True,
+    -7,
+    -300,
+    2147483647,
+    9223372036854775807,
+    Decimal("1.1"),
+    Decimal("0.1"),
+    Decimal("12345678901234567890.123456789"),
+    'it\'s "quoted" \\ back\\slash, ünïcødé 🚀',
+    None,
+    "2024-02-29",
+    "2024-01-02 03:04:05.123456",
+    [1, None, 3],
+    {"k1": 1, "k2": None},
+    {"x": 1, "y": {"z": "deep", "w": ["a"]}},
+    "AP8Q",
+]
+EXPECTED_TYPES = [
+    "boolean", "byte", "short", "integer", "long", "float", "double", "decimal", "string", "string",
+    "date", "timestamp", "array", "map", "struct", "binary",
+]  # fmt: skip
+
+
+def test_every_type_round_trips_exactly(e2e: tuple[Api, AsyncQueryService]) -> None:
+    api, _ = e2e
+    submitted, reply = api.run(EVERY_TYPE)
+    assert reply["status"] == "SUCCESS", reply
+    exact = json.loads(api.raw(submitted["queryId"]).text, parse_float=Decimal)
+    assert [c["type"] for c in exact["schema"]] == EXPECTED_TYPES
+    assert [c["name"] for c in exact["schema"]][:3] == ["b", "i8", "i16"]
+    assert exact["datarows"] == [EXPECTED_ROW]
+    assert exact["total"] == exact["size"] == 1
+
+
+def test_second_query_runs_in_the_same_session_and_job(e2e: tuple[Api, AsyncQueryService]) -> None:
+    api, service = e2e
+    first, reply1 = api.run("SELECT 1 AS one")
+    second, reply2 = api.run("SELECT 2 AS two", first["sessionId"])
+    assert reply1["datarows"] == [[1]] and reply2["datarows"] == [[2]]
+    assert second["sessionId"] == first["sessionId"]
+    statements = [service.store.get_statement(api.datasource, s["queryId"]) for s in (first, second)]
+    assert all(s is not None for s in statements)
+    assert statements[0].doc.job_id == statements[1].doc.job_id != ""  # type: ignore[union-attr]
+
+
+def test_syntax_error_comes_back_failed(e2e: tuple[Api, AsyncQueryService]) -> None:
+    api, _ = e2e
+    _, reply = api.run("SELEC 1 FROM")
+    assert reply["status"] == "FAILED"
+    assert reply["error"].startswith("Syntax error"), reply["error"]
+    assert "== SQL" not in reply["error"]
+
+
+def test_analysis_error_is_classified(e2e: tuple[Api, AsyncQueryService]) -> None:
+    api, _ = e2e
+    _, reply = api.run("SELECT no_such_column FROM range(1)")
+    assert reply["status"] == "FAILED"
+    assert reply["error"].startswith("Fail to analyze query. Cause:"), reply["error"]
+
+
+SLEEP_10_MIN = "SELECT reflect('java.lang.Thread', 'sleep', bigint(600000)) AS slept"
+
+
+def test_cancel_waiting_then_running_statement(e2e: tuple[Api, AsyncQueryService]) -> None:
+    api, service = e2e
+    warm, _ = api.run("SELECT 1")
+    session = warm["sessionId"]
+    long = api.submit(SLEEP_10_MIN, session)
+    api.wait_status(long["queryId"], {"RUNNING"})
+    queued = api.submit("SELECT 'never runs'", session)
+    assert api.get(queued["queryId"])["status"] == "WAITING"
+
+    assert api.cancel(queued["queryId"]).status_code == 204
+    assert api.get(queued["queryId"])["status"] == "CANCELLED"
+
+    assert api.cancel(long["queryId"]).status_code == 204
+    assert api.get(long["queryId"])["status"] == "CANCELLED"
+
+    # The job runs one statement at a time: a new one completing in the same job proves the
+    # cancelled statement's Spark work has stopped (it would otherwise sleep for ten minutes).
+    after, reply = api.run("SELECT 'after' AS x", session, timeout=60)
+    assert reply["status"] == "SUCCESS" and reply["datarows"] == [["after"]]
+    assert after["sessionId"] == session
+    ids = {service.store.get_statement(api.datasource, q["queryId"]).doc.job_id for q in (long, after)}  # type: ignore[union-attr]
+    assert len(ids) == 1
+
+    heartbeat_clear = lambda: not service.store.get_session(api.datasource, session).doc.running_statements  # type: ignore[union-attr]  # noqa: E731
+    wait_for(heartbeat_clear, timeout=30, what="the heartbeat to show nothing running")
+    for q in (queued, long):
+        assert api.get(q["queryId"])["status"] == "CANCELLED"
+        assert api.cancel(q["queryId"]).status_code == 400
+
+
+def test_running_statement_reports_progress(e2e: tuple[Api, AsyncQueryService]) -> None:
+    api, _ = e2e
+    warm, _ = api.run("SELECT 1")
+    long = api.submit("SELECT reflect('java.lang.Thread', 'sleep', bigint(600000)) FROM range(4)", warm["sessionId"])
+
+    def progress() -> dict[str, Any] | None:
+        reply = api.get(long["queryId"])
+        return reply.get("progress")
+
+    seen = wait_for(progress, timeout=60, what="progress on GET")
+    assert seen["tasksTotal"] >= 1 and seen["stagesTotal"] >= 1
+    assert api.cancel(long["queryId"]).status_code == 204
+
+
+def test_inactive_session_ends_dead_and_a_post_gets_a_new_session(
+    index_server: Any, tmp_path: Path, module_index_url: str
+) -> None:
+    service = e2e_service(
+        module_index_url, tmp_path, "local" if index_server is not None else "inact", inactivity_limit_ms=2_000
+    )
+    try:
+        with serve_http(create_app(service)) as url:
+            api = Api(url, service.datasources.all()[0].name)
+            first, reply = api.run("SELECT 1")
+            assert reply["status"] == "SUCCESS"
+            sid = first["sessionId"]
+
+            def dead() -> bool:
+                session = service.store.get_session(api.datasource, sid)
+                return session is not None and session.doc.state == SessionState.DEAD
+
+            wait_for(dead, timeout=60, what="the idle session to end dead")
+            again = api.submit("SELECT 2", sid)
+            assert again["sessionId"] != sid
+    finally:
+        service.close()
