@@ -1,28 +1,45 @@
-"""Named datasources: each has its launcher kind, its result index and its Spark settings."""
+"""Named datasources: each has its connector (launcher), its result index and its Spark settings.
+
+Datasources come from a configuration file (read-only at run time) and from the REST API, which
+keeps them in the ``.ql-datasources`` index so every plugin process sees them. Lookups are on
+every request, so index-backed ones are cached for a few seconds.
+"""
 
 from __future__ import annotations
 
 import json
+import threading
+import time
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic.alias_generators import to_camel
 
-from query_core.errors import InvalidRequestError, UnknownDatasourceError
+from query_core.errors import DocumentExistsError, InvalidRequestError, UnknownDatasourceError
 from query_core.ids import DATASOURCE_NAME, default_result_index
+from query_core.store import IndexStore
 
 RESULT_INDEX_PREFIX = "query_execution_result"
+Connector = Literal["local", "emr-serverless"]
 
 
 class Datasource(BaseModel):
+    """A datasource, in the reference's datasource API shape (camelCase on the wire)."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
     name: str
+    description: str = ""
     #: ``local`` runs spark-submit on this machine; ``emr-serverless`` starts EMR Serverless jobs.
-    connector: Literal["local", "emr-serverless"] = "local"
+    connector: Connector = "local"
     result_index: str = ""
-    #: Extra Spark conf for the jobs of this datasource (catalog settings, warehouse, ...).
-    spark_conf: dict[str, str] = Field(default_factory=dict)
     #: Connector properties (EMR Serverless: applicationId, executionRoleARN, region, ...).
     properties: dict[str, str] = Field(default_factory=dict)
+    #: Extra Spark conf for the jobs of this datasource (catalog settings, warehouse, ...).
+    spark_conf: dict[str, str] = Field(default_factory=dict)
+    allowed_roles: list[str] = Field(default_factory=list)
+    status: Literal["ACTIVE", "DISABLED"] = "ACTIVE"
 
     @field_validator("name")
     @classmethod
@@ -31,11 +48,18 @@ class Datasource(BaseModel):
             raise ValueError("a datasource name starts with a letter and holds letters, digits, '_' or '-'")
         return name
 
+    @field_validator("connector", mode="before")
+    @classmethod
+    def _lower(cls, value: object) -> object:
+        return value.lower().replace("_", "-") if isinstance(value, str) else value
+
     @field_validator("result_index")
     @classmethod
     def _valid_result_index(cls, index: str) -> str:
         if index and not index.startswith(RESULT_INDEX_PREFIX):
             raise ValueError(f"a custom result index name must start with {RESULT_INDEX_PREFIX!r}")
+        if index != index.lower():
+            raise ValueError("an index name must be lower case")
         return index
 
     @property
@@ -43,36 +67,104 @@ class Datasource(BaseModel):
         """The result index of this datasource."""
         return self.result_index or default_result_index(self.name)
 
+    def to_wire(self) -> dict[str, Any]:
+        return self.model_dump(by_alias=True, mode="json")
+
+
+def parse_datasource(raw: Any) -> Datasource:
+    """A datasource from untrusted JSON; a clear 400 when it is not one."""
+    try:
+        return Datasource.model_validate(raw)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}" for e in exc.errors())
+        raise InvalidRequestError(f"invalid datasource: {problems}") from None
+
 
 class DatasourceRegistry:
     """The datasources this deployment serves, by name."""
 
-    def __init__(self, datasources: list[Datasource]) -> None:
-        self._by_name = {d.name: d for d in datasources}
+    def __init__(self, configured: list[Datasource], store: IndexStore | None = None, cache_s: float = 5.0) -> None:
+        self._configured = {d.name: d for d in configured}
+        self._store = store
+        self._cache_s = cache_s
+        self._cache: dict[str, tuple[float, Datasource | None]] = {}
+        self._lock = threading.Lock()
 
     def get(self, name: str) -> Datasource:
-        found = self._by_name.get(name)
-        if found is None:
+        found = self._configured.get(name) or self._stored(name)
+        if found is None or found.status != "ACTIVE":
             raise UnknownDatasourceError(f"no datasource named {name!r} is configured")
         return found
 
+    def _stored(self, name: str) -> Datasource | None:
+        if self._store is None or not DATASOURCE_NAME.match(name):
+            return None
+        with self._lock:
+            cached = self._cache.get(name)
+        if cached is not None and time.monotonic() - cached[0] < self._cache_s:
+            return cached[1]
+        source = self._store.get_datasource(name)
+        found = Datasource.model_validate(source) if source else None
+        with self._lock:
+            self._cache[name] = (time.monotonic(), found)
+        return found
+
     def all(self) -> list[Datasource]:
-        return list(self._by_name.values())
+        stored = [Datasource.model_validate(s) for s in self._store.list_datasources()] if self._store else []
+        return [*self._configured.values(), *(d for d in stored if d.name not in self._configured)]
+
+    def create(self, datasource: Datasource) -> None:
+        store = self._writable(datasource.name)
+        if datasource.name in self._configured:
+            raise InvalidRequestError(f"datasource {datasource.name!r} already exists")
+        try:
+            store.create_datasource(datasource.name, datasource.to_wire())
+        except DocumentExistsError:
+            raise InvalidRequestError(f"datasource {datasource.name!r} already exists") from None
+        self._forget(datasource.name)
+
+    def update(self, datasource: Datasource) -> None:
+        store = self._writable(datasource.name)
+        if not store.replace_datasource(datasource.name, datasource.to_wire()):
+            raise UnknownDatasourceError(f"no datasource named {datasource.name!r} is configured")
+        self._forget(datasource.name)
+
+    def delete(self, name: str) -> None:
+        store = self._writable(name)
+        if not store.delete_datasource(name):
+            raise UnknownDatasourceError(f"no datasource named {name!r} is configured")
+        self._forget(name)
+
+    def _writable(self, name: str) -> IndexStore:
+        if name in self._configured:
+            raise InvalidRequestError(
+                f"datasource {name!r} comes from the configuration file and cannot be changed over REST"
+            )
+        if self._store is None:
+            raise InvalidRequestError("datasources cannot be changed in this deployment")
+        return self._store
+
+    def _forget(self, name: str) -> None:
+        with self._lock:
+            self._cache.pop(name, None)
 
     @classmethod
-    def from_file(cls, path: Path) -> DatasourceRegistry:
+    def from_file(cls, path: Path, store: IndexStore | None = None) -> DatasourceRegistry:
         try:
             raw = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             raise InvalidRequestError(f"cannot read datasources from {path}: {exc}") from exc
-        return cls([Datasource.model_validate(d) for d in raw])
+        if not isinstance(raw, list):
+            raise InvalidRequestError(f"{path} must hold a JSON list of datasources")
+        return cls([parse_datasource(d) for d in raw], store)
 
 
-def local_datasource(warehouse: Path) -> Datasource:
-    """The embedded default's one datasource: Spark's in-memory catalog over a local warehouse."""
+def local_datasource(warehouse: Path, name: str = "local") -> Datasource:
+    """The embedded default's datasource: Spark's in-memory catalog over a local warehouse."""
     return Datasource(
-        name="local",
+        name=name,
         connector="local",
+        description="Local Spark over a warehouse directory",
         spark_conf={
             "spark.sql.warehouse.dir": str(warehouse.resolve()),
             "spark.sql.catalogImplementation": "in-memory",

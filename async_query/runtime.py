@@ -7,7 +7,7 @@ Without ``OPENSEARCH_URL`` the embedded default starts a local OpenSearch-compat
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from async_query.datasources import DatasourceRegistry, local_datasource
@@ -38,7 +38,6 @@ class Runtime:
     settings: Settings
     service: AsyncQueryService
     embedded: Any = None
-    extra_launchers: dict[str, Launcher] = field(default_factory=dict)
 
     def close(self) -> None:
         self.service.close()
@@ -59,9 +58,9 @@ def build_runtime(settings: Settings, launchers: dict[str, Launcher] | None = No
         data_dir = settings.data_dir
         data_dir.mkdir(parents=True, exist_ok=True)
         if settings.datasources_file:
-            registry = DatasourceRegistry.from_file(settings.datasources_file)
+            registry = DatasourceRegistry.from_file(settings.datasources_file, store)
         else:
-            registry = DatasourceRegistry([local_datasource(data_dir / "warehouse")])
+            registry = DatasourceRegistry([local_datasource(data_dir / "warehouse")], store)
         all_launchers: dict[str, Launcher] = dict(launchers or {})
         if "local" not in all_launchers and any(d.connector == "local" for d in registry.all()):
             all_launchers["local"] = LocalLauncher(

@@ -16,16 +16,19 @@ from typing import Any
 
 from async_query.datasources import Datasource, DatasourceRegistry
 from async_query.launcher.base import JobRequest, Launcher, job_conf
+from async_query.liveness import LivenessChecker, Staleness, fail_statement
 from async_query.settings import Settings
+from async_query.workers import CancelSupervisor, Housekeeper, Lease
 from query_core.config import OpenSearchConfig
 from query_core.errors import (
     AsyncQueryError,
     InvalidTransitionError,
     QueryNotFoundError,
+    TooManyRequestsError,
     UnknownDatasourceError,
 )
 from query_core.ids import datasource_of, new_id
-from query_core.models import ResultDoc, SessionDoc, StatementDoc, Versioned, now_millis
+from query_core.models import ResultDoc, SessionDoc, StatementDoc, Versioned
 from query_core.states import SessionState, SessionType, StatementState, is_terminal
 from query_core.store import IndexStore
 
@@ -85,12 +88,47 @@ class AsyncQueryService:
         #: The connection the jobs use (it may differ from the plugin's, e.g. a public endpoint).
         self.opensearch = opensearch
         self.replies = ReplyCache(settings.reply_cache_entries)
+        self._emr_launchers: dict[str, tuple[Datasource, Launcher]] = {}
+        self._launcher_lock = threading.Lock()
+        self.liveness = LivenessChecker(
+            store,
+            self._launcher_of_session,
+            Staleness(settings.stale_heartbeats, settings.session_start_timeout_s, settings.heartbeat_idle_ms),
+            settings.liveness_cache_s,
+        )
+        self.supervisor = CancelSupervisor(store, self.liveness, self._launcher_of_session, settings.cancel_deadline_s)
+        self.housekeeper = Housekeeper(
+            store,
+            datasources,
+            self.liveness,
+            settings.housekeeping_interval_s,
+            settings.request_retention_days,
+            settings.result_retention_days,
+            Lease(store, "housekeeping-lease", lease_ms=int(settings.housekeeping_interval_s * 2000)),
+        )
+
+    def start_workers(self) -> None:
+        """Start the background loops (cancel supervision, housekeeping); tests drive them by hand."""
+        self.supervisor.start()
+        self.housekeeper.start()
 
     def launcher_for(self, datasource: Datasource) -> Launcher:
-        try:
+        """The launcher of a datasource: shared by connector, or built per EMR Serverless datasource."""
+        if datasource.connector in self.launchers:
             return self.launchers[datasource.connector]
-        except KeyError:
-            raise UnknownDatasourceError(f"no launcher for connector {datasource.connector!r}") from None
+        if datasource.connector == "emr-serverless":
+            with self._launcher_lock:
+                known = self._emr_launchers.get(datasource.name)
+                if known is None or known[0] != datasource:
+                    from async_query.launcher.emr import launcher_for_datasource
+
+                    known = (datasource, launcher_for_datasource(datasource, self.settings))
+                    self._emr_launchers[datasource.name] = known
+                return known[1]
+        raise UnknownDatasourceError(f"no launcher for connector {datasource.connector!r}")
+
+    def _launcher_of_session(self, session: SessionDoc) -> Launcher:
+        return self.launcher_for(self.datasources.get(session.data_source_name))
 
     # -- POST -------------------------------------------------------------------------------
 
@@ -98,6 +136,7 @@ class AsyncQueryService:
         datasource = self.datasources.get(request.datasource)
         session = self._usable_session(datasource, request.session_id) if request.session_id else None
         if session is None:
+            self._check_session_limit()
             session = self._new_session(datasource)
         query_id = new_id(datasource.name)
         statement = StatementDoc(
@@ -149,15 +188,22 @@ class AsyncQueryService:
             return None
         return session if self.looks_alive(session.doc) else None
 
-    def looks_alive(self, session: SessionDoc, now: int | None = None) -> bool:
+    def looks_alive(self, session: SessionDoc) -> bool:
         """Alive by its documents alone: not ended, and its heartbeat (or start-up) is recent."""
-        now = now or now_millis()
-        if session.state == SessionState.RUNNING:
-            interval = session.heartbeat_interval_millis or self.settings.heartbeat_idle_ms
-            return now - session.last_update_time <= interval * self.settings.stale_heartbeats
-        if session.state == SessionState.NOT_STARTED:
-            return now - session.last_update_time <= self.settings.session_start_timeout_s * 1000
-        return False
+        return self.liveness.staleness.is_fresh(session)
+
+    def _check_session_limit(self) -> None:
+        """At most ``max_sessions`` live interactive sessions per deployment.
+
+        Counted with a search (it lags new sessions by up to a refresh), on the path that starts
+        a new job anyway; submitting into a live session never comes here.
+        """
+        live = self.store.find_sessions(
+            None, [SessionState.NOT_STARTED, SessionState.RUNNING], size=self.settings.max_sessions * 4 + 100
+        )
+        count = sum(1 for s in live if s.doc.session_type == SessionType.INTERACTIVE and self.looks_alive(s.doc))
+        if count >= self.settings.max_sessions:
+            raise TooManyRequestsError(f"domain concurrent active session can not exceed {self.settings.max_sessions}")
 
     def _new_session(self, datasource: Datasource) -> Versioned[SessionDoc]:
         session_id = new_id(datasource.name)
@@ -189,6 +235,8 @@ class AsyncQueryService:
         session = None
         if not is_terminal(statement.doc.state):
             session = self.store.get_session(statement.doc.data_source_name, statement.doc.session_id)
+            if session is not None:
+                session = self.liveness.check(session)
             statement = self.reconcile(statement, session)
         reply = self._reply(statement, session)
         if is_terminal(statement.doc.state):
@@ -216,13 +264,7 @@ class AsyncQueryService:
         return self._fail_statement(statement, f"Session ended before the statement finished: {reason}")
 
     def _fail_statement(self, statement: Versioned[StatementDoc], error: str) -> Versioned[StatementDoc]:
-        def change(current: Versioned[StatementDoc]) -> Versioned[StatementDoc] | None:
-            if is_terminal(current.doc.state):
-                return current
-            return self.store.move_statement(current, StatementState.FAILED, error=error)
-
-        reread = self._rereader(statement.doc)
-        return self.store.update_with_retry(reread, change, first=statement) or statement
+        return fail_statement(self.store, statement, error)
 
     def _rereader(self, doc: StatementDoc) -> Callable[[], Versioned[StatementDoc] | None]:
         return lambda: self.store.get_statement(doc.data_source_name, doc.statement_id)
@@ -268,10 +310,16 @@ class AsyncQueryService:
             return self.store.move_statement(current, StatementState.CANCELLED)
 
         self.store.update_with_retry(self._rereader(statement.doc), change, first=statement)
+        # Whether the job had started it or not, the supervisor checks the heartbeat until the
+        # statement is no longer running, and escalates past the deadline.
+        self.supervisor.watch(query_id, statement.doc.data_source_name, statement.doc.session_id)
         log.info("cancelled query %s", query_id)
 
     def close(self) -> None:
-        for launcher in self.launchers.values():
+        self.supervisor.stop()
+        self.housekeeper.stop()
+        launchers = [*self.launchers.values(), *(launcher for _, launcher in self._emr_launchers.values())]
+        for launcher in launchers:
             launcher.close()
 
 

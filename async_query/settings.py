@@ -17,7 +17,7 @@ def _env(name: str) -> AliasChoices:
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="ASYNC_QUERY_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="ASYNC_QUERY_", extra="forbid")
 
     # -- the index cluster (empty URL: start the embedded index server) -------------------------
     opensearch_url: str = Field(default="", validation_alias=_env("opensearch_url"))
@@ -54,6 +54,17 @@ class Settings(BaseSettings):
     session_start_timeout_s: float = 300.0
     #: How many submitted statement ids a session document keeps for its job's real-time pickup.
     pending_ids_kept: int = 32
+
+    # -- liveness, cancellation, limits, housekeeping -----------------------------------------
+    #: How long one launcher answer about a suspect session is reused (seconds).
+    liveness_cache_s: float = 5.0
+    #: A cancelled statement still running after this many seconds gets its session's job cancelled.
+    cancel_deadline_s: float = 15.0
+    #: Live interactive sessions allowed per deployment; a new one beyond it is a 429.
+    max_sessions: int = 10
+    housekeeping_interval_s: float = 300.0
+    request_retention_days: float = 30.0
+    result_retention_days: float = 60.0
 
     # -- the REST layer -------------------------------------------------------------------------
     max_query_chars: int = 1_000_000

@@ -48,6 +48,7 @@ class Heartbeat:
         self._wake = threading.Event()
         self._thread = threading.Thread(target=self._run, name="heartbeat", daemon=True)
         self._last = time.monotonic()
+        self._reported_running = False
 
     def start(self) -> None:
         self._thread.start()
@@ -60,8 +61,11 @@ class Heartbeat:
         self._wake.set()
 
     def interval_ms(self) -> int:
+        """Short while a statement runs, and once more after the last beat that reported one, so
+        that the end of a statement (a cancel honoured) shows within one short interval."""
         cfg = self.job.cfg
-        return cfg.heartbeat_running_ms if self.job.running else cfg.heartbeat_idle_ms
+        busy = self.job.running is not None or self._reported_running
+        return cfg.heartbeat_running_ms if busy else cfg.heartbeat_idle_ms
 
     def _run(self) -> None:
         while not self.job.stop_event.is_set():
@@ -82,11 +86,13 @@ class Heartbeat:
         job = self.job
         running = job.running
         report = [
-            RunningStatement(
-                query_id=r.query_id, start_time=job.running_since, progress=job.executor.progress(r.query_id)
-            )
+            RunningStatement(query_id=r.query_id, start_time=job.running_since, progress=job.executor.progress(r.query_id))
             for r in ([running] if running else [])
         ]
+        # The interval advertised is the one until the *next* beat, so the plugin knows when
+        # this session's heartbeat becomes stale.
+        cfg = job.cfg
+        next_ms = cfg.heartbeat_running_ms if report or job.running is not None else cfg.heartbeat_idle_ms
 
         def change(current: Versioned[SessionDoc]) -> Versioned[SessionDoc]:
             job.check_owner(current.doc)
@@ -94,10 +100,11 @@ class Heartbeat:
                 current,
                 last_update_time=now_millis(),
                 running_statements=report,
-                heartbeat_interval_millis=self.interval_ms(),
+                heartbeat_interval_millis=next_ms,
             )
 
         job.store.update_with_retry(job.read_session, change)
+        self._reported_running = bool(report)
         self.writes += 1
 
 

@@ -11,7 +11,7 @@ from functools import cache
 from importlib import resources
 from typing import Any, Literal
 
-IndexKind = Literal["request_index", "result_index"]
+IndexKind = Literal["request_index", "result_index", "datasource_index"]
 
 
 @cache

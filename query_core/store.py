@@ -37,13 +37,15 @@ from query_core.errors import (
     VersionConflictError,
 )
 from query_core.ids import request_index
-from query_core.models import ResultDoc, SessionDoc, StatementDoc, Versioned
+from query_core.models import ResultDoc, SessionDoc, StatementDoc, Versioned, now_millis
 from query_core.states import SessionState, StatementState, check_move
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 _TRANSIENT_STATUS = frozenset({429, 502, 503, 504})
+#: Where datasources created over REST are kept (the reference's index name).
+DATASOURCE_INDEX = ".ql-datasources"
 #: How long ago a waiting statement may have been submitted and still be found by a search.
 WAITING_LOOKBACK = "now-1h"
 
@@ -245,6 +247,23 @@ class IndexStore:
 
         return int(self._call(f"delete_by_query {index}", call).get("deleted", 0))
 
+    def acquire_lease(self, index: str, lease_id: str, owner: str, lease_ms: int) -> bool:
+        """Take or renew a lease document; False while another owner holds an unexpired one."""
+        now = now_millis()
+        body = {"type": "lease", "owner": owner, "lastUpdateTime": now, "expires": now + lease_ms}
+        found = self.get(index, lease_id)
+        try:
+            if found is None:
+                self.create(index, lease_id, body)
+                return True
+            source, seq_no, primary_term = found
+            if source.get("owner") != owner and int(source.get("expires", 0)) > now:
+                return False
+            self.update_if(index, lease_id, body, seq_no, primary_term)
+            return True
+        except (DocumentExistsError, VersionConflictError):
+            return False
+
     def ping(self) -> bool:
         try:
             return bool(self.client.ping())
@@ -382,6 +401,36 @@ class IndexStore:
         found = self.get(result_index, query_id)
         return None if found is None else ResultDoc.model_validate(found[0])
 
+    # -- datasources created over REST -----------------------------------------------------
+
+    def get_datasource(self, name: str) -> dict[str, Any] | None:
+        found = self.get(DATASOURCE_INDEX, name)
+        return None if found is None else found[0]
+
+    def create_datasource(self, name: str, source: dict[str, Any]) -> None:
+        self.create(DATASOURCE_INDEX, name, source)
+
+    def replace_datasource(self, name: str, source: dict[str, Any]) -> bool:
+        """Overwrite an existing datasource; False when there is none of that name."""
+        found = self.get(DATASOURCE_INDEX, name)
+        if found is None:
+            return False
+        self.update_if(DATASOURCE_INDEX, name, source, found[1], found[2])
+        return True
+
+    def delete_datasource(self, name: str) -> bool:
+        def call() -> bool:
+            try:
+                self.client.delete(index=DATASOURCE_INDEX, id=name)
+                return True
+            except os_exc.NotFoundError:
+                return False
+
+        return self._call(f"delete datasource {name}", call)
+
+    def list_datasources(self) -> list[dict[str, Any]]:
+        return [src for _, src, _, _ in self.search(DATASOURCE_INDEX, {"size": 1000, "query": {"match_all": {}}})]
+
     # -- the one place where documents move -------------------------------------------------
 
     def _move(
@@ -394,6 +443,14 @@ class IndexStore:
         index = request_index(doc.data_source_name)
         seq, term = self.update_if(index, _doc_id(doc), partial, current.seq_no, current.primary_term)
         return Versioned(updated, seq, term)
+
+
+def _index_kind(index: str) -> index_mappings.IndexKind:
+    if index.startswith(".query_execution_request_"):
+        return "request_index"
+    if index == DATASOURCE_INDEX:
+        return "datasource_index"
+    return "result_index"
 
 
 def _changed_aliases(doc: Any, fields: dict[str, Any]) -> set[str]:

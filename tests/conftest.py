@@ -92,11 +92,15 @@ def make_service(
     made: list[AsyncQueryService] = []
 
     def make(
-        launcher: Launcher | None = None, datasources: list[Datasource] | None = None, **settings: Any
+        launcher: Launcher | None = None,
+        datasources: list[Datasource] | None = None,
+        launchers: dict[str, Launcher] | None = None,
+        **settings: Any,
     ) -> AsyncQueryService:
         cfg = Settings(data_dir=tmp_path / "var", **settings)
-        registry = DatasourceRegistry(datasources or [datasource])
-        service = AsyncQueryService(cfg, store, registry, {"local": launcher or RecordingLauncher()}, opensearch_config)
+        registry = DatasourceRegistry(datasources or [datasource], store)
+        chosen = launchers or {"local": launcher or RecordingLauncher()}
+        service = AsyncQueryService(cfg, store, registry, chosen, opensearch_config)
         made.append(service)
         return service
 

@@ -1,0 +1,153 @@
+"""Telling live sessions from dead ones, asking the launcher as rarely as possible.
+
+A session whose heartbeat is fresh is alive: no call. A session whose heartbeat is stale (or that
+has not started within its start-up limit) is *suspected*; one ``describe`` (EMR Serverless
+``GetJobRun``) answers for it, shared by every caller asking at the same time and cached for a
+short while. A confirmed death moves the session to ``dead`` (``fail`` when the job failed) and
+its unfinished statements to ``failed``, with an error that says what happened.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+
+from async_query.launcher.base import JobDescription, JobRunState, Launcher
+from query_core.errors import AsyncQueryError
+from query_core.models import SessionDoc, StatementDoc, Versioned, now_millis
+from query_core.states import SessionState, StatementState, is_terminal
+from query_core.store import IndexStore
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Staleness:
+    """When a session's documents alone no longer vouch for it."""
+
+    #: Missed heartbeats (of the interval the job advertises) before a running session is suspect.
+    stale_heartbeats: float
+    #: Seconds a not-yet-started session may take to start.
+    start_timeout_s: float
+    #: Heartbeat interval assumed when a session does not advertise one.
+    default_interval_ms: int
+
+    def is_fresh(self, session: SessionDoc, now: int | None = None) -> bool:
+        now = now if now is not None else now_millis()
+        if session.state == SessionState.RUNNING:
+            interval = session.heartbeat_interval_millis or self.default_interval_ms
+            return now - session.last_update_time <= interval * self.stale_heartbeats
+        if session.state == SessionState.NOT_STARTED:
+            return now - session.last_update_time <= self.start_timeout_s * 1000
+        return False
+
+
+class LivenessChecker:
+    """Confirms suspected deaths with one coalesced, cached ``describe`` per session."""
+
+    def __init__(
+        self,
+        store: IndexStore,
+        launcher_of: Callable[[SessionDoc], Launcher],
+        staleness: Staleness,
+        cache_s: float = 5.0,
+    ) -> None:
+        self.store = store
+        self.launcher_of = launcher_of
+        self.staleness = staleness
+        self.cache_s = cache_s
+        self._lock = threading.Lock()
+        self._inflight: dict[str, Future[JobDescription]] = {}
+        self._cache: dict[str, tuple[float, JobDescription]] = {}
+
+    def check(self, session: Versioned[SessionDoc]) -> Versioned[SessionDoc]:
+        """The session, moved to ``dead``/``fail`` if its job is confirmed gone."""
+        doc = session.doc
+        if is_terminal(doc.state) or self.staleness.is_fresh(doc):
+            return session
+        described = self.describe(doc)
+        if described is None or not described.state.finished:
+            return session
+        state = SessionState.FAIL if described.state == JobRunState.FAILED else SessionState.DEAD
+        detail = f": {described.details}" if described.details else ""
+        error = f"Job {doc.job_id} of session {doc.session_id} is {described.state.value.lower()}{detail}"
+        return self.end_session(session, state, error)
+
+    def describe(self, doc: SessionDoc) -> JobDescription | None:
+        """One launcher call per session at a time, its answer reused for ``cache_s`` seconds."""
+        key = doc.session_id
+        with self._lock:
+            cached = self._cache.get(key)
+            if cached is not None and time.monotonic() - cached[0] < self.cache_s:
+                return cached[1]
+            future = self._inflight.get(key)
+            owner = future is None
+            if future is None:
+                future = Future()
+                self._inflight[key] = future
+        if not owner:
+            try:
+                return future.result(timeout=60)
+            except Exception:  # noqa: BLE001 - the owner logged it; callers treat it as "unknown"
+                return None
+        try:
+            described = self.launcher_of(doc).describe(doc.job_id)
+        except AsyncQueryError as exc:
+            log.warning("cannot describe job %s of session %s: %s", doc.job_id, key, exc)
+            future.set_exception(exc)
+            return None
+        finally:
+            with self._lock:
+                self._inflight.pop(key, None)
+        with self._lock:
+            self._cache[key] = (time.monotonic(), described)
+            if len(self._cache) > 10_000:
+                self._cache.clear()
+        future.set_result(described)
+        return described
+
+    def end_session(self, session: Versioned[SessionDoc], state: SessionState, error: str) -> Versioned[SessionDoc]:
+        """Move the session to its end state and fail whatever it left unfinished."""
+        doc = session.doc
+
+        def change(current: Versioned[SessionDoc]) -> Versioned[SessionDoc] | None:
+            if is_terminal(current.doc.state):
+                return current
+            return self.store.update_session(
+                current, state, error=error, running_statements=[], last_update_time=now_millis()
+            )
+
+        reread = lambda: self.store.get_session(doc.data_source_name, doc.session_id)  # noqa: E731
+        ended = self.store.update_with_retry(reread, change, first=session) or session
+        log.warning("session %s ended %s: %s", doc.session_id, state.value, error)
+        self.fail_unfinished(ended.doc, f"Session ended before the statement finished: {ended.doc.error or error}")
+        return ended
+
+    def fail_unfinished(self, session: SessionDoc, error: str) -> None:
+        """Fail the session's waiting and running statements (the real-time list, then a search)."""
+        seen: set[str] = set()
+        for statement_id in session.pending_statement_ids:
+            statement = self.store.get_statement(session.data_source_name, statement_id)
+            if statement is not None:
+                seen.add(statement_id)
+                fail_statement(self.store, statement, error)
+        for statement in self.store.find_unfinished_statements(session.data_source_name, session.session_id):
+            if statement.doc.statement_id not in seen:
+                fail_statement(self.store, statement, error)
+
+
+def fail_statement(store: IndexStore, statement: Versioned[StatementDoc], error: str) -> Versioned[StatementDoc]:
+    """Move a statement to ``failed`` unless it has finished meanwhile; returns its final version."""
+    doc = statement.doc
+
+    def change(current: Versioned[StatementDoc]) -> Versioned[StatementDoc] | None:
+        if is_terminal(current.doc.state):
+            return current
+        return store.move_statement(current, StatementState.FAILED, error=error)
+
+    reread = lambda: store.get_statement(doc.data_source_name, doc.statement_id)  # noqa: E731
+    return store.update_with_retry(reread, change, first=statement) or statement

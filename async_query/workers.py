@@ -1,0 +1,209 @@
+"""Background work of the plugin, off the request path: explicit, testable loops.
+
+Each worker has a named interval, waits on "new work, stop, or timeout", exposes
+:meth:`Worker.run_once` for tests, and stops within a bounded grace period.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from async_query.datasources import DatasourceRegistry
+from async_query.launcher.base import Launcher
+from async_query.liveness import LivenessChecker
+from query_core.errors import AsyncQueryError
+from query_core.ids import request_index
+from query_core.models import SessionDoc, now_millis
+from query_core.states import SessionState, is_terminal
+from query_core.store import IndexStore
+
+log = logging.getLogger(__name__)
+
+DAY_MS = 24 * 3600 * 1000
+
+
+class Worker:
+    """A loop in a daemon thread: ``run_once`` every ``interval_s``, or sooner when woken."""
+
+    name = "worker"
+
+    def __init__(self, interval_s: float) -> None:
+        self.interval_s = interval_s
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def run_once(self) -> None:
+        raise NotImplementedError
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+        self._thread.start()
+
+    def stop(self, grace_s: float = 5.0) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=grace_s)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.run_once()
+            except Exception:
+                log.exception("%s round failed", self.name)
+            self._wake.wait(self.interval_s)
+            self._wake.clear()
+
+
+@dataclass
+class PendingCancel:
+    query_id: str
+    datasource: str
+    session_id: str
+    deadline: float
+
+
+class CancelSupervisor(Worker):
+    """Makes every cancel complete in bounded time, even when the job ignores it.
+
+    DELETE moves the statement to ``cancelled`` and returns. The job is expected to stop the
+    statement's Spark work; its heartbeat then stops listing the statement. If the heartbeat still
+    lists it when the deadline passes, the session's job is cancelled through the launcher and the
+    session is ended ``dead`` (its other unfinished statements fail with a clear error).
+    """
+
+    name = "cancel-supervisor"
+
+    def __init__(
+        self,
+        store: IndexStore,
+        liveness: LivenessChecker,
+        launcher_of: Callable[[SessionDoc], Launcher],
+        deadline_s: float,
+        interval_s: float = 0.2,
+    ) -> None:
+        super().__init__(interval_s)
+        self.store = store
+        self.liveness = liveness
+        self.launcher_of = launcher_of
+        self.deadline_s = deadline_s
+        self.escalations = 0
+        self._pending: dict[str, PendingCancel] = {}
+        self._lock = threading.Lock()
+
+    def watch(self, query_id: str, datasource: str, session_id: str) -> None:
+        with self._lock:
+            self._pending[query_id] = PendingCancel(
+                query_id, datasource, session_id, time.monotonic() + self.deadline_s
+            )
+        self.wake()
+
+    @property
+    def pending(self) -> int:
+        with self._lock:
+            return len(self._pending)
+
+    def run_once(self) -> None:
+        with self._lock:
+            pending = list(self._pending.values())
+        for item in pending:
+            if self._settled(item):
+                with self._lock:
+                    self._pending.pop(item.query_id, None)
+
+    def _settled(self, item: PendingCancel) -> bool:
+        session = self.store.get_session(item.datasource, item.session_id)
+        if session is None or is_terminal(session.doc.state):
+            return True
+        if all(r.query_id != item.query_id for r in session.doc.running_statements):
+            return True
+        if time.monotonic() < item.deadline:
+            return False
+        error = f"Statement {item.query_id} did not stop within {self.deadline_s:g} s of its cancel; the session's job was cancelled"
+        log.warning("%s", error)
+        self.launcher_of(session.doc).cancel(session.doc.job_id)
+        self.liveness.end_session(session, SessionState.DEAD, error)
+        self.escalations += 1
+        return True
+
+
+class Lease:
+    """A lease document in a request index: one plugin process at a time does a datasource's
+    housekeeping. Taken by a create-only write, renewed or taken over by conditional writes."""
+
+    def __init__(self, store: IndexStore, name: str, lease_ms: int, owner: str | None = None) -> None:
+        self.store = store
+        self.name = name
+        self.lease_ms = lease_ms
+        self.owner = owner or secrets.token_hex(8)
+
+    def acquire(self, datasource: str) -> bool:
+        return self.store.acquire_lease(request_index(datasource), self.name, self.owner, self.lease_ms)
+
+
+class Housekeeper(Worker):
+    """Deletes old request and result documents, and confirms stale sessions dead.
+
+    Requests older than ``request_days`` and results older than ``result_days`` are deleted. The
+    sweep of stale sessions makes sure that a statement reaches a terminal state even when no
+    client ever asks for it again.
+    """
+
+    name = "housekeeper"
+
+    def __init__(
+        self,
+        store: IndexStore,
+        datasources: DatasourceRegistry,
+        liveness: LivenessChecker,
+        interval_s: float,
+        request_days: float,
+        result_days: float,
+        lease: Lease,
+    ) -> None:
+        super().__init__(interval_s)
+        self.store = store
+        self.datasources = datasources
+        self.liveness = liveness
+        self.request_days = request_days
+        self.result_days = result_days
+        self.lease = lease
+        self.deleted = 0
+
+    def run_once(self) -> None:
+        for datasource in self.datasources.all():
+            try:
+                if self.lease.acquire(datasource.name):
+                    self.deleted += self.clean(datasource.name, datasource.results)
+                    self.sweep(datasource.name)
+            except AsyncQueryError as exc:
+                log.warning("housekeeping of %s failed: %s", datasource.name, exc)
+
+    def clean(self, datasource: str, result_index: str) -> int:
+        now = now_millis()
+        requests = request_index(datasource)
+        request_cutoff = now - int(self.request_days * DAY_MS)
+        deleted = self.store.delete_older_than(
+            requests, "submitTime", request_cutoff, [{"term": {"type": "statement"}}]
+        )
+        deleted += self.store.delete_older_than(
+            requests, "lastUpdateTime", request_cutoff, [{"term": {"type": "session"}}]
+        )
+        deleted += self.store.delete_older_than(result_index, "updateTime", now - int(self.result_days * DAY_MS))
+        if deleted:
+            log.info("housekeeping deleted %d old documents of datasource %s", deleted, datasource)
+        return deleted
+
+    def sweep(self, datasource: str) -> None:
+        for session in self.store.find_sessions(datasource, [SessionState.NOT_STARTED, SessionState.RUNNING]):
+            if not self.liveness.staleness.is_fresh(session.doc):
+                self.liveness.check(session)

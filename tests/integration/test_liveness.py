@@ -1,0 +1,172 @@
+"""Liveness from documents, launcher calls only for suspects, bounded cancel, session limit."""
+
+from __future__ import annotations
+
+import json
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from async_query.launcher.base import JobRunState
+from async_query.service import AsyncQueryService, SubmitRequest
+from query_core.errors import TooManyRequestsError
+from query_core.models import RunningStatement, SessionDoc, StatementProgress, Versioned, now_millis
+from query_core.states import SessionState, StatementState
+from query_core.store import IndexStore
+from tests.conftest import ServiceFactory
+from tests.support import RecordingLauncher, wait_for
+
+
+def heartbeat(
+    store: IndexStore,
+    service: AsyncQueryService,
+    session_id: str,
+    age_ms: int = 0,
+    running: list[str] | None = None,
+    state: SessionState = SessionState.RUNNING,
+) -> Versioned[SessionDoc]:
+    """Write a heartbeat as the job would (``age_ms`` in the past)."""
+    ds = service.datasources.all()[0].name
+    current = store.get_session(ds, session_id)
+    assert current is not None
+    report = [
+        RunningStatement(
+            query_id=q, start_time=now_millis(), progress=StatementProgress(tasks_total=4, tasks_completed=1)
+        )
+        for q in running or []
+    ]
+    return store.update_session(
+        current,
+        state,
+        last_update_time=now_millis() - age_ms,
+        running_statements=report,
+        heartbeat_interval_millis=1_000,
+    )
+
+
+def submit(service: AsyncQueryService, query: str = "SELECT 1", session_id: str | None = None) -> tuple[str, str]:
+    ds = service.datasources.all()[0].name
+    done = service.submit(SubmitRequest(ds, "sql", query, session_id))
+    return done.query_id, done.session_id
+
+
+def status(service: AsyncQueryService, query_id: str) -> dict[str, object]:
+    return dict(json.loads(service.get(query_id)))
+
+
+def test_no_launcher_call_for_1000_gets_of_healthy_sessions(make_service: ServiceFactory, store: IndexStore) -> None:
+    launcher = RecordingLauncher()
+    service = make_service(launcher)
+    queries = []
+    for _ in range(5):
+        qid, sid = submit(service)
+        heartbeat(store, service, sid, running=[qid])
+        queries.append(qid)
+    for i in range(1000):
+        assert status(service, queries[i % 5])["status"] in ("WAITING", "RUNNING")
+    assert launcher.described == []
+
+
+def test_a_dead_job_is_confirmed_once_for_50_concurrent_pollers(
+    make_service: ServiceFactory, store: IndexStore
+) -> None:
+    launcher = RecordingLauncher(state=JobRunState.FAILED)
+    service = make_service(launcher)
+    qid, sid = submit(service)
+    heartbeat(store, service, sid, age_ms=60_000, running=[qid])  # stale: 60 missed beats
+    with ThreadPoolExecutor(max_workers=50) as pool:
+        replies = list(pool.map(lambda _: status(service, qid), range(50)))
+    assert len(launcher.described) == 1
+    assert {r["status"] for r in replies} == {"FAILED"}
+    assert "is failed" in str(replies[0]["error"])
+    session = store.get_session(service.datasources.all()[0].name, sid)
+    assert session is not None and session.doc.state == SessionState.FAIL
+
+
+def test_a_stale_session_whose_job_still_runs_is_left_alone(make_service: ServiceFactory, store: IndexStore) -> None:
+    launcher = RecordingLauncher(state=JobRunState.RUNNING)
+    service = make_service(launcher)
+    qid, sid = submit(service)
+    heartbeat(store, service, sid, age_ms=60_000)
+    for _ in range(20):
+        assert status(service, qid)["status"] == "WAITING"
+    assert len(launcher.described) == 1  # cached for liveness_cache_s
+
+
+def test_a_session_that_never_starts_is_confirmed_dead_after_its_start_limit(
+    make_service: ServiceFactory, store: IndexStore
+) -> None:
+    launcher = RecordingLauncher(state=JobRunState.UNKNOWN)
+    service = make_service(launcher, session_start_timeout_s=0.0)
+    qid, sid = submit(service)
+    reply = status(service, qid)
+    assert reply["status"] == "FAILED" and "Session ended before the statement finished" in str(reply["error"])
+    session = store.get_session(service.datasources.all()[0].name, sid)
+    assert session is not None and session.doc.state == SessionState.DEAD
+    assert launcher.described == ["job-1"]
+
+
+def test_a_post_naming_a_dead_session_gets_a_new_one(make_service: ServiceFactory, store: IndexStore) -> None:
+    launcher = RecordingLauncher(state=JobRunState.CANCELLED)
+    service = make_service(launcher)
+    _, sid = submit(service)
+    heartbeat(store, service, sid, state=SessionState.DEAD)
+    _, sid2 = submit(service, session_id=sid)
+    assert sid2 != sid and len(launcher.started) == 2
+
+
+def test_cancel_of_a_statement_the_job_ignores_escalates_after_the_deadline(
+    make_service: ServiceFactory, store: IndexStore
+) -> None:
+    launcher = RecordingLauncher()
+    service = make_service(launcher, cancel_deadline_s=1.0)
+    qid, sid = submit(service)
+    other, _ = submit(service, "SELECT 2", sid)
+    ds = service.datasources.all()[0].name
+    statement = store.get_statement(ds, qid)
+    assert statement is not None
+    store.move_statement(statement, StatementState.RUNNING)
+    heartbeat(store, service, sid, running=[qid])  # the job reports it running, and keeps doing so
+
+    service.supervisor.start()
+    started = time.monotonic()
+    service.cancel(qid)
+    assert status(service, qid)["status"] == "CANCELLED"  # DELETE answers at once
+    wait_for(lambda: launcher.cancelled, timeout=10, what="the job to be cancelled")
+    took = time.monotonic() - started
+    assert took >= 1.0  # not before the deadline
+    assert launcher.cancelled == ["job-1"] and service.supervisor.escalations == 1
+    session = store.get_session(ds, sid)
+    assert session is not None and session.doc.state == SessionState.DEAD
+    assert "did not stop" in session.doc.error
+    assert status(service, qid)["status"] == "CANCELLED"  # stays cancelled
+    reply = status(service, other)
+    assert reply["status"] == "FAILED" and "did not stop" in str(reply["error"])
+
+
+def test_cancel_the_job_honours_needs_no_escalation(make_service: ServiceFactory, store: IndexStore) -> None:
+    launcher = RecordingLauncher()
+    service = make_service(launcher, cancel_deadline_s=0.5)
+    qid, sid = submit(service)
+    heartbeat(store, service, sid, running=[qid])
+    service.cancel(qid)
+    heartbeat(store, service, sid, running=[])  # the job stopped it
+    service.supervisor.run_once()
+    assert service.supervisor.pending == 0
+    assert launcher.cancelled == [] and service.supervisor.escalations == 0
+
+
+def test_session_limit_refuses_new_sessions_but_never_submissions_into_live_ones(
+    make_service: ServiceFactory, store: IndexStore
+) -> None:
+    service = make_service(RecordingLauncher(), max_sessions=2)
+    _, first = submit(service)
+    _, second = submit(service)
+    with pytest.raises(TooManyRequestsError, match="can not exceed 2"):
+        submit(service)
+    _, again = submit(service, "SELECT 3", first)
+    assert again == first
+    heartbeat(store, service, second, state=SessionState.DEAD)
+    _, third = submit(service)
+    assert third not in (first, second)
