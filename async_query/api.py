@@ -14,7 +14,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from async_query.datasource_api import datasource_router
 from async_query.service import AsyncQueryService, SubmitRequest
 from query_core.errors import AsyncQueryError
 from query_core.models import SessionDoc
@@ -93,6 +95,58 @@ def _session_view(session: SessionDoc) -> dict[str, Any]:
     )
 
 
+class _BodyLimit:
+    """ASGI middleware: a request body that grows past ``max_body`` bytes is refused with 413.
+
+    The Content-Length check alone lets a chunked body of any size through; this counts the
+    bytes as the endpoint reads them. Past the limit the endpoint sees the client disconnect,
+    whatever it answers is dropped, and the 413 is sent instead.
+    """
+
+    def __init__(self, app: ASGIApp, max_body: int) -> None:
+        self.app = app
+        self.max_body = max_body
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        received = 0
+        exceeded = False
+        started = False
+
+        async def limited_receive() -> Message:
+            nonlocal received, exceeded
+            if exceeded:
+                return {"type": "http.disconnect"}
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_body:
+                    exceeded = True
+                    return {"type": "http.disconnect"}
+            return message
+
+        async def guarded_send(message: Message) -> None:
+            nonlocal started
+            if exceeded and not started:
+                return
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, limited_receive, guarded_send)
+        except Exception:
+            if not exceeded or started:
+                raise
+        if exceeded and not started:
+            reply = error_response(
+                413, "IllegalArgumentException", f"the request body is larger than {self.max_body} bytes"
+            )
+            await reply(scope, receive, send)
+
+
 def create_app(service: AsyncQueryService) -> FastAPI:
     app = FastAPI(title="Async query service", docs_url=None, redoc_url=None)
     app.state.service = service
@@ -105,6 +159,9 @@ def create_app(service: AsyncQueryService) -> FastAPI:
         if length is not None and (not length.isdigit() or int(length) > max_body):
             return error_response(413, "IllegalArgumentException", f"the request body is larger than {max_body} bytes")
         return await call_next(request)
+
+    # A body sent without Content-Length (chunked) is counted as it is read.
+    app.add_middleware(_BodyLimit, max_body=max_body)
 
     @app.exception_handler(AsyncQueryError)
     async def on_product_error(request: Request, exc: AsyncQueryError) -> JSONResponse:
@@ -124,6 +181,8 @@ def create_app(service: AsyncQueryService) -> FastAPI:
     async def on_anything(request: Request, exc: Exception) -> JSONResponse:
         log.exception("%s %s failed", request.method, request.url.path)
         return error_response(500, type(exc).__name__, "an unexpected error occurred; see the service log")
+
+    app.include_router(datasource_router(service.datasources))
 
     @app.post(BASE, status_code=201)
     def create_query(body: CreateAsyncQueryRequest) -> JSONResponse:
