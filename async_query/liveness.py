@@ -3,7 +3,7 @@
 A session whose heartbeat is fresh is alive: no call. A session whose heartbeat is stale (or that
 has not started within its start-up limit) is *suspected*; one ``describe`` (EMR Serverless
 ``GetJobRun``) answers for it, shared by every caller asking at the same time and cached for a
-short while. A confirmed death moves the session to ``dead`` (``fail`` when the job failed) and
+short while. A confirmed death moves the session to ``dead`` and
 its unfinished statements to ``failed``, with an error that says what happened.
 """
 
@@ -16,7 +16,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 
-from async_query.launcher.base import JobDescription, JobRunState, Launcher
+from async_query.launcher.base import JobDescription, Launcher
 from query_core.errors import AsyncQueryError
 from query_core.models import SessionDoc, StatementDoc, Versioned, now_millis
 from query_core.states import SessionState, StatementState, is_terminal
@@ -72,10 +72,11 @@ class LivenessChecker:
         described = self.describe(doc)
         if described is None or not described.state.finished:
             return session
-        state = SessionState.FAIL if described.state == JobRunState.FAILED else SessionState.DEAD
+        # The job is gone: the session is ``dead``. (``fail`` is the job's own report of an
+        # unrecoverable error, written by the job itself.)
         detail = f": {described.details}" if described.details else ""
         error = f"Job {doc.job_id} of session {doc.session_id} is {described.state.value.lower()}{detail}"
-        return self.end_session(session, state, error)
+        return self.end_session(session, SessionState.DEAD, error)
 
     def describe(self, doc: SessionDoc) -> JobDescription | None:
         """One launcher call per session at a time, its answer reused for ``cache_s`` seconds."""

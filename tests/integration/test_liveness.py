@@ -81,7 +81,7 @@ def test_a_dead_job_is_confirmed_once_for_50_concurrent_pollers(
     assert {r["status"] for r in replies} == {"FAILED"}
     assert "is failed" in str(replies[0]["error"])
     session = store.get_session(service.datasources.all()[0].name, sid)
-    assert session is not None and session.doc.state == SessionState.FAIL
+    assert session is not None and session.doc.state == SessionState.DEAD
 
 
 def test_a_stale_session_whose_job_still_runs_is_left_alone(make_service: ServiceFactory, store: IndexStore) -> None:
