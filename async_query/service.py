@@ -279,13 +279,13 @@ class AsyncQueryService:
             progress = _progress_of(doc.query_id, session) if doc.state == StatementState.RUNNING else None
             if progress is not None:
                 body["progress"] = progress
-            return json.dumps(body, ensure_ascii=False).encode()
+            return _json(body)
         datasource = self.datasources.get(doc.data_source_name)
         result = self.store.get_result(datasource.results, doc.query_id)
         if result is None:
             # The job writes the result before it marks the statement success; a missing result
             # means it was deleted (housekeeping) or never written by a foreign job.
-            return json.dumps({"status": "FAILED", "error": "The result of this query is no longer available"}).encode()
+            return _json({"status": "FAILED", "error": "The result of this query is no longer available"})
         return success_reply(result)
 
     # -- listing ----------------------------------------------------------------------------
@@ -323,6 +323,14 @@ class AsyncQueryService:
             launcher.close()
 
 
+def _json_text(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _json(value: Any) -> bytes:
+    return _json_text(value).encode()
+
+
 def _progress_of(query_id: str, session: Versioned[SessionDoc] | None) -> dict[str, int] | None:
     """Spark's progress for a running statement, from its session's last heartbeat."""
     if session is None:
@@ -336,14 +344,14 @@ def _progress_of(query_id: str, session: Versioned[SessionDoc] | None) -> dict[s
 def success_reply(result: ResultDoc) -> bytes:
     """The SUCCESS reply, splicing the stored lossless rows (exact JSON text) without re-parsing."""
     if result.lossless is not None:
-        schema = json.dumps([c.model_dump() for c in result.lossless.schema_], ensure_ascii=False)
+        schema = _json_text([c.model_dump() for c in result.lossless.schema_])
         total = result.lossless.total
         rows = result.lossless.datarows
     else:
         schema_list, row_list = reference_rows(result)
         schema, rows, total = (
-            json.dumps(schema_list, ensure_ascii=False),
-            json.dumps(row_list, ensure_ascii=False),
+            _json_text(schema_list),
+            _json_text(row_list),
             len(row_list),
         )
     text = f'{{"status":"SUCCESS","schema":{schema},"datarows":{rows},"total":{total},"size":{total}}}'
