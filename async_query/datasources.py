@@ -168,5 +168,6 @@ def local_datasource(warehouse: Path, name: str = "local") -> Datasource:
         spark_conf={
             "spark.sql.warehouse.dir": str(warehouse.resolve()),
             "spark.sql.catalogImplementation": "in-memory",
+            "spark.flint.job.registerWarehouseTables": "true",
         },
     )

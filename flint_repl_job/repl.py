@@ -15,6 +15,7 @@ import threading
 import time
 from typing import Any
 
+from flint_repl_job.catalog import register_warehouse_tables
 from flint_repl_job.config import JobConfig
 from flint_repl_job.errors import classify
 from flint_repl_job.executor import QueryOutput, RunningQuery, SparkExecutor
@@ -86,7 +87,9 @@ class Heartbeat:
         job = self.job
         running = job.running
         report = [
-            RunningStatement(query_id=r.query_id, start_time=job.running_since, progress=job.executor.progress(r.query_id))
+            RunningStatement(
+                query_id=r.query_id, start_time=job.running_since, progress=job.executor.progress(r.query_id)
+            )
             for r in ([running] if running else [])
         ]
         # The interval advertised is the one until the *next* beat, so the plugin knows when
@@ -384,6 +387,7 @@ def main(argv: list[str]) -> int:
             return 2
         stop = threading.Event()
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        register_warehouse_tables(spark)
         executor = SparkExecutor(spark)
         try:
             InteractiveJob(cfg, IndexStore(cfg.opensearch), executor, stop).run()

@@ -137,7 +137,7 @@ def test_running_statement_reports_progress(e2e: tuple[Api, AsyncQueryService]) 
     assert api.cancel(long["queryId"]).status_code == 204
 
 
-def test_inactive_session_ends_dead_and_a_post_gets_a_new_session(
+def test_inactive_session_ends_dead_and_a_post_gets_a_new_session_that_sees_its_tables(
     index_server: Any, tmp_path: Path, module_index_url: str
 ) -> None:
     service = e2e_service(
@@ -146,8 +146,8 @@ def test_inactive_session_ends_dead_and_a_post_gets_a_new_session(
     try:
         with serve_http(create_app(service)) as url:
             api = Api(url, service.datasources.all()[0].name)
-            first, reply = api.run("SELECT 1")
-            assert reply["status"] == "SUCCESS"
+            first, reply = api.run("CREATE TABLE kept USING parquet AS SELECT 42 AS answer")
+            assert reply["status"] == "SUCCESS", reply
             sid = first["sessionId"]
 
             def dead() -> bool:
@@ -155,7 +155,9 @@ def test_inactive_session_ends_dead_and_a_post_gets_a_new_session(
                 return session is not None and session.doc.state == SessionState.DEAD
 
             wait_for(dead, timeout=60, what="the idle session to end dead")
-            again = api.submit("SELECT 2", sid)
+            # The new session is a new job: the table made in the warehouse by the old one is there.
+            again, reply = api.run("SELECT answer FROM kept", sid)
             assert again["sessionId"] != sid
+            assert reply["status"] == "SUCCESS" and reply["datarows"] == [[42]], reply
     finally:
         service.close()
