@@ -105,6 +105,7 @@ class AsyncQueryService:
             settings.request_retention_days,
             settings.result_retention_days,
             Lease(store, "housekeeping-lease", lease_ms=int(settings.housekeeping_interval_s * 2000)),
+            self.supervisor,
         )
 
     def start_workers(self) -> None:

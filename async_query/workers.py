@@ -19,7 +19,7 @@ from async_query.liveness import LivenessChecker
 from query_core.errors import AsyncQueryError
 from query_core.ids import request_index
 from query_core.models import SessionDoc, now_millis
-from query_core.states import SessionState, is_terminal
+from query_core.states import SessionState, StatementState, is_terminal
 from query_core.store import IndexStore
 
 log = logging.getLogger(__name__)
@@ -169,8 +169,10 @@ class Housekeeper(Worker):
         request_days: float,
         result_days: float,
         lease: Lease,
+        supervisor: CancelSupervisor | None = None,
     ) -> None:
         super().__init__(interval_s)
+        self.supervisor = supervisor
         self.store = store
         self.datasources = datasources
         self.liveness = liveness
@@ -204,6 +206,17 @@ class Housekeeper(Worker):
         return deleted
 
     def sweep(self, datasource: str) -> None:
+        """Confirm stale sessions dead, and supervise cancels that no process here is watching
+        (a heartbeat still listing a cancelled statement, say after a plugin restart)."""
         for session in self.store.find_sessions(datasource, [SessionState.NOT_STARTED, SessionState.RUNNING]):
             if not self.liveness.staleness.is_fresh(session.doc):
                 self.liveness.check(session)
+                continue
+            for running in session.doc.running_statements:
+                statement = self.store.get_statement(datasource, running.query_id)
+                if (
+                    self.supervisor is not None
+                    and statement is not None
+                    and statement.doc.state == StatementState.CANCELLED
+                ):
+                    self.supervisor.watch(running.query_id, datasource, session.doc.session_id)

@@ -170,3 +170,27 @@ def test_session_limit_refuses_new_sessions_but_never_submissions_into_live_ones
     heartbeat(store, service, second, state=SessionState.DEAD)
     _, third = submit(service)
     assert third not in (first, second)
+
+
+def test_a_cancel_nobody_watches_is_picked_up_by_the_housekeeping_sweep(
+    make_service: ServiceFactory, store: IndexStore
+) -> None:
+    """A plugin restarted after a DELETE still bounds the cancel: the sweep finds the heartbeat
+    listing a cancelled statement and supervises it."""
+    launcher = RecordingLauncher()
+    before_restart = make_service(launcher)
+    qid, sid = submit(before_restart)
+    ds = before_restart.datasources.all()[0].name
+    statement = store.get_statement(ds, qid)
+    assert statement is not None
+    store.move_statement(store.move_statement(statement, StatementState.RUNNING), StatementState.CANCELLED)
+    heartbeat(store, before_restart, sid, running=[qid])
+
+    after_restart = make_service(launcher, cancel_deadline_s=0.0)
+    assert after_restart.supervisor.pending == 0
+    after_restart.housekeeper.run_once()
+    assert after_restart.supervisor.pending == 1
+    after_restart.supervisor.run_once()
+    assert launcher.cancelled == ["job-1"]
+    session = store.get_session(ds, sid)
+    assert session is not None and session.doc.state == SessionState.DEAD
