@@ -161,3 +161,24 @@ def test_inactive_session_ends_dead_and_a_post_gets_a_new_session_that_sees_its_
             assert reply["status"] == "SUCCESS" and reply["datarows"] == [[42]], reply
     finally:
         service.close()
+
+
+def test_execution_timeout_and_wait_timeout(index_server: Any, tmp_path: Path, module_index_url: str) -> None:
+    name = "local" if index_server is not None else "tmo"
+    service = e2e_service(module_index_url, tmp_path, name, query_execution_timeout_s=3, query_wait_timeout_ms=1_500)
+    try:
+        with serve_http(create_app(service)) as url:
+            api = Api(url, name)
+            warm, _ = api.run("SELECT 1")
+            slow = api.submit(SLEEP_10_MIN, warm["sessionId"])
+            api.wait_status(slow["queryId"], {"RUNNING"})
+            queued = api.submit("SELECT 'late'", warm["sessionId"])  # waits behind the slow one
+            timed_out = api.wait_status(slow["queryId"], {"TIMEOUT", "FAILED", "SUCCESS"}, timeout=60)
+            assert timed_out["status"] == "TIMEOUT" and "timed out after 3 s" in timed_out["error"]
+            late = api.wait_status(queued["queryId"], {"FAILED", "SUCCESS"}, timeout=60)
+            assert late["status"] == "FAILED" and late["error"].startswith("Statement wait timeout"), late
+            # The session goes on: the Spark work of the timed-out statement was stopped.
+            _, after = api.run("SELECT 'next'", warm["sessionId"], timeout=60)
+            assert after["datarows"] == [["next"]]
+    finally:
+        service.close()
