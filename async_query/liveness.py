@@ -67,7 +67,11 @@ class LivenessChecker:
     def check(self, session: Versioned[SessionDoc]) -> Versioned[SessionDoc]:
         """The session, moved to ``dead``/``fail`` if its job is confirmed gone."""
         doc = session.doc
-        if is_terminal(doc.state) or self.staleness.is_fresh(doc):
+        if is_terminal(doc.state):
+            return session
+        if self.staleness.is_fresh(doc) and not (
+            doc.state == SessionState.NOT_STARTED and self.launcher_of(doc).describe_is_free
+        ):
             return session
         described = self.describe(doc)
         if described is None or not described.state.finished:

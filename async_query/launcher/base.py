@@ -66,6 +66,9 @@ class Launcher(ABC):
 
     #: The application id jobs report (EMR Serverless application, or ``local``).
     application_id: str = ""
+    #: True when ``describe`` is a local check, not a remote call: then a session that has not
+    #: started yet is checked on every look, so a job that dies at start-up is reported at once.
+    describe_is_free: bool = False
 
     @abstractmethod
     def start(self, request: JobRequest) -> str:

@@ -47,6 +47,7 @@ def find_spark_submit(configured: str = "") -> str:
 
 class LocalLauncher(Launcher):
     application_id = "local"
+    describe_is_free = True
 
     def __init__(
         self, data_dir: Path, cluster_name: str, spark_master: str = "local[*]", spark_submit: str = ""
@@ -56,6 +57,7 @@ class LocalLauncher(Launcher):
         self.spark_master = spark_master
         self.spark_submit = find_spark_submit(spark_submit)
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
+        self._logs: dict[str, Path] = {}
         self._lock = threading.Lock()
         (self.data_dir / "logs").mkdir(parents=True, exist_ok=True)
         (self.data_dir / "jobs").mkdir(parents=True, exist_ok=True)
@@ -99,6 +101,7 @@ class LocalLauncher(Launcher):
             raise LauncherError(f"cannot start spark-submit ({self.spark_submit}): {exc}") from exc
         with self._lock:
             self._procs[job_id] = proc
+            self._logs[job_id] = self.log_path(request.session_id)
         self._pid_file(job_id).write_text(str(proc.pid))
         log.info("started job %s (pid %d) for session %s", job_id, proc.pid, request.session_id)
         return job_id
@@ -125,10 +128,26 @@ class LocalLauncher(Launcher):
             if code is None:
                 return JobDescription(job_id, JobRunState.RUNNING)
             state = JobRunState.SUCCESS if code == 0 else JobRunState.FAILED
-            return JobDescription(job_id, state, f"spark-submit exited with code {code}")
+            return JobDescription(job_id, state, self._exit_details(job_id, code))
         if self._pid(job_id) is not None:
             return JobDescription(job_id, JobRunState.RUNNING)
         return JobDescription(job_id, JobRunState.UNKNOWN, "no such local job is running")
+
+    def _exit_details(self, job_id: str, code: int) -> str:
+        """How the job ended, with the last line of its log (often the reason, e.g. no Java)."""
+        log_file = self._logs.get(job_id)
+        details = f"spark-submit exited with code {code}"
+        if log_file is None:
+            return details
+        try:
+            with open(log_file, "rb") as f:
+                f.seek(0, os.SEEK_END)
+                f.seek(max(0, f.tell() - 4096))
+                lines = [line.strip() for line in f.read().decode("utf-8", "replace").splitlines() if line.strip()]
+        except OSError:
+            lines = []
+        last = f"; last log line: {lines[-1][:300]}" if lines else ""
+        return f"{details} (log: {log_file}){last}"
 
     def cancel(self, job_id: str) -> None:
         pid = self._pid(job_id)

@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
 from async_query.launcher.base import JobRunState
+from async_query.launcher.local import LocalLauncher
 from async_query.service import AsyncQueryService, SubmitRequest
 from query_core.errors import TooManyRequestsError
 from query_core.models import RunningStatement, SessionDoc, StatementProgress, Versioned, now_millis
@@ -194,3 +196,18 @@ def test_a_cancel_nobody_watches_is_picked_up_by_the_housekeeping_sweep(
     assert launcher.cancelled == ["job-1"]
     session = store.get_session(ds, sid)
     assert session is not None and session.doc.state == SessionState.DEAD
+
+
+def test_a_local_job_that_dies_at_start_up_is_reported_at_once(make_service: ServiceFactory, tmp_path: Path) -> None:
+    """spark-submit failing straight away (here: not spark-submit at all) ends the statement
+    FAILED on the next GET, with the job's last log line, not after the start-up limit."""
+    fake_submit = tmp_path / "spark-submit"
+    fake_submit.write_text("#!/bin/sh\necho 'JAVA_HOME is not set' >&2\nexit 1\n")
+    fake_submit.chmod(0o755)
+    launcher = LocalLauncher(tmp_path / "var", "test", spark_submit=str(fake_submit))
+    service = make_service(launcher)
+    qid, _ = submit(service)
+    reply = wait_for(
+        lambda: (r := status(service, qid))["status"] == "FAILED" and r, timeout=10, what="the failure to show"
+    )
+    assert "exited with code 1" in str(reply["error"]) and "JAVA_HOME is not set" in str(reply["error"])
