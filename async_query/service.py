@@ -6,6 +6,7 @@ seeing a fresh write. Sessions are reused when they are alive by their documents
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
@@ -222,7 +223,8 @@ class AsyncQueryService:
         try:
             return self.store.create_session(doc)
         except AsyncQueryError:
-            launcher.cancel(job_id)
+            with contextlib.suppress(AsyncQueryError):  # keep the original error
+                launcher.cancel(job_id)
             raise
 
     # -- GET --------------------------------------------------------------------------------

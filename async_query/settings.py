@@ -55,6 +55,10 @@ class Settings(BaseSettings):
     #: How many submitted statement ids a session document keeps for its job's real-time pickup.
     pending_ids_kept: int = 32
 
+    # -- EMR Serverless calls (throttling and 5xx are retried within both bounds) -------------
+    emr_retry_attempts: int = 6
+    emr_retry_seconds: float = 30.0
+
     # -- liveness, cancellation, limits, housekeeping -----------------------------------------
     #: How long one launcher answer about a suspect session is reused (seconds).
     liveness_cache_s: float = 5.0

@@ -104,3 +104,10 @@ class LauncherValidationError(LauncherError, InvalidRequestError):
 
     http_status = 400
     error_type = "ValidationException"
+
+
+class LauncherThrottledError(LauncherError, TooManyRequestsError):
+    """The launcher kept throttling after the retries ran out: the client may try again later."""
+
+    http_status = 429
+    error_type = "ThrottlingException"
