@@ -7,6 +7,8 @@ Every error, whatever raised it, leaves as ``{"status": code, "error": {"type", 
 from __future__ import annotations
 
 import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import Any, Literal
 
 from fastapi import FastAPI, Request
@@ -29,6 +31,7 @@ REASONS = {
     400: "Invalid Request",
     404: "Invalid Request",
     405: "Invalid Request",
+    406: "Invalid Request",
     413: "Invalid Request",
     415: "Invalid Request",
     429: "Too Many Requests",
@@ -58,6 +61,11 @@ class CreateAsyncQueryRequest(BaseModel):
     @classmethod
     def _lower(cls, value: object) -> object:
         return value.lower() if isinstance(value, str) else value
+
+
+def _is_json(content_type: str) -> bool:
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json" or media.endswith("+json")
 
 
 def _validation_details(exc: RequestValidationError) -> str:
@@ -147,17 +155,34 @@ class _BodyLimit:
             await reply(scope, receive, send)
 
 
-def create_app(service: AsyncQueryService) -> FastAPI:
-    app = FastAPI(title="Async query service", docs_url=None, redoc_url=None)
+def create_app(service: AsyncQueryService, on_shutdown: Callable[[], None] | None = None) -> FastAPI:
+    """The ASGI app. ``on_shutdown`` runs when the server shuts down, whatever stopped it
+    (uvicorn re-raises SIGTERM after shutdown, so code after ``uvicorn.run`` may never run)."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        if on_shutdown is not None:
+            on_shutdown()
+
+    app = FastAPI(title="Async query service", docs_url=None, redoc_url=None, lifespan=lifespan)
     app.state.service = service
     max_body = service.settings.max_body_bytes
     max_query = service.settings.max_query_chars
 
     @app.middleware("http")
-    async def limit_body(request: Request, call_next):  # type: ignore[no-untyped-def]
+    async def check_request(request: Request, call_next):  # type: ignore[no-untyped-def]
         length = request.headers.get("content-length")
         if length is not None and (not length.isdigit() or int(length) > max_body):
             return error_response(413, "IllegalArgumentException", f"the request body is larger than {max_body} bytes")
+        has_body = (length is not None and length != "0") or "transfer-encoding" in request.headers
+        content_type = request.headers.get("content-type", "")
+        if request.method in ("POST", "PUT", "PATCH") and has_body and not _is_json(content_type):
+            return error_response(
+                406,
+                "IllegalArgumentException",
+                f"Content-Type header [{content_type}] is not supported; send application/json",
+            )
         return await call_next(request)
 
     # A body sent without Content-Length (chunked) is counted as it is read.

@@ -17,7 +17,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     runtime = build_runtime(Settings())
     try:
-        app = create_app(runtime.service)
+        app = create_app(runtime.service, on_shutdown=runtime.close)
         print(f"async query service on http://{args.host}:{args.port}/_plugins/_async_query", flush=True)
         uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=False)
     finally:

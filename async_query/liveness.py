@@ -82,6 +82,19 @@ class LivenessChecker:
         error = f"Job {doc.job_id} of session {doc.session_id} is {described.state.value.lower()}{detail}"
         return self.end_session(session, SessionState.DEAD, error)
 
+    def confirm_alive(self, session: Versioned[SessionDoc]) -> bool:
+        """True when the session can take work: fresh by its documents, or, when its heartbeat is
+        stale, its job confirmed running (one coalesced call). A confirmed death ends it."""
+        if is_terminal(session.doc.state):
+            return False
+        if self.staleness.is_fresh(session.doc):
+            return True
+        checked = self.check(session)
+        if is_terminal(checked.doc.state):
+            return False
+        described = self.describe(checked.doc)
+        return described is not None and not described.state.finished
+
     def describe(self, doc: SessionDoc) -> JobDescription | None:
         """One launcher call per session at a time, its answer reused for ``cache_s`` seconds."""
         key = doc.session_id

@@ -38,8 +38,13 @@ class Runtime:
     settings: Settings
     service: AsyncQueryService
     embedded: Any = None
+    closed: bool = False
 
     def close(self) -> None:
+        """Stop the workers, the jobs this process started, and the embedded index (idempotent)."""
+        if self.closed:
+            return
+        self.closed = True
         self.service.close()
         self.service.store.close()
         if self.embedded is not None:
@@ -62,11 +67,12 @@ def build_runtime(settings: Settings, launchers: dict[str, Launcher] | None = No
         else:
             registry = DatasourceRegistry([local_datasource(data_dir / "warehouse")], store)
         all_launchers: dict[str, Launcher] = dict(launchers or {})
-        if "local" not in all_launchers and any(d.connector == "local" for d in registry.all()):
+        if "local" not in all_launchers:
             all_launchers["local"] = LocalLauncher(
                 data_dir, settings.cluster_name, settings.spark_master, settings.spark_submit
             )
         service = AsyncQueryService(settings, store, registry, all_launchers, opensearch)
+        service.start_workers()
     except BaseException:
         if embedded is not None:
             embedded.close()

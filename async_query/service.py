@@ -188,7 +188,7 @@ class AsyncQueryService:
         session = self.store.get_session(datasource.name, session_id)
         if session is None or session.doc.session_type != SessionType.INTERACTIVE:
             return None
-        return session if self.looks_alive(session.doc) else None
+        return session if self.liveness.confirm_alive(session) else None
 
     def looks_alive(self, session: SessionDoc) -> bool:
         """Alive by its documents alone: not ended, and its heartbeat (or start-up) is recent."""
@@ -201,7 +201,10 @@ class AsyncQueryService:
         a new job anyway; submitting into a live session never comes here.
         """
         live = self.store.find_sessions(
-            None, [SessionState.NOT_STARTED, SessionState.RUNNING], size=self.settings.max_sessions * 4 + 100
+            # (a search returns at most 10,000 hits)
+            None,
+            [SessionState.NOT_STARTED, SessionState.RUNNING],
+            size=min(self.settings.max_sessions * 4 + 100, 10_000),
         )
         count = sum(1 for s in live if s.doc.session_type == SessionType.INTERACTIVE and self.looks_alive(s.doc))
         if count >= self.settings.max_sessions:
@@ -307,15 +310,20 @@ class AsyncQueryService:
     def cancel(self, query_id: str) -> None:
         statement = self._statement(query_id)
 
+        cancelled_from: list[StatementState] = []
+
         def change(current: Versioned[StatementDoc]) -> Versioned[StatementDoc]:
             if is_terminal(current.doc.state):
                 raise InvalidTransitionError(f"can't cancel query {query_id}: it is already {current.doc.state.value}")
+            cancelled_from.append(current.doc.state)
             return self.store.move_statement(current, StatementState.CANCELLED)
 
         self.store.update_with_retry(self._rereader(statement.doc), change, first=statement)
-        # Whether the job had started it or not, the supervisor checks the heartbeat until the
-        # statement is no longer running, and escalates past the deadline.
-        self.supervisor.watch(query_id, statement.doc.data_source_name, statement.doc.session_id)
+        # A waiting statement never starts once cancelled (the job's move to running is
+        # conditional). A running one is supervised until a heartbeat shows its work stopped;
+        # past the deadline its session's job is cancelled.
+        if cancelled_from[-1] == StatementState.RUNNING:
+            self.supervisor.watch(query_id, statement.doc.data_source_name, statement.doc.session_id)
         log.info("cancelled query %s", query_id)
 
     def close(self) -> None:
@@ -351,7 +359,17 @@ def success_reply(result: ResultDoc) -> bytes:
         total = result.lossless.total
         rows = result.lossless.datarows
     else:
-        schema_list, row_list = reference_rows(result)
+        try:
+            schema_list, row_list = reference_rows(result)
+        except (ValueError, KeyError, TypeError, AttributeError):
+            # The reference's quote-swapped encoding cannot hold every value (a quote in a
+            # string breaks it): say so rather than guess.
+            return _json(
+                {
+                    "status": "FAILED",
+                    "error": "The result was written in the reference's lossy form and cannot be read back",
+                }
+            )
         schema, rows, total = (
             _json_text(schema_list),
             _json_text(row_list),

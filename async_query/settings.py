@@ -48,6 +48,8 @@ class Settings(BaseSettings):
     loop_frequency_ms: int = 50
     heartbeat_running_ms: int = 2_000
     heartbeat_idle_ms: int = 30_000
+    #: How long a job keeps retrying an index call before it gives up (survives index outages).
+    job_index_retry_seconds: float = 300.0
     #: A running session is stale (suspected dead) after this many missed heartbeats.
     stale_heartbeats: float = 3.0
     #: A session that has not started running within this many seconds is suspected dead.

@@ -70,6 +70,8 @@ class PendingCancel:
     datasource: str
     session_id: str
     deadline: float
+    #: Wall-clock time of the cancel: only a heartbeat written after it can show the work stopped.
+    cancelled_at_ms: int
 
 
 class CancelSupervisor(Worker):
@@ -101,10 +103,11 @@ class CancelSupervisor(Worker):
         self._lock = threading.Lock()
 
     def watch(self, query_id: str, datasource: str, session_id: str) -> None:
+        """Supervise a cancel from now on (a cancel already watched keeps its deadline)."""
         with self._lock:
-            self._pending[query_id] = PendingCancel(
-                query_id, datasource, session_id, time.monotonic() + self.deadline_s
-            )
+            if query_id not in self._pending:
+                deadline = time.monotonic() + self.deadline_s
+                self._pending[query_id] = PendingCancel(query_id, datasource, session_id, deadline, now_millis())
         self.wake()
 
     @property
@@ -124,8 +127,9 @@ class CancelSupervisor(Worker):
         session = self.store.get_session(item.datasource, item.session_id)
         if session is None or is_terminal(session.doc.state):
             return True
-        if all(r.query_id != item.query_id for r in session.doc.running_statements):
-            return True
+        listed = any(r.query_id == item.query_id for r in session.doc.running_statements)
+        if not listed and session.doc.last_update_time >= item.cancelled_at_ms:
+            return True  # a heartbeat written after the cancel shows the statement stopped
         if time.monotonic() < item.deadline:
             return False
         error = f"Statement {item.query_id} did not stop within {self.deadline_s:g} s of its cancel; the session's job was cancelled"

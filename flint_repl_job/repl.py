@@ -106,7 +106,8 @@ class Heartbeat:
                 heartbeat_interval_millis=next_ms,
             )
 
-        job.store.update_with_retry(job.read_session, change)
+        if job.store.update_with_retry(job.read_session, change) is None:
+            raise SessionLostError(f"session {job.cfg.session_id} disappeared")
         self._reported_running = bool(report)
         self.writes += 1
 

@@ -114,6 +114,7 @@ class IndexStore:
         self.cfg = cfg
         self.client = client if client is not None else build_client(cfg)
         self._known_indexes: set[str] = set()
+        self._known_templates: set[str] = set()
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -122,6 +123,8 @@ class IndexStore:
 
         def before_sleep(state: RetryCallState) -> None:
             exc = state.outcome.exception() if state.outcome else None
+            if isinstance(exc, os_exc.ConnectionError):
+                self._forget_indexes()
             log.warning("index call %s failed (%s), retry %d", what, type(exc).__name__, state.attempt_number)
 
         retrying = Retrying(
@@ -134,14 +137,47 @@ class IndexStore:
         try:
             return retrying(fn)
         except os_exc.OpenSearchException as exc:
+            if isinstance(exc, os_exc.ConnectionError):
+                self._forget_indexes()
             raise translate(exc, what) from exc
 
-    def _ensure_index(self, index: str) -> None:
+    def _forget_indexes(self) -> None:
+        """After losing the connection, check indexes and templates again before the next write:
+        the server may have restarted without them (an in-memory one does)."""
+        self._known_indexes.clear()
+        self._known_templates.clear()
+
+    def _ensure_template(self, kind: index_mappings.IndexKind) -> None:
+        """An index template for the kind, so that an index the cluster creates by itself (on a
+        write after the index was lost, say) still gets our mappings. Once per kind per process;
+        a cluster that refuses templates (no permission) is logged and otherwise ignored."""
+        if kind in self._known_templates:
+            return
+        name = f"async-query-{kind.replace('_', '-')}"
+        template = {
+            "index_patterns": [_TEMPLATE_PATTERNS[kind]],
+            "priority": 100,
+            "template": index_mappings.load(kind),
+        }
+
+        def put_if_missing() -> None:
+            if not self.client.indices.exists_index_template(name=name):
+                self.client.indices.put_index_template(name=name, body=template)
+
+        try:
+            self._call(f"put template {kind}", put_if_missing)
+        except (IndexUnavailableError, InvalidRequestError, IndexOperationError) as exc:
+            log.warning("cannot install the index template for %s: %s", kind, exc)
+        self._known_templates.add(kind)
+
+    def _ensure_index(self, index: str, recheck: bool = False) -> None:
+        if recheck:
+            self._known_indexes.discard(index)
+            self._known_templates.discard(_index_kind(index))
         if index in self._known_indexes:
             return
-        kind: index_mappings.IndexKind = (
-            "request_index" if index.startswith(".query_execution_request_") else "result_index"
-        )
+        kind = _index_kind(index)
+        self._ensure_template(kind)
 
         def create() -> None:
             if self.client.indices.exists(index=index):
@@ -156,18 +192,20 @@ class IndexStore:
         self._call(f"create index {index}", create)
         self._known_indexes.add(index)
 
-    def _write(self, index: str, what: str, fn: Callable[[], T]) -> T:
+    def _write(self, index: str, what: str, fn: Callable[[], T], recheck: bool = False) -> T:
         """A write, after making sure its index exists with our mappings.
 
-        The check runs once per index per process. It must come first: a cluster creates a
-        missing index on a first write by itself, with dynamic mappings that break our queries.
+        The check runs once per index per process, and again when ``recheck`` asks (new sessions
+        do: an index server that lost its indexes also lost every session). It must come first:
+        a cluster creates a missing index on a first write by itself, with dynamic mappings that
+        break our queries.
         """
-        self._ensure_index(index)
+        self._ensure_index(index, recheck)
         return self._call(what, fn)
 
     # -- generic document calls -------------------------------------------------------------
 
-    def create(self, index: str, doc_id: str, source: dict[str, Any]) -> tuple[int, int]:
+    def create(self, index: str, doc_id: str, source: dict[str, Any], recheck: bool = False) -> tuple[int, int]:
         """Create-only write; :class:`DocumentExistsError` when the id is taken."""
         attempts = 0
 
@@ -181,7 +219,7 @@ class IndexStore:
                     return self.client.get(index=index, id=doc_id, _source="false")  # our own retry
                 raise
 
-        res = self._write(index, f"create {index}/{doc_id}", call)
+        res = self._write(index, f"create {index}/{doc_id}", call, recheck)
         return res["_seq_no"], res["_primary_term"]
 
     def _source_is(self, index: str, doc_id: str, source: dict[str, Any]) -> bool:
@@ -337,7 +375,7 @@ class IndexStore:
     # -- sessions ---------------------------------------------------------------------------
 
     def create_session(self, doc: SessionDoc) -> Versioned[SessionDoc]:
-        seq, term = self.create(request_index(doc.data_source_name), doc.session_id, doc.to_source())
+        seq, term = self.create(request_index(doc.data_source_name), doc.session_id, doc.to_source(), recheck=True)
         return Versioned(doc, seq, term)
 
     def get_session(self, datasource: str, session_id: str) -> Versioned[SessionDoc] | None:
@@ -451,6 +489,13 @@ def _index_kind(index: str) -> index_mappings.IndexKind:
     if index == DATASOURCE_INDEX:
         return "datasource_index"
     return "result_index"
+
+
+_TEMPLATE_PATTERNS: dict[str, str] = {
+    "request_index": ".query_execution_request_*",
+    "result_index": "query_execution_result*",
+    "datasource_index": DATASOURCE_INDEX,
+}
 
 
 def _changed_aliases(doc: Any, fields: dict[str, Any]) -> set[str]:

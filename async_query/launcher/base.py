@@ -106,6 +106,7 @@ def job_conf(
         "spark.flint.job.queryLoopExecutionFrequency": str(settings.loop_frequency_ms),
         "spark.flint.job.heartbeatIntervalMillis": str(settings.heartbeat_running_ms),
         "spark.flint.job.heartbeatIdleIntervalMillis": str(settings.heartbeat_idle_ms),
+        "spark.flint.job.indexRetrySeconds": str(settings.job_index_retry_seconds),
         "spark.sql.session.timeZone": "UTC",
     }
     if opensearch.auth == "basic":

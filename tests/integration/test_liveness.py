@@ -151,8 +151,13 @@ def test_cancel_the_job_honours_needs_no_escalation(make_service: ServiceFactory
     launcher = RecordingLauncher()
     service = make_service(launcher, cancel_deadline_s=0.5)
     qid, sid = submit(service)
+    statement = store.get_statement(service.datasources.all()[0].name, qid)
+    assert statement is not None
+    store.move_statement(statement, StatementState.RUNNING)
     heartbeat(store, service, sid, running=[qid])
     service.cancel(qid)
+    service.supervisor.run_once()
+    assert service.supervisor.pending == 1  # no heartbeat since the cancel yet
     heartbeat(store, service, sid, running=[])  # the job stopped it
     service.supervisor.run_once()
     assert service.supervisor.pending == 0

@@ -1,0 +1,51 @@
+"""Fixtures of the fault-injection tests (real jobs, real index servers, real plugin processes)."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from async_query.datasources import DatasourceRegistry, local_datasource
+from async_query.launcher.local import LocalLauncher
+from async_query.service import AsyncQueryService
+from async_query.settings import Settings
+from query_core.store import IndexStore
+from tests.conftest import REAL_CLUSTER
+
+
+def fault_service(index_url: str, tmp: Path, ds_name: str = "local", **settings: Any) -> AsyncQueryService:
+    """A service with a LocalLauncher (``local[2]``) whose index connection follows ``settings``
+    (``opensearch_retry_seconds`` included, unlike ``tests.e2e.conftest.e2e_service``)."""
+    cfg = Settings(data_dir=tmp / "var", spark_master="local[2]", **settings)
+    opensearch = cfg.opensearch(index_url)
+    datasource = local_datasource(tmp / "warehouse").model_copy(update={"name": ds_name})
+    launcher = LocalLauncher(cfg.data_dir, cfg.cluster_name, cfg.spark_master)
+    store = IndexStore(opensearch)
+    return AsyncQueryService(cfg, store, DatasourceRegistry([datasource]), {"local": launcher}, opensearch)
+
+
+def close_service(service: AsyncQueryService) -> None:
+    """Stop the service's workers and the jobs its launcher started, and close its index client."""
+    try:
+        service.close()
+    finally:
+        service.store.close()
+
+
+@pytest.fixture(scope="module")
+def module_index_url(index_server: Any) -> Iterator[str]:
+    """An empty index cluster for a module (a clone of the session's osmem, or the real cluster)."""
+    if index_server is None:
+        yield REAL_CLUSTER
+        return
+    with index_server.clone() as clone:
+        yield clone.url
+
+
+@pytest.fixture(scope="module")
+def module_ds_name() -> str:
+    return f"f{secrets.token_hex(3)}" if REAL_CLUSTER else "local"
