@@ -7,6 +7,7 @@ import logging
 import sys
 
 from async_query.settings import Settings
+from query_core.store import quiet_driver_logs
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -50,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         level=getattr(logging, getattr(args, "log_level", "info").upper()),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    quiet_driver_logs()
     return int(args.func(args))
 
 

@@ -22,7 +22,7 @@ from flint_repl_job.executor import QueryOutput, RunningQuery, SparkExecutor
 from query_core.errors import AsyncQueryError, IndexUnavailableError, InvalidTransitionError, VersionConflictError
 from query_core.models import ResultDoc, RunningStatement, SessionDoc, StatementDoc, Versioned, now_millis
 from query_core.states import SessionState, SessionType, StatementState, is_terminal
-from query_core.store import IndexStore
+from query_core.store import IndexStore, quiet_driver_logs
 
 log = logging.getLogger(__name__)
 
@@ -373,6 +373,7 @@ class InteractiveJob:
 
 def main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    quiet_driver_logs()
     # Python's datetime conversion of Spark timestamps uses the process time zone: make it UTC,
     # like the Spark session's, so timestamps come back as written.
     os.environ["TZ"] = "UTC"

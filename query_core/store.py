@@ -50,6 +50,12 @@ DATASOURCE_INDEX = ".ql-datasources"
 WAITING_LOOKBACK = "now-1h"
 
 
+def quiet_driver_logs() -> None:
+    """opensearch-py logs every request (INFO) and every 404 (WARNING); this module reports what
+    matters itself, translated. Called by the programs (service and job), not on import."""
+    logging.getLogger("opensearch").setLevel(logging.ERROR)
+
+
 def _is_transient(exc: BaseException) -> bool:
     if isinstance(exc, os_exc.ConnectionError):  # includes ConnectionTimeout and refused/reset
         return True
