@@ -1,15 +1,389 @@
-"""Client commands of ``async-query`` (submit, get, cancel, sessions): they talk to the REST API."""
+"""Client commands of ``async-query`` (submit, get, cancel, sessions): they talk to the REST API.
+
+They use only HTTP (:mod:`async_query.client`), so they work against any deployment. Results go to
+stdout, everything else (ids while waiting, progress, errors) to stderr, so that
+``async-query submit --wait "..." > out.txt`` keeps just the result.
+
+Exit codes: 0 success; 1 the query ended FAILED, TIMEOUT or CANCELLED; 2 the service refused the
+request (its error is printed); 3 the service could not be reached; 4 ``--timeout`` ran out while
+waiting (the query goes on); 130 interrupted.
+"""
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
+import json
+import logging
+import sys
+import time
+import unicodedata
+from collections.abc import Callable, Sequence
+from decimal import Decimal
+from typing import Any, TextIO
+
+from async_query.client import (
+    URL_ENV,
+    ApiError,
+    AsyncQueryClient,
+    ClientError,
+    Reply,
+    ServiceUnreachableError,
+    WaitTimeoutError,
+    default_url,
+)
+
+log = logging.getLogger(__name__)
+
+EXIT_OK = 0
+EXIT_QUERY_FAILED = 1
+EXIT_API_ERROR = 2
+EXIT_UNREACHABLE = 3
+EXIT_WAIT_TIMEOUT = 4
+EXIT_INTERRUPTED = 130
+#: Cells longer than this are cut in table output (``--format json`` keeps everything).
+MAX_CELL = 200
 
 
 def add_commands(sub: Any) -> None:  # argparse's _SubParsersAction
     """Register the client subcommands on the ``async-query`` parser."""
-    del sub
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--url", default=None, help=f"the service's base URL (default: ${URL_ENV} or http://127.0.0.1:9000)"
+    )
+    common.add_argument("--format", choices=["table", "json"], default="table", help="output format (default: table)")
+    epilog = (
+        "exit codes: 0 success, 1 query FAILED/TIMEOUT/CANCELLED, 2 request refused by the service, "
+        "3 service unreachable, 4 --timeout reached while waiting, 130 interrupted"
+    )
+
+    submit = sub.add_parser("submit", parents=[common], help="submit a query", epilog=epilog)
+    submit.add_argument("query", help="the query text")
+    submit.add_argument("--datasource", default="local", help="datasource name (default: local)")
+    submit.add_argument("--session", default=None, help="run in this session (a new one is made if it is unusable)")
+    submit.add_argument("--lang", default="sql", choices=["sql", "ppl"], help="query language (default: sql)")
+    submit.add_argument("--wait", action="store_true", help="wait for the result and print it")
+    submit.add_argument("--timeout", type=float, default=None, help="with --wait: stop waiting after this many seconds")
+    submit.set_defaults(func=_cmd_submit, log_level="warning")
+
+    get = sub.add_parser("get", parents=[common], help="show a query's status or result", epilog=epilog)
+    get.add_argument("query_id")
+    get.set_defaults(func=_cmd_get, log_level="warning")
+
+    cancel = sub.add_parser("cancel", parents=[common], help="cancel a query", epilog=epilog)
+    cancel.add_argument("query_id")
+    cancel.set_defaults(func=_cmd_cancel, log_level="warning")
+
+    sessions = sub.add_parser("sessions", parents=[common], help="list sessions", epilog=epilog)
+    sessions.add_argument("--datasource", default=None, help="only this datasource's sessions")
+    sessions.add_argument("--state", default=None, help="only these states (comma separated, e.g. running,not_started)")
+    sessions.add_argument("--size", type=int, default=100, help="at most this many (default: 100)")
+    sessions.set_defaults(func=_cmd_sessions, log_level="warning")
 
 
-def _unused(args: argparse.Namespace) -> int:
-    return 0
+# -- commands ---------------------------------------------------------------------------------
+
+
+def _guarded(run: Callable[[AsyncQueryClient], int], args: argparse.Namespace) -> int:
+    """Run a command; turn every client error into a readable message and an exit code."""
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    try:
+        with AsyncQueryClient(args.url or default_url()) as client:
+            return run(client)
+    except ApiError as exc:
+        _err(f"error: {exc}")
+        return EXIT_API_ERROR
+    except ServiceUnreachableError as exc:
+        _err(f"error: {exc}")
+        return EXIT_UNREACHABLE
+    except WaitTimeoutError as exc:
+        _err(f"error: {exc}")
+        return EXIT_WAIT_TIMEOUT
+    except ClientError as exc:
+        _err(f"error: {exc}")
+        return EXIT_API_ERROR
+
+
+def _cmd_submit(args: argparse.Namespace) -> int:
+    def run(client: AsyncQueryClient) -> int:
+        submitted = client.submit(args.query, args.datasource, args.lang, args.session)
+        query_id = str(submitted.get("queryId", ""))
+        session_id = submitted.get("sessionId")
+        if not args.wait:
+            if args.format == "json":
+                _out(json.dumps(submitted, ensure_ascii=False))
+            else:
+                _out(f"queryId: {query_id}")
+                if session_id:
+                    _out(f"sessionId: {session_id}")
+            return EXIT_OK
+        _err(f"queryId: {query_id}" + (f"  sessionId: {session_id}" if session_id else ""))
+        reporter = ProgressReporter(sys.stderr)
+        try:
+            reply = client.wait(query_id, reporter.update, timeout=args.timeout)
+        except KeyboardInterrupt:
+            reporter.finish()
+            _err(f"interrupted; query {query_id} keeps running (cancel it with: async-query cancel {query_id})")
+            return EXIT_INTERRUPTED
+        finally:
+            reporter.finish()
+        return _show_reply(query_id, reply, args.format)
+
+    return _guarded(run, args)
+
+
+def _cmd_get(args: argparse.Namespace) -> int:
+    def run(client: AsyncQueryClient) -> int:
+        reply = client.fetch(args.query_id)
+        if reply.finished or args.format == "json":
+            return _show_reply(args.query_id, reply, args.format)
+        _out(render_progress(reply.status, reply.body.get("progress"), None))
+        if reply.body.get("error"):
+            _err(f"note: {reply.body['error']}")
+        return EXIT_OK
+
+    return _guarded(run, args)
+
+
+def _cmd_cancel(args: argparse.Namespace) -> int:
+    def run(client: AsyncQueryClient) -> int:
+        client.cancel(args.query_id)
+        if args.format == "json":
+            _out(json.dumps({"queryId": args.query_id, "cancelled": True}))
+        else:
+            _out(f"cancelled {args.query_id}")
+        return EXIT_OK
+
+    return _guarded(run, args)
+
+
+def _cmd_sessions(args: argparse.Namespace) -> int:
+    def run(client: AsyncQueryClient) -> int:
+        found = client.sessions(args.datasource, args.state, args.size)
+        if args.format == "json":
+            _out(json.dumps({"sessions": found}, ensure_ascii=False, indent=2))
+        else:
+            _out(render_sessions(found))
+        return EXIT_OK
+
+    return _guarded(run, args)
+
+
+def _show_reply(query_id: str, reply: Reply, fmt: str) -> int:
+    """Print a reply (the result on stdout, a failure's error on stderr); its exit code."""
+    if fmt == "json":
+        _out(reply.text)
+    elif reply.status == "SUCCESS":
+        _out(render_table(reply.body.get("schema") or [], reply.body.get("datarows") or []))
+    else:
+        _out(reply.status)
+    if reply.status == "SUCCESS" or not reply.finished:
+        return EXIT_OK
+    error = reply.body.get("error")
+    _err(f"query {query_id} {reply.status}: {error}" if error else f"query {query_id} {reply.status}")
+    return EXIT_QUERY_FAILED
+
+
+def _out(text: str) -> None:
+    print(text, flush=True)
+
+
+def _err(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+# -- progress ---------------------------------------------------------------------------------
+
+
+def format_elapsed(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, secs = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes}m{secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m{secs:02d}s"
+
+
+def render_progress(status: str, progress: dict[str, Any] | None, elapsed: float | None, width: int = 24) -> str:
+    """One line: a bar of Spark tasks done/total (from the GET reply's ``progress``), status, time.
+
+    Without progress (waiting, or the job has not reported yet) the bar is empty and the counts
+    are ``-/-``; a successful query shows a full bar.
+    """
+    done = total = stages_done = stages_total = 0
+    if isinstance(progress, dict):
+        done, total = _int(progress.get("tasksCompleted")), _int(progress.get("tasksTotal"))
+        stages_done, stages_total = _int(progress.get("stagesCompleted")), _int(progress.get("stagesTotal"))
+    if status == "SUCCESS":
+        fraction: float | None = 1.0
+    elif total > 0:
+        fraction = min(1.0, max(0.0, done / total))
+    else:
+        fraction = None
+    filled = round((fraction or 0.0) * width)
+    bar = "[" + "#" * filled + "." * (width - filled) + "]"
+    parts = [bar]
+    if total > 0:
+        parts.append(f"{done}/{total} tasks")
+        if stages_total:
+            parts.append(f"stage {stages_done}/{stages_total}")
+    else:
+        parts.append("-/- tasks")
+    if fraction is not None:
+        parts.append(f"{fraction:4.0%}")
+    parts.append(status or "?")
+    if elapsed is not None:
+        parts.append(format_elapsed(elapsed))
+    return " ".join(parts)
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return 0
+
+
+class ProgressReporter:
+    """Shows a wait on ``stream``: a live bar when it is a terminal, else one line per status change."""
+
+    def __init__(self, stream: TextIO, tty: bool | None = None) -> None:
+        self.stream = stream
+        self.tty = stream.isatty() if tty is None else tty
+        self._last_status = ""
+        self._drawn = False
+
+    def update(self, reply: Reply, elapsed: float) -> None:
+        status = reply.status
+        if self.tty:
+            line = render_progress(status, reply.body.get("progress"), elapsed)
+            self.stream.write("\r" + line + "\x1b[K")
+            self.stream.flush()
+            self._drawn = True
+        elif status != self._last_status:
+            self.stream.write(f"{status} after {format_elapsed(elapsed)}\n")
+            self.stream.flush()
+        self._last_status = status
+
+    def finish(self) -> None:
+        """End the live line (idempotent), so that what follows starts on a fresh line."""
+        if self._drawn:
+            self.stream.write("\n")
+            self.stream.flush()
+            self._drawn = False
+
+
+# -- tables -----------------------------------------------------------------------------------
+
+
+def format_value(value: Any) -> str:
+    """A cell as text: NULL for null, JSON for nested values, control characters escaped."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, dict | list):
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    else:
+        text = str(value)
+    text = text.replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
+    if display_width(text) > MAX_CELL:
+        text = _cut(text, MAX_CELL - 1) + "…"
+    return text
+
+
+def display_width(text: str) -> int:
+    """Columns ``text`` takes in a terminal (wide East Asian characters take two, combining none)."""
+    width = 0
+    for char in text:
+        if unicodedata.combining(char):
+            continue
+        width += 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1
+    return width
+
+
+def _cut(text: str, width: int) -> str:
+    out, used = [], 0
+    for char in text:
+        w = 0 if unicodedata.combining(char) else 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1
+        if used + w > width:
+            break
+        out.append(char)
+        used += w
+    return "".join(out)
+
+
+def _pad(text: str, width: int, right: bool) -> str:
+    gap = " " * (width - display_width(text))
+    return gap + text if right else text + gap
+
+
+def render_table(schema: Sequence[dict[str, Any]], rows: Sequence[Sequence[Any]]) -> str:
+    """A result as an aligned text table (numbers right-aligned), with a row count."""
+    names = [str(c.get("name", "")) for c in schema]
+    if not names and rows:
+        names = [f"col{i + 1}" for i in range(len(rows[0]))]
+    cells = [[format_value(v) for v in row] for row in rows]
+    numeric = [_is_numeric_column(rows, i) for i in range(len(names))]
+    widths = [display_width(n) for n in names]
+    for row in cells:
+        for i, cell in enumerate(row[: len(names)]):
+            widths[i] = max(widths[i], display_width(cell))
+    lines = [_join([_pad(n, w, False) for n, w in zip(names, widths, strict=True)])]
+    lines.append("-+-".join("-" * w for w in widths))
+    for row in cells:
+        lines.append(_join([_pad(row[i] if i < len(row) else "", w, numeric[i]) for i, w in enumerate(widths)]))
+    count = len(rows)
+    lines.append(f"({count} row{'' if count == 1 else 's'})")
+    return "\n".join(lines)
+
+
+def _join(cells: list[str]) -> str:
+    """Cells joined by `` | ``, without trailing blanks or separators of empty last cells."""
+    line = " | ".join(cells).rstrip()
+    while line.endswith(" |"):
+        line = line[:-2].rstrip()
+    return line
+
+
+def _is_numeric_column(rows: Sequence[Sequence[Any]], index: int) -> bool:
+    values = [r[index] for r in rows if index < len(r) and r[index] is not None]
+    return bool(values) and all(isinstance(v, int | float | Decimal) and not isinstance(v, bool) for v in values)
+
+
+def render_sessions(sessions: Sequence[dict[str, Any]], now_ms: int | None = None) -> str:
+    """Sessions as a table: id, type, state, datasource, job, last heartbeat age, what runs."""
+    now = now_ms if now_ms is not None else int(time.time() * 1000)
+    rows = []
+    for s in sessions:
+        last = _int(s.get("lastUpdateTime"))
+        age = format_elapsed(max(0, now - last) / 1000) + " ago" if last else ""
+        running = s.get("runningStatements") or []
+        what = ""
+        if running:
+            first = running[0]
+            prog = first.get("progress") or {}
+            what = str(first.get("queryId", ""))
+            if _int(prog.get("tasksTotal")):
+                what += f" ({_int(prog.get('tasksCompleted'))}/{_int(prog.get('tasksTotal'))} tasks)"
+            if len(running) > 1:
+                what += f" +{len(running) - 1}"
+        rows.append(
+            [
+                s.get("sessionId", ""),
+                s.get("sessionType", ""),
+                s.get("state", ""),
+                s.get("dataSourceName", ""),
+                s.get("jobId", ""),
+                age,
+                what,
+                s.get("error") or "",
+            ]
+        )
+    schema = [
+        {"name": n} for n in ("sessionId", "type", "state", "datasource", "jobId", "lastHeartbeat", "running", "error")
+    ]
+    table = render_table(schema, rows)
+    return table.rsplit("\n", 1)[0] + f"\n({len(rows)} session{'' if len(rows) == 1 else 's'})"

@@ -13,7 +13,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from async_query.datasources import Datasource, DatasourceRegistry
 from async_query.launcher.base import JobRequest, Launcher, job_conf
@@ -50,22 +50,26 @@ class Submitted:
     session_id: str
 
 
-class ReplyCache:
-    """Replies of finished queries (they never change), least recently used first out."""
+V = TypeVar("V")
+
+
+class LruCache(Generic[V]):
+    """A bounded map, least recently used out first, for facts that never change (finished
+    replies, the session of a query)."""
 
     def __init__(self, entries: int) -> None:
         self.entries = entries
-        self._items: OrderedDict[str, bytes] = OrderedDict()
+        self._items: OrderedDict[str, V] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, key: str) -> bytes | None:
+    def get(self, key: str) -> V | None:
         with self._lock:
             value = self._items.get(key)
             if value is not None:
                 self._items.move_to_end(key)
             return value
 
-    def put(self, key: str, value: bytes) -> None:
+    def put(self, key: str, value: V) -> None:
         with self._lock:
             self._items[key] = value
             self._items.move_to_end(key)
@@ -88,7 +92,9 @@ class AsyncQueryService:
         self.launchers = launchers
         #: The connection the jobs use (it may differ from the plugin's, e.g. a public endpoint).
         self.opensearch = opensearch
-        self.replies = ReplyCache(settings.reply_cache_entries)
+        self.replies: LruCache[bytes] = LruCache(settings.reply_cache_entries)
+        #: Which session a query runs in (it never changes), so GET can read both at once.
+        self.session_of_query: LruCache[str] = LruCache(settings.reply_cache_entries * 10)
         self._emr_launchers: dict[str, tuple[Datasource, Launcher]] = {}
         self._launcher_lock = threading.Lock()
         self.liveness = LivenessChecker(
@@ -153,6 +159,7 @@ class AsyncQueryService:
         )
         created = self.store.create_statement(statement)
         self._signal_job(session, created)
+        self.session_of_query.put(query_id, session.doc.session_id)
         return Submitted(query_id, session.doc.session_id)
 
     def _signal_job(self, session: Versioned[SessionDoc], statement: Versioned[StatementDoc]) -> None:
@@ -237,10 +244,10 @@ class AsyncQueryService:
         cached = self.replies.get(query_id)
         if cached is not None:
             return cached
-        statement = self._statement(query_id)
-        session = None
+        statement, session = self._statement_and_session(query_id)
         if not is_terminal(statement.doc.state):
-            session = self.store.get_session(statement.doc.data_source_name, statement.doc.session_id)
+            if session is None:
+                session = self.store.get_session(statement.doc.data_source_name, statement.doc.session_id)
             if session is not None:
                 session = self.liveness.check(session)
             statement = self.reconcile(statement, session)
@@ -249,16 +256,33 @@ class AsyncQueryService:
             self.replies.put(query_id, reply)
         return reply
 
-    def _statement(self, query_id: str) -> Versioned[StatementDoc]:
+    def _datasource_of_query(self, query_id: str) -> str:
         datasource = datasource_of(query_id)
         try:
             self.datasources.get(datasource)
         except UnknownDatasourceError:
             raise QueryNotFoundError(f"no async query with id {query_id}") from None
-        statement = self.store.get_statement(datasource, query_id)
+        return datasource
+
+    def _statement(self, query_id: str) -> Versioned[StatementDoc]:
+        statement = self.store.get_statement(self._datasource_of_query(query_id), query_id)
         if statement is None:
             raise QueryNotFoundError(f"no async query with id {query_id}")
         return statement
+
+    def _statement_and_session(self, query_id: str) -> tuple[Versioned[StatementDoc], Versioned[SessionDoc] | None]:
+        """The statement, and its session when this process knows which it is (from the POST or an
+        earlier GET): then both come in one real-time round trip."""
+        datasource = self._datasource_of_query(query_id)
+        session_id = self.session_of_query.get(query_id)
+        if session_id is None:
+            statement = self._statement(query_id)
+            self.session_of_query.put(query_id, statement.doc.session_id)
+            return statement, None
+        found, session = self.store.get_statement_and_session(datasource, query_id, session_id)
+        if found is None:
+            raise QueryNotFoundError(f"no async query with id {query_id}")
+        return found, session
 
     def reconcile(
         self, statement: Versioned[StatementDoc], session: Versioned[SessionDoc] | None

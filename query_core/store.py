@@ -323,6 +323,32 @@ class IndexStore:
         seq, term = self.create(request_index(doc.data_source_name), doc.statement_id, doc.to_source())
         return Versioned(doc, seq, term)
 
+    def get_many(self, index: str, doc_ids: list[str]) -> list[tuple[dict[str, Any], int, int] | None]:
+        """Real-time multi-get: one round trip for several documents of one index."""
+
+        def call() -> dict[str, Any]:
+            try:
+                return self.client.mget(index=index, body={"ids": doc_ids})
+            except os_exc.NotFoundError:
+                return {"docs": []}
+
+        docs = {d["_id"]: d for d in self._call(f"mget {index}", call).get("docs", []) if d.get("found")}
+        return [(d["_source"], d["_seq_no"], d["_primary_term"]) if (d := docs.get(i)) else None for i in doc_ids]
+
+    def get_statement_and_session(
+        self, datasource: str, statement_id: str, session_id: str
+    ) -> tuple[Versioned[StatementDoc] | None, Versioned[SessionDoc] | None]:
+        """A statement and its session in one real-time round trip (GET's hot path)."""
+        statement, session = self.get_many(request_index(datasource), [statement_id, session_id])
+        return (
+            Versioned(StatementDoc.model_validate(statement[0]), statement[1], statement[2])
+            if statement and statement[0].get("type") == "statement"
+            else None,
+            Versioned(SessionDoc.model_validate(session[0]), session[1], session[2])
+            if session and session[0].get("type") == "session"
+            else None,
+        )
+
     def get_statement(self, datasource: str, statement_id: str) -> Versioned[StatementDoc] | None:
         found = self.get(request_index(datasource), statement_id)
         if found is None or found[0].get("type") != "statement":

@@ -1,0 +1,150 @@
+"""POST and GET latency and GET throughput over loopback HTTP, without Spark.
+
+Statements are POSTed into simulated live sessions (:mod:`bench.sim`), so a POST does exactly what
+it does in a warm session (create the statement, append its id to the session document) and no job
+is launched. GETs ask for the sessions' running statements, the replies clients poll for (two
+real-time reads by id: statement and session, and a ``progress`` object in the reply).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from bench.httpload import LoadResult, run_load
+from bench.report import Figure, Target
+from bench.sim import SimulatedSessions
+from bench.stats import percentile
+from query_core.models import ColumnSchema, LosslessResult, ResultDoc
+from query_core.states import StatementState
+from query_core.store import IndexStore
+
+log = logging.getLogger(__name__)
+
+BASE = "/_plugins/_async_query"
+SECTION = "REST API"
+
+
+@dataclass(frozen=True)
+class ApiPlan:
+    posts: int = 500
+    get_seconds: float = 8.0
+    warmup_seconds: float = 1.0
+    concurrency: tuple[int, ...] = (1, 8, 32)
+    sessions: int = 32
+
+    @classmethod
+    def quick(cls) -> ApiPlan:
+        return cls(posts=50, get_seconds=1.5, warmup_seconds=0.3, sessions=8)
+
+
+class UnexpectedSessionError(RuntimeError):
+    """A POST into a live simulated session came back with another session: a job was launched."""
+
+
+def run_api_latency(
+    base_url: str, store: IndexStore, datasource: str, result_index: str, plan: ApiPlan
+) -> tuple[list[Figure], dict[str, Any]]:
+    details: dict[str, Any] = {"plan": plan.__dict__}
+    with SimulatedSessions(store, datasource, plan.sessions) as sim:
+        sim.create()
+        sim.start(writers=2)
+        post = _posts(base_url, datasource, sim, plan.posts)
+        details["post"] = post.as_json()
+        running_ids = [s.statement_id for s in sim.sessions]
+        gets: dict[int, LoadResult] = {}
+        for clients in plan.concurrency:
+            gets[clients] = run_load(
+                base_url,
+                lambda c, i: ("GET", f"{BASE}/{running_ids[(c * 7 + i) % len(running_ids)]}", None),
+                clients,
+                duration=plan.get_seconds,
+                warmup=plan.warmup_seconds,
+            )
+            _check_ok(gets[clients], f"GET with {clients} clients")
+            details[f"get_running_{clients}_clients"] = gets[clients].as_json()
+        finished_id = _finish_one(store, datasource, result_index, sim.sessions[0].statement_id)
+        cached = run_load(
+            base_url,
+            lambda c, i: ("GET", f"{BASE}/{finished_id}", None),
+            8,
+            duration=plan.get_seconds,
+            warmup=plan.warmup_seconds,
+        )
+        _check_ok(cached, "GET of a finished statement")
+        details["get_finished_8_clients"] = cached.as_json()
+        details["simulated_heartbeats"] = {"writes": sim.stats.writes, "failures": sim.stats.failures}
+
+    ms = "ms"
+    figures = [
+        Figure(SECTION, "POST p50 (1 client)", percentile(post.latencies_ms, 50), ms, Target("<", 10)),
+        Figure(SECTION, "POST p99 (1 client)", percentile(post.latencies_ms, 99), ms, note=f"n={post.count}"),
+    ]
+    for clients, res in gets.items():
+        label = f"GET running, {clients} client{'s' if clients > 1 else ''}"
+        figures += [
+            Figure(
+                SECTION, f"{label}: p50", percentile(res.latencies_ms, 50), ms, Target("<", 5) if clients == 1 else None
+            ),
+            Figure(SECTION, f"{label}: p99", percentile(res.latencies_ms, 99), ms, note=f"n={res.count}"),
+            Figure(
+                SECTION,
+                f"{label}: throughput",
+                res.throughput,
+                "GET/s",
+                Target(">=", 1500) if clients == max(gets) else None,
+            ),
+        ]
+    figures += [
+        Figure(SECTION, "GET finished (reply cache), 8 clients: p50", percentile(cached.latencies_ms, 50), ms),
+        Figure(SECTION, "GET finished (reply cache), 8 clients: throughput", cached.throughput, "GET/s"),
+    ]
+    return figures, details
+
+
+def _posts(base_url: str, datasource: str, sim: SimulatedSessions, count: int) -> LoadResult:
+    """``count`` POSTs from one client, round-robin over the simulated sessions."""
+    bodies = [
+        json.dumps(
+            {"datasource": datasource, "lang": "sql", "query": f"SELECT {i}", "sessionId": s.session_id}
+        ).encode()
+        for i, s in enumerate(sim.sessions)
+    ]
+    known = {s.session_id for s in sim.sessions}
+    strays: list[str] = []
+
+    def check(client: int, status: int, body: bytes) -> None:
+        if status == 201 and json.loads(body).get("sessionId") not in known:
+            strays.append(json.loads(body).get("sessionId", ""))
+
+    result = run_load(base_url, lambda c, i: ("POST", BASE, bodies[i % len(bodies)]), 1, count=count, on_reply=check)
+    _check_ok(result, "POST", expect=201)
+    if strays:
+        # The service judged a simulated session dead and started a job for a new one.
+        raise UnexpectedSessionError(f"{len(strays)} POSTs were given a new session, e.g. {strays[0]}")
+    return result
+
+
+def _check_ok(result: LoadResult, what: str, expect: int = 200) -> None:
+    bad = {code: n for code, n in result.statuses.items() if code != expect}
+    if bad or result.errors:
+        sample = {code: result.samples.get(code, b"")[:300].decode(errors="replace") for code in bad}
+        raise RuntimeError(f"{what}: unexpected replies {bad}, {result.errors} connection errors: {sample}")
+
+
+def _finish_one(store: IndexStore, datasource: str, result_index: str, statement_id: str) -> str:
+    """Move one statement to success with a small result, as the job would."""
+    statement = store.get_statement(datasource, statement_id)
+    if statement is None:
+        raise RuntimeError(f"statement {statement_id} disappeared")
+    rows = [[i, f"row {i}"] for i in range(10)]
+    lossless = LosslessResult(
+        schema=[ColumnSchema(name="id", type="integer"), ColumnSchema(name="name", type="string")],
+        datarows=json.dumps(rows),
+        total=len(rows),
+    )
+    store.put_result(result_index, ResultDoc(query_id=statement_id, status="SUCCESS", lossless=lossless))
+    store.move_statement(statement, StatementState.SUCCESS)
+    return statement_id

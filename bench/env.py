@@ -1,0 +1,181 @@
+"""The system under test: an index server and the service as a separate process.
+
+The service runs as ``async-query serve`` in its own process (uvicorn, as deployed), so the bench's
+load generators do not share its interpreter. The bench starts the embedded index server itself
+(the same ``osmem-server`` the service would start) and hands its URL to the service, so that it
+can read documents directly; ``OPENSEARCH_URL`` (or ``ASYNC_QUERY_OPENSEARCH_URL``) is used instead
+when set.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import httpx
+
+from async_query.settings import Settings
+from query_core.config import OpenSearchConfig
+from query_core.store import IndexStore
+
+log = logging.getLogger(__name__)
+
+#: The service gets this long to stop (and stop its Spark jobs) on SIGINT before it is killed.
+STOP_GRACE_S = 20.0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class BenchEnv:
+    """Index server + service process + a store on the same index. Use as a context manager."""
+
+    def __init__(self, service_env: dict[str, str] | None = None, keep_dir: bool = False) -> None:
+        self.service_env = service_env or {}
+        self.keep_dir = keep_dir
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        self.data_dir = Path()
+        self.embedded: Any = None
+        self.index_url = ""
+        self.store: IndexStore | None = None
+        self.opensearch: OpenSearchConfig | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.base_url = ""
+        self.log_path = Path()
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def __enter__(self) -> BenchEnv:
+        try:
+            self.start()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def start(self) -> None:
+        self._tmp = tempfile.TemporaryDirectory(prefix="aq-bench-")
+        self.data_dir = Path(self._tmp.name)
+        settings = Settings()
+        self.index_url = settings.opensearch_url
+        if not self.index_url:
+            from osmem_server import OsmemServer
+
+            self.embedded = OsmemServer.start(addr="127.0.0.1:0", japanese=False)
+            self.index_url = self.embedded.url
+        self.opensearch = settings.opensearch(self.index_url)
+        self.store = IndexStore(self.opensearch)
+        self.start_service()
+
+    def start_service(self) -> None:
+        port = free_port()
+        env = dict(os.environ)
+        env.update(
+            ASYNC_QUERY_DATA_DIR=str(self.data_dir / "service"),
+            ASYNC_QUERY_OPENSEARCH_URL=self.index_url,
+            SPARK_LOCAL_IP=env.get("SPARK_LOCAL_IP", "127.0.0.1"),
+        )
+        env.update(self.service_env)
+        self.log_path = self.data_dir / "service.log"
+        command = [sys.executable, "-m", "async_query.cli", "serve", "--port", str(port), "--log-level", "warning"]
+        with open(self.log_path, "ab") as out:
+            self.proc = subprocess.Popen(
+                command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
+            )
+        self.base_url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"the service exited with {self.proc.returncode}; see {self.log_path}")
+            try:
+                if httpx.get(f"{self.base_url}/_plugins/_async_query/_sessions", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the service did not answer within 60 s; see {self.log_path}")
+            time.sleep(0.1)
+        log.info("service pid %d at %s (index %s)", self.proc.pid, self.base_url, self.index_url)
+
+    def close(self) -> None:
+        self.stop_service()
+        if self.store is not None:
+            self.store.close()
+            self.store = None
+        if self.embedded is not None:
+            self.embedded.close()
+            self.embedded = None
+        if self._tmp is not None and not self.keep_dir:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    def stop_service(self) -> None:
+        """SIGINT (the service's shutdown path runs and stops its Spark jobs), then make sure.
+
+        SIGINT, not SIGTERM: uvicorn re-raises SIGTERM after its own shutdown, which ends the
+        process before the service's ``finally`` can stop the jobs it launched.
+        """
+        proc = self.proc
+        if proc is None:
+            return
+        self.proc = None
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                log.warning("the service did not stop on SIGINT; killing it (pid %d)", proc.pid)
+                proc.kill()
+                proc.wait()
+        self._kill_leftover_jobs()
+
+    def _kill_leftover_jobs(self) -> None:
+        """Kill the process groups of Spark jobs this bench's service launched, if still alive.
+
+        The local launcher records each job's pid under ``<data dir>/jobs``; each job leads its
+        own process group.
+        """
+        jobs = self.data_dir / "service" / "jobs"
+        for pid_file in jobs.glob("*.pid") if jobs.exists() else []:
+            try:
+                pid = int(pid_file.read_text())
+                environ = Path(f"/proc/{pid}/environ").read_bytes()
+            except (OSError, ValueError):
+                continue
+            if f"SERVERLESS_EMR_JOB_ID={pid_file.stem}".encode() not in environ:
+                continue
+            log.warning("job %s (pid %d) outlived the service; killing its process group", pid_file.stem, pid)
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    def require_store(self) -> IndexStore:
+        if self.store is None:
+            raise RuntimeError("the bench environment is not started")
+        return self.store
+
+    def service_log_tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""

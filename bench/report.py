@@ -1,0 +1,108 @@
+"""Figures, their targets, and the printed table / JSON file they end up in.
+
+Targets are recorded and shown next to each figure; nothing here fails when one is missed.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+_OPS: dict[str, Callable[[float, float], bool]] = {
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+    "==": operator.eq,
+}
+
+
+@dataclass(frozen=True)
+class Target:
+    op: str
+    value: float
+
+    def met_by(self, measured: float | None) -> bool | None:
+        if measured is None or (isinstance(measured, float) and math.isnan(measured)):
+            return None
+        return _OPS[self.op](measured, self.value)
+
+    def __str__(self) -> str:
+        return f"{self.op} {_num(self.value)}"
+
+
+@dataclass
+class Figure:
+    section: str
+    name: str
+    value: float | None
+    unit: str
+    target: Target | None = None
+    note: str = ""
+
+    @property
+    def met(self) -> bool | None:
+        return self.target.met_by(self.value) if self.target else None
+
+    def as_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["target"] = str(self.target) if self.target else None
+        out["met"] = self.met
+        if isinstance(self.value, float) and math.isnan(self.value):
+            out["value"] = None
+        return out
+
+
+@dataclass
+class Report:
+    meta: dict[str, Any] = field(default_factory=dict)
+    figures: list[Figure] = field(default_factory=list)
+    #: Raw summaries per section (all percentiles, counts, settings used).
+    details: dict[str, Any] = field(default_factory=dict)
+    #: Sections that did not run, with why.
+    skipped: dict[str, str] = field(default_factory=dict)
+
+    def add(self, figures: list[Figure]) -> None:
+        self.figures.extend(figures)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "meta": self.meta,
+            "figures": [f.as_json() for f in self.figures],
+            "details": self.details,
+            "skipped": self.skipped,
+        }
+
+    def table(self) -> str:
+        header = ["section", "measure", "value", "target", "met", "note"]
+        rows = [header]
+        for f in self.figures:
+            met = {True: "yes", False: "NO", None: ""}[f.met]
+            value = "n/a" if f.value is None else f"{_num(f.value)} {f.unit}".strip()
+            target = f"{f.target} {f.unit}".strip() if f.target else ""
+            rows.append([f.section, f.name, value, target, met, f.note])
+        for section, why in self.skipped.items():
+            rows.append([section, "(skipped)", "", "", "", why])
+        widths = [max(len(r[i]) for r in rows) for i in range(len(header) - 1)]
+        lines = []
+        for n, row in enumerate(rows):
+            cells = [row[i].ljust(widths[i]) if i != 2 else row[i].rjust(widths[i]) for i in range(len(widths))]
+            lines.append("  ".join([*cells, row[-1]]).rstrip())
+            if n == 0:
+                lines.append("  ".join("-" * w for w in widths) + "  ----")
+        return "\n".join(lines)
+
+
+def _num(value: float) -> str:
+    if isinstance(value, float) and math.isnan(value):
+        return "n/a"
+    if float(value).is_integer() and abs(value) >= 10:
+        return f"{int(value):,}"
+    if abs(value) >= 100:
+        return f"{value:,.0f}"
+    if abs(value) >= 10:
+        return f"{value:.1f}"
+    return f"{value:.2f}".rstrip("0").rstrip(".") if value else "0"

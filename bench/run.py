@@ -1,0 +1,180 @@
+"""``python -m bench.run [--quick] [--out bench/results/latest.json]``: every figure, one command.
+
+Starts an index server and the service (as ``async-query serve`` in its own process, local Spark),
+runs the sections in an order that keeps them from disturbing each other, prints a table with each
+figure next to its target, and writes everything to a JSON file. Targets are reported, not
+asserted. See ``bench/README.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import logging
+import os
+import platform
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bench.api_latency import ApiPlan, run_api_latency
+from bench.emr import EmrPlan, run_getjobrun
+from bench.env import BenchEnv
+from bench.report import Figure, Report
+from bench.scale import ScalePlan, run_scale
+from bench.spark import IdleWindow, SparkBench, SparkPlan
+
+log = logging.getLogger("bench.run")
+
+DATASOURCE = "local"
+RESULT_INDEX = "query_execution_result_local"
+DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "latest.json"
+#: The warm session must outlive the sections that do not use it (the default limit is 180 s).
+#: This does not change any figure: the heartbeat intervals stay at their defaults.
+SERVICE_ENV = {"ASYNC_QUERY_INACTIVITY_LIMIT_MS": "900000"}
+
+
+class _Skip(Exception):  # noqa: N818 - an outcome, not a failure
+    """A section that cannot run here (a missing optional piece)."""
+
+
+def _loadavg() -> list[float]:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return []
+
+
+def _section(report: Report, name: str, run: Callable[[], tuple[list[Figure], dict[str, Any]] | list[Figure]]) -> bool:
+    """Run one section; a failure is recorded and the bench goes on with the others."""
+    started = time.perf_counter()
+    print(f"== {name} ...", file=sys.stderr, flush=True)
+    try:
+        out = run()
+    except _Skip as skip:
+        report.skipped[name] = str(skip)
+        print(f"   {name}: skipped: {skip}", file=sys.stderr, flush=True)
+        return False
+    except Exception as exc:  # noqa: BLE001 - one broken section must not lose the others' figures
+        log.error("section %s failed: %s", name, exc)
+        report.skipped[name] = f"failed: {type(exc).__name__}: {exc}"[:300]
+        report.details.setdefault("errors", {})[name] = traceback.format_exc()
+        return False
+    figures, details = out if isinstance(out, tuple) else (out, None)
+    report.add(figures)
+    if details is not None:
+        report.details[name] = details
+    elapsed = time.perf_counter() - started
+    report.meta.setdefault("section_seconds", {})[name] = round(elapsed, 1)
+    print(f"   {name}: {elapsed:.1f} s", file=sys.stderr, flush=True)
+    return True
+
+
+def run(quick: bool, out: Path, skip_spark: bool = False) -> Report:
+    report = Report()
+    started = time.perf_counter()
+    report.meta = {
+        "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "quick": quick,
+        "cpus": os.cpu_count(),
+        "loadavg_before": _loadavg(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "index": os.environ.get("OPENSEARCH_URL")
+        or os.environ.get("ASYNC_QUERY_OPENSEARCH_URL")
+        or "embedded osmem-server",
+    }
+    api_plan = ApiPlan.quick() if quick else ApiPlan()
+    spark_plan = SparkPlan.quick() if quick else SparkPlan()
+    scale_plan = ScalePlan.quick() if quick else ScalePlan()
+    emr_plan = EmrPlan.quick() if quick else EmrPlan()
+
+    with BenchEnv(SERVICE_ENV) as env:
+        store = env.require_store()
+        report.meta["service"] = env.base_url
+        _section(
+            report,
+            "rest-api",
+            lambda: run_api_latency(env.base_url, store, DATASOURCE, RESULT_INDEX, api_plan),
+        )
+
+        idle: IdleWindow | None = None
+        bench = SparkBench(env.base_url, store, DATASOURCE, RESULT_INDEX, spark_plan)
+        try:
+            if skip_spark:
+                report.skipped["spark"] = "--skip-spark"
+            elif _section(report, "spark-session", bench.open_session):
+                for name, step in [
+                    ("pickup", bench.pickup),
+                    ("round-trip", bench.round_trips),
+                    ("cancel", bench.cancels),
+                    ("heartbeat-busy", bench.heartbeat_busy),
+                ]:
+                    _section(report, name, step)
+                report.details["spark"] = bench.details
+                try:
+                    idle = bench.begin_idle()
+                except Exception as exc:  # noqa: BLE001 - recorded; the other sections go on
+                    report.skipped["heartbeat-idle"] = f"failed: {exc}"
+
+            # The idle window of the warm session runs during the scale section (which does not
+            # touch that session), then waits out the rest of its length.
+            _section(report, "scale", lambda: run_scale(env.base_url, store, DATASOURCE, scale_plan))
+            if idle is not None:
+                window = idle
+                _section(report, "heartbeat-idle", lambda: bench.end_idle(window))
+        finally:
+            bench.close()
+            if env.proc is not None and env.proc.poll() is not None:
+                report.meta["service_exit"] = env.proc.returncode
+                report.meta["service_log_tail"] = env.service_log_tail()
+
+        assert env.opensearch is not None
+        data_dir = env.data_dir / "emr"
+
+        def emr() -> tuple[list[Figure], dict[str, Any]]:
+            try:
+                return run_getjobrun(store, env.opensearch, data_dir, emr_plan)  # type: ignore[arg-type]
+            except ImportError as exc:
+                raise _Skip(f"the EMR Serverless launcher is not importable ({exc})") from exc
+
+        try:
+            _section(report, "emr-getjobrun", emr)
+        finally:
+            env.stop_service()
+
+    report.meta["loadavg_after"] = _loadavg()
+    report.meta["duration_s"] = round(time.perf_counter() - started, 1)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report.as_json(), indent=2, default=str) + "\n")
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="small counts (a smoke test, about 2 minutes)")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"JSON output (default: {DEFAULT_OUT})")
+    parser.add_argument("--skip-spark", action="store_true", help="leave out the sections that need Spark")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # The in-process service (EMR section) logs the deaths it confirms and the conflicts it
+    # resolves, on purpose; they are expected here and would bury the bench's own output.
+    for noisy in ("async_query", "opensearch"):
+        logging.getLogger(noisy).setLevel(logging.ERROR)
+    report = run(args.quick, args.out, args.skip_spark)
+    print()
+    print(report.table())
+    print()
+    print(
+        f"duration {report.meta['duration_s']} s, load average before {report.meta['loadavg_before']} "
+        f"after {report.meta['loadavg_after']} on {report.meta['cpus']} CPUs; JSON: {args.out}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

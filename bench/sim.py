@@ -1,0 +1,270 @@
+"""Simulated jobs: session documents that heart-beat as the real job's would, without Spark.
+
+Each simulated session is ``running`` with one ``running`` statement, and its heartbeat does what
+:class:`flint_repl_job.repl.Heartbeat` does: read the session by id, then one conditional write of
+``lastUpdateTime``, ``runningStatements`` (with progress) and ``heartbeatIntervalMillis``. All
+writes go through :class:`query_core.store.IndexStore`, like the job's.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from query_core.errors import AsyncQueryError
+from query_core.ids import new_id
+from query_core.models import (
+    RunningStatement,
+    SessionDoc,
+    StatementDoc,
+    StatementProgress,
+    Versioned,
+    now_millis,
+)
+from query_core.states import SessionState, SessionType, StatementState
+from query_core.store import IndexStore
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class SimSession:
+    session_id: str
+    statement_id: str
+    job_id: str
+    started_ms: int
+    beats: int = 0
+
+
+@dataclass
+class HeartbeatStats:
+    writes: int = 0
+    reads: int = 0
+    conflicts: int = 0
+    failures: int = 0
+    #: How late each beat was against its schedule (ms): large values mean the bench's own
+    #: writers could not keep up, and the write rate below target is the bench's, not the index's.
+    lag_ms: list[float] = field(default_factory=list)
+
+
+class SimulatedSessions:
+    """``count`` live interactive sessions in ``datasource``, each running one statement."""
+
+    def __init__(
+        self,
+        store: IndexStore,
+        datasource: str,
+        count: int,
+        interval_ms: int = 2_000,
+        application_id: str = "bench",
+        job_ids: list[str] | None = None,
+    ) -> None:
+        self.store = store
+        self.datasource = datasource
+        self.count = count
+        self.interval_ms = interval_ms
+        self.application_id = application_id
+        self._job_ids = job_ids
+        self.sessions: list[SimSession] = []
+        self.stats = HeartbeatStats()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    # -- documents --------------------------------------------------------------------------
+
+    def create(self, parallel: int = 8) -> list[SimSession]:
+        """Write the session and statement documents (a running session with a running statement)."""
+
+        def make(i: int) -> SimSession:
+            job_id = self._job_ids[i] if self._job_ids else f"bench-sim-{i}"
+            sim = SimSession(new_id(self.datasource), new_id(self.datasource), job_id, now_millis())
+            self.store.create_session(
+                SessionDoc(
+                    session_id=sim.session_id,
+                    session_type=SessionType.INTERACTIVE,
+                    state=SessionState.RUNNING,
+                    data_source_name=self.datasource,
+                    application_id=self.application_id,
+                    job_id=job_id,
+                    job_start_time=sim.started_ms,
+                    heartbeat_interval_millis=self.interval_ms,
+                    running_statements=[self._running(sim)],
+                )
+            )
+            self.store.create_statement(
+                StatementDoc(
+                    statement_id=sim.statement_id,
+                    query_id=sim.statement_id,
+                    session_id=sim.session_id,
+                    query="SELECT count(*) FROM range(1000000000)",
+                    data_source_name=self.datasource,
+                    application_id=self.application_id,
+                    job_id=job_id,
+                    state=StatementState.RUNNING,
+                )
+            )
+            return sim
+
+        with ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="sim-create") as pool:
+            self.sessions = list(pool.map(make, range(self.count)))
+        return self.sessions
+
+    def _running(self, sim: SimSession) -> RunningStatement:
+        done = min(200, 10 * sim.beats)
+        progress = StatementProgress(stages_completed=0, stages_total=1, tasks_completed=done, tasks_total=200)
+        return RunningStatement(query_id=sim.statement_id, start_time=sim.started_ms, progress=progress)
+
+    def beat(self, sim: SimSession) -> None:
+        """One heartbeat, as the job writes it: read by id, then one conditional write."""
+        sim.beats += 1
+
+        def reread() -> Versioned[SessionDoc] | None:
+            with self._lock:
+                self.stats.reads += 1
+            return self.store.get_session(self.datasource, sim.session_id)
+
+        def change(current: Versioned[SessionDoc]) -> Versioned[SessionDoc]:
+            try:
+                return self.store.update_session(
+                    current,
+                    last_update_time=now_millis(),
+                    running_statements=[self._running(sim)],
+                    heartbeat_interval_millis=self.interval_ms,
+                )
+            except AsyncQueryError:
+                with self._lock:
+                    self.stats.conflicts += 1
+                raise
+
+        self.store.update_with_retry(reread, change)
+        with self._lock:
+            self.stats.writes += 1
+
+    # -- heart-beating ----------------------------------------------------------------------
+
+    def start(self, writers: int = 4) -> None:
+        """Heart-beat every session every interval, spread evenly, from ``writers`` threads."""
+        self._stop.clear()
+        rng = random.Random(7)
+        writers = max(1, min(writers, len(self.sessions)))
+        interval = self.interval_ms / 1000
+        now = time.monotonic()
+        for w in range(writers):
+            mine = self.sessions[w::writers]
+            # First beat at a random phase in the interval, so the write rate is flat.
+            queue = [(now + rng.random() * interval, i) for i in range(len(mine))]
+            heapq.heapify(queue)
+            thread = threading.Thread(
+                target=self._writer, args=(mine, queue, interval), name=f"sim-heartbeat-{w}", daemon=True
+            )
+            self._threads.append(thread)
+            thread.start()
+
+    def _writer(self, mine: list[SimSession], queue: list[tuple[float, int]], interval: float) -> None:
+        while queue and not self._stop.is_set():
+            due, i = queue[0]
+            wait = due - time.monotonic()
+            if wait > 0 and self._stop.wait(wait):
+                return
+            heapq.heapreplace(queue, (due + interval, i))
+            lag = (time.monotonic() - due) * 1000
+            try:
+                self.beat(mine[i])
+            except AsyncQueryError as exc:
+                with self._lock:
+                    self.stats.failures += 1
+                log.warning("simulated heartbeat of %s failed: %s", mine[i].session_id, exc)
+            with self._lock:
+                self.stats.lag_ms.append(lag)
+
+    def stop(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=30)
+        self._threads.clear()
+
+    def end(self, parallel: int = 8, timeout: float = 30.0) -> None:
+        """End every session (``dead``, as a job does when it exits) and wait until a search sees it.
+
+        The service counts live sessions with a search to enforce its session limit, so sessions
+        left for dead by their heartbeat alone would keep new sessions out until they went stale.
+        """
+        self.stop()
+
+        def finish(sim: SimSession) -> None:
+            def change(current: Versioned[SessionDoc]) -> Versioned[SessionDoc] | None:
+                if current.doc.state != SessionState.RUNNING:
+                    return None
+                return self.store.update_session(
+                    current, SessionState.DEAD, running_statements=[], last_update_time=now_millis()
+                )
+
+            self.store.update_with_retry(lambda: self.store.get_session(self.datasource, sim.session_id), change)
+
+        with ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="sim-end") as pool:
+            list(pool.map(finish, self.sessions))
+        ours = {s.session_id for s in self.sessions}
+
+        def none_live() -> bool:
+            live = self.store.find_sessions(self.datasource, [SessionState.RUNNING], size=10_000)
+            return not any(v.doc.session_id in ours for v in live)
+
+        poll_until(none_live, timeout, 0.2)
+
+    def snapshot(self) -> tuple[int, int]:
+        """(writes, beats scheduled so far) for rate measurements."""
+        with self._lock:
+            return self.stats.writes, len(self.stats.lag_ms)
+
+    def __enter__(self) -> SimulatedSessions:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.end()
+
+
+def index_writes(store: IndexStore, index: str) -> int | None:
+    """Successful document writes the index server has counted for ``index`` (primaries).
+
+    This is the server's own ``indexing.index_total`` (every create, index and update counts
+    once); None when the server does not report it.
+    """
+    try:
+        stats: Any = store.client.indices.stats(index=index, metric="indexing")
+        return int(stats["_all"]["primaries"]["indexing"]["index_total"])
+    except Exception:
+        log.warning("index stats of %s are not available", index, exc_info=True)
+        return None
+
+
+def doc_version(store: IndexStore, index: str, doc_id: str) -> int | None:
+    """A document's ``_version``: it starts at 1 on create and grows by one with every write."""
+    try:
+        found: Any = store.client.get(index=index, id=doc_id, _source="false")
+    except Exception:  # noqa: BLE001 - a missing document or index has no version
+        return None
+    return int(found["_version"]) if found.get("found") else None
+
+
+def poll_until(probe: Callable[[], Any], timeout: float, interval: float = 0.001) -> tuple[Any, float]:
+    """Call ``probe`` every ``interval`` s until it returns something truthy; (value, perf time).
+
+    This is a measurement tool: the time returned is when the condition was first observed.
+    """
+    deadline = time.perf_counter() + timeout
+    while True:
+        value = probe()
+        seen = time.perf_counter()
+        if value:
+            return value, seen
+        if seen >= deadline:
+            raise TimeoutError(f"condition not met within {timeout} s")
+        time.sleep(interval)

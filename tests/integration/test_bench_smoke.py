@@ -1,0 +1,143 @@
+"""The bench's sections that need no Spark, with tiny counts, so that the bench code cannot rot.
+
+They run against a real HTTP service (``make_service`` + ``serve_http``) on the test's index.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from async_query.api import create_app
+from async_query.datasources import Datasource
+from bench.api_latency import ApiPlan, run_api_latency
+from bench.httpload import run_load
+from bench.report import Figure, Report, Target
+from bench.scale import ScalePlan, run_scale
+from bench.sim import SimulatedSessions, doc_version, index_writes
+from bench.stats import percentile, summary
+from query_core.config import OpenSearchConfig
+from query_core.ids import request_index
+from query_core.states import SessionState
+from query_core.store import IndexStore
+from tests.conftest import ServiceFactory
+from tests.support import RecordingLauncher, serve_http
+
+
+def _by_name(figures: list[Figure]) -> dict[str, Figure]:
+    return {f.name: f for f in figures}
+
+
+def test_api_latency_section(make_service: ServiceFactory, store: IndexStore, datasource: Datasource) -> None:
+    launcher = RecordingLauncher()
+    service = make_service(launcher=launcher)
+    plan = ApiPlan(posts=6, get_seconds=0.3, warmup_seconds=0.05, concurrency=(1, 2), sessions=2)
+    with serve_http(create_app(service)) as url:
+        figures, details = run_api_latency(url, store, datasource.name, datasource.results, plan)
+    named = _by_name(figures)
+    assert named["POST p50 (1 client)"].value is not None and named["POST p50 (1 client)"].value > 0
+    assert named["POST p50 (1 client)"].target == Target("<", 10)
+    assert named["GET running, 2 clients: throughput"].target == Target(">=", 1500)
+    assert named["GET running, 1 client: p50"].target == Target("<", 5)
+    assert details["post"]["latency_ms"]["n"] == 6
+    assert details["get_running_2_clients"]["statuses"] == {"200": details["get_running_2_clients"]["latency_ms"]["n"]}
+    assert details["get_finished_8_clients"]["latency_ms"]["n"] > 0
+    # Every POST went into a simulated session: no job was launched.
+    assert launcher.started == []
+    # The simulated sessions were ended, and the search the session limit uses sees that.
+    assert store.find_sessions(datasource.name, [SessionState.RUNNING]) == []
+
+
+def test_scale_section(make_service: ServiceFactory, store: IndexStore, datasource: Datasource) -> None:
+    service = make_service()
+    plan = ScalePlan(sessions=12, interval_ms=400, clients=2, seconds=0.8, writers=2)
+    with serve_http(create_app(service)) as url:
+        figures, details = run_scale(url, store, datasource.name, plan)
+    named = _by_name(figures)
+    assert named["GET p99 with 12 live sessions"].target == Target("<", 50)
+    assert details["get_reply_statuses"] == {"RUNNING": details["get"]["latency_ms"]["n"]}
+    # 12 sessions beating every 0.4 s: about 30 writes/s (the bench's writers must keep up).
+    assert 10 < details["heartbeat_writes_per_s_writers"] < 45
+    server = details["index_writes_per_s_server"]
+    assert server is None or server >= details["heartbeat_writes_per_s_writers"] * 0.8
+
+
+def test_getjobrun_section(store: IndexStore, opensearch_config: OpenSearchConfig, tmp_path: Path) -> None:
+    pytest.importorskip("moto")
+    pytest.importorskip("async_query.launcher.emr")
+    from bench.emr import EmrPlan, run_getjobrun
+
+    figures, details = run_getjobrun(store, opensearch_config, tmp_path, EmrPlan(gets=20, sessions=2))
+    assert details["start_job_run_calls"] == 2
+    assert details["product_healthy"]["get_job_run"] == 0
+    assert details["product_healthy"]["statuses"] == {"RUNNING": 20}
+    assert details["reference_style"]["get_job_run"] == 20
+    # Stale sessions: one coalesced call confirms each death, however many GETs ask.
+    assert details["product_stale"]["get_job_run"] == 2
+    assert details["product_stale"]["statements_failed_after"] == 2
+    assert _by_name(figures)["GetJobRun per 1,000 GETs, product, healthy sessions"].met is True
+
+
+def test_simulated_heartbeat_is_one_write(store: IndexStore, datasource: Datasource) -> None:
+    sim = SimulatedSessions(store, datasource.name, 1)
+    [one] = sim.create()
+    index = request_index(datasource.name)
+    before = doc_version(store, index, one.session_id)
+    writes_before = index_writes(store, index)
+    sim.beat(one)
+    assert doc_version(store, index, one.session_id) == (before or 0) + 1
+    after = index_writes(store, index)
+    if writes_before is not None and after is not None:
+        assert after - writes_before == 1
+    session = store.get_session(datasource.name, one.session_id)
+    assert session is not None
+    assert session.doc.running_statements[0].query_id == one.statement_id
+    assert session.doc.heartbeat_interval_millis == 2_000
+
+
+def test_load_generator_counts_and_hooks(make_service: ServiceFactory) -> None:
+    seen: list[int] = []
+    with serve_http(create_app(make_service())) as url:
+        result = run_load(
+            url,
+            lambda c, i: ("GET", "/_plugins/_async_query/nope", None),
+            3,
+            count=4,
+            on_reply=lambda c, s, b: seen.append(s),
+        )
+    assert result.count == 12
+    assert result.statuses == {400: 12}
+    assert seen == [400] * 12
+    assert json.loads(result.samples[400])["error"]["reason"] == "Invalid Request"
+
+
+def test_percentile_is_nearest_rank() -> None:
+    samples = [float(x) for x in range(1, 101)]
+    assert percentile(samples, 50) == 50
+    assert percentile(samples, 99) == 99
+    assert percentile([3.0, 1.0, 2.0], 99) == 3
+    assert math.isnan(percentile([], 50))
+    assert summary([1.0, 2.0])["p50"] == 1.0
+
+
+def test_report_table_and_json() -> None:
+    report = Report(meta={"quick": True})
+    report.add(
+        [
+            Figure("s", "fast", 4.2, "ms", Target("<", 5)),
+            Figure("s", "slow", 612.0, "GET/s", Target(">=", 1500)),
+            Figure("s", "info", math.nan, "ms"),
+        ]
+    )
+    report.skipped["emr"] = "not importable"
+    lines = report.table().splitlines()
+    assert lines[2].split()[-4:] == ["<", "5", "ms", "yes"]
+    assert "NO" in lines[3].split()
+    assert "n/a" in lines[4]
+    assert "(skipped)" in lines[5] and lines[5].endswith("not importable")
+    data = json.loads(json.dumps(report.as_json()))
+    assert [f["met"] for f in data["figures"]] == [True, False, None]
+    assert data["figures"][2]["value"] is None

@@ -1,0 +1,430 @@
+"""The client commands (submit, get, cancel, sessions) against a real HTTP service.
+
+No Spark: the test plays the job by moving documents through the ``store`` fixture, waiting on what
+the service has answered (recorded GET replies) rather than on time.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from async_query.api import create_app
+from async_query.cli import main
+from async_query.client import AsyncQueryClient, Reply, ServiceUnreachableError
+from async_query.client_cli import (
+    EXIT_API_ERROR,
+    EXIT_OK,
+    EXIT_QUERY_FAILED,
+    EXIT_UNREACHABLE,
+    EXIT_WAIT_TIMEOUT,
+    ProgressReporter,
+    format_value,
+    render_progress,
+    render_sessions,
+    render_table,
+)
+from async_query.datasources import Datasource
+from async_query.service import AsyncQueryService
+from query_core.ids import new_id
+from query_core.models import (
+    ColumnSchema,
+    LosslessResult,
+    ResultDoc,
+    RunningStatement,
+    SessionDoc,
+    StatementProgress,
+)
+from query_core.states import SessionState, StatementState
+from query_core.store import IndexStore
+from tests.conftest import ServiceFactory
+from tests.support import free_port, serve_http, wait_for
+
+
+@dataclass
+class Api:
+    url: str
+    service: AsyncQueryService
+    #: Every GET reply status the service sent, in order (lets a test wait on what a client saw).
+    seen: list[str] = field(default_factory=list)
+
+
+@pytest.fixture
+def api(make_service: ServiceFactory) -> Iterator[Api]:
+    service = make_service()
+    holder = Api("", service)
+    original = service.get
+
+    def recording_get(query_id: str) -> bytes:
+        reply = original(query_id)
+        holder.seen.append(json.loads(reply).get("status", ""))
+        return reply
+
+    service.get = recording_get  # type: ignore[method-assign]
+    with serve_http(create_app(service)) as url:
+        holder.url = url
+        yield holder
+
+
+class FakeJob:
+    """Moves one session's documents the way the job would."""
+
+    def __init__(self, store: IndexStore, datasource: Datasource) -> None:
+        self.store = store
+        self.ds = datasource
+
+    def statement_id(self, api: Api) -> str:
+        """The id of the one statement submitted so far (waits for the POST to land)."""
+        found = wait_for(lambda: _statement_ids(api.service), what="a submitted statement")
+        return found[0]
+
+    def run(self, query_id: str, progress: StatementProgress | None = None) -> None:
+        statement = wait_for(lambda: self.store.get_statement(self.ds.name, query_id), what="the statement")
+        self.store.move_statement(statement, StatementState.RUNNING)
+        session = self.store.get_session(self.ds.name, statement.doc.session_id)
+        assert session is not None
+        running = [RunningStatement(query_id=query_id, start_time=statement.doc.submit_time, progress=progress)]
+        self.store.update_session(session, SessionState.RUNNING, running_statements=running)
+
+    def succeed(self, query_id: str, schema: list[tuple[str, str]], rows: list[list[Any]]) -> None:
+        lossless = LosslessResult(
+            schema=[ColumnSchema(name=n, type=t) for n, t in schema],
+            datarows=json.dumps(rows, ensure_ascii=False),
+            total=len(rows),
+        )
+        self.store.put_result(self.ds.results, ResultDoc(query_id=query_id, status="SUCCESS", lossless=lossless))
+        self._move(query_id, StatementState.SUCCESS)
+
+    def fail(self, query_id: str, error: str) -> None:
+        self._move(query_id, StatementState.FAILED, error=error)
+
+    def _move(self, query_id: str, state: StatementState, **fields: Any) -> None:
+        current = self.store.get_statement(self.ds.name, query_id)
+        assert current is not None
+        self.store.move_statement(current, state, **fields)
+
+
+def _statement_ids(service: AsyncQueryService) -> list[str]:
+    """Statement ids in the request index, found by the session documents' pending lists."""
+    ids: list[str] = []
+    for datasource in service.datasources.all():
+        for session in service.store.find_sessions(datasource.name, list(SessionState)):
+            ids.extend(session.doc.pending_statement_ids)
+    return ids
+
+
+@pytest.fixture
+def job(store: IndexStore, datasource: Datasource) -> FakeJob:
+    return FakeJob(store, datasource)
+
+
+def _in_background(fn: Any) -> threading.Thread:
+    errors: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            fn()
+        except BaseException as exc:
+            errors.append(exc)
+            raise
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.errors = errors  # type: ignore[attr-defined]
+    thread.start()
+    return thread
+
+
+def _joined(thread: threading.Thread) -> None:
+    thread.join(timeout=30)
+    assert not thread.is_alive(), "the simulated job did not finish"
+    assert not thread.errors, thread.errors  # type: ignore[attr-defined]
+
+
+# -- submit -----------------------------------------------------------------------------------
+
+
+def test_submit_prints_query_and_session_ids(
+    api: Api, capsys: pytest.CaptureFixture[str], datasource: Datasource
+) -> None:
+    code = main(["submit", "SELECT 1", "--url", api.url, "--datasource", datasource.name])
+    out = capsys.readouterr().out
+    assert code == EXIT_OK
+    lines = dict(line.split(": ", 1) for line in out.strip().splitlines())
+    statement = api.service.store.get_statement(datasource.name, lines["queryId"])
+    assert statement is not None
+    assert statement.doc.session_id == lines["sessionId"]
+    assert statement.doc.query == "SELECT 1"
+
+
+def test_submit_json_format_is_the_reply(api: Api, capsys: pytest.CaptureFixture[str], datasource: Datasource) -> None:
+    code = main(["submit", "SELECT 2", "--url", api.url, "--datasource", datasource.name, "--format", "json"])
+    reply = json.loads(capsys.readouterr().out)
+    assert code == EXIT_OK
+    assert set(reply) == {"queryId", "sessionId"}
+
+
+def test_submit_wait_shows_progress_and_prints_the_table(
+    api: Api, job: FakeJob, capsys: pytest.CaptureFixture[str], datasource: Datasource
+) -> None:
+    def play() -> None:
+        query_id = job.statement_id(api)
+        job.run(query_id, StatementProgress(stages_completed=0, stages_total=1, tasks_completed=3, tasks_total=8))
+        wait_for(lambda: "RUNNING" in api.seen, what="the CLI to see RUNNING")
+        job.succeed(query_id, [("id", "integer"), ("name", "string")], [[1, "a'b\"c"], [22, None], [3, "日本"]])
+
+    thread = _in_background(play)
+    code = main(["submit", "SELECT x", "--url", api.url, "--datasource", datasource.name, "--wait", "--timeout", "30"])
+    _joined(thread)
+    captured = capsys.readouterr()
+    assert code == EXIT_OK
+    assert captured.out.splitlines() == [
+        "id | name",
+        "---+------",
+        " 1 | a'b\"c",
+        "22 | NULL",
+        " 3 | 日本",
+        "(3 rows)",
+    ]
+    # stderr is not a terminal here: plain status lines, one per status, no bar or escape codes.
+    assert "queryId: " in captured.err
+    assert "RUNNING after " in captured.err
+    assert "SUCCESS after " in captured.err
+    assert "\r" not in captured.err
+
+
+def test_submit_wait_on_failure_prints_the_error_and_exits_non_zero(
+    api: Api, job: FakeJob, capsys: pytest.CaptureFixture[str], datasource: Datasource
+) -> None:
+    thread = _in_background(lambda: job.fail(job.statement_id(api), "Syntax error: no viable alternative at 'SELEC'"))
+    code = main(["submit", "SELEC 1", "--url", api.url, "--datasource", datasource.name, "--wait", "--timeout", "30"])
+    _joined(thread)
+    captured = capsys.readouterr()
+    assert code == EXIT_QUERY_FAILED
+    assert captured.out.strip() == "FAILED"
+    assert "FAILED: Syntax error: no viable alternative at 'SELEC'" in captured.err
+    assert "Traceback" not in captured.err
+
+
+def test_submit_wait_json_keeps_the_reply_exact(
+    api: Api, job: FakeJob, capsys: pytest.CaptureFixture[str], datasource: Datasource
+) -> None:
+    def play() -> None:
+        query_id = job.statement_id(api)
+        job.run(query_id)
+        job.succeed(query_id, [("d", "double")], [[0.1], [1e300]])
+
+    thread = _in_background(play)
+    argv = ["submit", "SELECT d", "--url", api.url, "--datasource", datasource.name, "--wait", "--timeout", "30"]
+    code = main([*argv, "--format", "json"])
+    _joined(thread)
+    out = capsys.readouterr().out
+    assert code == EXIT_OK
+    assert json.loads(out)["datarows"] == [[0.1], [1e300]]
+
+
+def test_submit_wait_gives_up_after_timeout(
+    api: Api, capsys: pytest.CaptureFixture[str], datasource: Datasource
+) -> None:
+    code = main(["submit", "SELECT 1", "--url", api.url, "--datasource", datasource.name, "--wait", "--timeout", "0.3"])
+    err = capsys.readouterr().err
+    assert code == EXIT_WAIT_TIMEOUT
+    assert "still WAITING after 0.3 s" in err
+    assert "async-query get " in err
+
+
+def test_unknown_datasource_error_is_readable(api: Api, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["submit", "SELECT 1", "--url", api.url, "--datasource", "nosuch"])
+    err = capsys.readouterr().err
+    assert code == EXIT_API_ERROR
+    assert err.strip() == (
+        "error: 400 Invalid Request (IllegalArgumentException): no datasource named 'nosuch' is configured"
+    )
+
+
+def test_connection_refused_is_a_clear_message(capsys: pytest.CaptureFixture[str]) -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    code = main(["get", "whatever", "--url", url])
+    err = capsys.readouterr().err
+    assert code == EXIT_UNREACHABLE
+    assert f"cannot connect to the async query service at {url} (connection refused)" in err
+    assert "Traceback" not in err
+
+
+def test_url_defaults_to_the_environment(
+    api: Api, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], datasource: Datasource
+) -> None:
+    monkeypatch.setenv("ASYNC_QUERY_URL", api.url)
+    code = main(["submit", "SELECT 1", "--datasource", datasource.name])
+    assert code == EXIT_OK
+    assert capsys.readouterr().out.startswith("queryId: ")
+
+
+# -- get / cancel / sessions ------------------------------------------------------------------
+
+
+def test_get_running_shows_progress_then_the_result(
+    api: Api, job: FakeJob, capsys: pytest.CaptureFixture[str], datasource: Datasource
+) -> None:
+    with AsyncQueryClient(api.url) as client:
+        query_id = client.submit("SELECT 1", datasource.name)["queryId"]
+    job.run(query_id, StatementProgress(stages_completed=1, stages_total=2, tasks_completed=5, tasks_total=10))
+    assert main(["get", query_id, "--url", api.url]) == EXIT_OK
+    assert capsys.readouterr().out.strip() == "[############............] 5/10 tasks stage 1/2  50% RUNNING"
+    job.succeed(query_id, [("1", "integer")], [[1]])
+    assert main(["get", query_id, "--url", api.url]) == EXIT_OK
+    assert capsys.readouterr().out.splitlines() == ["1", "-", "1", "(1 row)"]
+
+
+def test_get_unknown_query_is_readable(api: Api, capsys: pytest.CaptureFixture[str], datasource: Datasource) -> None:
+    code = main(["get", new_id(datasource.name), "--url", api.url])
+    err = capsys.readouterr().err
+    assert code == EXIT_API_ERROR
+    assert err.startswith("error: 400 Invalid Request (AsyncQueryNotFoundException): no async query with id ")
+
+
+def test_cancel_then_cancel_again(
+    api: Api, store: IndexStore, capsys: pytest.CaptureFixture[str], datasource: Datasource
+) -> None:
+    with AsyncQueryClient(api.url) as client:
+        query_id = client.submit("SELECT 1", datasource.name)["queryId"]
+    assert main(["cancel", query_id, "--url", api.url]) == EXIT_OK
+    assert capsys.readouterr().out.strip() == f"cancelled {query_id}"
+    statement = store.get_statement(datasource.name, query_id)
+    assert statement is not None and statement.doc.state == StatementState.CANCELLED
+
+    assert main(["cancel", query_id, "--url", api.url]) == EXIT_API_ERROR
+    err = capsys.readouterr().err
+    assert "400 Invalid Request (IllegalStateException)" in err
+    assert "already cancelled" in err
+    assert main(["get", query_id, "--url", api.url]) == EXIT_QUERY_FAILED
+    captured = capsys.readouterr()
+    assert captured.out.strip() == "CANCELLED"
+    assert captured.err.strip() == f"query {query_id} CANCELLED"
+
+
+def test_sessions_lists_what_runs(
+    api: Api, job: FakeJob, capsys: pytest.CaptureFixture[str], datasource: Datasource
+) -> None:
+    with AsyncQueryClient(api.url) as client:
+        submitted = client.submit("SELECT 1", datasource.name)
+        job.run(submitted["queryId"], StatementProgress(tasks_completed=1, tasks_total=4))
+        wait_for(
+            lambda: any(s.get("runningStatements") for s in client.sessions(datasource.name, "running")),
+            what="the listing to show the running session",
+        )
+    assert main(["sessions", "--url", api.url, "--datasource", datasource.name, "--state", "running"]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert [c.strip() for c in out.splitlines()[0].split("|")][:3] == ["sessionId", "type", "state"]
+    assert submitted["sessionId"] in out
+    assert f"{submitted['queryId']} (1/4 tasks)" in out
+    assert out.rstrip().endswith("(1 session)")
+
+    assert main(["sessions", "--url", api.url, "--format", "json", "--datasource", datasource.name]) == EXIT_OK
+    listed = json.loads(capsys.readouterr().out)["sessions"]
+    assert [s["sessionId"] for s in listed] == [submitted["sessionId"]]
+
+
+def test_sessions_bad_state_is_readable(api: Api, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["sessions", "--url", api.url, "--state", "sleeping"]) == EXIT_API_ERROR
+    assert "unknown session state in 'sleeping'" in capsys.readouterr().err
+
+
+def test_entry_point_exit_code_and_no_traceback() -> None:
+    """The installed ``async-query`` command, as a user runs it."""
+    url = f"http://127.0.0.1:{free_port()}"
+    script = Path(sys.executable).parent / "async-query"
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "async_query.cli"]
+    done = subprocess.run(
+        [*command, "submit", "SELECT 1", "--wait", "--url", url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == EXIT_UNREACHABLE
+    assert done.stdout == ""
+    assert "Traceback" not in done.stderr
+    assert "cannot connect" in done.stderr
+
+
+def test_client_raises_unreachable_not_httpx_errors() -> None:
+    with AsyncQueryClient(f"http://127.0.0.1:{free_port()}") as client, pytest.raises(ServiceUnreachableError):
+        client.sessions()
+
+
+# -- rendering, as units ----------------------------------------------------------------------
+
+
+def test_render_progress_bar() -> None:
+    progress = {"stagesCompleted": 0, "stagesTotal": 3, "tasksCompleted": 30, "tasksTotal": 40}
+    assert render_progress("RUNNING", progress, 75.0, width=8) == "[######..] 30/40 tasks stage 0/3  75% RUNNING 1m15s"
+    assert render_progress("WAITING", None, 0.25, width=4) == "[....] -/- tasks WAITING 0.2s"
+    assert render_progress("SUCCESS", None, 1.0, width=4) == "[####] -/- tasks 100% SUCCESS 1.0s"
+    overshoot = {"tasksCompleted": 9, "tasksTotal": 4}
+    assert render_progress("RUNNING", overshoot, None, width=4).startswith("[####] 9/4 tasks 100%")
+
+
+def test_progress_reporter_redraws_one_line_on_a_terminal() -> None:
+    stream = io.StringIO()
+    reporter = ProgressReporter(stream, tty=True)
+    reporter.update(Reply({"status": "WAITING"}, ""), 0.1)
+    reporter.update(Reply({"status": "RUNNING", "progress": {"tasksCompleted": 1, "tasksTotal": 2}}, ""), 0.5)
+    reporter.finish()
+    reporter.finish()
+    text = stream.getvalue()
+    assert text.count("\r") == 2
+    assert text.count("\n") == 1
+    assert text.endswith("1/2 tasks  50% RUNNING 0.5s\x1b[K\n")
+
+
+def test_progress_reporter_prints_status_changes_only_elsewhere() -> None:
+    stream = io.StringIO()
+    reporter = ProgressReporter(stream, tty=False)
+    for status, elapsed in [("WAITING", 0.0), ("WAITING", 0.1), ("RUNNING", 0.2), ("RUNNING", 0.3), ("SUCCESS", 1.5)]:
+        reporter.update(Reply({"status": status}, ""), elapsed)
+    reporter.finish()
+    assert stream.getvalue().splitlines() == ["WAITING after 0.0s", "RUNNING after 0.2s", "SUCCESS after 1.5s"]
+
+
+def test_render_table_values() -> None:
+    schema = [{"name": "n", "type": "long"}, {"name": "s", "type": "string"}, {"name": "m", "type": "struct"}]
+    rows: list[list[Any]] = [[1, "line\nbreak", {"a": [1, None]}], [None, "wide 日本", True]]
+    assert render_table(schema, rows).splitlines() == [
+        "n    | s           | m",
+        "-----+-------------+---------------",
+        '   1 | line\\nbreak | {"a":[1,null]}',
+        "NULL | wide 日本   | true",
+        "(2 rows)",
+    ]
+    assert render_table([{"name": "x", "type": "int"}], []).splitlines() == ["x", "-", "(0 rows)"]
+
+
+def test_format_value_cuts_long_cells() -> None:
+    cell = format_value("x" * 1000)
+    assert len(cell) == 200
+    assert cell.endswith("…")
+
+
+def test_render_sessions_age_and_running() -> None:
+    session = SessionDoc(session_id="S1", data_source_name="local", job_id="j", last_update_time=1_000)
+    view = session.model_dump(by_alias=True, mode="json")
+    view["runningStatements"] = [{"queryId": "Q", "startTime": 0, "progress": {"tasksCompleted": 2, "tasksTotal": 3}}]
+    lines = render_sessions([view], now_ms=66_000).splitlines()
+    assert [c.strip() for c in lines[2].split(" | ")] == [
+        "S1",
+        "interactive",
+        "not_started",
+        "local",
+        "j",
+        "1m05s ago",
+        "Q (2/3 tasks)",
+    ]
+    assert lines[-1] == "(1 session)"
