@@ -74,6 +74,7 @@ class Heartbeat:
             if self._wake.wait(max(0.0, due - time.monotonic())):
                 self._wake.clear()
                 continue
+            self._last = time.monotonic()  # the period runs from the start of a beat: no drift
             try:
                 self.beat()
             except SessionLostError as exc:
@@ -81,7 +82,6 @@ class Heartbeat:
                 self.job.stop_event.set()
             except AsyncQueryError:
                 log.exception("heartbeat failed; will try again next interval")
-            self._last = time.monotonic()
 
     def beat(self) -> None:
         job = self.job
