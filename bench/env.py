@@ -127,11 +127,7 @@ class BenchEnv:
             self._tmp = None
 
     def stop_service(self) -> None:
-        """SIGINT (the service's shutdown path runs and stops its Spark jobs), then make sure.
-
-        SIGINT, not SIGTERM: uvicorn re-raises SIGTERM after its own shutdown, which ends the
-        process before the service's ``finally`` can stop the jobs it launched.
-        """
+        """SIGINT (the service's shutdown stops its Spark jobs), then make sure nothing is left."""
         proc = self.proc
         if proc is None:
             return

@@ -340,20 +340,10 @@ class IndexStore:
     ) -> tuple[Versioned[StatementDoc] | None, Versioned[SessionDoc] | None]:
         """A statement and its session in one real-time round trip (GET's hot path)."""
         statement, session = self.get_many(request_index(datasource), [statement_id, session_id])
-        return (
-            Versioned(StatementDoc.model_validate(statement[0]), statement[1], statement[2])
-            if statement and statement[0].get("type") == "statement"
-            else None,
-            Versioned(SessionDoc.model_validate(session[0]), session[1], session[2])
-            if session and session[0].get("type") == "session"
-            else None,
-        )
+        return _versioned(StatementDoc, "statement", statement), _versioned(SessionDoc, "session", session)
 
     def get_statement(self, datasource: str, statement_id: str) -> Versioned[StatementDoc] | None:
-        found = self.get(request_index(datasource), statement_id)
-        if found is None or found[0].get("type") != "statement":
-            return None
-        return Versioned(StatementDoc.model_validate(found[0]), found[1], found[2])
+        return _versioned(StatementDoc, "statement", self.get(request_index(datasource), statement_id))
 
     def move_statement(
         self, current: Versioned[StatementDoc], state: StatementState, **fields: Any
@@ -411,10 +401,7 @@ class IndexStore:
         return Versioned(doc, seq, term)
 
     def get_session(self, datasource: str, session_id: str) -> Versioned[SessionDoc] | None:
-        found = self.get(request_index(datasource), session_id)
-        if found is None or found[0].get("type") != "session":
-            return None
-        return Versioned(SessionDoc.model_validate(found[0]), found[1], found[2])
+        return _versioned(SessionDoc, "session", self.get(request_index(datasource), session_id))
 
     def update_session(
         self, current: Versioned[SessionDoc], state: SessionState | None = None, **fields: Any
@@ -513,6 +500,18 @@ class IndexStore:
         index = request_index(doc.data_source_name)
         seq, term = self.update_if(index, _doc_id(doc), partial, current.seq_no, current.primary_term)
         return Versioned(updated, seq, term)
+
+
+DocT = TypeVar("DocT", StatementDoc, SessionDoc)
+
+
+def _versioned(
+    model: type[DocT], doc_type: str, found: tuple[dict[str, Any], int, int] | None
+) -> Versioned[DocT] | None:
+    """A read document as its model with its version; None if absent or of another type."""
+    if found is None or found[0].get("type") != doc_type:
+        return None
+    return Versioned(model.model_validate(found[0]), found[1], found[2])
 
 
 def _index_kind(index: str) -> index_mappings.IndexKind:

@@ -40,14 +40,25 @@ def index_server() -> Iterator[Any]:
     server.close()
 
 
-@pytest.fixture
-def index_url(index_server: Any) -> Iterator[str]:
-    """An empty index cluster for this test: a clone of the session's server, or the real one."""
+def _empty_cluster(index_server: Any) -> Iterator[str]:
+    """An empty index cluster: a clone of the session's osmem server, or the real cluster."""
     if index_server is None:
         yield REAL_CLUSTER
         return
     with index_server.clone() as clone:
         yield clone.url
+
+
+@pytest.fixture
+def index_url(index_server: Any) -> Iterator[str]:
+    """An empty index cluster for this test."""
+    yield from _empty_cluster(index_server)
+
+
+@pytest.fixture(scope="module")
+def module_index_url(index_server: Any) -> Iterator[str]:
+    """An empty index cluster shared by a module (for tests whose Spark jobs are shared)."""
+    yield from _empty_cluster(index_server)
 
 
 @pytest.fixture

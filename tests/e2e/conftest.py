@@ -83,15 +83,6 @@ def e2e_service(index_url: str, tmp: Path, ds_name: str, **settings: Any) -> Asy
 
 
 @pytest.fixture(scope="module")
-def module_index_url(index_server: Any) -> Iterator[str]:
-    if index_server is None:
-        yield REAL_CLUSTER
-        return
-    with index_server.clone() as clone:
-        yield clone.url
-
-
-@pytest.fixture(scope="module")
 def e2e(module_index_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Api, AsyncQueryService]]:
     """A service on real HTTP with local spark-submit jobs, shared by the module."""
     import secrets

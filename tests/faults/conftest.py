@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,16 +33,6 @@ def close_service(service: AsyncQueryService) -> None:
         service.close()
     finally:
         service.store.close()
-
-
-@pytest.fixture(scope="module")
-def module_index_url(index_server: Any) -> Iterator[str]:
-    """An empty index cluster for a module (a clone of the session's osmem, or the real cluster)."""
-    if index_server is None:
-        yield REAL_CLUSTER
-        return
-    with index_server.clone() as clone:
-        yield clone.url
 
 
 @pytest.fixture(scope="module")
