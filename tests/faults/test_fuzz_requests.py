@@ -21,7 +21,7 @@ from urllib.parse import quote, unquote
 
 import httpx
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from async_query.api import BASE, REASONS, create_app
@@ -306,6 +306,7 @@ def test_fuzzed_paths(target: Target) -> None:
         segment=segments,
         query=st.none() | st.text(max_size=50).map(lambda s: "?" + quote(s, safe="=&")),
     )
+    @example(method="GET", prefix=BASE + "/", segment="#", query=None)  # a raw fragment
     def run(method: str, prefix: str, segment: str, query: str | None) -> None:
         path = prefix + segment + (query or "")
         status, location, body = raw_request(target.port, method, path)
@@ -313,7 +314,8 @@ def test_fuzzed_paths(target: Target) -> None:
         check_reply(status, body, (method, path[:300]))
         if status == 307:
             # Starlette's redirect of a trailing slash to the route without it, nothing else.
-            bare = unquote(path.split("?")[0])
+            # A raw '#' starts a fragment, which the HTTP parser drops from the path.
+            bare = unquote(path.split("?")[0].split("#")[0])
             assert bare.endswith("/") and unquote(location.split("?")[0]).endswith(bare.rstrip("/")), (path, location)
         elif 200 <= status < 300:
             # The one readable thing at these paths is the sessions listing.
