@@ -204,11 +204,11 @@ class AsyncQueryService:
     def _check_session_limit(self) -> None:
         """At most ``max_sessions`` live interactive sessions per deployment.
 
-        Counted with a search (it lags new sessions by up to a refresh), on the path that starts
-        a new job anyway; submitting into a live session never comes here.
+        Counted with a search (it lags new sessions by up to a refresh; it returns at most 10,000
+        hits), on the path that starts a new job anyway; submitting into a live session never
+        comes here.
         """
         live = self.store.find_sessions(
-            # (a search returns at most 10,000 hits)
             None,
             [SessionState.NOT_STARTED, SessionState.RUNNING],
             size=min(self.settings.max_sessions * 4 + 100, 10_000),
