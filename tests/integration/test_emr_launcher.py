@@ -10,13 +10,11 @@ from __future__ import annotations
 import copy
 import logging
 import shlex
-from collections.abc import Iterator
 from typing import Any
 
 import boto3
 import pytest
 from botocore.awsrequest import AWSResponse
-from moto import mock_aws
 from moto.core import DEFAULT_ACCOUNT_ID
 from moto.emrserverless.models import emrserverless_backends
 
@@ -39,17 +37,6 @@ ENTRY = "s3://pkg-bucket/job/main.py"
 PY_FILES = "s3://pkg-bucket/job/async_query_job.zip"
 PASSWORD = 'p@ss w"rd\\x'
 SESSION_ID = "c2Vzc2lvbjEyMzQ1bXlzMw=="
-
-
-@pytest.fixture
-def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    for var in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_EMR_SERVERLESS", "AWS_PROFILE", "AWS_CONFIG_FILE"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
-    with mock_aws():
-        yield
 
 
 @pytest.fixture

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import boto3
 import pytest
-from moto import mock_aws
 from moto.core import DEFAULT_ACCOUNT_ID
 
 from async_query.datasources import Datasource
@@ -33,13 +31,8 @@ class Counter:
 
 
 @pytest.fixture
-def emr(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    for var in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_EMR_SERVERLESS", "AWS_PROFILE"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    with mock_aws():
-        yield boto3.client("emr-serverless", region_name=REGION)
+def emr(aws: None) -> Any:
+    return boto3.client("emr-serverless", region_name=REGION)
 
 
 @pytest.fixture
