@@ -65,22 +65,27 @@ class LivenessChecker:
         self._cache: dict[str, tuple[float, JobDescription]] = {}
 
     def check(self, session: Versioned[SessionDoc]) -> Versioned[SessionDoc]:
-        """The session, moved to ``dead``/``fail`` if its job is confirmed gone."""
-        doc = session.doc
-        if is_terminal(doc.state):
+        """The session, moved to ``dead`` if its job is confirmed gone."""
+        if is_terminal(session.doc.state):
             return session
+        doc = session.doc
         if self.staleness.is_fresh(doc) and not (
             doc.state == SessionState.NOT_STARTED and self.launcher_of(doc).describe_is_free
         ):
             return session
+        return self._confirm(session)[0]
+
+    def _confirm(self, session: Versioned[SessionDoc]) -> tuple[Versioned[SessionDoc], JobDescription | None]:
+        """Ask the launcher (coalesced, cached); end the session if its job is gone."""
+        doc = session.doc
         described = self.describe(doc)
         if described is None or not described.state.finished:
-            return session
+            return session, described
         # The job is gone: the session is ``dead``. (``fail`` is the job's own report of an
         # unrecoverable error, written by the job itself.)
         detail = f": {described.details}" if described.details else ""
         error = f"Job {doc.job_id} of session {doc.session_id} is {described.state.value.lower()}{detail}"
-        return self.end_session(session, SessionState.DEAD, error)
+        return self.end_session(session, SessionState.DEAD, error), described
 
     def confirm_alive(self, session: Versioned[SessionDoc]) -> bool:
         """True when the session can take work: fresh by its documents, or, when its heartbeat is
@@ -89,10 +94,9 @@ class LivenessChecker:
             return False
         if self.staleness.is_fresh(session.doc):
             return True
-        checked = self.check(session)
+        checked, described = self._confirm(session)
         if is_terminal(checked.doc.state):
             return False
-        described = self.describe(checked.doc)
         return described is not None and not described.state.finished
 
     def describe(self, doc: SessionDoc) -> JobDescription | None:
