@@ -61,7 +61,7 @@ class LivenessChecker:
         self.staleness = staleness
         self.cache_s = cache_s
         self._lock = threading.Lock()
-        self._inflight: dict[str, Future[JobDescription]] = {}
+        self._inflight: dict[str, Future[JobDescription | None]] = {}
         self._cache: dict[str, tuple[float, JobDescription]] = {}
 
     def check(self, session: Versioned[SessionDoc]) -> Versioned[SessionDoc]:
@@ -114,23 +114,33 @@ class LivenessChecker:
         if not owner:
             try:
                 return future.result(timeout=60)
-            except Exception:  # noqa: BLE001 - the owner logged it; callers treat it as "unknown"
+            except TimeoutError:  # the owner's call hangs: "unknown" for the others meanwhile
                 return None
+        described: JobDescription | None = None
         try:
-            described = self.launcher_of(doc).describe(doc.job_id)
-        except AsyncQueryError as exc:
-            log.warning("cannot describe job %s of session %s: %s", doc.job_id, key, exc)
-            future.set_exception(exc)
-            return None
+            described = self._ask_launcher(doc)
         finally:
+            # Whatever happened (even an interrupt), the callers waiting for this answer get one:
+            # None, "unknown", when the launcher could not say.
             with self._lock:
                 self._inflight.pop(key, None)
-        with self._lock:
-            self._cache[key] = (time.monotonic(), described)
-            if len(self._cache) > 10_000:
-                self._cache.clear()
-        future.set_result(described)
+                if described is not None:
+                    self._cache[key] = (time.monotonic(), described)
+                    if len(self._cache) > 10_000:
+                        self._cache.clear()
+            future.set_result(described)
         return described
+
+    def _ask_launcher(self, doc: SessionDoc) -> JobDescription | None:
+        """The launcher's answer, or None (unknown) when it fails: a session is never ended on a
+        failed call, only on a confirmed death."""
+        try:
+            return self.launcher_of(doc).describe(doc.job_id)
+        except AsyncQueryError as exc:
+            log.warning("cannot describe job %s of session %s: %s", doc.job_id, doc.session_id, exc)
+        except Exception:
+            log.exception("describing job %s of session %s failed unexpectedly", doc.job_id, doc.session_id)
+        return None
 
     def end_session(self, session: Versioned[SessionDoc], state: SessionState, error: str) -> Versioned[SessionDoc]:
         """Move the session to its end state and fail whatever it left unfinished."""

@@ -334,15 +334,18 @@ class AsyncQueryService:
     def cancel(self, query_id: str) -> None:
         statement = self._statement(query_id)
 
-        cancelled_from: list[StatementState] = []
+        cancelled_from: list[StatementState] = []  # the state of the version the cancel was written over
 
         def change(current: Versioned[StatementDoc]) -> Versioned[StatementDoc]:
             if is_terminal(current.doc.state):
                 raise InvalidTransitionError(f"can't cancel query {query_id}: it is already {current.doc.state.value}")
+            cancelled = self.store.move_statement(current, StatementState.CANCELLED)
             cancelled_from.append(current.doc.state)
-            return self.store.move_statement(current, StatementState.CANCELLED)
+            return cancelled
 
-        self.store.update_with_retry(self._rereader(statement.doc), change, first=statement)
+        if self.store.update_with_retry(self._rereader(statement.doc), change, first=statement) is None:
+            # The re-read after a lost race found nothing: the statement was deleted meanwhile.
+            raise QueryNotFoundError(f"no async query with id {query_id}")
         # A waiting statement never starts once cancelled (the job's move to running is
         # conditional). A running one is supervised until a heartbeat shows its work stopped;
         # past the deadline its session's job is cancelled.

@@ -13,14 +13,21 @@ import os
 import signal
 import threading
 import time
-from typing import Any
+from typing import Any, Protocol
 
-from flint_repl_job.catalog import register_warehouse_tables
 from flint_repl_job.config import JobConfig
 from flint_repl_job.errors import classify
 from flint_repl_job.executor import QueryOutput, RunningQuery, SparkExecutor
 from query_core.errors import AsyncQueryError, IndexUnavailableError, InvalidTransitionError, VersionConflictError
-from query_core.models import ResultDoc, RunningStatement, SessionDoc, StatementDoc, Versioned, now_millis
+from query_core.models import (
+    ResultDoc,
+    RunningStatement,
+    SessionDoc,
+    StatementDoc,
+    StatementProgress,
+    Versioned,
+    now_millis,
+)
 from query_core.states import SessionState, SessionType, StatementState, is_terminal
 from query_core.store import IndexStore, quiet_driver_logs
 
@@ -28,10 +35,22 @@ log = logging.getLogger(__name__)
 
 #: How long a cancelled or timed-out statement's Spark work may take to stop before the job moves on.
 CANCEL_GRACE_S = 30.0
+#: Failed heartbeats in a row after which the job gives up and ends the session ``fail``.
+MAX_BEAT_FAILURES = 5
 
 
 class SessionLostError(Exception):
     """The session is no longer this job's: another job owns it, or it was ended."""
+
+
+class Executor(Protocol):
+    """What the job needs of its executor (:class:`SparkExecutor` runs statements on Spark)."""
+
+    def start(self, query_id: str, sql: str) -> RunningQuery: ...
+
+    def cancel(self, running: RunningQuery, grace_s: float, poll_s: float) -> bool: ...
+
+    def progress(self, query_id: str) -> StatementProgress: ...
 
 
 class Heartbeat:
@@ -41,15 +60,22 @@ class Heartbeat:
     the interval itself (so the plugin can tell how stale is too stale). The interval is short while
     statements run and long when idle; a change of activity re-times the next beat, it does not
     add one.
+
+    A failed beat is tried again at the next interval. After ``max_failures`` failures in a row,
+    or should the thread end in any other way, the job is told (:meth:`InteractiveJob.fail`):
+    a job without a heartbeat would look dead to the plugin while it runs on.
     """
 
-    def __init__(self, job: InteractiveJob) -> None:
+    def __init__(self, job: InteractiveJob, max_failures: int = MAX_BEAT_FAILURES) -> None:
         self.job = job
+        self.max_failures = max_failures
         self.writes = 0
+        self.failures = 0
         self._wake = threading.Event()
         self._thread = threading.Thread(target=self._run, name="heartbeat", daemon=True)
         self._last = time.monotonic()
         self._reported_running = False
+        self._progress_failing = False
 
     def start(self) -> None:
         self._thread.start()
@@ -69,6 +95,13 @@ class Heartbeat:
         return cfg.heartbeat_running_ms if busy else cfg.heartbeat_idle_ms
 
     def _run(self) -> None:
+        try:
+            self._loop()
+        except BaseException as exc:
+            self.job.fail(f"Session failed: heartbeat stopped: {type(exc).__name__}: {exc}")
+            raise
+
+    def _loop(self) -> None:
         while not self.job.stop_event.is_set():
             due = self._last + self.interval_ms() / 1000
             if self._wake.wait(max(0.0, due - time.monotonic())):
@@ -80,16 +113,42 @@ class Heartbeat:
             except SessionLostError as exc:
                 log.warning("heartbeat: %s; stopping", exc)
                 self.job.stop_event.set()
-            except AsyncQueryError:
-                log.exception("heartbeat failed; will try again next interval")
+                return
+            except Exception as exc:  # noqa: BLE001 - counted: too many in a row end the session
+                if not self._failed(exc):
+                    return
+            else:
+                self.failures = 0
+
+    def _failed(self, exc: Exception) -> bool:
+        """Count a failed beat; False once there were too many in a row (the job is told)."""
+        self.failures += 1
+        if self.failures >= self.max_failures:
+            log.error("heartbeat failed %d times in a row; ending the session", self.failures, exc_info=exc)
+            self.job.fail(
+                f"Session failed: heartbeat failed {self.failures} times in a row: {type(exc).__name__}: {exc}"
+            )
+            return False
+        log.warning("heartbeat failed (%d in a row); will try again next interval", self.failures, exc_info=exc)
+        return True
+
+    def _progress(self, query_id: str) -> StatementProgress | None:
+        """Spark's progress of a statement; None when it cannot be had (progress is optional)."""
+        try:
+            progress = self.job.executor.progress(query_id)
+        except Exception as exc:  # noqa: BLE001 - a beat without progress beats no beat (Py4J errors, say)
+            level = logging.DEBUG if self._progress_failing else logging.WARNING  # once per streak
+            log.log(level, "no progress for statement %s, beating without: %s: %s", query_id, type(exc).__name__, exc)
+            self._progress_failing = True
+            return None
+        self._progress_failing = False
+        return progress
 
     def beat(self) -> None:
         job = self.job
         running = job.running
         report = [
-            RunningStatement(
-                query_id=r.query_id, start_time=job.running_since, progress=job.executor.progress(r.query_id)
-            )
+            RunningStatement(query_id=r.query_id, start_time=job.running_since, progress=self._progress(r.query_id))
             for r in ([running] if running else [])
         ]
         # The interval advertised is the one until the *next* beat, so the plugin knows when
@@ -101,6 +160,7 @@ class Heartbeat:
             job.check_owner(current.doc)
             return job.store.update_session(
                 current,
+                index=job.cfg.request_index,
                 last_update_time=now_millis(),
                 running_statements=report,
                 heartbeat_interval_millis=next_ms,
@@ -113,13 +173,18 @@ class Heartbeat:
 
 
 class InteractiveJob:
+    """One session's job. Every read and write of its session and statements goes to the request
+    index it was given (``cfg.request_index``), which need not be the datasource's own."""
+
     def __init__(
-        self, cfg: JobConfig, store: IndexStore, executor: SparkExecutor, stop_event: threading.Event | None = None
+        self, cfg: JobConfig, store: IndexStore, executor: Executor, stop_event: threading.Event | None = None
     ) -> None:
         self.cfg = cfg
         self.store = store
         self.executor = executor
         self.stop_event = stop_event or threading.Event()
+        #: Why the session must end ``fail`` although the loop itself did not fail (see :meth:`fail`).
+        self.failure = ""
         self.running: RunningQuery | None = None
         self.running_since = 0
         self.heartbeat = Heartbeat(self)
@@ -129,7 +194,17 @@ class InteractiveJob:
     # -- session ownership ------------------------------------------------------------------
 
     def read_session(self) -> Versioned[SessionDoc] | None:
-        return self.store.get_session(self.cfg.datasource, self.cfg.session_id)
+        return self.store.get_session(self.cfg.datasource, self.cfg.session_id, index=self.cfg.request_index)
+
+    def read_statement(self, statement_id: str) -> Versioned[StatementDoc] | None:
+        return self.store.get_statement(self.cfg.datasource, statement_id, index=self.cfg.request_index)
+
+    def fail(self, reason: str) -> None:
+        """End the session ``fail`` with ``reason``: called from another thread (the heartbeat);
+        the loop notices the stop at once and :meth:`run` records the reason."""
+        if not self.failure:
+            self.failure = reason[:2000]
+        self.stop_event.set()
 
     def check_owner(self, session: SessionDoc) -> None:
         mine = self.cfg.job_id
@@ -160,6 +235,7 @@ class InteractiveJob:
             return self.store.update_session(
                 current,
                 SessionState.RUNNING,
+                index=self.cfg.request_index,
                 job_id=self.cfg.job_id,
                 application_id=self.cfg.application_id,
                 job_start_time=now,
@@ -174,7 +250,12 @@ class InteractiveJob:
             if is_terminal(current.doc.state) or (current.doc.job_id and current.doc.job_id != self.cfg.job_id):
                 return None
             return self.store.update_session(
-                current, state, error=error, running_statements=[], last_update_time=now_millis()
+                current,
+                state,
+                index=self.cfg.request_index,
+                error=error,
+                running_statements=[],
+                last_update_time=now_millis(),
             )
 
         self.store.update_with_retry(self.read_session, change)
@@ -203,6 +284,8 @@ class InteractiveJob:
         finally:
             self.stop_event.set()
             self.heartbeat.stop()
+        if self.failure and not error:
+            end_state, error = SessionState.FAIL, self.failure
         self.end_session(end_state, error)
         log.info("session %s ended %s", self.cfg.session_id, end_state.value)
         return end_state
@@ -248,7 +331,9 @@ class InteractiveJob:
         if not waiting and time.monotonic() >= self._next_search:
             self._next_search = time.monotonic() + self.cfg.search_interval_ms / 1000
             try:
-                found = self.store.find_waiting_statements(self.cfg.datasource, self.cfg.session_id)
+                found = self.store.find_waiting_statements(
+                    self.cfg.datasource, self.cfg.session_id, index=self.cfg.request_index
+                )
             except AsyncQueryError as exc:
                 log.warning("search for waiting statements failed: %s", exc)
                 found = []
@@ -258,7 +343,7 @@ class InteractiveJob:
     def _get_if_waiting(self, statement_id: str) -> Versioned[StatementDoc] | None:
         if statement_id in self._finished_ids:
             return None
-        statement = self.store.get_statement(self.cfg.datasource, statement_id)
+        statement = self.read_statement(statement_id)
         if statement is None or statement.doc.state != StatementState.WAITING:
             self._finished_ids.add(statement_id)
             return None
@@ -281,7 +366,7 @@ class InteractiveJob:
             self.finish(statement, StatementState.FAILED, self._result(doc, "FAILED", error=error), error)
             return
         try:
-            statement = self.store.move_statement(statement, StatementState.RUNNING)
+            statement = self.store.move_statement(statement, StatementState.RUNNING, index=self.cfg.request_index)
         except (VersionConflictError, InvalidTransitionError):
             log.info("statement %s moved before it could start; skipping", doc.statement_id)
             return
@@ -302,7 +387,7 @@ class InteractiveJob:
         while not running.future.done():
             if self.stop_event.is_set():
                 self._stop_work(running)
-                error = "Session ended while the statement was running"
+                error = "Session ended while the statement was running" + (f": {self.failure}" if self.failure else "")
                 self.finish(statement, StatementState.FAILED, self._result(doc, "FAILED", error=error), error)
                 return
             if time.monotonic() - started > timeout:
@@ -310,7 +395,7 @@ class InteractiveJob:
                 error = f"Executing statement {doc.query_id} timed out after {timeout} s"
                 self.finish(statement, StatementState.TIMEOUT, self._result(doc, "TIMEOUT", error=error), error)
                 return
-            current = self.store.get_statement(self.cfg.datasource, doc.statement_id)
+            current = self.read_statement(doc.statement_id)
             if current is not None and current.doc.state == StatementState.CANCELLED:
                 log.info("statement %s cancelled: cancelling its Spark job group", doc.query_id)
                 self._stop_work(running)
@@ -334,7 +419,7 @@ class InteractiveJob:
             result = self._result(doc, "SUCCESS", run_ms=run_ms, output=output)
             self.finish(statement, StatementState.SUCCESS, result, "")
             return
-        error = classify(exc)
+        error = classify(exc, self.cfg.datasource)
         log.info("statement %s failed: %s", doc.query_id, error.splitlines()[0] if error else "")
         self.finish(statement, StatementState.FAILED, self._result(doc, "FAILED", run_ms=run_ms, error=error), error)
 
@@ -346,10 +431,9 @@ class InteractiveJob:
         def change(cur: Versioned[StatementDoc]) -> Versioned[StatementDoc] | None:
             if is_terminal(cur.doc.state):
                 return None
-            return self.store.move_statement(cur, state, error=error)
+            return self.store.move_statement(cur, state, index=self.cfg.request_index, error=error)
 
-        reread = lambda: self.store.get_statement(self.cfg.datasource, statement.doc.statement_id)  # noqa: E731
-        self.store.update_with_retry(reread, change, first=statement)
+        self.store.update_with_retry(lambda: self.read_statement(statement.doc.statement_id), change, first=statement)
 
     def _result(
         self, doc: StatementDoc, status: Any, *, run_ms: int = 0, error: str = "", output: QueryOutput | None = None
@@ -389,8 +473,7 @@ def main(argv: list[str]) -> int:
             return 2
         stop = threading.Event()
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
-        register_warehouse_tables(spark)
-        executor = SparkExecutor(spark)
+        executor = SparkExecutor(spark, cfg.datasource)
         try:
             InteractiveJob(cfg, IndexStore(cfg.opensearch), executor, stop).run()
         finally:

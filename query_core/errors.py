@@ -90,6 +90,18 @@ class VersionConflictError(ConflictError):
     """A conditional write's ``_seq_no``/``_primary_term`` no longer match the document."""
 
 
+# -- programming errors -------------------------------------------------------------------------
+
+
+class UnknownFieldError(ValueError):
+    """A write named a field its document does not have (a misspelt keyword, say).
+
+    A bug in the caller, not something a client can fix or a retry can cure: deliberately not an
+    :class:`AsyncQueryError`, so that no handler reports it as a client error or swallows it as a
+    failed index call.
+    """
+
+
 # -- launcher errors ----------------------------------------------------------------------------
 
 

@@ -12,19 +12,13 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any, TypeVar
 
 from opensearchpy import OpenSearch
 from opensearchpy import exceptions as os_exc
-from tenacity import (
-    RetryCallState,
-    Retrying,
-    retry_if_exception,
-    stop_after_attempt,
-    stop_after_delay,
-    wait_exponential_jitter,
-)
+from tenacity import RetryCallState
 
 import index_mappings
 from query_core.config import OpenSearchConfig
@@ -34,10 +28,12 @@ from query_core.errors import (
     IndexOperationError,
     IndexUnavailableError,
     InvalidRequestError,
+    UnknownFieldError,
     VersionConflictError,
 )
 from query_core.ids import request_index
 from query_core.models import ResultDoc, SessionDoc, StatementDoc, Versioned, now_millis
+from query_core.retry import bounded_retrying
 from query_core.states import SessionState, StatementState, check_move
 
 log = logging.getLogger(__name__)
@@ -133,12 +129,14 @@ class IndexStore:
                 self._forget_indexes()
             log.warning("index call %s failed (%s), retry %d", what, type(exc).__name__, state.attempt_number)
 
-        retrying = Retrying(
-            retry=retry_if_exception(_is_transient),
-            stop=stop_after_attempt(self.cfg.retry_attempts) | stop_after_delay(self.cfg.retry_seconds),
-            wait=wait_exponential_jitter(multiplier=0.05, max=2.0, jitter=0.1),
+        retrying = bounded_retrying(
+            _is_transient,
+            attempts=self.cfg.retry_attempts,
+            seconds=self.cfg.retry_seconds,
+            first_wait=0.05,
+            max_wait=2.0,
+            jitter=0.1,
             before_sleep=before_sleep,
-            reraise=True,
         )
         try:
             return retrying(fn)
@@ -256,13 +254,21 @@ class IndexStore:
     def update_if(
         self, index: str, doc_id: str, partial: dict[str, Any], seq_no: int, primary_term: int
     ) -> tuple[int, int]:
-        """Partial update applied only if the document is still at ``seq_no``/``primary_term``."""
-        res = self._call(
-            f"update {index}/{doc_id}",
-            lambda: self.client.update(
-                index=index, id=doc_id, body={"doc": partial}, if_seq_no=seq_no, if_primary_term=primary_term
-            ),
-        )
+        """Partial update applied only if the document is still at ``seq_no``/``primary_term``.
+
+        A document deleted meanwhile is no longer at that version either: that too is a
+        :class:`VersionConflictError`, and the caller's re-read finds nothing.
+        """
+
+        def call() -> dict[str, Any]:
+            try:
+                return self.client.update(
+                    index=index, id=doc_id, body={"doc": partial}, if_seq_no=seq_no, if_primary_term=primary_term
+                )
+            except os_exc.NotFoundError as exc:
+                raise VersionConflictError(f"update {index}/{doc_id}: {_reason(exc)}") from exc
+
+        res = self._call(f"update {index}/{doc_id}", call)
         return res["_seq_no"], res["_primary_term"]
 
     def search(self, index: str, body: dict[str, Any]) -> list[tuple[str, dict[str, Any], int, int]]:
@@ -317,10 +323,54 @@ class IndexStore:
     def close(self) -> None:
         self.client.close()
 
-    # -- statements -------------------------------------------------------------------------
+    # -- whole indexes (the embedded index's snapshots) -------------------------------------
 
-    def create_statement(self, doc: StatementDoc) -> Versioned[StatementDoc]:
-        seq, term = self.create(request_index(doc.data_source_name), doc.statement_id, doc.to_source())
+    def write_marks(self) -> dict[str, tuple[int, int]]:
+        """Per index, a mark that changes with every write: (writes so far, documents)."""
+        stats = self._call("index stats", lambda: self.client.indices.stats())
+        marks = {}
+        for name, entry in stats.get("indices", {}).items():
+            primaries = entry.get("primaries", {})
+            writes = int(primaries.get("indexing", {}).get("index_total", 0))
+            marks[name] = (writes, int(primaries.get("docs", {}).get("count", 0)))
+        return marks
+
+    def index_definition(self, index: str) -> dict[str, Any]:
+        """The index's mappings and settings, without what the cluster assigns (uuid, dates...)."""
+        found = self._call(f"get index {index}", lambda: self.client.indices.get(index=index))[index]
+        settings = {k: v for k, v in found.get("settings", {}).get("index", {}).items() if k not in _ASSIGNED_SETTINGS}
+        return {"settings": {"index": settings}, "mappings": found.get("mappings", {})}
+
+    def scan(self, index: str, batch: int = 1000) -> Iterator[tuple[str, dict[str, Any]]]:
+        """Every document of the index as (id, source), in batches of a scroll."""
+        page = self._call(
+            f"scan {index}",
+            lambda: self.client.search(index=index, body={"size": batch, "sort": ["_doc"]}, scroll="1m"),
+        )
+        scroll_id = page.get("_scroll_id")
+        try:
+            while page["hits"]["hits"]:
+                for hit in page["hits"]["hits"]:
+                    yield hit["_id"], hit["_source"]
+                if not scroll_id:
+                    return
+                page = self._call(f"scan {index}", partial(self.client.scroll, scroll_id=scroll_id, scroll="1m"))
+                scroll_id = page.get("_scroll_id", scroll_id)
+        finally:
+            if scroll_id:
+                try:
+                    self.client.clear_scroll(scroll_id=scroll_id)
+                except os_exc.OpenSearchException:
+                    pass
+
+    # -- statements -------------------------------------------------------------------------
+    #
+    # The request index is derived from the datasource name, unless ``index`` names it: the job is
+    # told its request index (``spark.flint.job.requestIndex``), which the reference plugin may
+    # choose otherwise.
+
+    def create_statement(self, doc: StatementDoc, *, index: str | None = None) -> Versioned[StatementDoc]:
+        seq, term = self.create(index or request_index(doc.data_source_name), doc.statement_id, doc.to_source())
         return Versioned(doc, seq, term)
 
     def get_many(self, index: str, doc_ids: list[str]) -> list[tuple[dict[str, Any], int, int] | None]:
@@ -342,17 +392,20 @@ class IndexStore:
         statement, session = self.get_many(request_index(datasource), [statement_id, session_id])
         return _versioned(StatementDoc, "statement", statement), _versioned(SessionDoc, "session", session)
 
-    def get_statement(self, datasource: str, statement_id: str) -> Versioned[StatementDoc] | None:
-        return _versioned(StatementDoc, "statement", self.get(request_index(datasource), statement_id))
+    def get_statement(
+        self, datasource: str, statement_id: str, *, index: str | None = None
+    ) -> Versioned[StatementDoc] | None:
+        return _versioned(StatementDoc, "statement", self.get(index or request_index(datasource), statement_id))
 
     def move_statement(
-        self, current: Versioned[StatementDoc], state: StatementState, **fields: Any
+        self, current: Versioned[StatementDoc], state: StatementState, *, index: str | None = None, **fields: Any
     ) -> Versioned[StatementDoc]:
-        """Conditional state move; raises ``InvalidTransitionError`` or ``VersionConflictError``."""
-        return self._move(current, current.doc.state, state, f"statement {current.doc.statement_id}", fields)
+        """Conditional state move; raises ``InvalidTransitionError`` or ``VersionConflictError``,
+        and :class:`UnknownFieldError` for a keyword that is no field of a statement."""
+        return self._move(current, state, f"statement {current.doc.statement_id}", fields, index)
 
     def find_waiting_statements(
-        self, datasource: str, session_id: str, size: int = 10
+        self, datasource: str, session_id: str, size: int = 10, *, index: str | None = None
     ) -> list[Versioned[StatementDoc]]:
         """This session's waiting statements, oldest first, as the reference job finds them.
 
@@ -373,11 +426,11 @@ class IndexStore:
             },
             "sort": [{"submitTime": {"order": "asc"}}],
         }
-        hits = self.search(request_index(datasource), body)
+        hits = self.search(index or request_index(datasource), body)
         return [Versioned(StatementDoc.model_validate(src), seq, term) for _, src, seq, term in hits]
 
     def find_unfinished_statements(
-        self, datasource: str, session_id: str, size: int = 1000
+        self, datasource: str, session_id: str, size: int = 1000, *, index: str | None = None
     ) -> list[Versioned[StatementDoc]]:
         body = {
             "size": size,
@@ -391,24 +444,34 @@ class IndexStore:
                 }
             },
         }
-        hits = self.search(request_index(datasource), body)
+        hits = self.search(index or request_index(datasource), body)
         return [Versioned(StatementDoc.model_validate(src), seq, term) for _, src, seq, term in hits]
 
     # -- sessions ---------------------------------------------------------------------------
 
-    def create_session(self, doc: SessionDoc) -> Versioned[SessionDoc]:
-        seq, term = self.create(request_index(doc.data_source_name), doc.session_id, doc.to_source(), recheck=True)
+    def create_session(self, doc: SessionDoc, *, index: str | None = None) -> Versioned[SessionDoc]:
+        seq, term = self.create(
+            index or request_index(doc.data_source_name), doc.session_id, doc.to_source(), recheck=True
+        )
         return Versioned(doc, seq, term)
 
-    def get_session(self, datasource: str, session_id: str) -> Versioned[SessionDoc] | None:
-        return _versioned(SessionDoc, "session", self.get(request_index(datasource), session_id))
+    def get_session(
+        self, datasource: str, session_id: str, *, index: str | None = None
+    ) -> Versioned[SessionDoc] | None:
+        return _versioned(SessionDoc, "session", self.get(index or request_index(datasource), session_id))
 
     def update_session(
-        self, current: Versioned[SessionDoc], state: SessionState | None = None, **fields: Any
+        self,
+        current: Versioned[SessionDoc],
+        state: SessionState | None = None,
+        *,
+        index: str | None = None,
+        **fields: Any,
     ) -> Versioned[SessionDoc]:
-        """Conditional write of a session (a heartbeat when ``state`` is None: it stays as it is)."""
+        """Conditional write of a session (a heartbeat when ``state`` is None: it stays as it is);
+        :class:`UnknownFieldError` for a keyword that is no field of a session."""
         target = state if state is not None else current.doc.state
-        return self._move(current, current.doc.state, target, f"session {current.doc.session_id}", fields)
+        return self._move(current, target, f"session {current.doc.session_id}", fields, index)
 
     def find_sessions(
         self, datasource: str | None, states: list[SessionState], size: int = 1000
@@ -491,13 +554,14 @@ class IndexStore:
     # -- the one place where documents move -------------------------------------------------
 
     def _move(
-        self, current: Versioned[Any], state_now: Any, target: Any, what: str, fields: dict[str, Any]
+        self, current: Versioned[Any], target: Any, what: str, fields: dict[str, Any], index: str | None
     ) -> Versioned[Any]:
-        check_move(state_now, target, what)
         doc = current.doc
+        _check_fields(doc, fields, what)
+        check_move(doc.state, target, what)
         updated = doc.model_copy(update={**fields, "state": target})
         partial = {k: v for k, v in updated.to_source().items() if k in _changed_aliases(doc, fields) or k == "state"}
-        index = request_index(doc.data_source_name)
+        index = index or request_index(doc.data_source_name)
         seq, term = self.update_if(index, _doc_id(doc), partial, current.seq_no, current.primary_term)
         return Versioned(updated, seq, term)
 
@@ -522,6 +586,9 @@ def _index_kind(index: str) -> index_mappings.IndexKind:
     return "result_index"
 
 
+#: Index settings the cluster assigns itself; an index created from a snapshot gets new ones.
+_ASSIGNED_SETTINGS = frozenset({"uuid", "creation_date", "provided_name", "version", "replication", "resize"})
+
 _TEMPLATE_PATTERNS: dict[str, str] = {
     "request_index": ".query_execution_request_*",
     "result_index": "query_execution_result*",
@@ -529,9 +596,22 @@ _TEMPLATE_PATTERNS: dict[str, str] = {
 }
 
 
+def _check_fields(doc: Any, fields: dict[str, Any], what: str) -> None:
+    """Refuse, before anything is written, a keyword that names no field of the document: the
+    model keeps unknown names (``extra="allow"``), so a misspelt one would be stored as it is,
+    and the field meant left unchanged."""
+    model = type(doc)
+    unknown = sorted(name for name in fields if name not in model.model_fields)
+    if unknown:
+        raise UnknownFieldError(
+            f"write of {what}: {model.__name__} has no field {', '.join(map(repr, unknown))}"
+            " (fields are named in snake_case)"
+        )
+
+
 def _changed_aliases(doc: Any, fields: dict[str, Any]) -> set[str]:
     model_fields = type(doc).model_fields
-    return {(model_fields[name].alias or name) if name in model_fields else name for name in fields}
+    return {model_fields[name].alias or name for name in fields}
 
 
 def _doc_id(doc: Any) -> str:

@@ -20,7 +20,6 @@ message, anything else :class:`LauncherError` (500).
 
 from __future__ import annotations
 
-import inspect
 import logging
 import re
 import uuid
@@ -29,19 +28,13 @@ from typing import Any, TypeVar
 
 from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError
 from botocore.exceptions import ConnectionError as BotoConnectionError
-from tenacity import (
-    RetryCallState,
-    Retrying,
-    retry_if_exception,
-    stop_after_attempt,
-    stop_after_delay,
-    wait_exponential_jitter,
-)
+from tenacity import RetryCallState
 
 from async_query.datasources import Datasource
 from async_query.launcher.base import JobDescription, JobRequest, JobRunState, Launcher
 from async_query.settings import Settings
 from query_core.errors import LauncherError, LauncherThrottledError, LauncherValidationError
+from query_core.retry import bounded_retrying
 from query_core.states import SessionType
 
 log = logging.getLogger(__name__)
@@ -271,13 +264,15 @@ class EmrServerlessLauncher(Launcher):
             code = _error_code(exc) if isinstance(exc, ClientError) else type(exc).__name__
             log.warning("EMR Serverless %s failed (%s), retry %d", what, code, state.attempt_number)
 
-        retrying = Retrying(
-            retry=retry_if_exception(is_transient),
-            stop=stop_after_attempt(attempts or self.retry_attempts)
-            | stop_after_delay(self.retry_seconds if seconds is None else seconds),
-            wait=_backoff(self.retry_initial_seconds, max(self.retry_seconds / 4, 0.1)),
+        # Back-off from ``retry_initial_seconds``, with a jitter of the same size, capped at a
+        # quarter of the time allowed.
+        retrying = bounded_retrying(
+            is_transient,
+            attempts=attempts or self.retry_attempts,
+            seconds=self.retry_seconds if seconds is None else seconds,
+            first_wait=self.retry_initial_seconds,
+            max_wait=max(self.retry_seconds / 4, 0.1),
             before_sleep=before_sleep,
-            reraise=True,
         )
         try:
             return retrying(fn)
@@ -303,13 +298,6 @@ class EmrServerlessLauncher(Launcher):
 
 class _Gone(Exception):  # noqa: N818 - an outcome, not a failure
     """The job run (or its application) no longer exists, or has already finished."""
-
-
-def _backoff(first: float, most: float) -> wait_exponential_jitter:
-    """Exponential back-off from ``first`` seconds, jitter of the same size, capped at ``most``."""
-    # tenacity 9.1 renamed ``initial`` to ``multiplier``; the project allows older versions too.
-    name = "multiplier" if "multiplier" in inspect.signature(wait_exponential_jitter).parameters else "initial"
-    return wait_exponential_jitter(**{name: first}, max=most, jitter=first)
 
 
 def build_client(region: str) -> Any:

@@ -16,7 +16,7 @@ import string
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 from urllib.parse import quote, unquote
 
 import httpx
@@ -167,7 +167,7 @@ def accepted(raw: bytes, content_type: str | None, ds: str) -> bool:
     )
 
 
-def is_text(value: Any) -> bool:
+def is_text(value: Any) -> TypeGuard[str]:
     """A JSON string that is text: a lone surrogate (\\ud800) is refused, it has no UTF-8 form."""
     if not isinstance(value, str):
         return False
@@ -179,7 +179,7 @@ def is_text(value: Any) -> bool:
 
 
 def post_raw(target: Target, raw: bytes, content_type: str | None) -> httpx.Response:
-    headers = {"content-type": content_type.encode()} if content_type else {}
+    headers = {b"content-type": content_type.encode()} if content_type else {}
     return target.http.post(BASE, content=raw, headers=headers)
 
 

@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 import json
+import sys
+import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from async_query.launcher.base import JobRunState
+from async_query.launcher.base import JobDescription, JobRunState
 from async_query.launcher.local import LocalLauncher
 from async_query.service import AsyncQueryService, SubmitRequest
-from query_core.errors import TooManyRequestsError
-from query_core.models import RunningStatement, SessionDoc, StatementProgress, Versioned, now_millis
+from query_core.errors import QueryNotFoundError, TooManyRequestsError
+from query_core.ids import request_index
+from query_core.models import RunningStatement, SessionDoc, StatementDoc, StatementProgress, Versioned, now_millis
 from query_core.states import SessionState, StatementState
 from query_core.store import IndexStore
 from tests.conftest import ServiceFactory
@@ -86,6 +92,76 @@ def test_a_dead_job_is_confirmed_once_for_50_concurrent_pollers(
     assert session is not None and session.doc.state == SessionState.DEAD
 
 
+@dataclass
+class BrokenDescribeLauncher(RecordingLauncher):
+    """``describe`` waits until the test releases it, then fails with an error no launcher is
+    meant to raise (a bug, or a driver error nobody translated)."""
+
+    entered: threading.Event = field(default_factory=threading.Event)
+    release: threading.Event = field(default_factory=threading.Event)
+
+    def describe(self, job_id: str) -> JobDescription:
+        self.described.append(job_id)
+        self.entered.set()
+        self.release.wait(timeout=30)
+        raise RuntimeError("describe broke")
+
+
+def in_thread(fn: Callable[[], Any]) -> tuple[threading.Thread, threading.Event, dict[str, Any]]:
+    """Run ``fn`` in a thread; the event is set when it has returned or raised."""
+    outcome: dict[str, Any] = {}
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            outcome["value"] = fn()
+        except Exception as exc:  # noqa: BLE001 - handed to the test
+            outcome["error"] = exc
+        finally:
+            done.set()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, done, outcome
+
+
+def waiting_on_a_future(thread: threading.Thread) -> bool:
+    """True while ``thread`` is blocked in ``concurrent.futures.Future.result``."""
+    frame = sys._current_frames().get(thread.ident or -1)
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name == "result" and code.co_filename.replace("\\", "/").endswith("concurrent/futures/_base.py"):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def test_a_describe_that_raises_anything_releases_the_callers_waiting_for_it(
+    make_service: ServiceFactory, store: IndexStore
+) -> None:
+    """Two GETs of a stale session share one describe. When it raises an unexpected error, the
+    one waiting for it returns at once (the job's state is unknown: the statement is left as it
+    is), instead of staying blocked for the shared call's 60 s limit."""
+    launcher = BrokenDescribeLauncher()
+    service = make_service(launcher)
+    qid, sid = submit(service)
+    heartbeat(store, service, sid, age_ms=60_000)  # stale: the next GETs ask the launcher
+
+    _, owner_done, owner = in_thread(lambda: status(service, qid))
+    assert launcher.entered.wait(timeout=10), "the first GET never asked the launcher"
+    waiter_thread, waiter_done, waiter = in_thread(lambda: status(service, qid))
+    wait_for(lambda: waiting_on_a_future(waiter_thread), timeout=10, what="the second GET to wait for the first")
+    launcher.release.set()
+
+    assert waiter_done.wait(timeout=5), "the waiting GET is still blocked after the describe failed"
+    assert owner_done.wait(timeout=5)
+    assert waiter == {"value": {"status": "WAITING"}}
+    assert owner == {"value": {"status": "WAITING"}}
+    assert launcher.described == ["job-1"]  # one call for both
+    session = store.get_session(service.datasources.all()[0].name, sid)
+    assert session is not None and session.doc.state == SessionState.RUNNING  # unknown is not dead
+
+
 def test_a_stale_session_whose_job_still_runs_is_left_alone(make_service: ServiceFactory, store: IndexStore) -> None:
     launcher = RecordingLauncher(state=JobRunState.RUNNING)
     service = make_service(launcher)
@@ -116,6 +192,60 @@ def test_a_post_naming_a_dead_session_gets_a_new_one(make_service: ServiceFactor
     heartbeat(store, service, sid, state=SessionState.DEAD)
     _, sid2 = submit(service, session_id=sid)
     assert sid2 != sid and len(launcher.started) == 2
+
+
+def delete_statement(store: IndexStore, ds: str, query_id: str) -> None:
+    """Delete a statement document as housekeeping (or an operator) would."""
+    store.client.delete(index=request_index(ds), id=query_id, refresh=True)
+
+
+def test_cancel_of_a_statement_deleted_before_the_write_is_not_found(
+    make_service: ServiceFactory, store: IndexStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    service = make_service()
+    qid, _ = submit(service)
+    ds = service.datasources.all()[0].name
+    read = service._statement
+
+    def read_then_delete(query_id: str) -> Versioned[StatementDoc]:
+        found = read(query_id)
+        delete_statement(store, ds, query_id)
+        return found
+
+    monkeypatch.setattr(service, "_statement", read_then_delete)
+    with pytest.raises(QueryNotFoundError, match=f"no async query with id {qid}"):
+        service.cancel(qid)
+
+
+def test_cancel_of_a_statement_deleted_before_the_reread_is_not_found(
+    make_service: ServiceFactory, store: IndexStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first conditional write loses to the job (it started the statement); the re-read
+    then finds nothing, because the document was deleted meanwhile."""
+    service = make_service()
+    qid, _ = submit(service)
+    ds = service.datasources.all()[0].name
+    read, rereader = service._statement, service._rereader
+
+    def read_then_start(query_id: str) -> Versioned[StatementDoc]:
+        found = read(query_id)
+        store.move_statement(found, StatementState.RUNNING)  # the job, between the read and the write
+        return found
+
+    def delete_then_reread(doc: StatementDoc) -> Callable[[], Versioned[StatementDoc] | None]:
+        reread = rereader(doc)
+
+        def call() -> Versioned[StatementDoc] | None:
+            delete_statement(store, ds, doc.statement_id)
+            return reread()
+
+        return call
+
+    monkeypatch.setattr(service, "_statement", read_then_start)
+    monkeypatch.setattr(service, "_rereader", delete_then_reread)
+    with pytest.raises(QueryNotFoundError, match=f"no async query with id {qid}"):
+        service.cancel(qid)
+    assert service.supervisor.pending == 0  # nothing left to supervise
 
 
 def test_cancel_of_a_statement_the_job_ignores_escalates_after_the_deadline(
@@ -213,6 +343,6 @@ def test_a_local_job_that_dies_at_start_up_is_reported_at_once(make_service: Ser
     service = make_service(launcher)
     qid, _ = submit(service)
     reply = wait_for(
-        lambda: (r := status(service, qid))["status"] == "FAILED" and r, timeout=10, what="the failure to show"
+        lambda: r if (r := status(service, qid))["status"] == "FAILED" else None, timeout=10, what="the failure to show"
     )
     assert "exited with code 1" in str(reply["error"]) and "JAVA_HOME is not set" in str(reply["error"])

@@ -14,6 +14,7 @@ from osmem_server import OsmemServer
 import index_mappings
 from query_core.config import OpenSearchConfig
 from query_core.errors import (
+    AsyncQueryError,
     DocumentExistsError,
     IndexUnavailableError,
     InvalidRequestError,
@@ -178,6 +179,27 @@ def test_a_dead_session_takes_no_heartbeat(store: IndexStore, ds_name: str) -> N
     assert after is not None and after.seq_no == dead.seq_no and after.doc.state == SessionState.DEAD
 
 
+def test_a_misspelt_field_is_refused_before_any_write(store: IndexStore, ds_name: str) -> None:
+    """A keyword that is no field of the document is a programming error: nothing is written
+    (it would otherwise be stored under the misspelt name and the real field left as it was)."""
+    st = store.create_statement(statement(ds_name, new_id(ds_name)))
+    with pytest.raises(ValueError, match="eror") as err:
+        store.move_statement(st, StatementState.FAILED, eror="boom")
+    assert not isinstance(err.value, AsyncQueryError)  # not a client error: no handler may turn it into a 4xx
+    after = store.get(request_index(ds_name), st.doc.statement_id)
+    assert after is not None
+    assert after[1] == st.seq_no and after[0] == st.doc.to_source()
+
+    se = store.create_session(session(ds_name))
+    with pytest.raises(ValueError, match="lastUpdateTime"):
+        store.update_session(se, lastUpdateTime=1)  # the stored alias is not the field's name either
+    with pytest.raises(ValueError, match="hearbeat_interval_millis"):
+        store.update_session(se, SessionState.RUNNING, error="", hearbeat_interval_millis=1)
+    after = store.get(request_index(ds_name), se.doc.session_id)
+    assert after is not None
+    assert after[1] == se.seq_no and after[0] == se.doc.to_source()
+
+
 def test_a_move_writes_only_what_changed(store: IndexStore, ds_name: str) -> None:
     v0 = store.create_statement(statement(ds_name, new_id(ds_name)))
     # someone else's field, unknown to the model, survives a partial update
@@ -275,6 +297,33 @@ def test_find_waiting_statements_oldest_first(store: IndexStore, ds_name: str) -
     assert len(store.find_waiting_statements(ds_name, sid, size=2)) == 2
 
 
+def test_documents_of_a_custom_request_index_stay_there(store: IndexStore, ds_name: str) -> None:
+    """The job is told its request index (``spark.flint.job.requestIndex``); every call it makes
+    names that index instead of deriving it from the datasource."""
+    index = f".query_execution_request_custom_{ds_name}"
+    se = store.create_session(session(ds_name), index=index)
+    st = store.create_statement(statement(ds_name, se.doc.session_id), index=index)
+    props = store.client.indices.get_mapping(index=index)[index]["mappings"]["properties"]
+    assert props["submitTime"]["type"] == "date"  # created with the request index's mappings
+    store.client.indices.refresh(index=index)
+
+    [waiting] = store.find_waiting_statements(ds_name, se.doc.session_id, index=index)
+    assert waiting.doc.statement_id == st.doc.statement_id
+    store.move_statement(waiting, StatementState.RUNNING, index=index)
+    session_now = store.get_session(ds_name, se.doc.session_id, index=index)
+    assert session_now is not None
+    store.update_session(session_now, SessionState.RUNNING, job_id="j1", index=index)
+
+    moved = store.get_statement(ds_name, st.doc.statement_id, index=index)
+    assert moved is not None and moved.doc.state == StatementState.RUNNING
+    running = store.get_session(ds_name, se.doc.session_id, index=index)
+    assert running is not None and running.doc.state == SessionState.RUNNING and running.doc.job_id == "j1"
+    # nothing in the index the datasource name gives
+    assert store.get_session(ds_name, se.doc.session_id) is None
+    assert store.get_statement(ds_name, st.doc.statement_id) is None
+    assert not store.client.indices.exists(index=request_index(ds_name))
+
+
 def test_find_waiting_statements_on_a_missing_index(store: IndexStore, ds_name: str) -> None:
     assert store.find_waiting_statements(ds_name, new_id(ds_name)) == []
 
@@ -330,6 +379,17 @@ def test_update_with_retry_gives_up_when_change_says_so(store: IndexStore, ds_na
     v0 = store.create_session(session(ds_name))
     assert store.update_with_retry(lambda: v0, lambda current: None) is None
     assert store.update_with_retry(lambda: None, lambda current: current) is None
+
+
+def test_a_conditional_write_to_a_deleted_document_is_a_conflict(store: IndexStore, ds_name: str) -> None:
+    """The version held is no longer the document's: the caller re-reads (and finds nothing)."""
+    v0 = store.create_statement(statement(ds_name, new_id(ds_name)))
+    store.client.delete(index=request_index(ds_name), id=v0.doc.statement_id, refresh=True)
+    with pytest.raises(VersionConflictError):
+        store.move_statement(v0, StatementState.CANCELLED)
+    reread = lambda: store.get_statement(ds_name, v0.doc.statement_id)  # noqa: E731
+    change = lambda current: store.move_statement(current, StatementState.CANCELLED)  # noqa: E731
+    assert store.update_with_retry(reread, change, first=v0) is None
 
 
 def test_update_with_retry_is_bounded(store: IndexStore, ds_name: str) -> None:

@@ -44,7 +44,7 @@ def test_each_error_class_maps_to_status_and_type(cls: type[qe.AsyncQueryError],
 
 def test_every_error_class_is_in_the_table() -> None:
     def subclasses(cls: type) -> set[type]:
-        found = set(cls.__subclasses__())
+        found: set[type] = set(cls.__subclasses__())
         return found | {s for c in found for s in subclasses(c)}
 
     product = {c for c in subclasses(qe.AsyncQueryError) if c.__module__ == qe.__name__} | {qe.AsyncQueryError}

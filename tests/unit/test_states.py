@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from typing import Any, TypeVar
 
 import pytest
 
@@ -20,6 +21,7 @@ from query_core.states import (
 
 St = StatementState
 Se = SessionState
+State = TypeVar("State", StatementState, SessionState)
 
 # The expected table, written out independently of the product's (SPEC section 3):
 # waiting -> running -> success | failed | timeout; waiting | running -> cancelled;
@@ -110,12 +112,21 @@ def test_is_terminal(state: StatementState | SessionState) -> None:
     assert is_terminal(state) is (state in STATEMENT_TERMINAL | SESSION_TERMINAL)
 
 
-@pytest.mark.parametrize("state", sorted(STATEMENT_TERMINAL | SESSION_TERMINAL, key=str), ids=str)
-def test_terminal_states_refuse_everything_including_themselves(state: StatementState | SessionState) -> None:
+def _assert_refuses_every_move(state: State) -> None:
     for target in type(state):
         assert not can_move(state, target)
     with pytest.raises(InvalidTransitionError, match="can no longer change"):
         check_move(state, state, "doc")
+
+
+@pytest.mark.parametrize("state", sorted(STATEMENT_TERMINAL), ids=str)
+def test_terminal_statement_states_refuse_everything_including_themselves(state: StatementState) -> None:
+    _assert_refuses_every_move(state)
+
+
+@pytest.mark.parametrize("state", sorted(SESSION_TERMINAL), ids=str)
+def test_terminal_session_states_refuse_everything_including_themselves(state: SessionState) -> None:
+    _assert_refuses_every_move(state)
 
 
 def test_refused_move_is_a_client_error() -> None:
@@ -141,8 +152,8 @@ def test_tables_are_separate_and_keyed_by_their_own_enum() -> None:
     assert all(type(k) is SessionState for k in SESSION_TRANSITIONS)
     for targets in STATEMENT_TRANSITIONS.values():
         assert all(type(t) is StatementState for t in targets)
-    for targets in SESSION_TRANSITIONS.values():
-        assert all(type(t) is SessionState for t in targets)
+    for session_targets in SESSION_TRANSITIONS.values():
+        assert all(type(t) is SessionState for t in session_targets)
     # "running" means different things in the two tables.
     assert can_move(St.RUNNING, St.SUCCESS) and not can_move(Se.RUNNING, Se.NOT_STARTED)
     assert STATEMENT_TRANSITIONS[St.RUNNING] != SESSION_TRANSITIONS[Se.RUNNING]
@@ -150,7 +161,7 @@ def test_tables_are_separate_and_keyed_by_their_own_enum() -> None:
 
 def test_a_merged_table_would_have_been_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     """Self-check of this file: the parametrized expectations fail against a shared dict."""
-    merged = {**STATEMENT_TRANSITIONS, **SESSION_TRANSITIONS}
+    merged: dict[Any, frozenset[Any]] = {**STATEMENT_TRANSITIONS, **SESSION_TRANSITIONS}
     monkeypatch.setattr(states, "STATEMENT_TRANSITIONS", merged)
     monkeypatch.setattr(states, "SESSION_TRANSITIONS", merged)
     mismatches = [p for p in STATEMENT_PAIRS if states.can_move(*p) is not (p in STATEMENT_ALLOWED)]
