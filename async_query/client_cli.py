@@ -4,6 +4,10 @@ They use only HTTP (:mod:`async_query.client`), so they work against any deploym
 stdout, everything else (ids while waiting, progress, errors) to stderr, so that
 ``async-query submit --wait "..." > out.txt`` keeps just the result.
 
+``submit`` reuses the session of the last query submitted for the same service URL and datasource
+(:mod:`async_query.client_state`), as OpenSearch Dashboards does; ``--session`` and
+``--new-session`` override it.
+
 Exit codes: 0 success; 1 the query ended FAILED, TIMEOUT or CANCELLED; 2 the service refused the
 request (its error is printed); 3 the service could not be reached; 4 ``--timeout`` ran out while
 waiting (the query goes on); 130 interrupted.
@@ -31,6 +35,7 @@ from async_query.client import (
     WaitTimeoutError,
     default_url,
 )
+from async_query.client_state import FILE_NAME, STATE_DIR_ENV, RememberedSessions
 
 log = logging.getLogger(__name__)
 
@@ -56,10 +61,35 @@ def add_commands(sub: Any) -> None:  # argparse's _SubParsersAction
         "3 service unreachable, 4 --timeout reached while waiting, 130 interrupted"
     )
 
-    submit = sub.add_parser("submit", parents=[common], help="submit a query", epilog=epilog)
+    submit = sub.add_parser(
+        "submit",
+        parents=[common],
+        help="submit a query",
+        description=(
+            "Submit a query. Like OpenSearch Dashboards, it reuses the session of the last query submitted "
+            "for the same service URL and datasource, so a series of queries runs warm in one Spark job; "
+            "when the service answers with another session (the old one was unusable), that one is "
+            f"remembered instead. They are kept in {FILE_NAME} under ${STATE_DIR_ENV}, else "
+            "$XDG_STATE_HOME/async-query, else ~/.local/state/async-query. The session used is printed "
+            "on stderr."
+        ),
+        epilog=epilog,
+    )
     submit.add_argument("query", help="the query text")
     submit.add_argument("--datasource", default="local", help="datasource name (default: local)")
-    submit.add_argument("--session", default=None, help="run in this session (a new one is made if it is unusable)")
+    chosen = submit.add_mutually_exclusive_group()
+    chosen.add_argument(
+        "--session",
+        default=None,
+        metavar="ID",
+        help="run in this session instead of the remembered one (a new one is made if it is unusable); "
+        "the session of the reply is remembered",
+    )
+    chosen.add_argument(
+        "--new-session",
+        action="store_true",
+        help="start a new session (send no sessionId) and remember it for the next queries",
+    )
     submit.add_argument("--lang", default="sql", choices=["sql", "ppl"], help="query language (default: sql)")
     submit.add_argument("--wait", action="store_true", help="wait for the result and print it")
     submit.add_argument("--timeout", type=float, default=None, help="with --wait: stop waiting after this many seconds")
@@ -105,9 +135,27 @@ def _guarded(run: Callable[[AsyncQueryClient], int], args: argparse.Namespace) -
 
 def _cmd_submit(args: argparse.Namespace) -> int:
     def run(client: AsyncQueryClient) -> int:
-        submitted = client.submit(args.query, args.datasource, args.lang, args.session)
+        remembered = RememberedSessions()
+        forced = args.session is not None or args.new_session
+        stored = None if forced else remembered.get(client.url, args.datasource)
+        sent = args.session or stored
+        try:
+            submitted = client.submit(args.query, args.datasource, args.lang, sent)
+        except ApiError as exc:
+            _err(f"error: {exc}")
+            if stored:
+                _err(
+                    f"note: the query was sent with the remembered session {stored} (from {remembered.path}); "
+                    "if the error is about that session, run with --new-session"
+                )
+            return EXIT_API_ERROR
         query_id = str(submitted.get("queryId", ""))
-        session_id = submitted.get("sessionId")
+        raw_session = submitted.get("sessionId")
+        session_id = str(raw_session) if raw_session else None
+        note = ""
+        if session_id:
+            note = f" ({_session_note(sent, session_id, stored is not None)})"
+            _remember(remembered, client.url, args.datasource, session_id)
         if not args.wait:
             if args.format == "json":
                 _out(json.dumps(submitted, ensure_ascii=False))
@@ -115,8 +163,10 @@ def _cmd_submit(args: argparse.Namespace) -> int:
                 _out(f"queryId: {query_id}")
                 if session_id:
                     _out(f"sessionId: {session_id}")
+            if session_id:
+                _err(f"sessionId: {session_id}{note}")
             return EXIT_OK
-        _err(f"queryId: {query_id}" + (f"  sessionId: {session_id}" if session_id else ""))
+        _err(f"queryId: {query_id}" + (f"  sessionId: {session_id}{note}" if session_id else ""))
         reporter = ProgressReporter(sys.stderr)
         try:
             reply = client.wait(query_id, reporter.update, timeout=args.timeout)
@@ -129,6 +179,23 @@ def _cmd_submit(args: argparse.Namespace) -> int:
         return _show_reply(query_id, reply, args.format)
 
     return _guarded(run, args)
+
+
+def _session_note(sent: str | None, got: str, was_stored: bool) -> str:
+    """How the reply's session came about, for the person reading stderr."""
+    if sent is None:
+        return "new"
+    if sent == got:
+        return "reused" if was_stored else "as given"
+    return f"new; session {sent} was unusable"
+
+
+def _remember(remembered: RememberedSessions, url: str, datasource: str, session_id: str) -> None:
+    """Store the session for the next submit; a state file that cannot be written is only a warning."""
+    try:
+        remembered.put(url, datasource, session_id)  # also marks it recently used
+    except OSError as exc:
+        _err(f"warning: cannot remember session {session_id} in {remembered.path}: {exc}")
 
 
 def _cmd_get(args: argparse.Namespace) -> int:

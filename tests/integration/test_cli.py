@@ -33,8 +33,9 @@ from async_query.client_cli import (
     render_sessions,
     render_table,
 )
+from async_query.client_state import FILE_NAME, STATE_DIR_ENV, RememberedSessions
 from async_query.datasources import Datasource
-from async_query.service import AsyncQueryService
+from async_query.service import AsyncQueryService, Submitted
 from query_core.ids import new_id
 from query_core.models import (
     ColumnSchema,
@@ -47,7 +48,15 @@ from query_core.models import (
 from query_core.states import SessionState, StatementState
 from query_core.store import IndexStore
 from tests.conftest import ServiceFactory
-from tests.support import free_port, serve_http, wait_for
+from tests.support import RecordingLauncher, free_port, serve_http, wait_for
+
+
+@pytest.fixture(autouse=True)
+def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test remembers its sessions in its own directory, never in the user's."""
+    path = tmp_path / "cli-state"
+    monkeypatch.setenv(STATE_DIR_ENV, str(path))
+    return path
 
 
 @dataclass
@@ -266,6 +275,207 @@ def test_url_defaults_to_the_environment(
     code = main(["submit", "SELECT 1", "--datasource", datasource.name])
     assert code == EXIT_OK
     assert capsys.readouterr().out.startswith("queryId: ")
+
+
+# -- session reuse ----------------------------------------------------------------------------
+
+
+def _submit(capsys: pytest.CaptureFixture[str], url: str, datasource: str, *extra: str) -> tuple[str, str, str]:
+    """``submit`` without waiting: (queryId, sessionId) from stdout, and stderr."""
+    code = main(["submit", "SELECT 1", "--url", url, "--datasource", datasource, *extra])
+    captured = capsys.readouterr()
+    assert code == EXIT_OK, captured.err
+    lines = dict(line.split(": ", 1) for line in captured.out.strip().splitlines())
+    assert set(lines) == {"queryId", "sessionId"}, captured.out
+    return lines["queryId"], lines["sessionId"], captured.err
+
+
+def _launcher(api: Api) -> RecordingLauncher:
+    found = api.service.launchers["local"]
+    assert isinstance(found, RecordingLauncher)
+    return found
+
+
+def _end_session(store: IndexStore, datasource: str, session_id: str) -> None:
+    session = store.get_session(datasource, session_id)
+    assert session is not None
+    store.update_session(session, SessionState.DEAD, error="the job exited")
+
+
+def test_second_submit_reuses_the_session(
+    api: Api, store: IndexStore, capsys: pytest.CaptureFixture[str], datasource: Datasource, state_dir: Path
+) -> None:
+    first_query, first, err = _submit(capsys, api.url, datasource.name)
+    assert err.strip() == f"sessionId: {first} (new)"
+    second_query, second, err = _submit(capsys, api.url, datasource.name)
+    assert second == first
+    assert err.strip() == f"sessionId: {first} (reused)"
+    assert len(_launcher(api).started) == 1, "one job for both queries"
+    for query_id in (first_query, second_query):
+        statement = store.get_statement(datasource.name, query_id)
+        assert statement is not None and statement.doc.session_id == first
+    saved = json.loads((state_dir / FILE_NAME).read_text())
+    assert [(e["url"], e["datasource"], e["sessionId"]) for e in saved["sessions"]] == [
+        (api.url, datasource.name, first)
+    ]
+
+
+def test_submit_wait_reuses_the_session_and_keeps_stdout_for_the_result(
+    api: Api, job: FakeJob, capsys: pytest.CaptureFixture[str], datasource: Datasource
+) -> None:
+    _, first, _ = _submit(capsys, api.url, datasource.name)
+
+    def play() -> None:
+        query_id = wait_for(lambda: [q for q in _statement_ids(api.service) if q != first_query], what="2nd query")[0]
+        job.run(query_id)
+        job.succeed(query_id, [("x", "integer")], [[1]])
+
+    first_query = _statement_ids(api.service)[0]
+    thread = _in_background(play)
+    code = main(["submit", "SELECT x", "--url", api.url, "--datasource", datasource.name, "--wait", "--timeout", "30"])
+    _joined(thread)
+    captured = capsys.readouterr()
+    assert code == EXIT_OK
+    assert captured.out.splitlines() == ["x", "-", "1", "(1 row)"]
+    assert f"  sessionId: {first} (reused)" in captured.err.splitlines()[0]
+
+
+def test_a_reply_naming_another_session_switches_the_stored_one(
+    api: Api, store: IndexStore, capsys: pytest.CaptureFixture[str], datasource: Datasource
+) -> None:
+    _, first, _ = _submit(capsys, api.url, datasource.name)
+    _end_session(store, datasource.name, first)
+    _, second, err = _submit(capsys, api.url, datasource.name)
+    assert second != first
+    assert err.strip() == f"sessionId: {second} (new; session {first} was unusable)"
+    assert RememberedSessions().get(api.url, datasource.name) == second
+    _, third, err = _submit(capsys, api.url, datasource.name)
+    assert third == second
+    assert "(reused)" in err
+    assert len(_launcher(api).started) == 2
+
+
+def test_new_session_starts_one_and_remembers_it(
+    api: Api, capsys: pytest.CaptureFixture[str], datasource: Datasource
+) -> None:
+    _, first, _ = _submit(capsys, api.url, datasource.name)
+    _, second, err = _submit(capsys, api.url, datasource.name, "--new-session")
+    assert second != first
+    assert err.strip() == f"sessionId: {second} (new)"
+    _, third, _ = _submit(capsys, api.url, datasource.name)
+    assert third == second
+    assert len(_launcher(api).started) == 2
+
+
+def test_given_session_wins_and_becomes_the_default(
+    api: Api, capsys: pytest.CaptureFixture[str], datasource: Datasource
+) -> None:
+    _, first, _ = _submit(capsys, api.url, datasource.name)
+    _, second, _ = _submit(capsys, api.url, datasource.name, "--new-session")
+    _, given, err = _submit(capsys, api.url, datasource.name, "--session", first)
+    assert given == first
+    assert err.strip() == f"sessionId: {first} (as given)"
+    _, after, _ = _submit(capsys, api.url, datasource.name)
+    assert after == first != second
+
+
+def test_session_and_new_session_conflict(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["submit", "SELECT 1", "--session", "abc", "--new-session"])
+    assert exited.value.code == 2
+    assert "not allowed with argument" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("content", [b"{not json", b"\xff\x00", b'{"sessions": [42, {"url": 1}]}'])
+def test_a_corrupt_state_file_is_treated_as_empty(
+    api: Api, capsys: pytest.CaptureFixture[str], datasource: Datasource, state_dir: Path, content: bytes
+) -> None:
+    state_dir.mkdir()
+    (state_dir / FILE_NAME).write_bytes(content)
+    _, first, err = _submit(capsys, api.url, datasource.name)
+    assert err.strip() == f"sessionId: {first} (new)"
+    assert "Traceback" not in err
+    assert json.loads((state_dir / FILE_NAME).read_text())["sessions"][0]["sessionId"] == first
+    _, second, _ = _submit(capsys, api.url, datasource.name)
+    assert second == first
+
+
+def test_an_unwritable_state_dir_only_warns(
+    api: Api,
+    capsys: pytest.CaptureFixture[str],
+    datasource: Datasource,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setenv(STATE_DIR_ENV, str(blocker / "state"))
+    _, first, err = _submit(capsys, api.url, datasource.name)
+    assert f"warning: cannot remember session {first} in {blocker / 'state' / FILE_NAME}" in err
+    _, second, _ = _submit(capsys, api.url, datasource.name)
+    assert second != first
+
+
+def test_datasources_keep_separate_sessions(
+    make_service: ServiceFactory, capsys: pytest.CaptureFixture[str], datasource: Datasource
+) -> None:
+    other = datasource.model_copy(update={"name": f"{datasource.name}other"})
+    service = make_service(datasources=[datasource, other])
+    with serve_http(create_app(service)) as url:
+        _, mine, _ = _submit(capsys, url, datasource.name)
+        _, theirs, _ = _submit(capsys, url, other.name)
+        assert theirs != mine
+        assert _submit(capsys, url, datasource.name)[1] == mine
+        assert _submit(capsys, url, other.name)[1] == theirs
+        _, new_mine, _ = _submit(capsys, url, datasource.name, "--new-session")
+        assert _submit(capsys, url, other.name)[1] == theirs, "--new-session changes only its datasource"
+        assert _submit(capsys, url, datasource.name)[1] == new_mine
+
+
+def test_urls_keep_separate_sessions(api: Api, capsys: pytest.CaptureFixture[str], datasource: Datasource) -> None:
+    """The same service behind two URLs: each URL remembers its own session (keys are normalized URLs)."""
+    with serve_http(create_app(api.service)) as second_url:
+        _, first, _ = _submit(capsys, api.url, datasource.name)
+        _, second, _ = _submit(capsys, second_url, datasource.name)
+        assert second != first
+        assert _submit(capsys, api.url + "/", datasource.name)[1] == first
+        assert _submit(capsys, second_url.replace("http://", "HTTP://") + "/", datasource.name)[1] == second
+
+
+def test_url_from_the_environment_shares_the_remembered_session(
+    api: Api, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], datasource: Datasource
+) -> None:
+    _, first, _ = _submit(capsys, api.url, datasource.name)
+    monkeypatch.setenv("ASYNC_QUERY_URL", api.url + "/")
+    assert main(["submit", "SELECT 1", "--datasource", datasource.name]) == EXIT_OK
+    assert capsys.readouterr().out.strip().endswith(f"sessionId: {first}")
+
+
+def test_a_reply_without_session_leaves_the_stored_one_alone(
+    api: Api, capsys: pytest.CaptureFixture[str], datasource: Datasource, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, first, _ = _submit(capsys, api.url, datasource.name)
+    original = api.service.submit
+
+    def without_session(request: Any) -> Submitted:  # as the reference answers a non-interactive query
+        return Submitted(original(request).query_id, None)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(api.service, "submit", without_session)
+    code = main(["submit", "SELECT 1", "--url", api.url, "--datasource", datasource.name, "--format", "json"])
+    captured = capsys.readouterr()
+    assert code == EXIT_OK
+    assert json.loads(captured.out)["sessionId"] is None
+    assert captured.err == ""
+    assert RememberedSessions().get(api.url, datasource.name) == first
+
+
+@pytest.mark.parametrize("lang", ["sql", "ppl"])
+def test_lang_is_passed_through(
+    api: Api, store: IndexStore, capsys: pytest.CaptureFixture[str], datasource: Datasource, lang: str
+) -> None:
+    query_id, _, _ = _submit(capsys, api.url, datasource.name, "--lang", lang)
+    statement = store.get_statement(datasource.name, query_id)
+    assert statement is not None and statement.doc.lang == lang
 
 
 # -- get / cancel / sessions ------------------------------------------------------------------
