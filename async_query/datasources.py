@@ -8,6 +8,7 @@ every request, so index-backed ones are cached for a few seconds.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from pathlib import Path
@@ -21,6 +22,8 @@ from query_core.ids import DATASOURCE_NAME, default_result_index
 from query_core.store import IndexStore
 
 RESULT_INDEX_PREFIX = "query_execution_result"
+#: The masters ``spark-submit`` takes in client mode (``properties.master`` of a local datasource).
+SPARK_MASTER = re.compile(r"local(\[(\*|\d+)(,\d+)?\])?|(spark|mesos)://[\w.,:\[\]-]+|yarn|k8s://\S+")
 Connector = Literal["local", "emr-serverless"]
 
 
@@ -61,6 +64,16 @@ class Datasource(BaseModel):
         if index != index.lower():
             raise ValueError("an index name must be lower case")
         return index
+
+    @field_validator("properties")
+    @classmethod
+    def _valid_master(cls, properties: dict[str, str]) -> dict[str, str]:
+        master = properties.get("master")
+        if master is not None and not SPARK_MASTER.fullmatch(master):
+            raise ValueError(
+                f"master {master!r} is not a Spark master: use local[N], spark://host:port, yarn or k8s://https://host:port"
+            )
+        return properties
 
     @property
     def results(self) -> str:
@@ -159,15 +172,7 @@ class DatasourceRegistry:
         return cls([parse_datasource(d) for d in raw], store)
 
 
-def local_datasource(warehouse: Path, name: str = "local") -> Datasource:
-    """The embedded default's datasource: Spark's in-memory catalog over a local warehouse."""
-    return Datasource(
-        name=name,
-        connector="local",
-        description="Local Spark over a warehouse directory",
-        spark_conf={
-            "spark.sql.warehouse.dir": str(warehouse.resolve()),
-            "spark.sql.catalogImplementation": "in-memory",
-            "spark.flint.job.registerWarehouseTables": "true",
-        },
-    )
+def local_datasource(name: str = "local") -> Datasource:
+    """The embedded default's datasource: Spark on this machine (``properties.master`` may point it
+    at a cluster), its tables in the catalog the local launcher gives its jobs."""
+    return Datasource(name=name, connector="local", description="Spark on this machine, tables in the local catalog")

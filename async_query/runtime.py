@@ -1,80 +1,90 @@
-"""Wiring: from settings to a running service (index, datasources, launchers), and back down.
+"""Wiring: from settings to a running service (index, catalog, datasources, launchers), and back down.
 
 Without ``OPENSEARCH_URL`` the embedded default starts a local OpenSearch-compatible index server
-(``osmem-server``, a child process on a free loopback port that exits with this process).
+(``osmem-server``, a child process on a free loopback port that exits with this process), kept on
+disk under ``<data_dir>/index``. When local datasources are served with the ``metastore`` catalog,
+a Hive Metastore child process (``<data_dir>/metastore``) is their shared catalog.
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
 
 from async_query.datasources import DatasourceRegistry, local_datasource
+from async_query.embedded.index import EmbeddedIndex
+from async_query.embedded.metastore import Metastore
 from async_query.launcher.base import Launcher
-from async_query.launcher.local import LocalLauncher
+from async_query.launcher.local import LocalLauncher, catalog_settings
 from async_query.service import AsyncQueryService
 from async_query.settings import Settings
-from query_core.errors import AsyncQueryError
 from query_core.store import IndexStore
 
 log = logging.getLogger(__name__)
-
-
-def start_embedded_index() -> Any:
-    """Start ``osmem-server`` on a free loopback port; it exits when this process does."""
-    from osmem_server import OsmemError, OsmemServer
-
-    try:
-        server = OsmemServer.start(addr="127.0.0.1:0", japanese=False)
-    except OsmemError as exc:
-        raise AsyncQueryError(f"cannot start the embedded index server: {exc}") from exc
-    log.info("embedded index server at %s (in memory: its documents go when the service stops)", server.url)
-    return server
 
 
 @dataclass
 class Runtime:
     settings: Settings
     service: AsyncQueryService
-    embedded: Any = None
+    embedded: EmbeddedIndex | None = None
+    metastore: Metastore | None = None
     closed: bool = False
 
     def close(self) -> None:
-        """Stop the workers, the jobs this process started, and the embedded index (idempotent)."""
+        """Stop the workers and the jobs this process started, then the embedded index (after a
+        last snapshot) and the metastore (idempotent)."""
         if self.closed:
             return
         self.closed = True
-        self.service.close()
-        self.service.store.close()
-        if self.embedded is not None:
-            self.embedded.close()
+        try:
+            self.service.close()
+            self.service.store.close()
+        finally:
+            _close_children(self.embedded, self.metastore)
+
+
+def _close_children(embedded: EmbeddedIndex | None, metastore: Metastore | None) -> None:
+    try:
+        if embedded is not None:
+            embedded.close()
+    finally:
+        if metastore is not None:
+            metastore.close()
 
 
 def build_runtime(settings: Settings, launchers: dict[str, Launcher] | None = None) -> Runtime:
-    embedded = None
-    url = settings.opensearch_url
-    if not url:
-        embedded = start_embedded_index()
-        url = embedded.url
+    data_dir = settings.data_dir.resolve()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    embedded: EmbeddedIndex | None = None
+    metastore: Metastore | None = None
     try:
+        registry_file = settings.datasources_file
+        wants_metastore = settings.local_catalog == "metastore" and "local" not in (launchers or {})
+        if wants_metastore:
+            # Launched first: it takes seconds to start, and the index server starts meanwhile.
+            metastore = Metastore.launch(data_dir / "metastore", data_dir / "warehouse", settings.metastore_heap_mb)
+        url = settings.opensearch_url
+        if not url:
+            embedded = EmbeddedIndex.start(data_dir / "index", settings.index_snapshot_interval_s)
+            url = embedded.url
+        if metastore is not None:
+            metastore.wait_ready()
         opensearch = settings.opensearch(url)
         store = IndexStore(opensearch)
-        data_dir = settings.data_dir
-        data_dir.mkdir(parents=True, exist_ok=True)
-        if settings.datasources_file:
-            registry = DatasourceRegistry.from_file(settings.datasources_file, store)
+        if registry_file:
+            registry = DatasourceRegistry.from_file(registry_file, store)
         else:
-            registry = DatasourceRegistry([local_datasource(data_dir / "warehouse")], store)
+            registry = DatasourceRegistry([local_datasource()], store)
         all_launchers: dict[str, Launcher] = dict(launchers or {})
         if "local" not in all_launchers:
+            catalog = catalog_settings(data_dir / "warehouse", metastore.uri if metastore else "")
             all_launchers["local"] = LocalLauncher(
-                data_dir, settings.cluster_name, settings.spark_master, settings.spark_submit
+                data_dir, settings.cluster_name, settings.spark_master, settings.spark_submit, catalog
             )
         service = AsyncQueryService(settings, store, registry, all_launchers, opensearch)
         service.start_workers()
     except BaseException:
-        if embedded is not None:
-            embedded.close()
+        _close_children(embedded, metastore)
         raise
-    return Runtime(settings, service, embedded)
+    return Runtime(settings, service, embedded, metastore)

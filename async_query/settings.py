@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -29,15 +30,23 @@ class Settings(BaseSettings):
     opensearch_region: str = "us-east-1"
     opensearch_retry_seconds: float = 10.0
 
-    # -- where local state lives (warehouse, job logs, embedded index) --------------------------
+    # -- where local state lives (warehouse, metastore, job logs, embedded index) --------------
     data_dir: Path = Path("var")
+    #: The embedded index's documents are written to ``<data_dir>/index`` this often (and at a
+    #: graceful stop), so a crash loses at most this many seconds of writes.
+    index_snapshot_interval_s: float = 2.0
     #: A JSON file of datasources; without it the one ``local`` datasource is served.
     datasources_file: Path | None = None
     #: Name of this deployment, the first part of job names (``<cluster>:interactive:<sid>``).
     cluster_name: str = "async-query"
 
     # -- local Spark ----------------------------------------------------------------------------
+    #: The master of local datasources that name none in ``properties.master``.
     spark_master: str = "local[*]"
+    #: The catalog of local datasources: ``metastore`` starts a Hive Metastore shared by all their
+    #: jobs (tables survive sessions and restarts); ``in-memory`` gives each job its own catalog.
+    local_catalog: Literal["metastore", "in-memory"] = "metastore"
+    metastore_heap_mb: int = 512
     #: ``spark-submit`` to run; empty means the one installed with pyspark beside this Python.
     spark_submit: str = ""
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 
+from flint_repl_job.catalog import unknown_catalog_message
+
 _CUT_MARKERS = ("\n== SQL", "\n== Physical Plan", "\n== Parsed Logical Plan", "\nJVM stacktrace", "\n\tat ")
 _SECRETS = [
     (re.compile(r"(?i)((?:password|secret|token|access[_.-]?key|secret[_.-]?key)\s*[=:]\s*)[^\s,;'\"]+"), r"\1****"),
@@ -25,14 +27,14 @@ def clean(text: str) -> str:
     return text.strip()[:MAX_ERROR_CHARS]
 
 
-def classify(exc: BaseException) -> str:
-    """The error text reported for a statement that raised ``exc``."""
+def classify(exc: BaseException, datasource: str = "") -> str:
+    """The error text reported for a statement of ``datasource``'s session that raised ``exc``."""
     name = type(exc).__name__
     message = clean(_message(exc))
     if name == "ParseException":
         return f"Syntax error: {message}"
     if name == "AnalysisException":
-        return f"Fail to analyze query. Cause: {message}"
+        return f"Fail to analyze query. Cause: {unknown_catalog_message(message, datasource) or message}"
     if "S3" in message and ("AmazonS3Exception" in message or "s3://" in message or "S3Exception" in message):
         return f"Fail to read data from S3. Cause: {message}"
     if "SparkException" in message or name in ("SparkRuntimeException", "SparkUpgradeException"):

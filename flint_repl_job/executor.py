@@ -9,6 +9,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from flint_repl_job.catalog import session_sql
+from flint_repl_job.flint_statements import as_spark_sql
 from flint_repl_job.results import encode
 from query_core.models import LosslessResult, StatementProgress
 
@@ -35,10 +37,13 @@ class RunningQuery:
 
 
 class SparkExecutor:
-    """Starts statements under a Spark job group named by the query id, and cancels that group."""
+    """Starts statements under a Spark job group named by the query id, and cancels that group.
 
-    def __init__(self, spark: SparkSession) -> None:
+    Statements name the session catalog by the datasource's name (see :mod:`.catalog`)."""
+
+    def __init__(self, spark: SparkSession, datasource: str = "") -> None:
         self.spark = spark
+        self.datasource = datasource
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="statement")
 
     def start(self, query_id: str, sql: str) -> RunningQuery:
@@ -51,12 +56,17 @@ class SparkExecutor:
         try:
             if cancelled.is_set():
                 raise QueryCancelledError(query_id)
-            frame = self.spark.sql(sql)
+            frame = self.spark.sql(self.spark_sql(sql))
             rows = frame.collect()
             result, schema, lossless = encode(frame.schema, rows)
             return QueryOutput(result, schema, lossless)
         finally:
             sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+
+    def spark_sql(self, sql: str) -> str:
+        """The statement as Spark runs it: Flint statements answered, the datasource as catalog."""
+        sql = as_spark_sql(sql)
+        return session_sql(sql, self.datasource) if self.datasource else sql
 
     def cancel(self, running: RunningQuery, grace_s: float, poll_s: float) -> bool:
         """Stop the statement's Spark work; True once it has stopped, False after ``grace_s``.

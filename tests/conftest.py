@@ -87,9 +87,8 @@ def store(opensearch_config: OpenSearchConfig) -> Iterator[IndexStore]:
 
 
 @pytest.fixture
-def datasource(ds_name: str, tmp_path: Path) -> Datasource:
-    ds = local_datasource(tmp_path / "warehouse")
-    return ds.model_copy(update={"name": ds_name})
+def datasource(ds_name: str) -> Datasource:
+    return local_datasource(ds_name)
 
 
 ServiceFactory = Callable[..., AsyncQueryService]

@@ -45,26 +45,48 @@ def find_spark_submit(configured: str = "") -> str:
     return str(Path(pyspark.__file__).parent / "bin" / "spark-submit")
 
 
+def catalog_settings(warehouse: Path, metastore_uri: str = "") -> dict[str, str]:
+    """Spark conf of the local catalog: the shared metastore at ``metastore_uri``, or without one
+    Spark's in-memory catalog (each job its own, forgotten when it ends)."""
+    conf = {"spark.sql.warehouse.dir": warehouse.resolve().as_uri()}
+    if metastore_uri:
+        conf.update({"spark.sql.catalogImplementation": "hive", "spark.hadoop.hive.metastore.uris": metastore_uri})
+    else:
+        conf["spark.sql.catalogImplementation"] = "in-memory"
+    return conf
+
+
 class LocalLauncher(Launcher):
     application_id = "local"
     describe_is_free = True
 
     def __init__(
-        self, data_dir: Path, cluster_name: str, spark_master: str = "local[*]", spark_submit: str = ""
+        self,
+        data_dir: Path,
+        cluster_name: str,
+        spark_master: str = "local[*]",
+        spark_submit: str = "",
+        catalog_conf: dict[str, str] | None = None,
     ) -> None:
         self.data_dir = data_dir.resolve()
         self.cluster_name = cluster_name
+        #: The master of datasources that name none (``properties.master``).
         self.spark_master = spark_master
         self.spark_submit = find_spark_submit(spark_submit)
+        #: The catalog every job gets unless its datasource's Spark conf says otherwise.
+        self.catalog_conf = catalog_conf if catalog_conf is not None else catalog_settings(self.data_dir / "warehouse")
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
         self._logs: dict[str, Path] = {}
         self._lock = threading.Lock()
         (self.data_dir / "logs").mkdir(parents=True, exist_ok=True)
         (self.data_dir / "jobs").mkdir(parents=True, exist_ok=True)
 
+    def master(self, request: JobRequest) -> str:
+        return request.datasource.properties.get("master") or self.spark_master
+
     def command(self, request: JobRequest) -> list[str]:
-        cmd = [self.spark_submit, "--master", self.spark_master, "--name", request.job_name(self.cluster_name)]
-        for key, value in request.conf.items():
+        cmd = [self.spark_submit, "--master", self.master(request), "--name", request.job_name(self.cluster_name)]
+        for key, value in {**self.catalog_conf, **request.conf}.items():
             cmd += ["--conf", f"{key}={value}"]
         cmd += ["--conf", "spark.ui.enabled=false", str(ENTRY_FILE), request.result_index]
         return cmd

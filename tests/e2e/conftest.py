@@ -15,6 +15,7 @@ import pytest
 
 from async_query.api import create_app
 from async_query.datasources import DatasourceRegistry, local_datasource
+from async_query.embedded.metastore import Metastore
 from async_query.launcher.local import LocalLauncher
 from async_query.service import AsyncQueryService
 from async_query.settings import Settings
@@ -67,7 +68,10 @@ class Api:
         return submitted, self.wait_status(submitted["queryId"], TERMINAL, timeout)
 
 
-def e2e_service(index_url: str, tmp: Path, ds_name: str, **settings: Any) -> AsyncQueryService:
+def e2e_service(
+    index_url: str, tmp: Path, ds_name: str, catalog: dict[str, str] | None = None, **settings: Any
+) -> AsyncQueryService:
+    """A service whose local jobs use ``catalog`` (default: each job its own in-memory catalog)."""
     cfg = Settings(data_dir=tmp / "var", **settings)
     opensearch = OpenSearchConfig(
         url=index_url,
@@ -75,11 +79,20 @@ def e2e_service(index_url: str, tmp: Path, ds_name: str, **settings: Any) -> Asy
         username=os.environ.get("OPENSEARCH_USERNAME", ""),
         password=os.environ.get("OPENSEARCH_PASSWORD", ""),
     )
-    datasource = local_datasource(tmp / "warehouse").model_copy(update={"name": ds_name})
-    launcher = LocalLauncher(cfg.data_dir, cfg.cluster_name, "local[2]")
+    datasource = local_datasource(ds_name)
+    launcher = LocalLauncher(cfg.data_dir, cfg.cluster_name, "local[2]", catalog_conf=catalog)
     return AsyncQueryService(
         cfg, IndexStore(opensearch), DatasourceRegistry([datasource]), {"local": launcher}, opensearch
     )
+
+
+@pytest.fixture(scope="session")
+def metastore(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Metastore]:
+    """One Hive Metastore for the run; modules keep apart by their table names."""
+    home = tmp_path_factory.mktemp("metastore")
+    started = Metastore.start(home, home / "warehouse")
+    yield started
+    started.close()
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 
 from async_query.api import create_app
+from async_query.embedded.metastore import Metastore
+from async_query.launcher.local import catalog_settings
 from async_query.service import AsyncQueryService
 from query_core.states import SessionState
 from tests.e2e.conftest import Api, e2e_service
@@ -138,11 +140,11 @@ def test_running_statement_reports_progress(e2e: tuple[Api, AsyncQueryService]) 
 
 
 def test_inactive_session_ends_dead_and_a_post_gets_a_new_session_that_sees_its_tables(
-    index_server: Any, tmp_path: Path, module_index_url: str
+    index_server: Any, tmp_path: Path, module_index_url: str, metastore: Metastore
 ) -> None:
-    service = e2e_service(
-        module_index_url, tmp_path, "local" if index_server is not None else "inact", inactivity_limit_ms=2_000
-    )
+    name = "local" if index_server is not None else "inact"
+    catalog = catalog_settings(metastore.home / "warehouse", metastore.uri)
+    service = e2e_service(module_index_url, tmp_path, name, catalog, inactivity_limit_ms=2_000)
     try:
         with serve_http(create_app(service)) as url:
             api = Api(url, service.datasources.all()[0].name)
@@ -155,7 +157,7 @@ def test_inactive_session_ends_dead_and_a_post_gets_a_new_session_that_sees_its_
                 return session is not None and session.doc.state == SessionState.DEAD
 
             wait_for(dead, timeout=60, what="the idle session to end dead")
-            # The new session is a new job: the table made in the warehouse by the old one is there.
+            # The new session is a new job: the table the old one made is in the shared catalog.
             again, reply = api.run("SELECT answer FROM kept", sid)
             assert again["sessionId"] != sid
             assert reply["status"] == "SUCCESS" and reply["datarows"] == [[42]], reply

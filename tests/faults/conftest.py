@@ -21,7 +21,7 @@ def fault_service(index_url: str, tmp: Path, ds_name: str = "local", **settings:
     (``opensearch_retry_seconds`` included, unlike ``tests.e2e.conftest.e2e_service``)."""
     cfg = Settings(data_dir=tmp / "var", spark_master="local[2]", **settings)
     opensearch = cfg.opensearch(index_url)
-    datasource = local_datasource(tmp / "warehouse").model_copy(update={"name": ds_name})
+    datasource = local_datasource(ds_name)
     launcher = LocalLauncher(cfg.data_dir, cfg.cluster_name, cfg.spark_master)
     store = IndexStore(opensearch)
     return AsyncQueryService(cfg, store, DatasourceRegistry([datasource]), {"local": launcher}, opensearch)

@@ -221,9 +221,9 @@ def test_plugin_answers_503_while_the_index_server_is_down_and_recovers_when_it_
     index.start()  # same port, empty: every document is gone
     gone = assert_error_shape(api.raw(long["queryId"]), 400)
     assert gone["error"]["type"] == "AsyncQueryNotFoundException", gone
-    again, reply = api.run("SELECT 'back' AS x", sid, timeout=120)
+    again, result = api.run("SELECT 'back' AS x", sid, timeout=120)
     assert again["sessionId"] != sid  # the old session's document is gone with the index
-    assert reply["status"] == "SUCCESS" and reply["datarows"] == [["back"]], reply
+    assert result["status"] == "SUCCESS" and result["datarows"] == [["back"]], result
     outage.sessions.append(again["sessionId"])
 
 
@@ -235,7 +235,7 @@ def test_request_index_gets_its_mappings_back_after_the_index_server_lost_it(tmp
         settings = Settings(data_dir=tmp_path / "var", opensearch_retry_seconds=RETRY_S)
         opensearch = settings.opensearch(index.url)
         store = IndexStore(opensearch)
-        datasource = local_datasource(tmp_path / "warehouse")
+        datasource = local_datasource()
         service = AsyncQueryService(
             settings, store, DatasourceRegistry([datasource]), {"local": RecordingLauncher()}, opensearch
         )

@@ -69,6 +69,7 @@ def start_plugin(
         OPENSEARCH_URL=index.url,
         ASYNC_QUERY_DATA_DIR=str(tmp_path / "var"),
         ASYNC_QUERY_SPARK_MASTER="local[2]",
+        ASYNC_QUERY_LOCAL_CATALOG="in-memory",
         ASYNC_QUERY_HEARTBEAT_RUNNING_MS="500",
         ASYNC_QUERY_HEARTBEAT_IDLE_MS="2000",
         ASYNC_QUERY_LIVENESS_CACHE_S="1",

@@ -62,6 +62,7 @@ def test_create_get_list_update_delete(api: tuple[httpx.Client, AsyncQueryServic
         {"name": "x", "connector": "prometheus"},
         {"name": "x", "connector": "local", "resultIndex": "my_results"},
         {"name": "x", "connector": "local", "unknown": 1},
+        {"name": "x", "connector": "local", "properties": {"master": "local[2] --conf x=y"}},
         {"connector": "local"},
         [1, 2],
     ],

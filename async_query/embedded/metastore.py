@@ -1,0 +1,202 @@
+"""A Hive Metastore (Thrift) server, the shared catalog of the local datasources' Spark jobs.
+
+It runs from the jars PySpark ships (Hive 2.3's ``HiveMetaStore`` with an embedded Derby database
+under the data dir), as a child process on a free loopback port. Every local job connects to it
+(``spark.sql.catalogImplementation=hive``, ``hive.metastore.uris``), so databases, tables, views
+and partitions created by one session are seen by all others and survive restarts.
+
+Two details matter:
+
+- Hive switches log4j to its asynchronous context selector unless told otherwise, and PySpark
+  does not ship the LMAX disruptor that selector needs: ``hive.async.log.enabled=false``.
+- Derby allows one process per database. A metastore left behind by a crashed service would hold
+  the lock, so the pid of each metastore is recorded and a leftover one is stopped before a new one
+  starts; on Linux the child also gets SIGTERM when the service dies (``PR_SET_PDEATHSIG``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from query_core.errors import AsyncQueryError
+
+log = logging.getLogger(__name__)
+
+MAIN_CLASS = "org.apache.hadoop.hive.metastore.HiveMetaStore"
+#: How long the metastore may take to listen (a first start creates the schema: ~5 s).
+START_TIMEOUT_S = 120.0
+STOP_GRACE_S = 10.0
+
+
+class MetastoreError(AsyncQueryError):
+    """The embedded metastore could not be started."""
+
+
+def pyspark_jars() -> Path:
+    import pyspark
+
+    return Path(pyspark.__file__).resolve().parent / "jars"
+
+
+def find_java() -> str:
+    home = os.environ.get("JAVA_HOME")
+    if home and (Path(home) / "bin" / "java").exists():
+        return str(Path(home) / "bin" / "java")
+    found = shutil.which("java")
+    if not found:
+        raise MetastoreError("Java 17 is needed for the embedded metastore (set JAVA_HOME or put java on the PATH)")
+    return found
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+    """Linux: SIGTERM this process when the process that started it goes (a crashed service)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
+class Metastore:
+    """One running metastore; :meth:`start` it, read :attr:`uri`, :meth:`close` it."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], port: int, home: Path, launched: float) -> None:
+        self.proc = proc
+        self.port = port
+        self.home = home
+        self.launched = launched
+        #: Seconds from launch until it accepted connections.
+        self.started_s = 0.0
+
+    @property
+    def uri(self) -> str:
+        return f"thrift://127.0.0.1:{self.port}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.home / "metastore.log"
+
+    @classmethod
+    def start(cls, home: Path, warehouse: Path, heap_mb: int = 512) -> Metastore:
+        """Start the metastore and wait until it accepts connections (see :meth:`launch`)."""
+        metastore = cls.launch(home, warehouse, heap_mb)
+        metastore.wait_ready()
+        return metastore
+
+    @classmethod
+    def launch(cls, home: Path, warehouse: Path, heap_mb: int = 512) -> Metastore:
+        """Launch the metastore whose database lives in ``home`` and whose default database's
+        tables go under ``warehouse``, without waiting for it (other start-up work can go on
+        meanwhile). Call from the thread that lives as long as the service: on Linux the child is
+        stopped when that thread ends."""
+        home = home.resolve()
+        warehouse = warehouse.resolve()
+        home.mkdir(parents=True, exist_ok=True)
+        warehouse.mkdir(parents=True, exist_ok=True)
+        _stop_leftover(home)
+        port = free_port()
+        cmd = [
+            find_java(),
+            f"-Xmx{heap_mb}m",
+            "-cp",
+            f"{pyspark_jars()}/*",
+            "-Dhive.async.log.enabled=false",
+            f"-Djavax.jdo.option.ConnectionURL=jdbc:derby:;databaseName={home / 'metastore_db'};create=true",
+            "-Ddatanucleus.schema.autoCreateAll=true",
+            "-Dhive.metastore.schema.verification=false",
+            f"-Dhive.metastore.warehouse.dir={warehouse.as_uri()}",
+            f"-Dderby.system.home={home}",
+            MAIN_CLASS,
+            "-p",
+            str(port),
+        ]
+        with open(home / "metastore.log", "ab") as out:
+            try:
+                proc = subprocess.Popen(
+                    cmd,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    cwd=home,
+                    preexec_fn=_die_with_parent,
+                )
+            except OSError as exc:
+                raise MetastoreError(f"cannot start the metastore ({cmd[0]}): {exc}") from exc
+        (home / "metastore.pid").write_text(str(proc.pid))
+        return cls(proc, port, home, time.monotonic())
+
+    def wait_ready(self) -> None:
+        """Return once the metastore accepts connections; raise (and stop it) if it cannot."""
+        self._wait_listening(self.launched)
+        self.started_s = time.monotonic() - self.launched
+        log.info("metastore at %s (started in %.1f s; log %s)", self.uri, self.started_s, self.log_path)
+
+    def _wait_listening(self, began: float) -> None:
+        while time.monotonic() - began < START_TIMEOUT_S:
+            code = self.proc.poll()
+            if code is not None:
+                raise MetastoreError(f"the metastore exited with code {code} at start-up{self._last_log_line()}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    return
+            except OSError:
+                time.sleep(0.1)
+        self.close()
+        raise MetastoreError(f"the metastore did not listen within {START_TIMEOUT_S:.0f} s{self._last_log_line()}")
+
+    def _last_log_line(self) -> str:
+        try:
+            lines = [line for line in self.log_path.read_text(errors="replace").splitlines() if line.strip()]
+        except OSError:
+            return ""
+        errors = [line for line in lines if "ERROR" in line or "Exception" in line]
+        shown = (errors or lines or [""])[-1].strip()[:300]
+        return f" (log: {self.log_path}; {shown})" if shown else f" (log: {self.log_path})"
+
+    def close(self) -> None:
+        """Stop the metastore (SIGTERM, then SIGKILL after a grace period); idempotent."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                log.warning("metastore did not stop on SIGTERM; killing it")
+                self.proc.kill()
+                self.proc.wait()
+        try:
+            (self.home / "metastore.pid").unlink()
+        except OSError:
+            pass
+
+
+def _stop_leftover(home: Path) -> None:
+    """Stop a metastore of this ``home`` left running by a service that did not stop cleanly."""
+    try:
+        pid = int((home / "metastore.pid").read_text())
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (OSError, ValueError):
+        return
+    if MAIN_CLASS.encode() not in cmdline or str(home).encode() not in cmdline:
+        return
+    log.warning("stopping a metastore left running by an earlier service (pid %d)", pid)
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_GRACE_S
+    while time.monotonic() < deadline:
+        if not Path(f"/proc/{pid}").exists():
+            return
+        time.sleep(0.1)
+    os.kill(pid, signal.SIGKILL)

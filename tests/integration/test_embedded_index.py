@@ -1,0 +1,94 @@
+"""The embedded index keeps its documents across restarts: all of them after a graceful stop, all
+but the last snapshot interval's after a crash."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+from async_query.embedded.index import EmbeddedIndex
+from query_core.config import OpenSearchConfig
+from query_core.store import IndexStore
+from tests.support import wait_for
+
+REQUESTS = ".query_execution_request_local"
+RESULTS = "query_execution_result_local"
+
+
+def client_of(embedded: EmbeddedIndex) -> IndexStore:
+    return IndexStore(OpenSearchConfig(url=embedded.url, retry_seconds=2.0))
+
+
+def fill(store: IndexStore) -> None:
+    store.create(
+        REQUESTS, "s1", {"type": "statement", "state": "waiting", "query": "SELECT 'it''s' -- é", "submitTime": 1}
+    )
+    store.create(REQUESTS, "s2", {"type": "statement", "state": "waiting", "query": "SELECT 2", "submitTime": 2})
+    found = store.get(REQUESTS, "s1")
+    assert found is not None
+    store.update_if(REQUESTS, "s1", {"state": "success"}, found[1], found[2])
+    store.put(RESULTS, "s1", {"status": "SUCCESS", "result": ["{'a':1}"], "schema": [], "extra": {"n": [1, None]}})
+    store.create("scratch", "x", {"n": 1})
+    store.client.indices.delete(index="scratch")
+
+
+def test_a_graceful_stop_keeps_every_document_and_mapping(tmp_path: Path) -> None:
+    first = EmbeddedIndex.start(tmp_path / "index", interval_s=60)
+    store = client_of(first)
+    fill(store)
+    mapping = store.index_definition(REQUESTS)["mappings"]
+    store.close()
+    first.close()  # the interval never came: the last snapshot at the stop holds everything
+
+    again = EmbeddedIndex.start(tmp_path / "index", interval_s=60)
+    try:
+        store = client_of(again)
+        s1, s2 = store.get(REQUESTS, "s1"), store.get(REQUESTS, "s2")
+        assert s1 is not None and s1[0]["state"] == "success" and s1[0]["query"] == "SELECT 'it''s' -- é"
+        assert s2 is not None and s2[0]["state"] == "waiting"
+        result = store.get(RESULTS, "s1")
+        assert result is not None and result[0]["extra"] == {"n": [1, None]}
+        assert store.index_definition(REQUESTS)["mappings"] == mapping
+        assert mapping["dynamic"] in (False, "false")
+        assert "scratch" not in store.write_marks()  # a deleted index stays deleted
+        store.close()
+    finally:
+        again.close()
+
+
+def test_a_crash_loses_at_most_the_last_interval(tmp_path: Path) -> None:
+    first = EmbeddedIndex.start(tmp_path / "index", interval_s=0.2)
+    store = client_of(first)
+    fill(store)
+    snapshots = first.snapshotter.snapshots
+    wait_for(lambda: first.snapshotter.snapshots > snapshots, timeout=10, what="a snapshot after the writes")
+    os.kill(first.server.process.pid, signal.SIGKILL)  # the index server dies with everything in memory
+    first._stop.set()  # and the service with it: no last snapshot
+    store.close()
+
+    again = EmbeddedIndex.start(tmp_path / "index", interval_s=60)
+    try:
+        store = client_of(again)
+        s1 = store.get(REQUESTS, "s1")
+        assert s1 is not None and s1[0]["state"] == "success"
+        assert store.get(RESULTS, "s1") is not None
+        store.close()
+    finally:
+        again.close()
+
+
+def test_an_unloadable_snapshot_is_set_aside_not_lost(tmp_path: Path) -> None:
+    directory = tmp_path / "index"
+    directory.mkdir()
+    (directory / f"{REQUESTS}.index.json").write_text('{"mappings": {"properties": {"n": {"type": "long"}}}}')
+    (directory / f"{REQUESTS}.ndjson").write_text('{"index": {"_id": "a"}}\n{"n": "not a number"}\n')
+    embedded = EmbeddedIndex.start(directory, interval_s=60)
+    try:
+        store = client_of(embedded)
+        assert store.get(REQUESTS, "a") is None
+        store.close()
+        kept = [p for p in tmp_path.iterdir() if p.name.startswith("index.unloadable-")]
+        assert len(kept) == 1 and (kept[0] / f"{REQUESTS}.ndjson").exists()
+    finally:
+        embedded.close()
