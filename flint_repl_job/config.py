@@ -1,22 +1,32 @@
-"""The job's configuration, read from Spark conf keys as the reference job reads them."""
+"""The job's configuration, read from Spark conf keys as the reference job reads them.
+
+The keys and their defaults are the plugin<->job contract in :mod:`query_core.jobconf`; this
+module adds what does not travel as a conf key: the result index (the job's one argument), the
+application and job-run ids (EMR Serverless environment variables), and the password from the
+environment when the conf does not carry it."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Literal
 
 from query_core.config import OpenSearchConfig
-from query_core.ids import request_index
+from query_core.jobconf import (
+    APPLICATION_ID_ENV,
+    DEFAULTS,
+    JOB_ID_ENV,
+    PASSWORD_ENV,
+    PREFIX_JOB,
+    PREFIX_OS,
+    Getter,
+    JobConf,
+    read_conf,
+)
 from query_core.states import SessionType
 
-PREFIX_JOB = "spark.flint.job."
-PREFIX_OS = "spark.datasource.flint."
-#: Environment variable the local launcher uses for the basic-auth password, so that it is not
-#: visible on a command line. A Spark conf key of the same meaning wins when present.
-PASSWORD_ENV = "FLINT_AUTH_PASSWORD"
-
-Getter = Callable[[str], str | None]
+__all__ = ["PASSWORD_ENV", "PREFIX_JOB", "PREFIX_OS", "Getter", "JobConfig"]
 
 
 @dataclass(frozen=True)
@@ -25,80 +35,80 @@ class JobConfig:
     datasource: str
     result_index: str
     request_index: str
-    job_type: SessionType = SessionType.INTERACTIVE
-    query: str = ""
-    query_id: str = ""
+    job_type: SessionType = DEFAULTS.job_type
+    query: str = DEFAULTS.query
+    query_id: str = DEFAULTS.query_id
     application_id: str = ""
     job_id: str = ""
-    exclude_jobs: tuple[str, ...] = ()
+    exclude_jobs: tuple[str, ...] = DEFAULTS.exclude_jobs
     opensearch: OpenSearchConfig = field(default_factory=OpenSearchConfig)
-    inactivity_limit_ms: int = 180_000
-    query_execution_timeout_s: int = 1_800
-    query_wait_timeout_ms: int = 600_000
-    loop_frequency_ms: int = 100
+    inactivity_limit_ms: int = DEFAULTS.inactivity_limit_ms
+    query_execution_timeout_s: int = DEFAULTS.query_execution_timeout_s
+    query_wait_timeout_ms: int = DEFAULTS.query_wait_timeout_ms
+    loop_frequency_ms: int = DEFAULTS.loop_frequency_ms
     #: Heartbeat while statements run (carries their progress) and while idle.
-    heartbeat_running_ms: int = 2_000
-    heartbeat_idle_ms: int = 30_000
+    heartbeat_running_ms: int = DEFAULTS.heartbeat_running_ms
+    heartbeat_idle_ms: int = DEFAULTS.heartbeat_idle_ms
     #: How often the refresh-delayed search for waiting statements runs (the fallback path).
-    search_interval_ms: int = 1_000
+    search_interval_ms: int = DEFAULTS.search_interval_ms
     #: How long to wait for the session document to appear after start-up.
-    session_wait_ms: int = 60_000
+    session_wait_ms: int = DEFAULTS.session_wait_ms
 
     @classmethod
     def load(cls, get: Getter, argv: list[str], environ: Mapping[str, str] | None = None) -> JobConfig:
+        """Read the Spark conf keys through ``get``; ``argv`` holds the result index.
+
+        Raises ``ValueError`` (``query_core.jobconf.JobConfError``) for a missing argument, a
+        missing required key or a bad value."""
         env = os.environ if environ is None else environ
         if not argv:
             raise ValueError("the result index is the job's one argument")
+        return cls.from_conf(read_conf(get), argv[0], env)
 
-        def job(key: str, default: str = "") -> str:
-            return get(PREFIX_JOB + key) or default
-
-        def num(key: str, default: int) -> int:
-            return int(job(key, str(default)))
-
-        datasource = get("spark.flint.datasource.name") or ""
-        session_id = job("sessionId")
-        if not datasource or not session_id:
-            raise ValueError("spark.flint.datasource.name and spark.flint.job.sessionId are required")
+    @classmethod
+    def from_conf(cls, conf: JobConf, result_index: str, environ: Mapping[str, str]) -> JobConfig:
+        """The job's configuration from the contract's settings, its argument and its environment."""
         return cls(
-            session_id=session_id,
-            datasource=datasource,
-            result_index=argv[0],
-            request_index=job("requestIndex", request_index(datasource)),
-            job_type=SessionType(job("type", SessionType.INTERACTIVE.value)),
-            query=job("query"),
-            query_id=job("queryId"),
-            application_id=env.get("SERVERLESS_EMR_VIRTUAL_CLUSTER_ID", "unknown"),
-            job_id=env.get("SERVERLESS_EMR_JOB_ID", "unknown"),
-            exclude_jobs=tuple(j for j in (get("spark.flint.deployment.excludeJobs") or "").split(",") if j),
-            opensearch=_opensearch(get, env),
-            inactivity_limit_ms=num("inactivityLimitMillis", 180_000),
-            query_execution_timeout_s=num("queryExecutionTimeoutSec", 1_800),
-            query_wait_timeout_ms=num("queryWaitTimeoutMillis", 600_000),
-            loop_frequency_ms=num("queryLoopExecutionFrequency", 100),
-            heartbeat_running_ms=num("heartbeatIntervalMillis", 2_000),
-            heartbeat_idle_ms=num("heartbeatIdleIntervalMillis", 30_000),
-            search_interval_ms=num("searchIntervalMillis", 1_000),
-            session_wait_ms=num("sessionWaitMillis", 60_000),
+            session_id=conf.session_id,
+            datasource=conf.datasource,
+            result_index=result_index,
+            request_index=conf.effective_request_index,
+            job_type=conf.job_type,
+            query=conf.query,
+            query_id=conf.query_id,
+            application_id=environ.get(APPLICATION_ID_ENV, "unknown"),
+            job_id=environ.get(JOB_ID_ENV, "unknown"),
+            exclude_jobs=conf.exclude_jobs,
+            opensearch=_opensearch(conf, environ),
+            inactivity_limit_ms=conf.inactivity_limit_ms,
+            query_execution_timeout_s=conf.query_execution_timeout_s,
+            query_wait_timeout_ms=conf.query_wait_timeout_ms,
+            loop_frequency_ms=conf.loop_frequency_ms,
+            heartbeat_running_ms=conf.heartbeat_running_ms,
+            heartbeat_idle_ms=conf.heartbeat_idle_ms,
+            search_interval_ms=conf.search_interval_ms,
+            session_wait_ms=conf.session_wait_ms,
         )
 
 
-def _opensearch(get: Getter, env: Mapping[str, str]) -> OpenSearchConfig:
-    def os_key(key: str, default: str = "") -> str:
-        return get(PREFIX_OS + key) or default
+def _auth(value: str) -> Literal["noauth", "basic", "sigv4"]:
+    """The authentication the job uses; one it does not know is read as ``noauth``."""
+    if value == "basic":
+        return "basic"
+    if value == "sigv4":
+        return "sigv4"
+    return "noauth"
 
-    scheme = os_key("scheme", "http")
-    host = os_key("host", "127.0.0.1")
-    port = os_key("port", "443" if scheme == "https" else "9200")
-    auth = os_key("auth", "noauth")
+
+def _opensearch(conf: JobConf, env: Mapping[str, str]) -> OpenSearchConfig:
     return OpenSearchConfig(
-        url=f"{scheme}://{host}:{port}",
-        auth=auth if auth in ("noauth", "basic", "sigv4") else "noauth",  # type: ignore[arg-type]
-        username=os_key("auth.username"),
-        password=os_key("auth.password") or env.get(PASSWORD_ENV, ""),
-        region=os_key("region", "us-east-1"),
-        verify_certs=os_key("verifyCerts", "true").lower() != "false",
+        url=f"{conf.scheme}://{conf.host}:{conf.effective_port}",
+        auth=_auth(conf.auth),
+        username=conf.username,
+        password=conf.password or env.get(PASSWORD_ENV, ""),
+        region=conf.region,
+        verify_certs=conf.verify_certs,
         # The job outlives short index outages: it keeps retrying its writes for longer.
-        retry_attempts=int(get(PREFIX_JOB + "indexRetryAttempts") or 60),
-        retry_seconds=float(get(PREFIX_JOB + "indexRetrySeconds") or 300),
+        retry_attempts=conf.index_retry_attempts,
+        retry_seconds=conf.index_retry_seconds,
     )

@@ -10,6 +10,7 @@ from async_query.datasources import Datasource
 from async_query.settings import Settings
 from query_core.config import OpenSearchConfig
 from query_core.ids import request_index
+from query_core.jobconf import PASSWORD_KEY, JobConf, render_conf
 from query_core.states import SessionType
 
 
@@ -89,30 +90,37 @@ class Launcher(ABC):
 def job_conf(
     settings: Settings, datasource: Datasource, opensearch: OpenSearchConfig, session_id: str, session_type: SessionType
 ) -> tuple[dict[str, str], dict[str, str]]:
-    """The job's Spark conf keys (SPEC section 5), and the secret ones apart."""
-    conf = {
-        "spark.flint.job.sessionId": session_id,
-        "spark.flint.job.requestIndex": request_index(datasource.name),
-        "spark.flint.datasource.name": datasource.name,
-        "spark.flint.job.type": session_type.value,
-        "spark.datasource.flint.host": opensearch.host,
-        "spark.datasource.flint.port": str(opensearch.port),
-        "spark.datasource.flint.scheme": opensearch.scheme,
-        "spark.datasource.flint.auth": opensearch.auth,
-        "spark.datasource.flint.region": opensearch.region,
-        "spark.flint.job.inactivityLimitMillis": str(settings.inactivity_limit_ms),
-        "spark.flint.job.queryExecutionTimeoutSec": str(settings.query_execution_timeout_s),
-        "spark.flint.job.queryWaitTimeoutMillis": str(settings.query_wait_timeout_ms),
-        "spark.flint.job.queryLoopExecutionFrequency": str(settings.loop_frequency_ms),
-        "spark.flint.job.heartbeatIntervalMillis": str(settings.heartbeat_running_ms),
-        "spark.flint.job.heartbeatIdleIntervalMillis": str(settings.heartbeat_idle_ms),
-        "spark.flint.job.indexRetrySeconds": str(settings.job_index_retry_seconds),
-        "spark.sql.session.timeZone": "UTC",
-    }
-    if opensearch.auth == "basic":
-        conf["spark.datasource.flint.auth.username"] = opensearch.username
-    if opensearch.scheme == "https" and not opensearch.verify_certs:
-        conf["spark.datasource.flint.verifyCerts"] = "false"
+    """The job's Spark conf keys (SPEC section 5, :mod:`query_core.jobconf`), and the secret ones apart.
+
+    Every setting of the contract is sent explicitly, so the plugin's settings win over the job's
+    defaults; the datasource's own Spark conf comes last and wins over both."""
+    basic = opensearch.auth == "basic"
+    contract = JobConf(
+        session_id=session_id,
+        datasource=datasource.name,
+        request_index=request_index(datasource.name),
+        job_type=session_type,
+        host=opensearch.host,
+        port=opensearch.port,
+        scheme=opensearch.scheme,
+        auth=opensearch.auth,
+        username=opensearch.username if basic else "",
+        password=opensearch.password if basic else "",
+        region=opensearch.region,
+        verify_certs=opensearch.verify_certs,
+        inactivity_limit_ms=settings.inactivity_limit_ms,
+        query_execution_timeout_s=settings.query_execution_timeout_s,
+        query_wait_timeout_ms=settings.query_wait_timeout_ms,
+        loop_frequency_ms=settings.loop_frequency_ms,
+        heartbeat_running_ms=settings.heartbeat_running_ms,
+        heartbeat_idle_ms=settings.heartbeat_idle_ms,
+        index_retry_seconds=settings.job_index_retry_seconds,
+    )
+    conf = render_conf(contract)
+    # The password goes apart, kept off command lines where the launcher can: with basic auth the
+    # secret conf always holds it (even empty), and it never stays among the plain keys.
+    password = conf.pop(PASSWORD_KEY, "")
+    secrets = {PASSWORD_KEY: password} if basic else {}
+    conf["spark.sql.session.timeZone"] = "UTC"
     conf.update(datasource.spark_conf)
-    secrets = {"spark.datasource.flint.auth.password": opensearch.password} if opensearch.auth == "basic" else {}
     return conf, secrets
