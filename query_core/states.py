@@ -6,6 +6,7 @@ so a refused move can never reach the index, whoever attempts it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, TypeVar
 
@@ -35,7 +36,23 @@ class SessionType(StrEnum):
     LOCAL = "local"
 
 
-S = TypeVar("S", StatementState, SessionState)
+class FlintIndexState(StrEnum):
+    """The state of a Flint index, in its state document (``type: flintindexstate``)."""
+
+    EMPTY = "empty"
+    CREATING = "creating"
+    ACTIVE = "active"
+    REFRESHING = "refreshing"
+    CANCELLING = "cancelling"
+    DELETING = "deleting"
+    DELETED = "deleted"
+    VACUUMING = "vacuuming"
+    UPDATING = "updating"
+    RECOVERING = "recovering"
+    FAILED = "failed"
+
+
+S = TypeVar("S", StatementState, SessionState, FlintIndexState)
 
 _S = StatementState
 _Z = SessionState
@@ -60,11 +77,88 @@ SESSION_TRANSITIONS: dict[SessionState, frozenset[SessionState]] = {
 }
 
 
-def _table(state: StatementState | SessionState) -> dict[Any, frozenset[Any]]:
-    return STATEMENT_TRANSITIONS if isinstance(state, StatementState) else SESSION_TRANSITIONS
+_F = FlintIndexState
 
 
-def is_terminal(state: StatementState | SessionState) -> bool:
+@dataclass(frozen=True)
+class IndexOperation:
+    """One operation on a Flint index: it starts from one of ``start`` (a missing state document
+    counts as ``empty``), moves to ``via`` with a conditional write, does its work, and commits
+    ``end`` (None: the state document is removed) or rolls back to the state it started from."""
+
+    name: str
+    start: frozenset[FlintIndexState]
+    via: FlintIndexState | None
+    end: FlintIndexState | None
+
+    def rollback(self, started: FlintIndexState) -> FlintIndexState:
+        """Where a failed run of this operation returns the index: the state it started from."""
+        if started not in self.start:
+            raise InvalidTransitionError(f"{self.name} cannot start from {started.value}")
+        return started
+
+    def check_start(self, current: FlintIndexState, index: str = "index") -> None:
+        if current not in self.start:
+            allowed = ", ".join(sorted(s.value for s in self.start))
+            raise InvalidTransitionError(f"cannot {self.name} {index}: it is {current.value} (allowed from: {allowed})")
+
+
+def _op(
+    name: str, start: set[FlintIndexState], via: FlintIndexState | None, end: FlintIndexState | None
+) -> IndexOperation:
+    return IndexOperation(name, frozenset(start), via, end)
+
+
+#: The operations on Flint indexes (SPEC section 7), each with its start states, transitioning
+#: state and end state. The transition table below is derived from it, so the two cannot disagree.
+INDEX_OPERATIONS: dict[str, IndexOperation] = {
+    op.name: op
+    for op in (
+        _op("create", {_F.EMPTY, _F.DELETED}, _F.CREATING, _F.ACTIVE),
+        _op("start auto refresh", {_F.ACTIVE}, None, _F.REFRESHING),
+        _op("refresh", {_F.ACTIVE}, _F.REFRESHING, _F.ACTIVE),
+        _op("alter to auto refresh", {_F.ACTIVE}, _F.UPDATING, _F.REFRESHING),
+        _op("alter to manual refresh", {_F.REFRESHING}, _F.UPDATING, _F.ACTIVE),
+        _op("cancel refresh", {_F.REFRESHING}, _F.CANCELLING, _F.ACTIVE),
+        _op("drop", {_F.ACTIVE, _F.REFRESHING, _F.CREATING, _F.EMPTY, _F.FAILED}, _F.DELETING, _F.DELETED),
+        _op("vacuum", {_F.DELETED}, _F.VACUUMING, None),
+        _op("recover", {_F.ACTIVE, _F.REFRESHING, _F.FAILED}, _F.RECOVERING, _F.REFRESHING),
+        _op("fail stream", {_F.REFRESHING}, None, _F.FAILED),
+    )
+}
+
+
+def _index_transitions() -> dict[FlintIndexState, frozenset[FlintIndexState]]:
+    moves: dict[FlintIndexState, set[FlintIndexState]] = {state: set() for state in FlintIndexState}
+    for op in INDEX_OPERATIONS.values():
+        for start in op.start:
+            first = op.via or op.end
+            if first is not None and first != start:
+                moves[start].add(first)
+            if op.via is not None:
+                moves[op.via].add(start)  # rollback
+        if op.via is not None and op.end is not None:
+            moves[op.via].add(op.end)
+    return {state: frozenset(targets) for state, targets in moves.items()}
+
+
+FLINT_INDEX_TRANSITIONS: dict[FlintIndexState, frozenset[FlintIndexState]] = _index_transitions()
+
+
+def can_remove_index_state(current: FlintIndexState) -> bool:
+    """Only a vacuum in progress removes an index's state document."""
+    return current == _F.VACUUMING
+
+
+def _table(state: StatementState | SessionState | FlintIndexState) -> dict[Any, frozenset[Any]]:
+    if isinstance(state, StatementState):
+        return STATEMENT_TRANSITIONS
+    if isinstance(state, SessionState):
+        return SESSION_TRANSITIONS
+    return FLINT_INDEX_TRANSITIONS
+
+
+def is_terminal(state: StatementState | SessionState | FlintIndexState) -> bool:
     return not _table(state)[state]
 
 
