@@ -76,12 +76,12 @@ log = logging.getLogger(__name__)
 #: The packages of the job's code archive (``query_core`` imports ``index_mappings``).
 JOB_PACKAGES = ("flint_repl_job", "query_core", "index_mappings")
 #: Files of those packages that go into the archive (``*.json``: the index mappings).
-PACKAGE_SUFFIXES = (".py", ".json")
+PACKAGE_SUFFIXES = (".py", ".json", ".lark")
 DEPS_ARCHIVE_NAME = "deps.tar.gz"
 #: The name ``spark.archives`` unpacks the dependency archive under (``<uri>#deps``).
 DEPS_DIR = "deps"
 #: The job's runtime dependencies (``boto3``: SigV4 signing for Amazon OpenSearch Service).
-JOB_REQUIREMENTS = ("opensearch-py", "pydantic", "tenacity", "boto3")
+JOB_REQUIREMENTS = ("opensearch-py", "pydantic", "tenacity", "boto3", "lark")
 DEFAULT_PYTHON = "/usr/bin/python3.11"
 #: A fixed timestamp for archive members, so the same code gives the same bytes.
 _EPOCH = (1980, 1, 1, 0, 0, 0)

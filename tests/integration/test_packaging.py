@@ -79,6 +79,7 @@ def test_code_zip_holds_the_three_packages_and_nothing_else(tmp_path: Path) -> N
         "index_mappings/__init__.py",
         "index_mappings/request_index.json",
         "index_mappings/result_index.json",
+        "query_core/flint/grammar.lark",  # the Flint parser's grammar travels with the code
     ):
         assert required in names
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]

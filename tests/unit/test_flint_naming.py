@@ -1,0 +1,93 @@
+"""Flint index names and state-document ids, checked against values the reference produces."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+
+from query_core.flint import (
+    CreateMaterializedView,
+    CreateSkippingIndex,
+    DropIndex,
+    IndexKind,
+    IndexRef,
+    IndexStatement,
+    QualifiedName,
+    flint_index_name,
+    latest_id,
+    parse,
+)
+from query_core.flint.naming import (
+    covering_index_name,
+    mv_index_name,
+    sanitize_index_name,
+    skipping_index_name,
+)
+
+HTTP_LOGS = QualifiedName(("mys3", "default", "http_logs"))
+
+
+def test_index_names_of_each_kind() -> None:
+    assert skipping_index_name(HTTP_LOGS) == "flint_mys3_default_http_logs_skipping_index"
+    assert covering_index_name("covering", HTTP_LOGS) == "flint_mys3_default_http_logs_covering_index"
+    assert (
+        mv_index_name(QualifiedName(("mys3", "default", "http_logs_metrics"))) == "flint_mys3_default_http_logs_metrics"
+    )
+
+
+@pytest.mark.parametrize(
+    ("index_name", "expected"),
+    [
+        # The reference plugin's own test fixtures.
+        ("flint_mys3_default_http_logs_skipping_index", "ZmxpbnRfbXlzM19kZWZhdWx0X2h0dHBfbG9nc19za2lwcGluZ19pbmRleA=="),
+        ("flint_mys3_default_http_logs_covering_index", "ZmxpbnRfbXlzM19kZWZhdWx0X2h0dHBfbG9nc19jb3ZlcmluZ19pbmRleA=="),
+        ("flint_mys3_default_http_logs_metrics", "ZmxpbnRfbXlzM19kZWZhdWx0X2h0dHBfbG9nc19tZXRyaWNz"),
+    ],
+)
+def test_latest_id_is_base64_of_the_index_name(index_name: str, expected: str) -> None:
+    assert latest_id(index_name) == expected
+    assert base64.b64decode(expected).decode() == index_name
+
+
+def test_names_are_lower_cased() -> None:
+    table = QualifiedName(("MyS3", "Default", "HTTP_Logs"))
+    assert skipping_index_name(table) == "flint_mys3_default_http_logs_skipping_index"
+    assert covering_index_name("ByStatus", table) == "flint_mys3_default_http_logs_bystatus_index"
+    assert latest_id("FLINT_A_B_C") == latest_id("flint_a_b_c")
+
+
+def test_characters_opensearch_refuses_are_percent_encoded() -> None:
+    """The reference plugin's fixture: a table named with every character OpenSearch refuses."""
+    statement = parse('DROP SKIPPING INDEX ON mys3.default.`test ,:"+/\\|?#><`')
+    assert isinstance(statement, DropIndex)
+    name = flint_index_name(statement.index)
+    assert name == "flint_mys3_default_test%20%2c%3a%22%2b%2f%5c%7c%3f%23%3e%3c_skipping_index"
+    assert latest_id(name) == (
+        "ZmxpbnRfbXlzM19kZWZhdWx0X3Rlc3QlMjAlMmMlM2ElMjIlMmIlMmYlNWMlN2MlM2YlMjMlM2UlM2Nfc2tpcHBpbmdfaW5kZXg="
+    )
+
+
+def test_sanitizing_is_idempotent() -> None:
+    raw = 'flint_a_b_x y"Z'
+    assert sanitize_index_name(sanitize_index_name(raw)) == sanitize_index_name(raw) == "flint_a_b_x%20y%22z"
+
+
+@pytest.mark.parametrize(
+    ("sql", "expected"),
+    [
+        ("CREATE SKIPPING INDEX ON http_logs (a PARTITION)", "flint_local_default_http_logs_skipping_index"),
+        ("DROP INDEX covering ON db.http_logs", "flint_local_db_http_logs_covering_index"),
+        ("REFRESH MATERIALIZED VIEW glue.db.metrics", "flint_glue_db_metrics"),
+        ("CREATE MATERIALIZED VIEW metrics AS SELECT 1", "flint_local_default_metrics"),
+    ],
+)
+def test_a_statement_names_its_index_once_qualified_with_the_datasource(sql: str, expected: str) -> None:
+    statement = parse(sql)
+    assert isinstance(statement, CreateSkippingIndex | CreateMaterializedView | IndexStatement)
+    assert flint_index_name(statement.index, "local") == expected
+
+
+def test_unqualified_names_must_be_qualified_first() -> None:
+    with pytest.raises(ValueError, match="not qualified"):
+        flint_index_name(IndexRef(IndexKind.MV, QualifiedName(("mv",))))
