@@ -131,8 +131,9 @@ def test_running_statement_reports_progress(e2e: tuple[Api, AsyncQueryService]) 
     long = api.submit("SELECT reflect('java.lang.Thread', 'sleep', bigint(600000)) FROM range(4)", warm["sessionId"])
 
     def progress() -> dict[str, Any] | None:
-        reply = api.get(long["queryId"])
-        return reply.get("progress")
+        # A beat taken before the statement's first Spark job reports 0 of 0: wait for the job.
+        reported: dict[str, Any] | None = api.get(long["queryId"]).get("progress")
+        return reported if reported and reported["stagesTotal"] >= 1 else None
 
     seen = wait_for(progress, timeout=60, what="progress on GET")
     assert seen["tasksTotal"] >= 1 and seen["stagesTotal"] >= 1
