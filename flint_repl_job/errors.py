@@ -31,7 +31,7 @@ def classify(exc: BaseException, datasource: str = "") -> str:
     """The error text reported for a statement of ``datasource``'s session that raised ``exc``."""
     name = type(exc).__name__
     message = clean(_message(exc))
-    if name == "ParseException":
+    if name in ("ParseException", "FlintParseError"):
         return f"Syntax error: {message}"
     if name == "AnalysisException":
         return f"Fail to analyze query. Cause: {unknown_catalog_message(message, datasource) or message}"

@@ -108,3 +108,13 @@ def test_show_flint_index_answers_the_reference_columns(extended: bool) -> None:
     columns = [part.split(" AS ")[-1] for part in sql.removeprefix("SELECT ").removesuffix(" WHERE false").split(", ")]
     assert columns == [*SHOW_FLINT_INDEX_COLUMNS, *(["error"] if extended else [])]
     assert as_spark_sql("SHOW TABLES IN local.default") == "SHOW TABLES IN local.default"
+
+
+def test_other_flint_statements_are_refused_clearly() -> None:
+    from flint_repl_job.flint_statements import FlintParseError, FlintStatementError, as_spark_sql
+
+    with pytest.raises(FlintStatementError, match="not supported by this job yet"):
+        as_spark_sql("CREATE SKIPPING INDEX ON local.default.t (year PARTITION)")
+    with pytest.raises(FlintParseError) as raised:
+        as_spark_sql("CREATE SKIPPING INDEX ON t (year FOO)")
+    assert classify(raised.value).startswith("Syntax error: ")
