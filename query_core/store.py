@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterator
 from functools import partial
 from typing import Any, TypeVar
@@ -322,6 +323,64 @@ class IndexStore:
 
     def close(self) -> None:
         self.client.close()
+
+    # -- data indexes written by Spark (Flint indexes) --------------------------------------
+
+    def create_index(self, index: str, body: dict[str, Any]) -> bool:
+        """Create ``index`` with ``body`` (settings, mappings) unless it exists; True if created."""
+
+        def create() -> bool:
+            try:
+                self.client.indices.create(index=index, body=body)
+                return True
+            except os_exc.RequestError as exc:
+                if "resource_already_exists" in str(exc.error):
+                    return False
+                raise
+
+        return self._call(f"create index {index}", create)
+
+    def delete_all(self, index: str) -> int:
+        """Delete every document of ``index`` (the index and its mapping stay); returns how many."""
+        call = partial(self.client.delete_by_query, index=index, body={"query": {"match_all": {}}}, conflicts="proceed")
+        return int(self._call(f"delete_by_query {index}", call).get("deleted", 0))
+
+    def bulk_index(self, index: str, docs: list[tuple[str | None, dict[str, Any]]]) -> int:
+        """Index documents (id None: the server picks one) in one ``_bulk`` request per try.
+
+        Items refused for a transient reason (429, 5xx) are sent again, boundedly, like a failed
+        request; an item refused for good (a mapping conflict, say) raises ``IndexOperationError``
+        with its reason. With ids, a retried write overwrites itself: nothing is duplicated.
+        Returns how many documents were indexed.
+        """
+        pending = list(docs)
+        attempts = 0
+        while pending:
+            attempts += 1
+            body: list[dict[str, Any]] = []
+            for doc_id, source in pending:
+                body += [{"index": {"_index": index, **({"_id": doc_id} if doc_id is not None else {})}}, source]
+            res = self._call(f"bulk {index}", partial(self.client.bulk, body=body))
+            retry: list[tuple[str | None, dict[str, Any]]] = []
+            for item, doc in zip(res.get("items", []), pending, strict=True):
+                result = item.get("index", {})
+                status = int(result.get("status", 500))
+                if status < 300:
+                    continue
+                if status not in _TRANSIENT_STATUS or attempts >= self.cfg.retry_attempts:
+                    error = result.get("error", {})
+                    reason = (
+                        f"{error.get('type', 'error')}: {error.get('reason', '')}" if isinstance(error, dict) else error
+                    )
+                    raise IndexOperationError(
+                        f"bulk {index}: document {doc[0] or '(new)'} refused ({status}): {reason}"
+                    )
+                retry.append(doc)
+            if retry:
+                log.warning("bulk %s: %d of %d documents refused for now, retrying", index, len(retry), len(pending))
+                time.sleep(min(2.0, 0.05 * 2**attempts))
+            pending = retry
+        return len(docs)
 
     # -- whole indexes (the embedded index's snapshots) -------------------------------------
 

@@ -1,0 +1,276 @@
+"""PySpark data source ``opensearch``: Spark writes a DataFrame into an index and reads one back.
+
+Built on PySpark's own Python data source API (``pyspark.sql.datasource``), so no JVM connector is
+needed. All index calls go through :class:`query_core.store.IndexStore` (retries, error
+translation). Options, all strings, use the names of the reference's ``spark.datasource.flint.*``
+keys without the prefix:
+
+- ``index`` (required); ``host``, ``port``, ``scheme``, ``auth`` (``noauth|basic|sigv4``),
+  ``auth.username``, ``auth.password``, ``region``, ``verifyCerts``;
+- ``id_column``: the column whose value is each document's ``_id``. With ids, a retried task
+  overwrites what it wrote before, so nothing is lost or duplicated; without, the server picks ids;
+- ``batch_size`` (documents per ``_bulk`` request, default 1000);
+- ``meta`` and ``index_settings``: JSON objects for the mapping's ``_meta`` and the index settings,
+  used when the writer creates the index (its mapping is derived from the DataFrame's schema).
+
+Each task (partition) bulk-writes its rows in batches, in parallel with the other tasks. Writing
+with ``mode("overwrite")`` empties the index first.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from pyspark.sql import types as st
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceWriter, InputPartition, WriterCommitMessage
+
+from query_core.config import OpenSearchConfig
+from query_core.store import IndexStore
+
+log = logging.getLogger(__name__)
+
+NAME = "opensearch"
+DEFAULT_BATCH = 1000
+#: Date formats of the mapping: what this writer sends, and what OpenSearch itself would.
+DATE_FORMAT = "strict_date"
+TIMESTAMP_FORMAT = "strict_date_optional_time"
+
+
+def connection(options: dict[str, str]) -> OpenSearchConfig:
+    """The index connection named by the options (the reference's key names)."""
+    scheme = options.get("scheme", "http")
+    host = options.get("host", "127.0.0.1")
+    port = options.get("port", "443" if scheme == "https" else "9200")
+    auth = options.get("auth", "noauth")
+    return OpenSearchConfig(
+        url=f"{scheme}://{host}:{port}",
+        auth=auth if auth in ("noauth", "basic", "sigv4") else "noauth",  # type: ignore[arg-type]
+        username=options.get("auth.username", ""),
+        password=options.get("auth.password", ""),
+        region=options.get("region", "us-east-1"),
+        verify_certs=options.get("verifyCerts", "true").lower() != "false",
+    )
+
+
+# -- Spark schema <-> index mapping ------------------------------------------------------------
+
+_SIMPLE: dict[type[st.DataType], dict[str, Any]] = {
+    st.StringType: {"type": "keyword"},
+    st.VarcharType: {"type": "keyword"},
+    st.CharType: {"type": "keyword"},
+    st.LongType: {"type": "long"},
+    st.IntegerType: {"type": "integer"},
+    st.ShortType: {"type": "short"},
+    st.ByteType: {"type": "byte"},
+    st.DoubleType: {"type": "double"},
+    st.FloatType: {"type": "float"},
+    st.DecimalType: {"type": "double"},
+    st.BooleanType: {"type": "boolean"},
+    st.BinaryType: {"type": "binary"},
+    st.DateType: {"type": "date", "format": DATE_FORMAT},
+    st.TimestampType: {"type": "date", "format": TIMESTAMP_FORMAT},
+    st.TimestampNTZType: {"type": "date", "format": TIMESTAMP_FORMAT},
+}
+
+
+def field_mapping(data_type: st.DataType) -> dict[str, Any]:
+    """The OpenSearch field mapping of a Spark type (an array maps as its element)."""
+    if isinstance(data_type, st.StructType):
+        return {"properties": {f.name: field_mapping(f.dataType) for f in data_type.fields}}
+    if isinstance(data_type, st.ArrayType):
+        return field_mapping(data_type.elementType)
+    if isinstance(data_type, st.MapType):
+        return {"type": "object", "enabled": False}
+    for spark_type, mapping in _SIMPLE.items():
+        if isinstance(data_type, spark_type):
+            return dict(mapping)
+    raise ValueError(f"a column of type {data_type.simpleString()} cannot be written to an index")
+
+
+def index_body(schema: st.StructType, meta: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
+    mappings: dict[str, Any] = {"properties": field_mapping(schema)["properties"]}
+    if meta:
+        mappings["_meta"] = meta
+    return {"settings": settings, "mappings": mappings} if settings else {"mappings": mappings}
+
+
+def _spark_type(mapping: dict[str, Any]) -> st.DataType:
+    if "properties" in mapping:
+        return st.StructType([st.StructField(k, _spark_type(v)) for k, v in mapping["properties"].items()])
+    kind = mapping.get("type", "object")
+    if kind == "date":
+        return st.DateType() if mapping.get("format") == DATE_FORMAT else st.TimestampType()
+    simple = {
+        "keyword": st.StringType(),
+        "text": st.StringType(),
+        "long": st.LongType(),
+        "integer": st.IntegerType(),
+        "short": st.ShortType(),
+        "byte": st.ByteType(),
+        "double": st.DoubleType(),
+        "float": st.FloatType(),
+        "boolean": st.BooleanType(),
+        "binary": st.BinaryType(),
+    }
+    return simple.get(kind, st.StringType())
+
+
+def schema_of(mapping: dict[str, Any]) -> st.StructType:
+    """The Spark schema of an index, from its mapping (the inverse of :func:`field_mapping`)."""
+    return st.StructType([st.StructField(k, _spark_type(v)) for k, v in mapping.get("properties", {}).items()])
+
+
+# -- values ----------------------------------------------------------------------------------------
+
+
+def to_source(value: Any, data_type: st.DataType) -> Any:
+    """A Spark value as a JSON value of a document."""
+    if value is None:
+        return None
+    if isinstance(data_type, st.StructType):
+        return {f.name: to_source(value[i], f.dataType) for i, f in enumerate(data_type.fields)}
+    if isinstance(data_type, st.ArrayType):
+        return [to_source(v, data_type.elementType) for v in value]
+    if isinstance(data_type, st.MapType):
+        return {str(k): to_source(v, data_type.valueType) for k, v in value.items()}
+    if isinstance(value, Decimal):
+        return float(value)
+    if isinstance(value, (bytes, bytearray)):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if isinstance(value, dt.datetime):
+        aware = value if value.tzinfo else value.replace(tzinfo=dt.UTC)
+        return aware.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    return value
+
+
+def from_source(value: Any, data_type: st.DataType) -> Any:
+    """A document's JSON value as the Python value Spark expects for ``data_type``."""
+    if value is None:
+        return None
+    if isinstance(data_type, st.StructType):
+        return tuple(from_source(value.get(f.name), f.dataType) for f in data_type.fields)
+    if isinstance(data_type, st.ArrayType):
+        values = value if isinstance(value, list) else [value]
+        return [from_source(v, data_type.elementType) for v in values]
+    if isinstance(data_type, st.TimestampType):
+        return dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    if isinstance(data_type, st.DateType):
+        return dt.date.fromisoformat(str(value)[:10])
+    if isinstance(data_type, st.BinaryType):
+        return bytearray(base64.b64decode(value))
+    if isinstance(data_type, st.StringType) and not isinstance(value, str):
+        return json.dumps(value)
+    return value
+
+
+# -- the data source ---------------------------------------------------------------------------------
+
+
+class OpenSearchDataSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return NAME
+
+    def schema(self) -> st.StructType:
+        store = IndexStore(connection(dict(self.options)))
+        try:
+            return schema_of(store.index_definition(self._index())["mappings"])
+        finally:
+            store.close()
+
+    def _index(self) -> str:
+        index = self.options.get("index", "")
+        if not index:
+            raise ValueError("the opensearch data source needs the option 'index'")
+        return str(index)
+
+    def writer(self, schema: st.StructType, overwrite: bool) -> OpenSearchWriter:
+        return OpenSearchWriter(dict(self.options), self._index(), schema, overwrite)
+
+    def reader(self, schema: st.StructType) -> OpenSearchReader:
+        return OpenSearchReader(dict(self.options), self._index(), schema)
+
+
+@dataclass
+class Written(WriterCommitMessage):
+    documents: int
+
+
+class OpenSearchWriter(DataSourceWriter):
+    """Created on the driver: makes the index (mapping from the schema plus ``_meta``) before any
+    task writes; each task then bulk-writes its partition."""
+
+    def __init__(self, options: dict[str, str], index: str, schema: st.StructType, overwrite: bool) -> None:
+        self.options = options
+        self.index = index
+        self.schema = schema
+        self.id_column = options.get("id_column", "")
+        if self.id_column and self.id_column not in schema.names:
+            raise ValueError(f"id_column {self.id_column!r} is not a column of the data ({', '.join(schema.names)})")
+        self.batch_size = int(options.get("batch_size", DEFAULT_BATCH))
+        store = IndexStore(connection(options))
+        try:
+            meta = json.loads(options.get("meta", "{}"))
+            settings = json.loads(options.get("index_settings", "{}"))
+            store.create_index(index, index_body(schema, meta, settings))
+            if overwrite:
+                store.delete_all(index)
+        finally:
+            store.close()
+
+    def write(self, iterator: Iterator[st.Row]) -> Written:
+        store = IndexStore(connection(self.options))
+        fields = self.schema.fields
+        id_at = self.schema.names.index(self.id_column) if self.id_column else -1
+        written = 0
+        batch: list[tuple[str | None, dict[str, Any]]] = []
+        try:
+            for row in iterator:
+                source = {f.name: to_source(row[i], f.dataType) for i, f in enumerate(fields)}
+                batch.append((str(row[id_at]) if id_at >= 0 else None, source))
+                if len(batch) >= self.batch_size:
+                    written += store.bulk_index(self.index, batch)
+                    batch = []
+            if batch:
+                written += store.bulk_index(self.index, batch)
+        finally:
+            store.close()
+        return Written(written)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        total = sum(m.documents for m in messages if isinstance(m, Written))
+        log.info("wrote %d documents to %s", total, self.index)
+
+
+class OpenSearchReader(DataSourceReader):
+    """Reads the whole index in one partition, as tuples in the schema's column order."""
+
+    def __init__(self, options: dict[str, str], index: str, schema: st.StructType) -> None:
+        self.options = options
+        self.index = index
+        self.schema = schema
+
+    def partitions(self) -> list[InputPartition]:
+        return [InputPartition(0)]
+
+    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+        store = IndexStore(connection(self.options))
+        try:
+            for _, source in store.scan(self.index):
+                yield tuple(from_source(source.get(f.name), f.dataType) for f in self.schema.fields)
+        finally:
+            store.close()
+
+
+def register(spark: Any) -> None:
+    """Make ``spark.read/write.format("opensearch")`` available in this session."""
+    spark.dataSource.register(OpenSearchDataSource)

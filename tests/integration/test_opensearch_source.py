@@ -1,0 +1,137 @@
+"""The ``opensearch`` PySpark data source against a real index server, with Spark in this process."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import sys
+import time
+from collections.abc import Iterator
+from decimal import Decimal
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+
+from query_core.store import IndexStore
+
+pytestmark = pytest.mark.spark
+INDEX = "flint_local_default_sales_items_index"
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[Any]:
+    from pyspark.sql import SparkSession
+
+    from flint_repl_job.opensearch_source import register
+
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ["PYSPARK_PYTHON"] = sys.executable  # the workers import this project's modules
+    os.environ["TZ"] = "UTC"  # Python's conversion of Spark timestamps uses the process time zone
+    time.tzset()
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("opensearch-source-test")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.shuffle.partitions", "2")
+        .getOrCreate()
+    )
+    register(session)
+    yield session
+    session.stop()
+
+
+def options(index_url: str, **extra: str) -> dict[str, str]:
+    url = urlsplit(index_url)
+    return {"host": url.hostname or "127.0.0.1", "port": str(url.port), "scheme": url.scheme, "index": INDEX, **extra}
+
+
+def rows(n: int) -> list[tuple[Any, ...]]:
+    when = dt.datetime(2024, 5, 1, 12, 30, 15, 250000, tzinfo=dt.UTC)
+    return [
+        (
+            f"id-{i}",
+            i,
+            i * 1.5,
+            Decimal(f"{i}.25"),
+            i % 2 == 0,
+            dt.date(2024, 1, 1) + dt.timedelta(days=i % 30),
+            when + dt.timedelta(seconds=i),
+            [f"t{i}", "x"],
+            (f"n{i}", i),
+            None if i % 7 else "seven",
+        )
+        for i in range(n)
+    ]
+
+
+SCHEMA = (
+    "id STRING, n BIGINT, x DOUBLE, amount DECIMAL(10,2), even BOOLEAN, day DATE, at TIMESTAMP, "
+    "tags ARRAY<STRING>, inner STRUCT<name: STRING, k: INT>, maybe STRING"
+)
+
+
+def frame(spark: Any, n: int, partitions: int = 4) -> Any:
+    return spark.createDataFrame(rows(n), SCHEMA).repartition(partitions)
+
+
+def test_a_frame_is_written_in_parallel_with_its_mapping_and_meta(
+    spark: Any, index_url: str, store: IndexStore
+) -> None:
+    meta = '{"kind": "covering", "name": "items", "source": "local.default.sales"}'
+    frame(spark, 1000).write.format("opensearch").options(**options(index_url, id_column="id", meta=meta)).mode(
+        "append"
+    ).save()
+    definition = store.index_definition(INDEX)["mappings"]
+    assert definition["_meta"] == {"kind": "covering", "name": "items", "source": "local.default.sales"}
+    props = definition["properties"]
+    assert props["id"] == {"type": "keyword"} and props["n"] == {"type": "long"}
+    assert props["day"]["type"] == "date" and props["at"]["type"] == "date"
+    assert props["inner"]["properties"]["k"] == {"type": "integer"}
+    assert store.write_marks()[INDEX][1] == 1000
+    found = store.get(INDEX, "id-14")
+    assert found is not None
+    assert found[0] == {
+        "id": "id-14",
+        "n": 14,
+        "x": 21.0,
+        "amount": 14.25,
+        "even": True,
+        "day": "2024-01-15",
+        "at": "2024-05-01T12:30:29.250000Z",
+        "tags": ["t14", "x"],
+        "inner": {"name": "n14", "k": 14},
+        "maybe": "seven",
+    }
+
+    # A retry (the same rows written again) overwrites by id: nothing is duplicated.
+    frame(spark, 1000, partitions=3).write.format("opensearch").options(**options(index_url, id_column="id")).mode(
+        "append"
+    ).save()
+    assert store.write_marks()[INDEX][1] == 1000
+
+    back = spark.read.format("opensearch").options(**options(index_url)).load()
+    assert set(back.columns) >= {"id", "n", "day", "at"}
+    got = {r["id"]: (r["n"], r["day"], r["at"]) for r in back.select("id", "n", "day", "at").collect()}
+    assert len(got) == 1000
+    assert got["id-3"] == (3, dt.date(2024, 1, 4), dt.datetime(2024, 5, 1, 12, 30, 18, 250000))
+
+
+def test_overwrite_empties_the_index_first(spark: Any, index_url: str, store: IndexStore) -> None:
+    write = frame(spark, 50).write.format("opensearch").options(**options(index_url, id_column="id"))
+    write.mode("append").save()
+    frame(spark, 5).write.format("opensearch").options(**options(index_url, id_column="id")).mode("overwrite").save()
+    assert store.write_marks()[INDEX][1] == 5
+
+
+def test_a_refused_document_fails_the_write_with_its_reason(spark: Any, index_url: str, store: IndexStore) -> None:
+    store.create_index(INDEX, {"mappings": {"properties": {"n": {"type": "long"}}}})
+    bad = spark.createDataFrame([("a", "not a number")], "id STRING, n STRING")
+    with pytest.raises(Exception, match="refused"):
+        bad.write.format("opensearch").options(**options(index_url, id_column="id")).mode("append").save()
+
+
+def test_an_unknown_id_column_is_a_clear_error(spark: Any, index_url: str) -> None:
+    with pytest.raises(Exception, match="id_column 'nope' is not a column"):
+        frame(spark, 3).write.format("opensearch").options(**options(index_url, id_column="nope")).mode("append").save()
