@@ -14,7 +14,7 @@ from typing import Any, Generic, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from query_core.states import SessionState, SessionType, StatementState
+from query_core.states import FlintIndexState, SessionState, SessionType, StatementState
 
 
 def now_millis() -> int:
@@ -78,6 +78,26 @@ class SessionDoc(_Doc):
     pending_statement_ids: list[str] = Field(default_factory=list)
     running_statements: list[RunningStatement] = Field(default_factory=list)
     heartbeat_interval_millis: int = 0
+
+
+class FlintIndexStateDoc(_Doc):
+    """A Flint index's state (doc id = ``latest_id``, base64 of the index name), in the request
+    index, as the reference writes it; every move passes the table in ``states.py``."""
+
+    type: Literal["flintindexstate"] = "flintindexstate"
+    version: str = "1.0"
+    latest_id: str
+    state: FlintIndexState = FlintIndexState.EMPTY
+    data_source_name: str
+    application_id: str = ""
+    job_id: str = ""
+    last_update_time: int = Field(default_factory=now_millis)
+    job_start_time: int = 0
+    last_refresh_start_time: int = 0
+    last_refresh_complete_time: int = 0
+    error: str = ""
+    #: Addition of this product: the OpenSearch index the state is of (the reference derives it).
+    index_name: str = ""
 
 
 class ColumnSchema(BaseModel):

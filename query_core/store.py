@@ -29,13 +29,14 @@ from query_core.errors import (
     IndexOperationError,
     IndexUnavailableError,
     InvalidRequestError,
+    InvalidTransitionError,
     UnknownFieldError,
     VersionConflictError,
 )
 from query_core.ids import request_index
-from query_core.models import ResultDoc, SessionDoc, StatementDoc, Versioned, now_millis
+from query_core.models import FlintIndexStateDoc, ResultDoc, SessionDoc, StatementDoc, Versioned, now_millis
 from query_core.retry import bounded_retrying
-from query_core.states import SessionState, StatementState, check_move
+from query_core.states import FlintIndexState, SessionState, StatementState, can_remove_index_state, check_move
 
 log = logging.getLogger(__name__)
 
@@ -580,6 +581,39 @@ class IndexStore:
         found = self.get(result_index, query_id)
         return None if found is None else ResultDoc.model_validate(found[0])
 
+    # -- Flint index states -----------------------------------------------------------------
+
+    def create_index_state(self, doc: FlintIndexStateDoc, *, index: str | None = None) -> Versioned[FlintIndexStateDoc]:
+        """Create-only: :class:`DocumentExistsError` when the index already has a state."""
+        seq, term = self.create(index or request_index(doc.data_source_name), doc.latest_id, doc.to_source())
+        return Versioned(doc, seq, term)
+
+    def get_index_state(
+        self, datasource: str, latest_id: str, *, index: str | None = None
+    ) -> Versioned[FlintIndexStateDoc] | None:
+        found = self.get(index or request_index(datasource), latest_id)
+        return _versioned(FlintIndexStateDoc, "flintindexstate", found)
+
+    def move_index_state(
+        self, current: Versioned[FlintIndexStateDoc], state: FlintIndexState, *, index: str | None = None, **fields: Any
+    ) -> Versioned[FlintIndexStateDoc]:
+        """Conditional state move of a Flint index (the transition table decides)."""
+        return self._move(current, state, f"index state {current.doc.latest_id}", fields, index)
+
+    def delete_index_state(self, current: Versioned[FlintIndexStateDoc], *, index: str | None = None) -> None:
+        """Remove the state document, conditionally; only a vacuum in progress may."""
+        doc = current.doc
+        if not can_remove_index_state(doc.state):
+            raise InvalidTransitionError(f"index state {doc.latest_id} is {doc.state.value}: only a vacuum removes it")
+        target = index or request_index(doc.data_source_name)
+
+        def call() -> None:
+            self.client.delete(
+                index=target, id=doc.latest_id, if_seq_no=current.seq_no, if_primary_term=current.primary_term
+            )
+
+        self._call(f"delete {target}/{doc.latest_id}", call)
+
     # -- datasources created over REST -----------------------------------------------------
 
     def get_datasource(self, name: str) -> dict[str, Any] | None:
@@ -625,7 +659,7 @@ class IndexStore:
         return Versioned(updated, seq, term)
 
 
-DocT = TypeVar("DocT", StatementDoc, SessionDoc)
+DocT = TypeVar("DocT", StatementDoc, SessionDoc, FlintIndexStateDoc)
 
 
 def _versioned(
@@ -674,4 +708,6 @@ def _changed_aliases(doc: Any, fields: dict[str, Any]) -> set[str]:
 
 
 def _doc_id(doc: Any) -> str:
+    if isinstance(doc, FlintIndexStateDoc):
+        return doc.latest_id
     return str(doc.statement_id if isinstance(doc, StatementDoc) else doc.session_id)
