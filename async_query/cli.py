@@ -6,15 +6,16 @@ import argparse
 import logging
 import sys
 
-from async_query.settings import Settings
-from query_core.store import quiet_driver_logs
-
 
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from async_query.api import create_app
     from async_query.runtime import build_runtime
+    from async_query.settings import Settings
+    from query_core.store import quiet_driver_logs
+
+    quiet_driver_logs()
 
     runtime = build_runtime(Settings())
     try:
@@ -51,7 +52,6 @@ def main(argv: list[str] | None = None) -> int:
         level=getattr(logging, getattr(args, "log_level", "info").upper()),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    quiet_driver_logs()
     return int(args.func(args))
 
 

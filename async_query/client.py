@@ -196,10 +196,12 @@ class AsyncQueryClient:
         timeout: float | None = None,
         first_interval: float = 0.05,
         max_interval: float = 1.0,
+        fast_s: float = 2.0,
     ) -> Reply:
         """Poll GET until the query is terminal; ``on_update(reply, elapsed)`` after every poll.
 
-        Polls start fast (a warm statement takes a few hundred ms) and back off to
+        Polls every ``first_interval`` for the first ``fast_s`` seconds (a warm statement takes a
+        few hundred ms, and a GET costs the service about a millisecond), then back off to
         ``max_interval``. Raises :class:`WaitTimeoutError` after ``timeout`` seconds.
         """
         started = time.monotonic()
@@ -214,7 +216,8 @@ class AsyncQueryClient:
             if timeout is not None and elapsed + interval > timeout:
                 raise WaitTimeoutError(query_id, timeout, reply.body)
             time.sleep(interval)
-            interval = min(max_interval, interval * 1.5)
+            if elapsed >= fast_s:
+                interval = min(max_interval, interval * 1.5)
 
 
 def _path_part(query_id: str) -> str:

@@ -68,8 +68,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from async_query.launcher.emr import CODE_ARCHIVE_NAME, ENTRY_FILE_NAME, conf_parameters
 from query_core.errors import AsyncQueryError, InvalidRequestError
+from query_core.jobconf import CODE_ARCHIVE_NAME, ENTRY_FILE_NAME
 
 log = logging.getLogger(__name__)
 
@@ -277,6 +277,8 @@ def python_conf(s3_uri: str, with_deps: bool, python: str = DEFAULT_PYTHON) -> d
 def datasource_properties(s3_uri: str, with_deps: bool, python: str = DEFAULT_PYTHON) -> dict[str, str]:
     """The datasource properties that use this package (besides applicationId, role and region)."""
     props = {"packageS3Uri": s3_uri.rstrip("/")}
+    from async_query.launcher.emr import conf_parameters  # boto3 is loaded only for this command
+
     extra = " ".join(conf_parameters(python_conf(s3_uri, with_deps, python)))
     if extra:
         props["sparkSubmitParameters"] = extra

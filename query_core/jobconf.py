@@ -44,6 +44,12 @@ APPLICATION_ID_ENV = "SERVERLESS_EMR_VIRTUAL_CLUSTER_ID"
 JOB_ID_ENV = "SERVERLESS_EMR_JOB_ID"
 
 
+#: The job's package layout, as ``async-query package-job`` writes it and EMR Serverless runs it:
+#: the entry file (``entryPoint``) and the code archive (``--py-files``).
+ENTRY_FILE_NAME = "main.py"
+CODE_ARCHIVE_NAME = "async_query_job.zip"
+
+
 class JobConfError(ValueError):
     """A job conf that cannot be rendered or read: a required key missing, a bad value, an unknown key."""
 

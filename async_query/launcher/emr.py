@@ -34,6 +34,7 @@ from async_query.datasources import Datasource
 from async_query.launcher.base import JobDescription, JobRequest, JobRunState, Launcher
 from async_query.settings import Settings
 from query_core.errors import LauncherError, LauncherThrottledError, LauncherValidationError
+from query_core.jobconf import CODE_ARCHIVE_NAME, ENTRY_FILE_NAME
 from query_core.retry import bounded_retrying
 from query_core.states import SessionType
 
@@ -67,9 +68,6 @@ _STATES = {
 }
 #: A value that needs no quoting in ``sparkSubmitParameters``.
 _PLAIN = re.compile(r"[A-Za-z0-9_@%+=:,./#-]+")
-#: Package layout written by ``async-query package-job`` (see :mod:`async_query.packaging`).
-ENTRY_FILE_NAME = "main.py"
-CODE_ARCHIVE_NAME = "async_query_job.zip"
 
 
 def quote_value(value: str) -> str:
