@@ -19,6 +19,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from async_query.datasource_api import datasource_router
+from async_query.replies import submitted_reply
 from async_query.service import AsyncQueryService, SubmitRequest
 from query_core.errors import AsyncQueryError
 from query_core.models import SessionDoc
@@ -214,7 +215,8 @@ def create_app(service: AsyncQueryService, on_shutdown: Callable[[], None] | Non
         if len(body.query) > max_query:
             return error_response(400, "IllegalArgumentException", f"the query is longer than {max_query} characters")
         submitted = service.submit(SubmitRequest(body.datasource, body.lang, body.query, body.session_id))
-        return JSONResponse({"queryId": submitted.query_id, "sessionId": submitted.session_id}, status_code=201)
+        reply = submitted_reply(submitted.kind, submitted.query_id, submitted.session_id)
+        return JSONResponse(reply, status_code=201)
 
     @app.get(BASE + "/_sessions")
     def list_sessions(datasource: str | None = None, state: str | None = None, size: int = 100) -> JSONResponse:

@@ -800,7 +800,7 @@ def test_list_sessions_before_any_index_exists(client: httpx.Client) -> None:
 
 
 def test_an_unreadable_reference_result_is_failed_not_a_500() -> None:
-    from async_query.service import success_reply
+    from async_query.replies import success_reply
     from query_core.models import ResultDoc
 
     broken = ResultDoc(

@@ -225,7 +225,7 @@ def test_cancel_of_a_statement_deleted_before_the_reread_is_not_found(
     service = make_service()
     qid, _ = submit(service)
     ds = service.datasources.all()[0].name
-    read, rereader = service._statement, service._rereader
+    read, rereader = service._statement, service.interactive._rereader
 
     def read_then_start(query_id: str) -> Versioned[StatementDoc]:
         found = read(query_id)
@@ -242,7 +242,7 @@ def test_cancel_of_a_statement_deleted_before_the_reread_is_not_found(
         return call
 
     monkeypatch.setattr(service, "_statement", read_then_start)
-    monkeypatch.setattr(service, "_rereader", delete_then_reread)
+    monkeypatch.setattr(service.interactive, "_rereader", delete_then_reread)
     with pytest.raises(QueryNotFoundError, match=f"no async query with id {qid}"):
         service.cancel(qid)
     assert service.supervisor.pending == 0  # nothing left to supervise

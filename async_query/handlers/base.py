@@ -1,0 +1,93 @@
+"""The one small interface every query handler implements, and what handlers share.
+
+A handler serves one :class:`~async_query.dispatch.QueryKind`: it accepts the POSTs the classifier
+gives it, and answers GET and DELETE for the statements whose session documents record its
+session type. Handlers never re-parse a query: what they need later is in the documents.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from async_query.datasources import Datasource, DatasourceRegistry
+from async_query.dispatch import Classified, QueryKind
+from async_query.launcher.base import Launcher
+from async_query.liveness import LivenessChecker
+from async_query.replies import Reply, needs_result, statement_reply
+from async_query.settings import Settings
+from async_query.workers import CancelSupervisor
+from query_core.config import OpenSearchConfig
+from query_core.errors import InvalidRequestError
+from query_core.models import SessionDoc, StatementDoc, Versioned
+from query_core.store import IndexStore
+
+
+@dataclass(frozen=True)
+class SubmitRequest:
+    datasource: str
+    lang: str
+    query: str
+    session_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """What a POST created. ``session_id`` is the session document the statement belongs to
+    (every kind has one, SPEC section 3); the reply shows it only for interactive queries
+    (:func:`async_query.replies.submitted_reply`)."""
+
+    query_id: str
+    session_id: str
+    kind: QueryKind = QueryKind.INTERACTIVE
+
+
+@dataclass(frozen=True)
+class HandlerContext:
+    """What the service shares with its handlers (one of each per service)."""
+
+    settings: Settings
+    store: IndexStore
+    datasources: DatasourceRegistry
+    liveness: LivenessChecker
+    supervisor: CancelSupervisor
+    launcher_for: Callable[[Datasource], Launcher]
+    #: The connection the jobs use (it may differ from the plugin's, e.g. a public endpoint).
+    opensearch: OpenSearchConfig
+
+
+class QueryHandler(Protocol):
+    """POST, GET and DELETE for one query kind."""
+
+    kind: QueryKind
+
+    def submit(self, request: SubmitRequest, classified: Classified) -> Submitted:
+        """Write the statement (and the session when one is needed) and start or signal its work.
+
+        Must not accept a query that cannot reach a terminal state.
+        """
+        ...
+
+    def get(self, statement: Versioned[StatementDoc], session: Versioned[SessionDoc] | None) -> Reply:
+        """The GET reply for ``statement``, read with its session (``None``: no session document)."""
+        ...
+
+    def cancel(self, statement: Versioned[StatementDoc]) -> None:
+        """Cancel ``statement``, or raise a 400 saying why it cannot be."""
+        ...
+
+
+def render(context: HandlerContext, statement: Versioned[StatementDoc], session: Versioned[SessionDoc] | None) -> Reply:
+    """The reply for a statement as its documents stand, reading its result when it succeeded."""
+    result = None
+    if needs_result(statement.doc):
+        datasource = context.datasources.get(statement.doc.data_source_name)
+        result = context.store.get_result(datasource.results, statement.doc.query_id)
+    return statement_reply(statement, session, result)
+
+
+class UnsupportedQueryError(InvalidRequestError):
+    """A valid query of a kind this service cannot run yet: refused before anything is written."""
+
+    error_type = "UnsupportedOperationException"

@@ -1,0 +1,156 @@
+"""Reply rendering: the JSON bodies of POST and GET, byte for byte as the wire contract has them.
+
+GET replies are bytes, not dicts: a SUCCESS reply splices the result's stored rows (exact JSON
+text) without re-parsing them. Finished replies never change, so they are cached (:class:`LruCache`).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from async_query.dispatch import QueryKind
+from query_core.models import ResultDoc, SessionDoc, StatementDoc, Versioned
+from query_core.states import StatementState, is_terminal
+
+V = TypeVar("V")
+
+
+class LruCache(Generic[V]):
+    """A bounded map, least recently used out first, for facts that never change (finished
+    replies, the session of a query)."""
+
+    def __init__(self, entries: int) -> None:
+        self.entries = entries
+        self._items: OrderedDict[str, V] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> V | None:
+        with self._lock:
+            value = self._items.get(key)
+            if value is not None:
+                self._items.move_to_end(key)
+            return value
+
+    def put(self, key: str, value: V) -> None:
+        with self._lock:
+            self._items[key] = value
+            self._items.move_to_end(key)
+            while len(self._items) > self.entries:
+                self._items.popitem(last=False)
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A GET reply, and whether it is final (the statement is terminal: the reply may be cached)."""
+
+    body: bytes
+    final: bool
+
+
+# -- POST -----------------------------------------------------------------------------------------
+
+
+def submitted_reply(kind: QueryKind, query_id: str, session_id: str | None) -> dict[str, Any]:
+    """The POST reply: ``sessionId`` only for interactive queries (SPEC sections 2 and 7), which
+    clients keep and send back; other kinds' sessions are not for reuse."""
+    if kind is QueryKind.INTERACTIVE:
+        return {"queryId": query_id, "sessionId": session_id}
+    return {"queryId": query_id}
+
+
+# -- GET ------------------------------------------------------------------------------------------
+
+
+def statement_reply(
+    statement: Versioned[StatementDoc], session: Versioned[SessionDoc] | None, result: ResultDoc | None
+) -> Reply:
+    """The GET reply for a statement in its current state.
+
+    ``result`` is read only for a SUCCESS statement (see :func:`needs_result`); ``session`` gives a
+    running statement's progress.
+    """
+    doc = statement.doc
+    final = is_terminal(doc.state)
+    if doc.state != StatementState.SUCCESS:
+        return Reply(not_success_reply(doc, session), final)
+    if result is None:
+        # The job writes the result before it marks the statement success; a missing result
+        # means it was deleted (housekeeping) or never written by a foreign job.
+        return Reply(_json({"status": "FAILED", "error": "The result of this query is no longer available"}), final)
+    return Reply(success_reply(result), final)
+
+
+def needs_result(statement: StatementDoc) -> bool:
+    """Whether the reply for ``statement`` is built from its result document."""
+    return statement.state == StatementState.SUCCESS
+
+
+def not_success_reply(doc: StatementDoc, session: Versioned[SessionDoc] | None) -> bytes:
+    """WAITING, RUNNING (with Spark's progress when the heartbeat has it), FAILED, CANCELLED, TIMEOUT."""
+    body: dict[str, Any] = {"status": doc.state.value.upper()}
+    if doc.error or doc.state in (StatementState.FAILED, StatementState.TIMEOUT):
+        body["error"] = doc.error
+    progress = _progress_of(doc.query_id, session) if doc.state == StatementState.RUNNING else None
+    if progress is not None:
+        body["progress"] = progress
+    return _json(body)
+
+
+def _json_text(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _json(value: Any) -> bytes:
+    return _json_text(value).encode()
+
+
+def _progress_of(query_id: str, session: Versioned[SessionDoc] | None) -> dict[str, int] | None:
+    """Spark's progress for a running statement, from its session's last heartbeat."""
+    if session is None:
+        return None
+    for running in session.doc.running_statements:
+        if running.query_id == query_id and running.progress is not None:
+            return running.progress.model_dump(by_alias=True)
+    return None
+
+
+def success_reply(result: ResultDoc) -> bytes:
+    """The SUCCESS reply, splicing the stored lossless rows (exact JSON text) without re-parsing."""
+    if result.lossless is not None:
+        schema = _json_text([c.model_dump() for c in result.lossless.schema_])
+        total = result.lossless.total
+        rows = result.lossless.datarows
+    else:
+        try:
+            schema_list, row_list = reference_rows(result)
+        except (ValueError, KeyError, TypeError, AttributeError):
+            # The reference's quote-swapped encoding cannot hold every value (a quote in a
+            # string breaks it): say so rather than guess.
+            return _json(
+                {
+                    "status": "FAILED",
+                    "error": "The result was written in the reference's lossy form and cannot be read back",
+                }
+            )
+        schema, rows, total = (
+            _json_text(schema_list),
+            _json_text(row_list),
+            len(row_list),
+        )
+    text = f'{{"status":"SUCCESS","schema":{schema},"datarows":{rows},"total":{total},"size":{total}}}'
+    return text.encode()
+
+
+def reference_rows(result: ResultDoc) -> tuple[list[dict[str, str]], list[list[Any]]]:
+    """Schema and rows from the reference's lossy encoding (for results written by its job)."""
+    columns = [json.loads(c.replace("'", '"')) for c in result.schema_]
+    schema = [{"name": c["column_name"], "type": c["data_type"]} for c in columns]
+    rows = []
+    for text in result.result:
+        row = json.loads(text.replace("'", '"'))
+        rows.append([row.get(c["name"]) for c in schema])
+    return schema, rows

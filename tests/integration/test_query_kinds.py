@@ -1,0 +1,201 @@
+"""Query kinds over real HTTP: what the classifier refuses today, and GET/DELETE routed by the
+``sessionType`` the documents record (SPEC section 7). No Spark: a RecordingLauncher starts nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from async_query.api import BASE, create_app
+from async_query.service import AsyncQueryService
+from query_core.flint import FlintSyntaxError, parse
+from query_core.ids import new_id
+from query_core.models import SessionDoc, StatementDoc
+from query_core.states import SessionState, SessionType, StatementState
+from query_core.store import IndexStore
+from tests.conftest import ServiceFactory
+from tests.support import RecordingLauncher, serve_http
+
+
+@pytest.fixture
+def service(make_service: ServiceFactory) -> AsyncQueryService:
+    return make_service()
+
+
+@pytest.fixture
+def launcher(service: AsyncQueryService) -> RecordingLauncher:
+    found = service.launchers["local"]
+    assert isinstance(found, RecordingLauncher)
+    return found
+
+
+@pytest.fixture
+def client(service: AsyncQueryService) -> Iterator[httpx.Client]:
+    with serve_http(create_app(service)) as url, httpx.Client(base_url=url, timeout=30) as c:
+        yield c
+
+
+def post(client: httpx.Client, ds: str, query: str, lang: str = "sql") -> httpx.Response:
+    return client.post(BASE, json={"datasource": ds, "lang": lang, "query": query})
+
+
+def reference_error(resp: httpx.Response, error_type: str) -> str:
+    """Asserts the reference's 400 error shape and returns its details."""
+    assert resp.status_code == 400, resp.text
+    body = resp.json()
+    assert set(body) == {"status", "error"} and body["status"] == 400
+    assert set(body["error"]) == {"type", "reason", "details"}
+    assert body["error"]["reason"] == "Invalid Request"
+    assert body["error"]["type"] == error_type
+    assert "Traceback" not in resp.text
+    details = body["error"]["details"]
+    assert isinstance(details, str) and details
+    return details
+
+
+def nothing_written(service: AsyncQueryService, store: IndexStore, ds: str, launcher: RecordingLauncher) -> None:
+    assert launcher.started == []
+    assert store.find_sessions(ds, list(SessionState)) == []
+
+
+NOT_YET = {
+    "create": ("CREATE SKIPPING INDEX ON t (a PARTITION)", "CREATE SKIPPING INDEX with auto_refresh = false", "batch"),
+    "create_auto": (
+        "CREATE INDEX idx ON glue.db.t (a, b) WITH (auto_refresh = true)",
+        "CREATE INDEX with auto_refresh = true",
+        "streaming",
+    ),
+    "refresh": ("REFRESH MATERIALIZED VIEW mv", "REFRESH MATERIALIZED VIEW", "batch"),
+    "drop": ("DROP SKIPPING INDEX ON t", "DROP SKIPPING INDEX", "index_dml"),
+    "drop_mv": ("DROP MATERIALIZED VIEW glue.db.mv", "DROP MATERIALIZED VIEW", "index_dml"),
+    "alter_manual": (
+        "ALTER INDEX idx ON t WITH (auto_refresh = false)",
+        "ALTER INDEX with auto_refresh = false",
+        "index_dml",
+    ),
+    "alter_auto": (
+        "ALTER MATERIALIZED VIEW mv WITH (auto_refresh = true)",
+        "ALTER MATERIALIZED VIEW with auto_refresh = true",
+        "streaming",
+    ),
+    "vacuum": ("VACUUM INDEX idx ON t", "VACUUM INDEX", "batch"),
+}
+
+
+@pytest.mark.parametrize(("query", "what", "kind"), list(NOT_YET.values()), ids=list(NOT_YET))
+def test_flint_index_statements_are_refused_with_a_clear_400_for_now(
+    client: httpx.Client,
+    service: AsyncQueryService,
+    store: IndexStore,
+    ds_name: str,
+    launcher: RecordingLauncher,
+    query: str,
+    what: str,
+    kind: str,
+) -> None:
+    details = reference_error(post(client, ds_name, query), "UnsupportedOperationException")
+    assert details.startswith(f"{what} is not supported yet")
+    assert kind in details
+    nothing_written(service, store, ds_name, launcher)
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "CREATE SKIPPING INDEX ON t (a NO_SUCH_KIND)",
+        "DROP INDEX ON t",
+        "REFRESH MATERIALIZED VIEW",
+        "CREATE INDEX idx ON t (a) WITH (no_such_option = 1)",
+        "ALTER SKIPPING INDEX ON t WITH (refresh_interval = '1 minute')",
+        "SHOW FLINT INDEX glue",
+    ],
+)
+def test_a_malformed_flint_statement_is_a_400_with_the_parsers_position(
+    client: httpx.Client,
+    service: AsyncQueryService,
+    store: IndexStore,
+    ds_name: str,
+    launcher: RecordingLauncher,
+    query: str,
+) -> None:
+    with pytest.raises(FlintSyntaxError) as expected:
+        parse(query)
+    details = reference_error(post(client, ds_name, query), "SyntaxCheckException")
+    assert details == expected.value.message
+    if expected.value.line is not None:
+        assert f"(line {expected.value.line}, column {expected.value.column})" in details
+    nothing_written(service, store, ds_name, launcher)
+
+
+def test_the_parsers_position_is_in_the_reply(client: httpx.Client, ds_name: str) -> None:
+    details = reference_error(post(client, ds_name, "DROP INDEX ON t"), "SyntaxCheckException")
+    assert "line 1, column" in details
+
+
+@pytest.mark.parametrize(
+    ("query", "lang"),
+    [
+        ("SHOW FLINT INDEX IN glue", "sql"),
+        ("DESC SKIPPING INDEX ON t", "sql"),
+        ("DESC index", "sql"),  # a table named index, for Spark
+        ("DROP SKIPPING INDEX ON t", "ppl"),  # PPL is not parsed as Flint
+    ],
+)
+def test_interactive_queries_are_accepted_as_before(
+    client: httpx.Client, launcher: RecordingLauncher, ds_name: str, query: str, lang: str
+) -> None:
+    resp = post(client, ds_name, query, lang)
+    assert resp.status_code == 201, resp.text
+    assert set(resp.json()) == {"queryId", "sessionId"}
+    assert len(launcher.started) == 1
+
+
+def statement_in(store: IndexStore, ds: str, session_type: SessionType | None, **fields: Any) -> str:
+    """A statement written by hand into a session of ``session_type`` (None: no session document)."""
+    session_id = new_id(ds)
+    if session_type is not None:
+        store.create_session(SessionDoc(session_id=session_id, data_source_name=ds, session_type=session_type))
+    query_id = new_id(ds)
+    store.create_statement(
+        StatementDoc(
+            statement_id=query_id, query_id=query_id, session_id=session_id, query="x", data_source_name=ds, **fields
+        )
+    )
+    return query_id
+
+
+@pytest.mark.parametrize(
+    ("session_type", "refusal"),
+    [
+        (SessionType.BATCH, "cancelling a batch query is not supported yet"),
+        (
+            SessionType.STREAMING,
+            "can't cancel index DML query, using ALTER auto_refresh=off statement to stop job, "
+            "using VACUUM statement to stop job and delete data",
+        ),
+        (SessionType.LOCAL, "can't cancel index DML query"),
+    ],
+)
+def test_get_and_delete_route_on_the_recorded_session_type(
+    client: httpx.Client, store: IndexStore, ds_name: str, session_type: SessionType, refusal: str
+) -> None:
+    query_id = statement_in(store, ds_name, session_type)
+    assert client.get(f"{BASE}/{query_id}").json() == {"status": "WAITING"}
+    assert reference_error(client.delete(f"{BASE}/{query_id}"), "IllegalArgumentException") == refusal
+    assert client.get(f"{BASE}/{query_id}").json() == {"status": "WAITING"}  # untouched
+
+    failed = statement_in(store, ds_name, session_type, state=StatementState.FAILED, error="boom")
+    assert client.get(f"{BASE}/{failed}").json() == {"status": "FAILED", "error": "boom"}
+
+
+def test_a_statement_without_a_session_document_is_interactive(
+    client: httpx.Client, store: IndexStore, ds_name: str
+) -> None:
+    """As the reference's statements are when their session document is gone: GET and DELETE work."""
+    query_id = statement_in(store, ds_name, None)
+    assert client.get(f"{BASE}/{query_id}").json() == {"status": "WAITING"}
+    assert client.delete(f"{BASE}/{query_id}").status_code == 204
+    assert client.get(f"{BASE}/{query_id}").json() == {"status": "CANCELLED"}
