@@ -12,7 +12,7 @@ import sys
 if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
     sys.path.pop(0)
 
-from flint_repl_job.repl import main
+from flint_repl_job.runners import main
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

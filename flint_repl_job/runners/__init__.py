@@ -1,0 +1,79 @@
+"""One runner per job type (``spark.flint.job.type``), and the job's ``main()`` that picks it.
+
+Every runner is a :class:`~flint_repl_job.runners.base.SessionRunner`: built as
+``Runner(cfg, store, executor, stop_event)``, run with ``run()`` (the session's end state, or
+None when the session was never this job's). They share the heartbeat
+(:mod:`flint_repl_job.heartbeat`) and the statement runner (:mod:`flint_repl_job.statement`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+
+from flint_repl_job.config import JobConfig
+from flint_repl_job.executor import SparkExecutor
+from flint_repl_job.runners.base import SessionRunner
+from flint_repl_job.runners.batch import BatchJob
+from flint_repl_job.runners.interactive import InteractiveJob
+from flint_repl_job.runners.streaming import StreamingJob
+from query_core.states import SessionType
+from query_core.store import IndexStore, quiet_driver_logs
+
+__all__ = ["RUNNERS", "BatchJob", "InteractiveJob", "SessionRunner", "StreamingJob", "main", "runner_for"]
+
+log = logging.getLogger(__name__)
+
+#: The runner of each job type; a type absent here (``local``: the plugin's own) has no job.
+RUNNERS: dict[SessionType, type[SessionRunner]] = {
+    SessionType.INTERACTIVE: InteractiveJob,
+    SessionType.BATCH: BatchJob,
+    SessionType.STREAMING: StreamingJob,
+}
+
+#: main()'s exit code for a job type without a runner.
+EXIT_UNKNOWN_TYPE = 2
+
+
+def runner_for(job_type: SessionType | str) -> type[SessionRunner] | None:
+    """The runner class of ``job_type``, or None when no runner runs that type."""
+    try:
+        return RUNNERS.get(SessionType(job_type))
+    except ValueError:
+        return None
+
+
+def main(argv: list[str]) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    quiet_driver_logs()
+    # Python's datetime conversion of Spark timestamps uses the process time zone: make it UTC,
+    # like the Spark session's, so timestamps come back as written.
+    os.environ["TZ"] = "UTC"
+    time.tzset()
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.builder.config("spark.sql.session.timeZone", "UTC").getOrCreate()
+    try:
+        conf = spark.sparkContext.getConf()
+        cfg = JobConfig.load(lambda key: conf.get(key, None), argv)
+        runner = runner_for(cfg.job_type)
+        if runner is None:
+            log.error(
+                "no runner for job type %r (spark.flint.job.type); this job runs %s",
+                cfg.job_type.value,
+                ", ".join(t.value for t in RUNNERS),
+            )
+            return EXIT_UNKNOWN_TYPE
+        stop = threading.Event()
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        executor = SparkExecutor(spark, cfg.datasource)
+        try:
+            runner(cfg, IndexStore(cfg.opensearch), executor, stop).run()
+        finally:
+            executor.close()
+    finally:
+        spark.stop()
+    return 0

@@ -1,0 +1,163 @@
+"""What every runner shares: its session (wait for it, claim it, check it is still its own, end
+it), its heartbeat and its statement runner, and the shape of :meth:`SessionRunner.run`.
+
+A runner is built as ``Runner(cfg, store, executor, stop_event)`` and run with ``run()``, which
+returns the state the session ended in (``None`` when it was never this job's). Subclasses
+implement :meth:`SessionRunner.work`: the session is claimed and heart-beating while it runs.
+Every read and write of the session and its statements goes to the request index the job was
+given (``cfg.request_index``), which need not be the datasource's own.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from abc import ABC, abstractmethod
+
+from flint_repl_job.config import JobConfig
+from flint_repl_job.executor import RunningQuery
+from flint_repl_job.heartbeat import Heartbeat, SessionLostError
+from flint_repl_job.statement import Executor, StatementRunner
+from query_core.models import SessionDoc, StatementDoc, Versioned, now_millis
+from query_core.states import SessionState, is_terminal
+from query_core.store import IndexStore
+
+log = logging.getLogger(__name__)
+
+#: Longest error text kept on a session.
+MAX_SESSION_ERROR = 2000
+
+
+class SessionRunner(ABC):
+    """One session's job, whatever its type."""
+
+    def __init__(
+        self, cfg: JobConfig, store: IndexStore, executor: Executor, stop_event: threading.Event | None = None
+    ) -> None:
+        self.cfg = cfg
+        self.store = store
+        self.executor = executor
+        self.stop_event = stop_event or threading.Event()
+        #: Why the session must end ``fail`` although the work itself did not fail (see :meth:`fail`).
+        self.failure = ""
+        self.heartbeat = Heartbeat(self)
+        self.statements = StatementRunner(
+            cfg, store, executor, self.stop_event, on_change=self.heartbeat.retime, failure=lambda: self.failure
+        )
+
+    # -- what the heartbeat reports ---------------------------------------------------------
+
+    @property
+    def running(self) -> RunningQuery | None:
+        return self.statements.running
+
+    @property
+    def running_since(self) -> int:
+        return self.statements.running_since
+
+    # -- session ownership ------------------------------------------------------------------
+
+    def read_session(self) -> Versioned[SessionDoc] | None:
+        return self.store.get_session(self.cfg.datasource, self.cfg.session_id, index=self.cfg.request_index)
+
+    def read_statement(self, statement_id: str) -> Versioned[StatementDoc] | None:
+        return self.statements.read_statement(statement_id)
+
+    def fail(self, reason: str) -> None:
+        """End the session ``fail`` with ``reason``: called from another thread (the heartbeat);
+        the work notices the stop at once and :meth:`run` records the reason."""
+        if not self.failure:
+            self.failure = reason[:MAX_SESSION_ERROR]
+        self.stop_event.set()
+
+    def check_owner(self, session: SessionDoc) -> None:
+        mine = self.cfg.job_id
+        if session.job_id and session.job_id != mine:
+            raise SessionLostError(f"session {session.session_id} is owned by job {session.job_id}")
+        if mine in session.exclude_job_ids or mine in self.cfg.exclude_jobs:
+            raise SessionLostError(f"job {mine} is excluded from session {session.session_id}")
+        if is_terminal(session.state):
+            raise SessionLostError(f"session {session.session_id} is {session.state.value}")
+
+    def wait_for_session(self) -> Versioned[SessionDoc]:
+        """The session document, waiting for it to appear (the plugin writes it after launching)."""
+        deadline = time.monotonic() + self.cfg.session_wait_ms / 1000
+        while True:
+            session = self.read_session()
+            if session is not None:
+                self.check_owner(session.doc)
+                return session
+            if time.monotonic() >= deadline or self.stop_event.wait(self.cfg.loop_frequency_ms / 1000):
+                raise SessionLostError(f"session {self.cfg.session_id} never appeared")
+
+    def claim(self) -> None:
+        """Move the session to ``running`` under this job's id."""
+
+        def change(current: Versioned[SessionDoc]) -> Versioned[SessionDoc]:
+            self.check_owner(current.doc)
+            now = now_millis()
+            return self.store.update_session(
+                current,
+                SessionState.RUNNING,
+                index=self.cfg.request_index,
+                job_id=self.cfg.job_id,
+                application_id=self.cfg.application_id,
+                job_start_time=now,
+                last_update_time=now,
+                heartbeat_interval_millis=self.cfg.heartbeat_idle_ms,
+            )
+
+        self.store.update_with_retry(self.read_session, change)
+
+    def end_session(self, state: SessionState, error: str = "") -> None:
+        def change(current: Versioned[SessionDoc]) -> Versioned[SessionDoc] | None:
+            if is_terminal(current.doc.state) or (current.doc.job_id and current.doc.job_id != self.cfg.job_id):
+                return None
+            return self.store.update_session(
+                current,
+                state,
+                index=self.cfg.request_index,
+                error=error,
+                running_statements=[],
+                last_update_time=now_millis(),
+            )
+
+        self.store.update_with_retry(self.read_session, change)
+
+    # -- the run ----------------------------------------------------------------------------
+
+    def run(self) -> SessionState | None:
+        """Run the session until it ends; returns the state it ended in (None if never ours)."""
+        try:
+            self.wait_for_session()
+            self.claim()
+        except SessionLostError as exc:
+            log.warning("not starting: %s", exc)
+            return None
+        log.info("%s session %s running as job %s", self.cfg.job_type.value, self.cfg.session_id, self.cfg.job_id)
+        self.heartbeat.start()
+        end_state, error = SessionState.DEAD, ""
+        try:
+            end_state, error = self.work()
+        except SessionLostError as exc:
+            log.warning("stopping: %s", exc)
+            end_state = SessionState.DEAD
+        except Exception as exc:
+            log.exception("session failed")
+            end_state, error = SessionState.FAIL, f"Session failed: {type(exc).__name__}: {exc}"
+        finally:
+            self.stop_event.set()
+            self.heartbeat.stop()
+        error = error[:MAX_SESSION_ERROR]
+        if self.failure and not error:
+            end_state, error = SessionState.FAIL, self.failure
+        self.end_session(end_state, error)
+        log.info("session %s ended %s", self.cfg.session_id, end_state.value)
+        return end_state
+
+    @abstractmethod
+    def work(self) -> tuple[SessionState, str]:
+        """The runner's work, with the session claimed and beating: the state to end the session
+        in and its error. Raising :class:`SessionLostError` ends it ``dead``; any other exception
+        ``fail``; a failure reported meanwhile (:meth:`fail`) wins over a ``dead`` without error."""

@@ -1,0 +1,226 @@
+"""Running one statement to a terminal state, and its result document: shared by every runner.
+
+:meth:`StatementRunner.run` moves a ``waiting`` statement to ``running`` with a conditional
+write, starts it on the executor, watches it for a cancel (its document moved to ``cancelled``),
+the execution timeout and a stop of the job, and ends it: the result document is written first,
+and only then is the statement moved to its terminal state, never over ``cancelled``.
+
+:meth:`StatementRunner.run_untracked` runs a query that has no statement document (a batch job
+started with ``spark.flint.job.query`` only): it writes the result document and nothing else.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from flint_repl_job.config import JobConfig
+from flint_repl_job.errors import classify
+from flint_repl_job.executor import QueryOutput, RunningQuery
+from query_core.errors import InvalidTransitionError, VersionConflictError
+from query_core.models import ResultDoc, StatementDoc, StatementProgress, Versioned, now_millis
+from query_core.states import StatementState, is_terminal
+from query_core.store import IndexStore
+
+log = logging.getLogger(__name__)
+
+#: How long a cancelled or timed-out statement's Spark work may take to stop before the job moves on.
+CANCEL_GRACE_S = 30.0
+
+
+class Executor(Protocol):
+    """What the job needs of its executor (:class:`SparkExecutor` runs statements on Spark)."""
+
+    def start(self, query_id: str, sql: str) -> RunningQuery: ...
+
+    def cancel(self, running: RunningQuery, grace_s: float, poll_s: float) -> bool: ...
+
+    def progress(self, query_id: str) -> StatementProgress: ...
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a statement ended: its terminal state and error (empty on success and cancel)."""
+
+    state: StatementState
+    error: str = ""
+
+
+def build_result(
+    cfg: JobConfig,
+    doc: StatementDoc,
+    status: Any,
+    *,
+    run_ms: int = 0,
+    error: str = "",
+    output: QueryOutput | None = None,
+) -> ResultDoc:
+    """The result document of ``doc`` (the reference's fields; ``status`` SUCCESS/FAILED/TIMEOUT)."""
+    return ResultDoc(
+        query_id=doc.query_id,
+        query_text=doc.query,
+        session_id=cfg.session_id,
+        status=status,
+        result=output.result if output else [],
+        schema=output.schema if output else [],
+        lossless=output.lossless if output else None,
+        error=error,
+        job_run_id=cfg.job_id,
+        application_id=cfg.application_id,
+        data_source_name=cfg.datasource,
+        job_type=cfg.job_type.value,
+        query_run_time=run_ms,
+    )
+
+
+class StatementRunner:
+    """Runs statements one at a time for a runner; :attr:`running` is what the heartbeat reports.
+
+    ``on_change`` is called when a statement starts and when it ends (the runner re-times its
+    heartbeat); ``failure`` gives the reason the session is failing, if any, for the error of a
+    statement cut short by the stop of the job."""
+
+    def __init__(
+        self,
+        cfg: JobConfig,
+        store: IndexStore,
+        executor: Executor,
+        stop_event: threading.Event,
+        *,
+        on_change: Callable[[], None] = lambda: None,
+        failure: Callable[[], str] = lambda: "",
+    ) -> None:
+        self.cfg = cfg
+        self.store = store
+        self.executor = executor
+        self.stop_event = stop_event
+        self.on_change = on_change
+        self.failure = failure
+        self.running: RunningQuery | None = None
+        self.running_since = 0
+
+    def read_statement(self, statement_id: str) -> Versioned[StatementDoc] | None:
+        return self.store.get_statement(self.cfg.datasource, statement_id, index=self.cfg.request_index)
+
+    # -- running ----------------------------------------------------------------------------
+
+    def run(self, statement: Versioned[StatementDoc]) -> Outcome | None:
+        """Run a waiting statement to a terminal state; None when it moved (was cancelled, say)
+        before it could start. Bookkeeping errors of the index (``AsyncQueryError``) propagate."""
+        doc = statement.doc
+        if doc.lang.lower() != "sql":
+            error = f"Fail to run query. Cause: language {doc.lang!r} is not supported by this job; use sql"
+            return self.fail(statement, error)
+        try:
+            statement = self.store.move_statement(statement, StatementState.RUNNING, index=self.cfg.request_index)
+        except (VersionConflictError, InvalidTransitionError):
+            log.info("statement %s moved before it could start; skipping", doc.statement_id)
+            return None
+        return self._execute(doc, statement)
+
+    def run_untracked(self, doc: StatementDoc) -> Outcome:
+        """Run a query without a statement document: no state moves, no cancel; the result only."""
+        return self._execute(doc, None)
+
+    def fail(self, statement: Versioned[StatementDoc], error: str) -> Outcome:
+        """End a statement that will not run ``failed`` with ``error`` (result document first)."""
+        self.finish(
+            statement, StatementState.FAILED, build_result(self.cfg, statement.doc, "FAILED", error=error), error
+        )
+        return Outcome(StatementState.FAILED, error)
+
+    def _execute(self, doc: StatementDoc, statement: Versioned[StatementDoc] | None) -> Outcome:
+        started = time.monotonic()
+        self.running_since = now_millis()
+        self.running = self.executor.start(doc.query_id, doc.query)
+        self.on_change()
+        try:
+            return self.watch(doc, statement, self.running, started)
+        finally:
+            self.running = None
+            self.on_change()
+
+    def watch(
+        self, doc: StatementDoc, statement: Versioned[StatementDoc] | None, running: RunningQuery, started: float
+    ) -> Outcome:
+        """Wait for the statement's end, a cancel, the execution timeout or a stop of the job."""
+        timeout = self.cfg.query_execution_timeout_s
+        poll = self.cfg.loop_frequency_ms / 1000
+        while not running.future.done():
+            if self.stop_event.is_set():
+                self._stop_work(running)
+                failure = self.failure()
+                error = "Session ended while the statement was running" + (f": {failure}" if failure else "")
+                return self.finish(statement, StatementState.FAILED, self.result(doc, "FAILED", error=error), error)
+            if time.monotonic() - started > timeout:
+                self._stop_work(running)
+                error = f"Executing statement {doc.query_id} timed out after {timeout} s"
+                return self.finish(statement, StatementState.TIMEOUT, self.result(doc, "TIMEOUT", error=error), error)
+            if statement is not None:
+                current = self.read_statement(doc.statement_id)
+                if current is not None and current.doc.state == StatementState.CANCELLED:
+                    log.info("statement %s cancelled: cancelling its Spark job group", doc.query_id)
+                    self._stop_work(running)
+                    return Outcome(StatementState.CANCELLED)
+            try:
+                running.future.result(timeout=poll)
+            except Exception:  # noqa: BLE001 - handled below, once the future is done
+                pass
+        return self._record_outcome(doc, statement, running, started)
+
+    def _stop_work(self, running: RunningQuery) -> None:
+        if not self.executor.cancel(running, CANCEL_GRACE_S, self.cfg.loop_frequency_ms / 1000):
+            log.error("statement %s did not stop within %.0f s of its cancel", running.query_id, CANCEL_GRACE_S)
+
+    def _record_outcome(
+        self, doc: StatementDoc, statement: Versioned[StatementDoc] | None, running: RunningQuery, started: float
+    ) -> Outcome:
+        run_ms = int((time.monotonic() - started) * 1000)
+        exc = running.future.exception()
+        if exc is None:
+            output: QueryOutput = running.future.result()
+            result = self.result(doc, "SUCCESS", run_ms=run_ms, output=output)
+            return self.finish(statement, StatementState.SUCCESS, result, "")
+        error = classify(exc, self.cfg.datasource)
+        log.info("statement %s failed: %s", doc.query_id, error.splitlines()[0] if error else "")
+        return self.finish(
+            statement, StatementState.FAILED, self.result(doc, "FAILED", run_ms=run_ms, error=error), error
+        )
+
+    # -- ending -----------------------------------------------------------------------------
+
+    def finish(
+        self, statement: Versioned[StatementDoc] | None, state: StatementState, result: ResultDoc, error: str
+    ) -> Outcome:
+        """Write the result document, and only then move the statement (never over ``cancelled``:
+        a statement cancelled meanwhile keeps its state, and its result document is never read).
+        Without a statement document (``None``) only the result is written.
+
+        Returns the state the statement ended in: ``state``, or the terminal state it was found in
+        (``cancelled``, say)."""
+        self.store.put_result(self.cfg.result_index, result)
+        if statement is None:
+            return Outcome(state, error)
+        statement_id = statement.doc.statement_id
+        found: list[StatementState] = []
+
+        def change(cur: Versioned[StatementDoc]) -> Versioned[StatementDoc] | None:
+            if is_terminal(cur.doc.state):
+                found.append(cur.doc.state)
+                return None
+            return self.store.move_statement(cur, state, index=self.cfg.request_index, error=error)
+
+        self.store.update_with_retry(lambda: self.read_statement(statement_id), change, first=statement)
+        if found and found[-1] != state:
+            log.info("statement %s was already %s; left as it is", statement_id, found[-1].value)
+            return Outcome(found[-1], "" if found[-1] == StatementState.CANCELLED else error)
+        return Outcome(state, error)
+
+    def result(
+        self, doc: StatementDoc, status: Any, *, run_ms: int = 0, error: str = "", output: QueryOutput | None = None
+    ) -> ResultDoc:
+        return build_result(self.cfg, doc, status, run_ms=run_ms, error=error, output=output)
