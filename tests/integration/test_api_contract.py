@@ -7,7 +7,6 @@ part by moving documents through the store as the job would.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
@@ -47,19 +46,6 @@ def other_datasource(ds_name: str, datasource: Datasource) -> Datasource:
 @pytest.fixture
 def service(make_service: ServiceFactory, datasource: Datasource, other_datasource: Datasource) -> AsyncQueryService:
     return make_service(datasources=[datasource, other_datasource])
-
-
-@pytest.fixture
-def launcher(service: AsyncQueryService) -> RecordingLauncher:
-    found = service.launchers["local"]
-    assert isinstance(found, RecordingLauncher)
-    return found
-
-
-@pytest.fixture
-def client(service: AsyncQueryService) -> Iterator[httpx.Client]:
-    with serve_http(create_app(service)) as url, httpx.Client(base_url=url, timeout=30) as c:
-        yield c
 
 
 def post(client: httpx.Client, ds: str, query: str = "SELECT 1", session_id: str | None = None) -> httpx.Response:

@@ -3,13 +3,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 
-from async_query.api import BASE, create_app
+from async_query.api import BASE
 from async_query.service import AsyncQueryService
 from query_core.flint import FlintSyntaxError, parse
 from query_core.ids import new_id
@@ -17,25 +16,12 @@ from query_core.models import SessionDoc, StatementDoc
 from query_core.states import SessionState, SessionType, StatementState
 from query_core.store import IndexStore
 from tests.conftest import ServiceFactory
-from tests.support import RecordingLauncher, serve_http
+from tests.support import RecordingLauncher
 
 
 @pytest.fixture
 def service(make_service: ServiceFactory) -> AsyncQueryService:
     return make_service()
-
-
-@pytest.fixture
-def launcher(service: AsyncQueryService) -> RecordingLauncher:
-    found = service.launchers["local"]
-    assert isinstance(found, RecordingLauncher)
-    return found
-
-
-@pytest.fixture
-def client(service: AsyncQueryService) -> Iterator[httpx.Client]:
-    with serve_http(create_app(service)) as url, httpx.Client(base_url=url, timeout=30) as c:
-        yield c
 
 
 def post(client: httpx.Client, ds: str, query: str, lang: str = "sql") -> httpx.Response:
