@@ -383,6 +383,38 @@ class IndexStore:
             pending = retry
         return len(docs)
 
+    def index_exists(self, index: str) -> bool:
+        return bool(self._call(f"exists {index}", lambda: self.client.indices.exists(index=index)))
+
+    def delete_index(self, index: str) -> bool:
+        """Delete ``index`` and its documents; False when there was none."""
+
+        def call() -> bool:
+            try:
+                self.client.indices.delete(index=index)
+                return True
+            except os_exc.NotFoundError:
+                return False
+
+        return self._call(f"delete index {index}", call)
+
+    def index_metas(self, pattern: str) -> dict[str, dict[str, Any]]:
+        """The mapping ``_meta`` of every index matching ``pattern`` (a name or a wildcard), by
+        index name; an index without ``_meta`` maps to ``{}``, no match is an empty dict."""
+
+        def call() -> dict[str, Any]:
+            try:
+                return dict(self.client.indices.get_mapping(index=pattern, allow_no_indices=True))
+            except os_exc.NotFoundError:
+                return {}
+
+        found = self._call(f"get mapping {pattern}", call)
+        return {name: dict(entry.get("mappings", {}).get("_meta", {})) for name, entry in found.items()}
+
+    def put_index_meta(self, index: str, meta: dict[str, Any]) -> None:
+        """Replace the mapping ``_meta`` of ``index`` (the reference keeps index metadata there)."""
+        self._call(f"put mapping {index}", lambda: self.client.indices.put_mapping(index=index, body={"_meta": meta}))
+
     # -- whole indexes (the embedded index's snapshots) -------------------------------------
 
     def write_marks(self) -> dict[str, tuple[int, int]]:
@@ -534,15 +566,17 @@ class IndexStore:
         return self._move(current, target, f"session {current.doc.session_id}", fields, index)
 
     def find_sessions(
-        self, datasource: str | None, states: list[SessionState], size: int = 1000
+        self, datasource: str | None, states: list[SessionState], size: int = 1000, job_id: str | None = None
     ) -> list[Versioned[SessionDoc]]:
-        """Sessions in the given states (a search: refresh-delayed; for limits and listings)."""
+        """Sessions in the given states, of one job if ``job_id`` is given (a search:
+        refresh-delayed; for limits, listings and sweeps)."""
         index = request_index(datasource) if datasource else ".query_execution_request_*"
+        filters: list[dict[str, Any]] = [{"term": {"type": "session"}}, {"terms": {"state": [s.value for s in states]}}]
+        if job_id is not None:
+            filters.append({"term": {"jobId": job_id}})
         body = {
             "size": size,
-            "query": {
-                "bool": {"filter": [{"term": {"type": "session"}}, {"terms": {"state": [s.value for s in states]}}]}
-            },
+            "query": {"bool": {"filter": filters}},
             "sort": [{"lastUpdateTime": {"order": "desc"}}],
         }
         return [Versioned(SessionDoc.model_validate(src), seq, term) for _, src, seq, term in self.search(index, body)]
@@ -613,6 +647,27 @@ class IndexStore:
             )
 
         self._call(f"delete {target}/{doc.latest_id}", call)
+
+    def find_index_states(
+        self,
+        datasource: str | None,
+        states: list[FlintIndexState] | None = None,
+        job_id: str | None = None,
+        size: int = 1000,
+    ) -> list[Versioned[FlintIndexStateDoc]]:
+        """Index state documents, by state and/or owning job (a search: refresh-delayed; for the
+        housekeeping sweep, limits and cancels of long-running work, never for a fresh write)."""
+        filters: list[dict[str, Any]] = [{"term": {"type": "flintindexstate"}}]
+        if states is not None:
+            filters.append({"terms": {"state": [s.value for s in states]}})
+        if job_id is not None:
+            filters.append({"term": {"jobId": job_id}})
+        index = request_index(datasource) if datasource else ".query_execution_request_*"
+        body = {"size": size, "query": {"bool": {"filter": filters}}}
+        return [
+            Versioned(FlintIndexStateDoc.model_validate(src), seq, term)
+            for _, src, seq, term in self.search(index, body)
+        ]
 
     # -- datasources created over REST -----------------------------------------------------
 
