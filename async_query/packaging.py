@@ -80,8 +80,9 @@ PACKAGE_SUFFIXES = (".py", ".json", ".lark")
 DEPS_ARCHIVE_NAME = "deps.tar.gz"
 #: The name ``spark.archives`` unpacks the dependency archive under (``<uri>#deps``).
 DEPS_DIR = "deps"
-#: The job's runtime dependencies (``boto3``: SigV4 signing for Amazon OpenSearch Service).
-JOB_REQUIREMENTS = ("opensearch-py", "pydantic", "tenacity", "boto3", "lark")
+#: The job's runtime dependencies (``boto3``: SigV4 signing for Amazon OpenSearch Service;
+#: ``pyarrow``: PySpark's Python data sources, which write Flint indexes, exchange rows as Arrow).
+JOB_REQUIREMENTS = ("opensearch-py", "pydantic", "tenacity", "boto3", "lark", "pyarrow")
 DEFAULT_PYTHON = "/usr/bin/python3.11"
 #: A fixed timestamp for archive members, so the same code gives the same bytes.
 _EPOCH = (1980, 1, 1, 0, 0, 0)

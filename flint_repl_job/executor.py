@@ -10,12 +10,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from flint_repl_job.catalog import session_sql
-from flint_repl_job.flint_statements import as_spark_sql
+from flint_repl_job.flint_statements import FlintStatementError, flint_statement
 from flint_repl_job.results import encode
 from query_core.models import LosslessResult, StatementProgress
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from flint_repl_job.indexes.engine import FlintEngine
 
 
 class QueryCancelledError(Exception):
@@ -39,11 +41,13 @@ class RunningQuery:
 class SparkExecutor:
     """Starts statements under a Spark job group named by the query id, and cancels that group.
 
-    Statements name the session catalog by the datasource's name (see :mod:`.catalog`)."""
+    Statements name the session catalog by the datasource's name (see :mod:`.catalog`); Flint
+    statements are run by ``flint`` (:mod:`.indexes.engine`)."""
 
-    def __init__(self, spark: SparkSession, datasource: str = "") -> None:
+    def __init__(self, spark: SparkSession, datasource: str = "", flint: FlintEngine | None = None) -> None:
         self.spark = spark
         self.datasource = datasource
+        self.flint = flint
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="statement")
 
     def start(self, query_id: str, sql: str) -> RunningQuery:
@@ -56,6 +60,13 @@ class SparkExecutor:
         try:
             if cancelled.is_set():
                 raise QueryCancelledError(query_id)
+            statement = flint_statement(sql)
+            if statement is not None:
+                if self.flint is None:
+                    raise FlintStatementError("Flint statements need a job connected to the index cluster")
+                output = self.flint.run(statement)
+                result, schema, lossless = encode(output.schema, output.rows)
+                return QueryOutput(result, schema, lossless)
             frame = self.spark.sql(self.spark_sql(sql))
             rows = frame.collect()
             result, schema, lossless = encode(frame.schema, rows)
@@ -64,8 +75,7 @@ class SparkExecutor:
             sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
 
     def spark_sql(self, sql: str) -> str:
-        """The statement as Spark runs it: Flint statements answered, the datasource as catalog."""
-        sql = as_spark_sql(sql)
+        """Plain Spark SQL as Spark runs it: the datasource's name as the session catalog."""
         return session_sql(sql, self.datasource) if self.datasource else sql
 
     def cancel(self, running: RunningQuery, grace_s: float, poll_s: float) -> bool:

@@ -1,17 +1,12 @@
-"""Flint's extension statements in an interactive session, until the Flint index runners exist.
+"""Flint's extension statements in a job: told apart from plain Spark SQL by the one Flint parser.
 
-OpenSearch Dashboards lists a datasource's accelerations with ``SHOW FLINT INDEX[ES] [EXTENDED]
-IN <catalog>[.<db>]``. There are no Flint indexes yet, so that statement answers an empty table
-with the reference's columns (EXTENDED adds ``error``), through Spark like any statement. Other
-Flint statements are refused with a clear error instead of Spark's syntax error; a malformed one
-reports the Flint parser's syntax error. Plain Spark SQL passes through untouched.
+A Flint statement is run by the job's :class:`~flint_repl_job.indexes.engine.FlintEngine`; plain
+Spark SQL passes through untouched; a malformed Flint statement reports the parser's syntax error.
 """
 
 from __future__ import annotations
 
-from query_core.flint import FlintSyntaxError, ShowFlintIndexes, parse
-
-SHOW_FLINT_INDEX_COLUMNS = ("flint_index_name", "kind", "database", "table", "index_name", "auto_refresh", "status")
+from query_core.flint import FlintSyntaxError, Statement, parse
 
 
 class FlintStatementError(Exception):
@@ -22,17 +17,9 @@ class FlintParseError(Exception):
     """A malformed Flint statement (classified as ``Syntax error``)."""
 
 
-def as_spark_sql(sql: str) -> str:
-    """The Spark SQL that answers ``sql``: ``sql`` itself unless it is a Flint statement."""
+def flint_statement(sql: str) -> Statement | None:
+    """The Flint statement ``sql`` is, or None for plain Spark SQL."""
     try:
-        statement = parse(sql)
+        return parse(sql)
     except FlintSyntaxError as exc:
         raise FlintParseError(str(exc)) from None
-    if statement is None:
-        return sql
-    if not isinstance(statement, ShowFlintIndexes):
-        raise FlintStatementError(f"{type(statement).__name__} statements are not supported by this job yet")
-    columns = [*SHOW_FLINT_INDEX_COLUMNS, *(["error"] if statement.extended else [])]
-    types = {"auto_refresh": "BOOLEAN"}
-    selected = ", ".join(f"CAST(NULL AS {types.get(c, 'STRING')}) AS {c}" for c in columns)
-    return f"SELECT {selected} WHERE false"

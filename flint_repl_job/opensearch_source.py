@@ -8,7 +8,8 @@ keys without the prefix:
 - ``index`` (required); ``host``, ``port``, ``scheme``, ``auth`` (``noauth|basic|sigv4``),
   ``auth.username``, ``auth.password``, ``region``, ``verifyCerts``;
 - ``id_column``: the column whose value is each document's ``_id``. With ids, a retried task
-  overwrites what it wrote before, so nothing is lost or duplicated; without, the server picks ids;
+  overwrites what it wrote before, so nothing is lost or duplicated; without, the server picks ids.
+  ``id_column_in_source`` (default ``true``): whether that column is also a field of the document;
 - ``batch_size`` (documents per ``_bulk`` request, default 1000);
 - ``meta`` and ``index_settings``: JSON objects for the mapping's ``_meta`` and the index settings,
   used when the writer creates the index (its mapping is derived from the DataFrame's schema).
@@ -57,6 +58,21 @@ def connection(options: dict[str, str]) -> OpenSearchConfig:
         region=options.get("region", "us-east-1"),
         verify_certs=options.get("verifyCerts", "true").lower() != "false",
     )
+
+
+def source_options(cfg: OpenSearchConfig) -> dict[str, str]:
+    """The options naming ``cfg``'s connection (the inverse of :func:`connection`)."""
+    options = {
+        "scheme": cfg.scheme,
+        "host": cfg.host,
+        "port": str(cfg.port),
+        "auth": cfg.auth,
+        "region": cfg.region,
+        "verifyCerts": str(cfg.verify_certs).lower(),
+    }
+    if cfg.auth == "basic":
+        options.update({"auth.username": cfg.username, "auth.password": cfg.password})
+    return options
 
 
 # -- Spark schema <-> index mapping ------------------------------------------------------------
@@ -216,12 +232,14 @@ class OpenSearchWriter(DataSourceWriter):
         self.id_column = options.get("id_column", "")
         if self.id_column and self.id_column not in schema.names:
             raise ValueError(f"id_column {self.id_column!r} is not a column of the data ({', '.join(schema.names)})")
+        self.id_in_source = options.get("id_column_in_source", "true").lower() != "false"
         self.batch_size = int(options.get("batch_size", DEFAULT_BATCH))
         store = IndexStore(connection(options))
         try:
             meta = json.loads(options.get("meta", "{}"))
             settings = json.loads(options.get("index_settings", "{}"))
-            store.create_index(index, index_body(schema, meta, settings))
+            stored = schema if self.id_in_source or not self.id_column else _without(schema, self.id_column)
+            store.create_index(index, index_body(stored, meta, settings))
             if overwrite:
                 store.delete_all(index)
         finally:
@@ -235,7 +253,11 @@ class OpenSearchWriter(DataSourceWriter):
         batch: list[tuple[str | None, dict[str, Any]]] = []
         try:
             for row in iterator:
-                source = {f.name: to_source(row[i], f.dataType) for i, f in enumerate(fields)}
+                source = {
+                    f.name: to_source(row[i], f.dataType)
+                    for i, f in enumerate(fields)
+                    if i != id_at or self.id_in_source
+                }
                 batch.append((str(row[id_at]) if id_at >= 0 else None, source))
                 if len(batch) >= self.batch_size:
                     written += store.bulk_index(self.index, batch)
@@ -249,6 +271,10 @@ class OpenSearchWriter(DataSourceWriter):
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         total = sum(m.documents for m in messages if isinstance(m, Written))
         log.info("wrote %d documents to %s", total, self.index)
+
+
+def _without(schema: st.StructType, column: str) -> st.StructType:
+    return st.StructType([f for f in schema.fields if f.name != column])
 
 
 class OpenSearchReader(DataSourceReader):

@@ -13,9 +13,11 @@ import os
 import signal
 import threading
 import time
+from typing import Any
 
 from flint_repl_job.config import JobConfig
 from flint_repl_job.executor import SparkExecutor
+from flint_repl_job.indexes.engine import FlintContext, FlintEngine
 from flint_repl_job.runners.base import SessionRunner
 from flint_repl_job.runners.batch import BatchJob
 from flint_repl_job.runners.interactive import InteractiveJob
@@ -69,11 +71,26 @@ def main(argv: list[str]) -> int:
             return EXIT_UNKNOWN_TYPE
         stop = threading.Event()
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
-        executor = SparkExecutor(spark, cfg.datasource)
+        store = IndexStore(cfg.opensearch)
+        executor = SparkExecutor(spark, cfg.datasource, flint_engine(spark, store, cfg))
         try:
-            runner(cfg, IndexStore(cfg.opensearch), executor, stop).run()
+            runner(cfg, store, executor, stop).run()
         finally:
             executor.close()
     finally:
         spark.stop()
     return 0
+
+
+def flint_engine(spark: Any, store: IndexStore, cfg: JobConfig) -> FlintEngine:
+    """The engine of the job's Flint statements, writing as this job (its ids on the index states)."""
+    context = FlintContext(
+        spark=spark,
+        store=store,
+        opensearch=cfg.opensearch,
+        datasource=cfg.datasource,
+        request_index=cfg.request_index,
+        application_id=cfg.application_id,
+        job_id=cfg.job_id,
+    )
+    return FlintEngine(context)

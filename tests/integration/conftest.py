@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import sys
+import time
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -49,3 +53,30 @@ def client(service: AsyncQueryService) -> Iterator[httpx.Client]:
     """An HTTP client of the module's ``service``, served on a free loopback port."""
     with serve_http(create_app(service)) as url, httpx.Client(base_url=url, timeout=30) as c:
         yield c
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One local Spark session in this process for the tests marked ``spark`` (it takes seconds
+    to start), with the ``opensearch`` data source registered and a throwaway warehouse."""
+    from pyspark.sql import SparkSession
+
+    from flint_repl_job.opensearch_source import register
+
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ["PYSPARK_PYTHON"] = sys.executable  # the workers import this project's modules
+    os.environ["TZ"] = "UTC"  # Python's conversion of Spark timestamps uses the process time zone
+    time.tzset()
+    warehouse = tmp_path_factory.mktemp("warehouse")
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("integration-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.warehouse.dir", str(warehouse))
+        .getOrCreate()
+    )
+    register(session)
+    yield session
+    session.stop()

@@ -3,10 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import os
-import sys
-import time
-from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 from urllib.parse import urlsplit
@@ -17,29 +13,6 @@ from query_core.store import IndexStore
 
 pytestmark = pytest.mark.spark
 INDEX = "flint_local_default_sales_items_index"
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    from pyspark.sql import SparkSession
-
-    from flint_repl_job.opensearch_source import register
-
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ["PYSPARK_PYTHON"] = sys.executable  # the workers import this project's modules
-    os.environ["TZ"] = "UTC"  # Python's conversion of Spark timestamps uses the process time zone
-    time.tzset()
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("opensearch-source-test")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
-    )
-    register(session)
-    yield session
-    session.stop()
 
 
 def options(index_url: str, **extra: str) -> dict[str, str]:

@@ -99,22 +99,13 @@ def test_classify_rewords_the_foreign_catalog_error() -> None:
     assert "REQUIRES_SINGLE_PART_NAMESPACE" in classify(exc)  # without a datasource: Spark's words
 
 
-@pytest.mark.parametrize("extended", [False, True])
-def test_show_flint_index_answers_the_reference_columns(extended: bool) -> None:
-    from flint_repl_job.flint_statements import SHOW_FLINT_INDEX_COLUMNS, as_spark_sql
+def test_flint_statements_are_told_from_spark_sql() -> None:
+    from flint_repl_job.flint_statements import FlintParseError, flint_statement
+    from query_core.flint import CreateSkippingIndex, ShowFlintIndexes
 
-    sql = as_spark_sql(f"show flint indexes {'extended ' if extended else ''}in local.default;")
-    assert sql.startswith("SELECT ") and sql.endswith("WHERE false")
-    columns = [part.split(" AS ")[-1] for part in sql.removeprefix("SELECT ").removesuffix(" WHERE false").split(", ")]
-    assert columns == [*SHOW_FLINT_INDEX_COLUMNS, *(["error"] if extended else [])]
-    assert as_spark_sql("SHOW TABLES IN local.default") == "SHOW TABLES IN local.default"
-
-
-def test_other_flint_statements_are_refused_clearly() -> None:
-    from flint_repl_job.flint_statements import FlintParseError, FlintStatementError, as_spark_sql
-
-    with pytest.raises(FlintStatementError, match="not supported by this job yet"):
-        as_spark_sql("CREATE SKIPPING INDEX ON local.default.t (year PARTITION)")
+    assert isinstance(flint_statement("show flint indexes extended in local.default;"), ShowFlintIndexes)
+    assert isinstance(flint_statement("CREATE SKIPPING INDEX ON local.default.t (year PARTITION)"), CreateSkippingIndex)
+    assert flint_statement("SHOW TABLES IN local.default") is None
     with pytest.raises(FlintParseError) as raised:
-        as_spark_sql("CREATE SKIPPING INDEX ON t (year FOO)")
+        flint_statement("CREATE SKIPPING INDEX ON t (year FOO)")
     assert classify(raised.value).startswith("Syntax error: ")

@@ -1,0 +1,134 @@
+"""What each kind of Flint index holds, as a Spark DataFrame built from its metadata.
+
+- **skipping**: one row per source file (``file_path``), grouped by ``input_file_name()``, with the
+  ``_id`` sha1 of the path: PARTITION keeps the file's value, VALUE_SET its distinct values (null
+  past ``max_size``), MIN_MAX ``MinMax_<col>_0``/``MinMax_<col>_1``, BLOOM_FILTER the serialized
+  filter over ``xxhash64(col)`` (:mod:`.bloom`);
+- **covering**: the listed columns of each row, filtered by the optional WHERE;
+- **materialized view**: the view's query, one document per output row.
+
+``id_expression`` gives covering indexes and views their document ids. The id column
+(:data:`ID_COLUMN`) decides each document's ``_id`` and is not stored in the document.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from flint_repl_job.catalog import SESSION_CATALOG, session_sql, tokenize
+from flint_repl_job.indexes.meta import IndexMeta
+from query_core.flint import IndexKind, QualifiedName, SkippingKind
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+ID_COLUMN = "__id__"
+FILE_PATH_COLUMN = "file_path"
+
+
+class IndexBuildError(Exception):
+    """The index cannot be built as its metadata says (a column or table is gone...)."""
+
+
+def table_frame(spark: SparkSession, table: str, datasource: str) -> DataFrame:
+    """The source table of a skipping or covering index (``table``: ``catalog.db.name``); the
+    datasource's catalog is read through the session catalog that stands for it."""
+    parts = table.split(".")
+    if parts[0] == datasource:
+        parts[0] = SESSION_CATALOG
+    return spark.read.table(QualifiedName(tuple(parts)).sql())
+
+
+def build_frame(spark: SparkSession, meta: IndexMeta, datasource: str) -> DataFrame:
+    """The index's contents, with :data:`ID_COLUMN` when documents have ids of their own."""
+    if meta.kind is IndexKind.SKIPPING:
+        return skipping_frame(table_frame(spark, meta.source, datasource), meta.indexed_columns)
+    if meta.kind is IndexKind.COVERING:
+        frame = table_frame(spark, meta.source, datasource)
+        if meta.filter_condition:
+            frame = frame.where(meta.filter_condition)
+        frame = frame.select(*[_col(c["columnName"]) for c in meta.indexed_columns])
+    else:
+        frame = spark.sql(session_sql(meta.source, datasource))
+    id_expression = meta.options.get("id_expression", "")
+    if id_expression:
+        from pyspark.sql import functions as sf
+
+        frame = frame.withColumn(ID_COLUMN, sf.expr(id_expression))
+    return frame
+
+
+def _col(name: str) -> Column:
+    from pyspark.sql import functions as sf
+
+    return sf.col("`" + name.replace("`", "``") + "`")
+
+
+def skipping_frame(source: DataFrame, columns: tuple[dict[str, Any], ...]) -> DataFrame:
+    from pyspark.sql import functions as sf
+
+    aggregates: list[Column] = []
+    for column in columns:
+        aggregates += skipping_aggregates(column)
+    return (
+        source.groupBy(sf.input_file_name().alias(FILE_PATH_COLUMN))
+        .agg(*aggregates)
+        .withColumn(ID_COLUMN, sf.sha1(sf.col(FILE_PATH_COLUMN)))
+    )
+
+
+def skipping_aggregates(column: dict[str, Any]) -> list[Column]:
+    """The aggregates of one indexed column, named as the reference names its fields."""
+    from pyspark.sql import functions as sf
+
+    name = str(column["columnName"])
+    kind = SkippingKind(str(column["kind"]))
+    params = {str(k): str(v) for k, v in dict(column.get("parameters", {})).items()}
+    value = _col(name)
+    if kind is SkippingKind.PARTITION:
+        return [sf.first(value).alias(name)]
+    if kind is SkippingKind.VALUE_SET:
+        limit = int(params.get("max_size", "100"))
+        values = sf.collect_set(value)
+        return [sf.when(sf.size(values) > limit, sf.lit(None)).otherwise(values).alias(name)]
+    if kind is SkippingKind.MIN_MAX:
+        return [sf.min(value).alias(f"MinMax_{name}_0"), sf.max(value).alias(f"MinMax_{name}_1")]
+    return [_bloom_filter(params)(sf.collect_set(sf.xxhash64(value))).alias(name)]
+
+
+def _bloom_filter(params: dict[str, str]) -> Any:
+    """A UDF serializing a file's set of hashes as the reference's bloom filter."""
+    from pyspark.sql import functions as sf
+    from pyspark.sql.types import BinaryType
+
+    from flint_repl_job.indexes.bloom import build_bloom_filter
+
+    # A lambda: PySpark reads a function's type hints as a request for a pandas UDF.
+    return sf.udf(lambda hashes: build_bloom_filter(hashes or [], params), BinaryType(), useArrow=False)
+
+
+def source_tables(query: str, datasource: str) -> list[str]:
+    """The tables a view's query reads (after FROM and JOIN), qualified ``catalog.db.table``.
+
+    A token scan, not an analysis: it is what the index's ``sourceTables`` property records, for
+    tools that list what a view depends on.
+    """
+    tokens = [t for t in tokenize(query) if t.kind not in ("space", "line_comment", "block_comment")]
+    found: list[str] = []
+    i = 0
+    while i < len(tokens):
+        word = tokens[i].text.upper() if tokens[i].kind == "word" else ""
+        if word in ("FROM", "JOIN") and i + 1 < len(tokens) and tokens[i + 1].name is not None:
+            parts = [tokens[i + 1].name or ""]
+            j = i + 2
+            while j + 1 < len(tokens) and tokens[j].kind == "dot" and tokens[j + 1].name is not None:
+                parts.append(tokens[j + 1].name or "")
+                j += 2
+            if len(parts) <= 3:
+                name = str(QualifiedName(tuple(parts)).qualify(datasource))
+                if name not in found:
+                    found.append(name)
+            i = j
+            continue
+        i += 1
+    return found

@@ -1,0 +1,450 @@
+"""Flint statements as the job runs them: one method per statement kind.
+
+CREATE, REFRESH, VACUUM (and DROP, should one reach a job) run as transactions over the index's
+state document (:class:`query_core.index_ops.IndexTransaction`) owned by this job. DESCRIBE and
+the SHOW statements read index metadata (the mappings' ``_meta``) and state documents. Every
+statement answers a :class:`FlintOutput` (DDL answers no rows), which the statement runner turns
+into a result like any Spark query's.
+
+Messages follow the reference's wording ("Flint index ... already exists", "Index ... doesn't
+exist", "Table ... is not found", "Column ... does not exist").
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from flint_repl_job.indexes.builders import (
+    FILE_PATH_COLUMN,
+    ID_COLUMN,
+    build_frame,
+    source_tables,
+    table_frame,
+)
+from flint_repl_job.indexes.meta import ENV_APPLICATION_ID, ENV_JOB_ID, IndexMeta
+from flint_repl_job.opensearch_source import index_body, register, source_options
+from query_core.config import OpenSearchConfig
+from query_core.flint import (
+    AlterIndex,
+    AnalyzeIndex,
+    CreateCoveringIndex,
+    CreateMaterializedView,
+    CreateSkippingIndex,
+    DescribeIndex,
+    DropIndex,
+    IndexKind,
+    RecoverIndexJob,
+    RefreshIndex,
+    ShowCoveringIndexes,
+    ShowFlintIndexes,
+    ShowMaterializedViews,
+    Statement,
+    VacuumIndex,
+    flint_index_name,
+)
+from query_core.flint.ast import CreateStatement, QualifiedName
+from query_core.flint.naming import FLINT_INDEX_PREFIX, sanitize_index_name
+from query_core.index_ops import IndexTarget, IndexTransaction
+from query_core.models import now_millis
+from query_core.store import IndexStore
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+log = logging.getLogger(__name__)
+
+
+class FlintIndexError(Exception):
+    """A Flint statement that cannot run as asked (reported as ``Fail to run query``)."""
+
+
+@dataclass
+class FlintOutput:
+    """A statement's answer: its columns and rows (tuples in column order)."""
+
+    schema: StructType
+    rows: list[tuple[Any, ...]] = field(default_factory=list)
+
+
+def _strings(*names: str, boolean: tuple[str, ...] = ()) -> StructType:
+    from pyspark.sql.types import BooleanType, StringType, StructField, StructType
+
+    return StructType([StructField(n, BooleanType() if n in boolean else StringType()) for n in names])
+
+
+def _no_rows() -> FlintOutput:
+    from pyspark.sql.types import StructType
+
+    return FlintOutput(StructType([]))
+
+
+SHOW_FLINT_INDEX_COLUMNS = ("flint_index_name", "kind", "database", "table", "index_name", "auto_refresh", "status")
+
+
+@dataclass(frozen=True)
+class FlintContext:
+    """Where the job's Flint statements run and whom they are recorded as."""
+
+    spark: SparkSession
+    store: IndexStore
+    opensearch: OpenSearchConfig
+    datasource: str
+    request_index: str | None = None
+    application_id: str = ""
+    job_id: str = ""
+
+
+class FlintEngine:
+    def __init__(self, context: FlintContext) -> None:
+        self.context = context
+        self.spark = context.spark
+        self.store = context.store
+        self.datasource = context.datasource
+        self._registered = False
+        self._handlers: dict[type, Callable[[Any], FlintOutput]] = {
+            CreateSkippingIndex: self.create,
+            CreateCoveringIndex: self.create,
+            CreateMaterializedView: self.create,
+            RefreshIndex: self.refresh,
+            VacuumIndex: self.vacuum,
+            DropIndex: self.drop,
+            DescribeIndex: self.describe,
+            ShowFlintIndexes: self.show_flint_indexes,
+            ShowCoveringIndexes: self.show_covering_indexes,
+            ShowMaterializedViews: self.show_materialized_views,
+            AnalyzeIndex: self.analyze,
+            AlterIndex: self.not_here,
+            RecoverIndexJob: self.not_here,
+        }
+
+    def run(self, statement: Statement) -> FlintOutput:
+        return self._handlers[type(statement)](statement)
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    def transaction(self, index_name: str) -> IndexTransaction:
+        target = IndexTarget(self.datasource, index_name, self.context.request_index)
+        return IndexTransaction(
+            self.store, target, application_id=self.context.application_id, job_id=self.context.job_id
+        )
+
+    def read_meta(self, index_name: str) -> IndexMeta | None:
+        """The index's metadata, or None when the OpenSearch index does not exist."""
+        found = self.store.index_metas(index_name).get(index_name)
+        if found is None:
+            return None
+        meta = IndexMeta.from_meta(index_name, found)
+        if meta is None:
+            raise FlintIndexError(f"Index {index_name} is not a Flint index")
+        return meta
+
+    def _require_meta(self, index_name: str) -> IndexMeta:
+        meta = self.read_meta(index_name)
+        if meta is None:
+            raise FlintIndexError(f"Index {index_name} doesn't exist")
+        return meta
+
+    def write(self, frame: DataFrame, meta: IndexMeta, overwrite: bool) -> None:
+        """Bulk-write ``frame`` into the index (ids from :data:`ID_COLUMN` when present)."""
+        if not self._registered:
+            register(self.spark)
+            self._registered = True
+        # Statements run in a worker thread, whose JVM thread has no active session: Spark then
+        # looks Python data sources up elsewhere and does not find the one just registered.
+        jvm: Any = self.spark._jvm
+        jvm.org.apache.spark.sql.SparkSession.setActiveSession(self.spark._jsparkSession)
+        options = {**source_options(self.context.opensearch), "index": meta.index_name}
+        if ID_COLUMN in frame.columns:
+            options.update(id_column=ID_COLUMN, id_column_in_source="false")
+        frame.write.format("opensearch").options(**options).mode("overwrite" if overwrite else "append").save()
+
+    # -- CREATE -----------------------------------------------------------------------------
+
+    def create(self, statement: CreateStatement) -> FlintOutput:
+        if statement.options.auto_refresh:
+            raise FlintIndexError("an index with auto_refresh = true is created by a streaming job, not this one")
+        if statement.options.incremental_refresh and not isinstance(statement, CreateSkippingIndex):
+            raise FlintIndexError(
+                "incremental_refresh = true is supported for skipping indexes only: a covering index or "
+                "materialized view is refreshed in full"
+            )
+        meta = self.new_meta(statement)
+        if self.store.index_exists(meta.index_name):
+            if statement.if_not_exists:
+                log.info("index %s exists: nothing to create", meta.index_name)
+                return _no_rows()
+            raise FlintIndexError(f"Flint index {meta.index_name} already exists")
+        schema = self._output_schema(meta)
+
+        def work() -> None:
+            self.store.create_index(meta.index_name, self._index_body(meta, schema))
+
+        self.transaction(meta.index_name).run("create", work, via_fields={"job_start_time": now_millis()})
+        return _no_rows()
+
+    def new_meta(self, statement: CreateStatement) -> IndexMeta:
+        """The metadata of the index ``statement`` creates, its source resolved and checked."""
+        ds = self.datasource
+        index_name = flint_index_name(statement.index, ds)
+        options = statement.options.with_defaults()
+        properties: dict[str, Any] = {}
+        env = {
+            k: v for k, v in ((ENV_APPLICATION_ID, self.context.application_id), (ENV_JOB_ID, self.context.job_id)) if v
+        }
+        if env:
+            properties["env"] = env
+        if isinstance(statement, CreateMaterializedView):
+            view = str(statement.name.qualify(ds))
+            properties["sourceTables"] = source_tables(statement.query, ds)
+            probe = IndexMeta(index_name, IndexKind.MV, view, statement.query, (), options, properties)
+            columns = [
+                {"columnName": f.name, "columnType": f.dataType.simpleString()}
+                for f in build_frame(self.spark, probe, ds).schema.fields
+                if f.name != ID_COLUMN
+            ]
+            return IndexMeta(index_name, IndexKind.MV, view, statement.query, tuple(columns), options, properties)
+        table = str(statement.table.qualify(ds))
+        types = self._table_columns(table)
+        if isinstance(statement, CreateSkippingIndex):
+            skipping = []
+            for column in statement.columns:
+                name, type_name = self._column(types, column.name)
+                skipping.append(
+                    {
+                        "kind": column.kind.value,
+                        "parameters": dict(column.params),
+                        "columnName": name,
+                        "columnType": type_name,
+                    }
+                )
+            return IndexMeta(index_name, IndexKind.SKIPPING, index_name, table, tuple(skipping), options, properties)
+        covering = []
+        for column_name in statement.columns:
+            name, type_name = self._column(types, column_name)
+            covering.append({"columnName": name, "columnType": type_name})
+        if statement.where:
+            properties["filterCondition"] = statement.where
+        return IndexMeta(index_name, IndexKind.COVERING, statement.name, table, tuple(covering), options, properties)
+
+    def _table_columns(self, table: str) -> dict[str, str]:
+        from pyspark.errors import AnalysisException
+
+        try:
+            schema = table_frame(self.spark, table, self.datasource).schema
+        except AnalysisException:
+            raise FlintIndexError(f"Table {table} is not found") from None
+        return {f.name: f.dataType.simpleString() for f in schema.fields}
+
+    @staticmethod
+    def _column(types: dict[str, str], name: str) -> tuple[str, str]:
+        for column, type_name in types.items():
+            if column.lower() == name.lower():
+                return column, type_name
+        raise FlintIndexError(f"Column {name} does not exist")
+
+    def _output_schema(self, meta: IndexMeta) -> StructType:
+        """The index's fields: the schema of its contents, analysed without running anything."""
+        from pyspark.sql.types import StructType
+
+        frame = build_frame(self.spark, meta, self.datasource)
+        return StructType([f for f in frame.schema.fields if f.name != ID_COLUMN])
+
+    def _index_body(self, meta: IndexMeta, schema: StructType) -> dict[str, Any]:
+        settings = json.loads(meta.options.get("index_settings", "{}") or "{}")
+        body = index_body(schema, meta.to_meta(), settings)
+        extra = json.loads(meta.options.get("index_mappings", "{}") or "{}")
+        if extra:
+            extra_properties = extra.get("properties", extra)
+            body["mappings"]["properties"].update(extra_properties)
+        return body
+
+    # -- REFRESH ----------------------------------------------------------------------------
+
+    def refresh(self, statement: RefreshIndex) -> FlintOutput:
+        index_name = flint_index_name(statement.index, self.datasource)
+        meta = self._require_meta(index_name)
+        if meta.auto_refresh:
+            raise FlintIndexError(
+                f"Index {index_name} is refreshed automatically: REFRESH applies to manual refresh only"
+            )
+
+        def work() -> None:
+            self.refresh_data(meta)
+
+        self.transaction(index_name).run(
+            "refresh",
+            work,
+            via_fields={"last_refresh_start_time": now_millis()},
+            end_fields={"last_refresh_complete_time": now_millis()},
+        )
+        return _no_rows()
+
+    def refresh_data(self, meta: IndexMeta) -> None:
+        """A full refresh rewrites the index; an incremental refresh of a skipping index adds the
+        source files not indexed yet (a file's document is written once, under its path's sha1)."""
+        frame = build_frame(self.spark, meta, self.datasource)
+        if meta.incremental_refresh and meta.kind is IndexKind.SKIPPING:
+            from pyspark.sql import functions as sf
+
+            done = [source.get(FILE_PATH_COLUMN) for _, source in self.store.scan(meta.index_name)]
+            if done:
+                frame = frame.where(~sf.col(FILE_PATH_COLUMN).isin(done))
+            self.write(frame, meta, overwrite=False)
+            return
+        self.write(frame, meta, overwrite=True)
+
+    # -- VACUUM and DROP --------------------------------------------------------------------
+
+    def vacuum(self, statement: VacuumIndex) -> FlintOutput:
+        index_name = flint_index_name(statement.index, self.datasource)
+        meta = self.read_meta(index_name)
+        transaction = self.transaction(index_name)
+        if meta is None and transaction.current() is None:
+            log.info("Flint index to vacuum doesn't exist: %s", index_name)
+            return _no_rows()
+
+        def work() -> None:
+            self.store.delete_index(index_name)
+            if meta is not None and meta.options.get("checkpoint_location"):
+                self.delete_checkpoint(meta.options["checkpoint_location"])
+
+        transaction.run("vacuum", work)
+        return _no_rows()
+
+    def delete_checkpoint(self, location: str) -> None:
+        """Delete a checkpoint directory through Hadoop's file system (local, HDFS, S3)."""
+        jvm: Any = self.spark._jvm  # Hadoop's FileSystem has no Python API
+        path = jvm.org.apache.hadoop.fs.Path(location)
+        fs = path.getFileSystem(self.spark._jsc.hadoopConfiguration())
+        if fs.exists(path):
+            fs.delete(path, True)
+            log.info("deleted checkpoint %s", location)
+
+    def drop(self, statement: DropIndex) -> FlintOutput:
+        index_name = flint_index_name(statement.index, self.datasource)
+        if not self.store.index_exists(index_name):
+            log.info("Flint index to be deleted doesn't exist: %s", index_name)
+            return _no_rows()
+        self.transaction(index_name).run("drop", lambda: None)
+        return _no_rows()
+
+    def not_here(self, statement: Statement) -> FlintOutput:
+        raise FlintIndexError(f"{type(statement).__name__} is not run by a job of this kind")
+
+    # -- DESCRIBE and SHOW --------------------------------------------------------------------
+
+    def describe(self, statement: DescribeIndex) -> FlintOutput:
+        meta = self.read_meta(flint_index_name(statement.index, self.datasource))
+        kind = statement.index.kind
+        if kind is IndexKind.SKIPPING:
+            schema = _strings("indexed_col_name", "data_type", "skip_type")
+            third = "kind"
+        elif kind is IndexKind.COVERING:
+            schema = _strings("indexed_col_name", "data_type", "index_type")
+            third = ""
+        else:
+            schema = _strings("output_col_name", "data_type")
+            third = "-"
+        if meta is None or meta.kind is not kind:
+            return FlintOutput(schema)
+        rows: list[tuple[Any, ...]] = []
+        for column in meta.indexed_columns:
+            name, type_name = column.get("columnName"), column.get("columnType")
+            if third == "kind":
+                rows.append((name, type_name, column.get("kind")))
+            elif third == "":
+                rows.append((name, type_name, "indexed"))
+            else:
+                rows.append((name, type_name))
+        return FlintOutput(schema, rows)
+
+    def metas(self, prefix_parts: list[str]) -> list[IndexMeta]:
+        """Flint indexes whose names start with ``flint_<parts joined by _>_``, sorted by name."""
+        pattern = sanitize_index_name(FLINT_INDEX_PREFIX + "_".join(prefix_parts) + "_") + "*"
+        found = []
+        for name, raw in sorted(self.store.index_metas(pattern).items()):
+            meta = IndexMeta.from_meta(name, raw)
+            if meta is not None:
+                found.append(meta)
+        return found
+
+    def show_flint_indexes(self, statement: ShowFlintIndexes) -> FlintOutput:
+        parts = [statement.catalog, *([statement.database] if statement.database else [])]
+        columns = [*SHOW_FLINT_INDEX_COLUMNS, *(["error"] if statement.extended else [])]
+        schema = _strings(*columns, boolean=("auto_refresh",))
+        rows: list[tuple[Any, ...]] = []
+        for meta in self.metas(parts):
+            if not meta.belongs_to(statement.catalog, statement.database):
+                continue
+            state = self.transaction(meta.index_name).current()
+            status = state.doc.state.value if state is not None else "unavailable"
+            database, table, index = meta.listed_names()
+            row: tuple[Any, ...] = (meta.index_name, meta.kind.value, database, table, index, meta.auto_refresh, status)
+            if statement.extended:
+                row += ((state.doc.error or None) if state is not None else None,)
+            rows.append(row)
+        return FlintOutput(schema, rows)
+
+    def show_covering_indexes(self, statement: ShowCoveringIndexes) -> FlintOutput:
+        table = statement.table.qualify(self.datasource)
+        rows = [
+            (meta.name,)
+            for meta in self.metas(list(table.parts))
+            if meta.kind is IndexKind.COVERING and meta.source == str(table)
+        ]
+        return FlintOutput(_strings("index_name"), rows)
+
+    def show_materialized_views(self, statement: ShowMaterializedViews) -> FlintOutput:
+        parts = [statement.catalog, *([statement.database] if statement.database else [])]
+        rows = [
+            (meta.listed_names()[2],)
+            for meta in self.metas(parts)
+            if meta.kind is IndexKind.MV and meta.belongs_to(statement.catalog, statement.database)
+        ]
+        return FlintOutput(_strings("materialized_view_name"), rows)
+
+    def analyze(self, statement: AnalyzeIndex) -> FlintOutput:
+        """Recommended skipping kinds for the table's columns, by data type (as the reference's
+        data-type strategy): partition columns PARTITION, numbers and times MIN_MAX, others
+        VALUE_SET for low-cardinality types and BLOOM_FILTER for strings."""
+        table = str(statement.index.table.qualify(self.datasource))
+        schema = _strings("column_name", "column_type", "reason", "skipping_type")
+        types = self._table_columns(table)
+        partitions = set(self._partition_columns(table))
+        rows = []
+        for name, type_name in types.items():
+            kind, reason = _recommendation(type_name, name in partitions)
+            if kind:
+                rows.append((name, type_name, reason, kind))
+        return FlintOutput(schema, rows)
+
+    def _partition_columns(self, table: str) -> list[str]:
+        parts = table.split(".")
+        name = QualifiedName(("spark_catalog" if parts[0] == self.datasource else parts[0], *parts[1:])).sql()
+        try:
+            return [c.name for c in self.spark.catalog.listColumns(name) if c.isPartition]
+        except Exception:  # noqa: BLE001 - a catalog without column listing: no partition hints
+            return []
+
+
+_MIN_MAX_TYPES = ("int", "bigint", "smallint", "tinyint", "double", "float", "date", "timestamp")
+
+
+def _recommendation(type_name: str, partition: bool) -> tuple[str, str]:
+    if partition:
+        return "PARTITION", "PARTITION data structure is recommended for partition columns"
+    if type_name in _MIN_MAX_TYPES or type_name.startswith("decimal"):
+        return "MIN_MAX", "MIN_MAX data structure is recommended for numeric and time columns"
+    if type_name == "boolean":
+        return "VALUE_SET", "VALUE_SET data structure is recommended for low-cardinality columns"
+    if type_name == "string" or type_name.startswith(("varchar", "char")):
+        return "BLOOM_FILTER", "BLOOM_FILTER data structure is recommended for high-cardinality columns"
+    return "", ""
+
+
+__all__ = ["FlintContext", "FlintEngine", "FlintIndexError", "FlintOutput"]
