@@ -67,7 +67,13 @@ class AsyncQueryService:
             Staleness(settings.stale_heartbeats, settings.session_start_timeout_s, settings.heartbeat_idle_ms),
             settings.liveness_cache_s,
         )
-        self.supervisor = CancelSupervisor(store, self.liveness, self._launcher_of_session, settings.cancel_deadline_s)
+        self.supervisor = CancelSupervisor(
+            store,
+            self.liveness,
+            self._launcher_of_session,
+            settings.cancel_deadline_s,
+            stop_timeout_s=settings.stop_job_timeout_s,
+        )
         self.housekeeper = Housekeeper(
             store,
             datasources,
@@ -77,6 +83,8 @@ class AsyncQueryService:
             settings.result_retention_days,
             Lease(store, "housekeeping-lease", lease_ms=int(settings.housekeeping_interval_s * 2000)),
             self.supervisor,
+            dml_timeout_s=settings.index_dml_timeout_s,
+            index_op_stall_s=settings.index_op_stall_s,
         )
         self.handlers: dict[QueryKind, QueryHandler] = handlers_for(
             HandlerContext(
@@ -223,6 +231,8 @@ class AsyncQueryService:
     def close(self) -> None:
         self.supervisor.stop()
         self.housekeeper.stop()
+        for handler in self.handlers.values():
+            handler.close()
         launchers = [*self.launchers.values(), *(launcher for _, launcher in self._emr_launchers.values())]
         for launcher in launchers:
             launcher.close()

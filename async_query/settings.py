@@ -77,6 +77,22 @@ class Settings(BaseSettings):
     cancel_deadline_s: float = 15.0
     #: Live interactive sessions allowed per deployment; a new one beyond it is a 429.
     max_sessions: int = 10
+    #: Live batch and streaming jobs (index refreshes) allowed per deployment; a new one beyond it
+    #: is a 429 (SPEC section 8).
+    max_refreshing_jobs: int = 5
+    #: How long a request waits for the launcher to accept a stop (DELETE of a batch query, DROP
+    #: and ALTER stopping a refresh job); past it the request goes on and the stop is retried by
+    #: the cancel supervisor or reported.
+    stop_job_timeout_s: float = 10.0
+    #: Index DML (DROP, ALTER to manual refresh) runs on this many threads of each plugin process.
+    index_dml_workers: int = 2
+    #: An index DML query not finished this long after it was submitted is failed by the
+    #: housekeeping sweep (the plugin process running it stopped).
+    index_dml_timeout_s: float = 300.0
+    #: An index left mid-operation (``refreshing``, ``deleting``...) with no session of its owner
+    #: job to ask is repaired by the housekeeping sweep once unchanged this long (and, when it
+    #: names a job, once the launcher says that job ended).
+    index_op_stall_s: float = 300.0
     housekeeping_interval_s: float = 300.0
     request_retention_days: float = 30.0
     result_retention_days: float = 60.0

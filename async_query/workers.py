@@ -14,12 +14,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from async_query.datasources import DatasourceRegistry
-from async_query.launcher.base import Launcher
+from async_query.launcher.base import Launcher, stop_job_within
 from async_query.liveness import LivenessChecker
 from query_core.errors import AsyncQueryError
 from query_core.ids import request_index
-from query_core.models import SessionDoc, now_millis
-from query_core.states import SessionState, StatementState, is_terminal
+from query_core.index_ops import STALL_REPAIRS, repair_stalled
+from query_core.models import FlintIndexStateDoc, SessionDoc, Versioned, now_millis
+from query_core.states import SessionState, SessionType, StatementState, is_terminal
 from query_core.store import IndexStore
 
 log = logging.getLogger(__name__)
@@ -92,12 +93,14 @@ class CancelSupervisor(Worker):
         launcher_of: Callable[[SessionDoc], Launcher],
         deadline_s: float,
         interval_s: float = 0.2,
+        stop_timeout_s: float = 10.0,
     ) -> None:
         super().__init__(interval_s)
         self.store = store
         self.liveness = liveness
         self.launcher_of = launcher_of
         self.deadline_s = deadline_s
+        self.stop_timeout_s = stop_timeout_s
         self.escalations = 0
         self._pending: dict[str, PendingCancel] = {}
         self._lock = threading.Lock()
@@ -134,7 +137,11 @@ class CancelSupervisor(Worker):
             return False
         error = f"Statement {item.query_id} did not stop within {self.deadline_s:g} s of its cancel; the session's job was cancelled"
         log.warning("%s", error)
-        self.launcher_of(session.doc).cancel(session.doc.job_id)
+        try:
+            stop_job_within(self.launcher_of(session.doc), session.doc.job_id, self.stop_timeout_s)
+        except AsyncQueryError as exc:
+            # The session is ended all the same: its job stops when its heartbeat finds that.
+            log.warning("cannot cancel job %s of session %s: %s", session.doc.job_id, item.session_id, exc)
         self.liveness.end_session(session, SessionState.DEAD, error)
         self.escalations += 1
         return True
@@ -155,11 +162,12 @@ class Lease:
 
 
 class Housekeeper(Worker):
-    """Deletes old request and result documents, and confirms stale sessions dead.
+    """Deletes old request and result documents, confirms stale sessions dead, ends index DML
+    queries left unfinished, and repairs indexes left mid-operation.
 
     Requests older than ``request_days`` and results older than ``result_days`` are deleted. The
-    sweep of stale sessions makes sure that a statement reaches a terminal state even when no
-    client ever asks for it again.
+    sweeps make sure that a statement reaches a terminal state, and an index a stable state, even
+    when no client ever asks again and the process that was running them is gone.
     """
 
     name = "housekeeper"
@@ -174,6 +182,9 @@ class Housekeeper(Worker):
         result_days: float,
         lease: Lease,
         supervisor: CancelSupervisor | None = None,
+        *,
+        dml_timeout_s: float = 300.0,
+        index_op_stall_s: float = 300.0,
     ) -> None:
         super().__init__(interval_s)
         self.supervisor = supervisor
@@ -183,6 +194,8 @@ class Housekeeper(Worker):
         self.request_days = request_days
         self.result_days = result_days
         self.lease = lease
+        self.dml_timeout_s = dml_timeout_s
+        self.stalled_indexes = StalledIndexRepair(store, liveness, index_op_stall_s)
         self.deleted = 0
 
     def run_once(self) -> None:
@@ -191,6 +204,7 @@ class Housekeeper(Worker):
                 if self.lease.acquire(datasource.name):
                     self.deleted += self.clean(datasource.name, datasource.results)
                     self.sweep(datasource.name)
+                    self.stalled_indexes.sweep(datasource.name)
             except AsyncQueryError as exc:
                 log.warning("housekeeping of %s failed: %s", datasource.name, exc)
 
@@ -210,9 +224,13 @@ class Housekeeper(Worker):
         return deleted
 
     def sweep(self, datasource: str) -> None:
-        """Confirm stale sessions dead, and supervise cancels that no process here is watching
-        (a heartbeat still listing a cancelled statement, say after a plugin restart)."""
+        """Confirm stale sessions dead, end index DML sessions past their timeout, and supervise
+        cancels that no process here is watching (a heartbeat still listing a cancelled
+        statement, say after a plugin restart)."""
         for session in self.store.find_sessions(datasource, [SessionState.NOT_STARTED, SessionState.RUNNING]):
+            if session.doc.session_type == SessionType.LOCAL:
+                self._sweep_local(session)  # no job, no heartbeat: never ask a launcher
+                continue
             if not self.liveness.staleness.is_fresh(session.doc):
                 self.liveness.check(session)
                 continue
@@ -224,3 +242,79 @@ class Housekeeper(Worker):
                     and statement.doc.state == StatementState.CANCELLED
                 ):
                     self.supervisor.watch(running.query_id, datasource, session.doc.session_id)
+
+    def _sweep_local(self, session: Versioned[SessionDoc]) -> None:
+        """End an index DML session (and fail its statement) not finished within the timeout:
+        the plugin process that was running it has stopped."""
+        age_ms = now_millis() - session.doc.last_update_time
+        if age_ms <= self.dml_timeout_s * 1000:
+            return
+        error = (
+            f"Index DML query did not finish within {self.dml_timeout_s:g} s "
+            "(the plugin process running it stopped); check the index's state and run it again"
+        )
+        self.liveness.end_session(session, SessionState.DEAD, error)
+
+
+#: The states an index is left in mid-operation (every ``via`` state of the operations table).
+TRANSITIONING = sorted(STALL_REPAIRS, key=lambda state: state.value)
+
+
+class StalledIndexRepair:
+    """Repairs indexes left in a transitioning state by an operation whose owner is gone.
+
+    The owner is the job the state document names: while a session of that job is alive (fresh,
+    or stale but confirmed running by the launcher), the index is left alone; ``refreshing``
+    under a live streaming job is its stable state. Once every session of the job has ended, the
+    index moves to where :func:`query_core.index_ops.stall_repair` says, with an error naming the
+    job. An index whose job has no session here (a job this plugin did not start), or that names
+    no job, is repaired once its state document has not changed for ``stall_s`` seconds, and,
+    when it names a job, the launcher confirms that job is no longer running.
+    """
+
+    def __init__(self, store: IndexStore, liveness: LivenessChecker, stall_s: float) -> None:
+        self.store = store
+        self.liveness = liveness
+        self.stall_s = stall_s
+        self.repaired = 0
+
+    def sweep(self, datasource: str) -> None:
+        for stalled in self.store.find_index_states(datasource, TRANSITIONING):
+            found = self.owner_gone(datasource, stalled.doc)
+            if found is None:
+                continue
+            reason, streaming = found
+            if repair_stalled(self.store, stalled, reason, streaming=streaming) is not None:
+                self.repaired += 1
+                log.warning("index %s repaired: %s", stalled.doc.index_name or stalled.doc.latest_id, reason)
+
+    def owner_gone(self, datasource: str, state: FlintIndexStateDoc) -> tuple[str, bool] | None:
+        """Why the index's operation will never finish, and whether its owner was a streaming
+        job; None while the owner may still be at work."""
+        what = f"Left {state.state.value} by an operation that will not finish"
+        sessions = self.store.find_sessions(datasource, list(SessionState), job_id=state.job_id) if state.job_id else []
+        if sessions:
+            checked = [self.liveness.check(s).doc for s in sessions]
+            if any(not is_terminal(s.state) for s in checked):
+                return None
+            ended = checked[0]
+            detail = f": {ended.error}" if ended.error else ""
+            reason = (
+                f"{what}: job {state.job_id} ({ended.session_type.value} session {ended.session_id}) "
+                f"ended {ended.state.value}{detail}"
+            )
+            return reason, any(s.session_type == SessionType.STREAMING for s in checked)
+        idle_s = (now_millis() - state.last_update_time) / 1000
+        if idle_s <= self.stall_s:
+            return None
+        if not state.job_id:
+            return f"{what}: no job owns it, and it was left unchanged for {idle_s:.0f} s", False
+        described = self.liveness.describe(
+            SessionDoc(session_id=f"index-owner:{state.job_id}", data_source_name=datasource, job_id=state.job_id)
+        )
+        if described is None or not described.state.finished:
+            return None  # running, or the launcher cannot tell: never touch a live owner's index
+        return (
+            f"{what}: job {state.job_id}, of which no session is known, is {described.state.value.lower()}",
+            False,
+        )

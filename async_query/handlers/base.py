@@ -77,6 +77,10 @@ class QueryHandler(Protocol):
         """Cancel ``statement``, or raise a 400 saying why it cannot be."""
         ...
 
+    def close(self) -> None:
+        """Release what the handler owns (its worker threads); called by the service's close."""
+        ...
+
 
 def render(context: HandlerContext, statement: Versioned[StatementDoc], session: Versioned[SessionDoc] | None) -> Reply:
     """The reply for a statement as its documents stand, reading its result when it succeeded."""

@@ -1,13 +1,154 @@
-"""Batch queries (manual CREATE, REFRESH, VACUUM): a job of their own per statement. Not yet:
-a placeholder that refuses them (:mod:`async_query.handlers.placeholder`)."""
+"""Batch queries (manual CREATE, REFRESH, VACUUM): a job of their own per statement.
+
+POST, under the deployment's limit of refreshing jobs, launches the job and writes the statement,
+then the session (``sessionType: batch``) naming the job. The job waits for its session document
+before it reads the statement, so it always finds both; a failed write stops the job. The reply
+carries no ``sessionId``. GET is the interactive one: the job heart-beats its session, so a GET
+reads documents only while the heartbeat is fresh.
+
+DELETE cancels the statement and stops the job (SPEC section 7). An index the job is refreshing
+(its state document names the job and is ``refreshing``) goes back to ``active`` through the
+"cancel refresh" operation (``refreshing → cancelling → active``, the work being the stop). Every
+launcher call is bounded in time, and the cancel supervisor watches the statement: a job still
+running it after the cancel deadline is cancelled again and its session ended.
+"""
 
 from __future__ import annotations
 
-from async_query.dispatch import QueryKind
-from async_query.handlers.placeholder import PlaceholderHandler
+import base64
+import binascii
+import logging
+from collections.abc import Callable
+
+from async_query.dispatch import Classified, QueryKind
+from async_query.handlers.base import SubmitRequest, Submitted
+from async_query.handlers.job_session import JobSessionHandler, stopping_job_on_error
+from async_query.launcher.base import stop_job_within
+from async_query.liveness import fail_statement
+from query_core.errors import AsyncQueryError, TooManyRequestsError
+from query_core.ids import new_id
+from query_core.index_ops import IndexTarget, IndexTransaction
+from query_core.models import FlintIndexStateDoc, SessionDoc, StatementDoc, Versioned
+from query_core.states import FlintIndexState, SessionType, is_terminal
+
+log = logging.getLogger(__name__)
+
+#: The session types whose jobs count against ``max_refreshing_jobs``.
+REFRESHING_JOBS = frozenset({SessionType.BATCH, SessionType.STREAMING})
 
 
-class BatchHandler(PlaceholderHandler):
+class BatchHandler(JobSessionHandler):
     kind = QueryKind.BATCH
-    # SPEC section 7: DELETE stops the job (and a REFRESH's index goes back to active).
-    cannot_cancel = "cancelling a batch query is not supported yet"
+    session_type = SessionType.BATCH
+
+    # -- POST -------------------------------------------------------------------------------
+
+    def submit(self, request: SubmitRequest, classified: Classified) -> Submitted:
+        datasource = self.context.datasources.get(request.datasource)
+        self._check_job_limit()
+        session_id, query_id = new_id(datasource.name), new_id(datasource.name)
+        launcher, job_id = self.start_job(datasource, session_id, query_id=query_id, query=request.query)
+        with stopping_job_on_error(launcher, job_id):
+            statement = self.store.create_statement(
+                StatementDoc(
+                    statement_id=query_id,
+                    query_id=query_id,
+                    session_id=session_id,
+                    lang=request.lang,
+                    query=request.query,
+                    data_source_name=datasource.name,
+                    application_id=launcher.application_id,
+                    job_id=job_id,
+                )
+            )
+            session = self.session_doc(datasource, session_id, launcher, job_id, pending=[query_id])
+            self._create_session(session, statement)
+        log.info("batch query %s runs as job %s (session %s)", query_id, job_id, session_id)
+        return Submitted(query_id, session_id, self.kind)
+
+    def _create_session(self, session: SessionDoc, statement: Versioned[StatementDoc]) -> None:
+        """Write the session; if that fails, the statement (nobody knows its id yet) is failed
+        so that it does not stay waiting without a session."""
+        try:
+            self.store.create_session(session)
+        except AsyncQueryError as exc:
+            try:
+                fail_statement(self.store, statement, f"The batch session could not be recorded: {exc}")
+            except AsyncQueryError:
+                log.warning("cannot fail statement %s after its session write failed", statement.doc.query_id)
+            raise
+
+    def _check_job_limit(self) -> None:
+        """At most ``max_refreshing_jobs`` live batch and streaming jobs per deployment."""
+        limit = self.settings.max_refreshing_jobs
+        if self.live_sessions(REFRESHING_JOBS, limit) >= limit:
+            raise TooManyRequestsError(f"domain concurrent refresh job can not exceed {limit}")
+
+    # -- DELETE -----------------------------------------------------------------------------
+
+    def cancel(self, statement: Versioned[StatementDoc]) -> None:
+        self.cancel_statement(statement)
+        doc = statement.doc
+        session = self.store.get_session(doc.data_source_name, doc.session_id)
+        if session is None or is_terminal(session.doc.state):
+            return
+        self._stop_job(session)
+        # Whatever the launcher said, the supervisor bounds the cancel: a job whose heartbeat
+        # still shows the statement after the deadline is cancelled again and its session ended.
+        self.context.supervisor.watch(doc.query_id, doc.data_source_name, doc.session_id)
+
+    def _stop_job(self, session: Versioned[SessionDoc]) -> None:
+        """Stop the session's job; an index it is refreshing goes back to ``active`` (its state
+        documents are found by a search: one written within the last refresh interval is missed,
+        and left to the housekeeping sweep, which repairs it once the job's session has ended)."""
+        stop = _once(lambda: self._ask_launcher_to_stop(session.doc))
+        datasource = session.doc.data_source_name
+        refreshing = self.store.find_index_states(datasource, [FlintIndexState.REFRESHING], job_id=session.doc.job_id)
+        for state in refreshing:
+            self._cancel_refresh(state, stop)
+        try:
+            stop()
+        except AsyncQueryError as exc:
+            log.warning("cannot stop job %s of session %s: %s", session.doc.job_id, session.doc.session_id, exc)
+
+    def _cancel_refresh(self, state: Versioned[FlintIndexStateDoc], stop: Callable[[], None]) -> None:
+        target = IndexTarget(state.doc.data_source_name, index_name_of(state.doc))
+        try:
+            IndexTransaction(self.store, target).run("cancel refresh", stop)
+            log.info("refresh of index %s cancelled: the index is active", target.index_name)
+        except AsyncQueryError as exc:
+            # The job finished meanwhile, or the stop failed (the index stays refreshing, and the
+            # sweep repairs it once the session ends): the cancel of the statement stands.
+            log.warning("cannot cancel the refresh of index %s: %s", target.index_name, exc)
+
+    def _ask_launcher_to_stop(self, session: SessionDoc) -> None:
+        launcher = self.context.launcher_for(self.context.datasources.get(session.data_source_name))
+        stop_job_within(launcher, session.job_id, self.settings.stop_job_timeout_s)
+
+
+def index_name_of(state: FlintIndexStateDoc) -> str:
+    """The OpenSearch index a state document is of: its ``indexName`` (this product's field), or
+    its id decoded (the reference's documents have no ``indexName``; the id is its base64)."""
+    if state.index_name:
+        return state.index_name
+    try:
+        return base64.b64decode(state.latest_id, validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        return state.latest_id
+
+
+def _once(action: Callable[[], None]) -> Callable[[], None]:
+    """``action`` run on the first call only; later calls repeat its outcome (its error)."""
+    outcome: list[AsyncQueryError | None] = []
+
+    def call() -> None:
+        if not outcome:
+            try:
+                action()
+                outcome.append(None)
+            except AsyncQueryError as exc:
+                outcome.append(exc)
+        if outcome[0] is not None:
+            raise outcome[0]
+
+    return call

@@ -1,13 +1,234 @@
 """Index DML (DROP, ALTER to manual refresh): work the plugin does itself, in a ``local`` session.
-Not yet: a placeholder that refuses them (:mod:`async_query.handlers.placeholder`)."""
+
+POST writes a ``local`` session document (listing the statement's id), then the statement, and
+returns at once; the work (:mod:`async_query.handlers.index_dml_ops`) runs on a small pool of
+threads owned by the handler. It moves the statement ``waiting → running``, writes the result
+document (empty rows on success, the error on failure), then the terminal state, and ends the
+session ``dead``. GET reads documents only. DELETE is refused with the reference's message.
+
+Should the plugin process stop between the POST and the end, the housekeeping sweep ends the
+session after ``index_dml_timeout_s`` and fails the statement
+(:class:`async_query.workers.Housekeeper`).
+"""
 
 from __future__ import annotations
 
-from async_query.dispatch import QueryKind
-from async_query.handlers.placeholder import PlaceholderHandler
+import concurrent.futures
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+
+from async_query.dispatch import Classified, QueryKind
+from async_query.handlers.base import HandlerContext, SubmitRequest, Submitted, render
+from async_query.handlers.index_dml_ops import IndexDmlOperations, IndexDmlStatement
+from async_query.launcher.base import stop_job_within
+from async_query.liveness import fail_statement
+from async_query.replies import Reply
+from query_core.errors import AsyncQueryError, InvalidRequestError
+from query_core.flint import AlterIndex, DropIndex
+from query_core.ids import new_id
+from query_core.models import LosslessResult, ResultDoc, SessionDoc, StatementDoc, Versioned, now_millis
+from query_core.states import SessionState, SessionType, StatementState, is_terminal
+
+log = logging.getLogger(__name__)
+
+#: DELETE's refusal (the reference's ``IndexDMLHandler.cancelJob``).
+CANNOT_CANCEL = "can't cancel index DML query"
+#: The result's ``jobType``: the reference answers index DML as a batch job.
+RESULT_JOB_TYPE = "batch"
+#: How long ``close`` waits for the operations already accepted.
+CLOSE_GRACE_S = 30.0
 
 
-class IndexDmlHandler(PlaceholderHandler):
+class IndexDmlHandler:
     kind = QueryKind.INDEX_DML
-    # SPEC section 7, the reference's message.
-    cannot_cancel = "can't cancel index DML query"
+
+    def __init__(self, context: HandlerContext) -> None:
+        self.context = context
+        self.store = context.store
+        self.settings = context.settings
+        self.operations = IndexDmlOperations(context.store, self._stop_job)
+        self._pool = ThreadPoolExecutor(max_workers=max(1, self.settings.index_dml_workers), thread_name_prefix="dml")
+        self._running: set[Future[None]] = set()
+        self._lock = threading.Lock()
+
+    # -- POST -------------------------------------------------------------------------------
+
+    def submit(self, request: SubmitRequest, classified: Classified) -> Submitted:
+        statement = classified.statement
+        if not isinstance(statement, DropIndex | AlterIndex):
+            raise InvalidRequestError(f"{classified.what} is not index DML")
+        datasource = self.context.datasources.get(request.datasource)
+        session_id, query_id = new_id(datasource.name), new_id(datasource.name)
+        session = self.store.create_session(
+            SessionDoc(
+                session_id=session_id,
+                session_type=SessionType.LOCAL,
+                data_source_name=datasource.name,
+                pending_statement_ids=[query_id],
+            )
+        )
+        doc = StatementDoc(
+            statement_id=query_id,
+            query_id=query_id,
+            session_id=session_id,
+            lang=request.lang,
+            query=request.query,
+            data_source_name=datasource.name,
+        )
+        try:
+            created = self.store.create_statement(doc)
+        except AsyncQueryError as exc:
+            self._end_session_quietly(session, f"The statement could not be recorded: {exc}")
+            raise
+        self._schedule(created, session, statement)
+        return Submitted(query_id, session_id, self.kind)
+
+    def _schedule(
+        self, statement: Versioned[StatementDoc], session: Versioned[SessionDoc], work: IndexDmlStatement
+    ) -> None:
+        """Hand the work to the pool; a pool that is shut down fails the query at once."""
+        try:
+            with self._lock:
+                future = self._pool.submit(self._run, statement, session, work)
+                self._running.add(future)
+        except RuntimeError:  # the service is closing
+            self._finish(statement, session, "The service stopped before the index DML query could run", 0)
+            return
+        future.add_done_callback(self._forget)
+
+    def _forget(self, future: Future[None]) -> None:
+        with self._lock:
+            self._running.discard(future)
+
+    # -- the work ---------------------------------------------------------------------------
+
+    def _run(self, statement: Versioned[StatementDoc], session: Versioned[SessionDoc], work: IndexDmlStatement) -> None:
+        """Run one index DML query to its end; whatever happens, the documents say how it ended
+        (or, if they cannot be written, the housekeeping sweep ends it later)."""
+        try:
+            started = self._begin(statement, session)
+            if started is None:
+                return
+            running, session = started
+            began = time.monotonic()
+            error = self._operate(running.doc.data_source_name, work)
+            self._finish(running, session, error, int((time.monotonic() - began) * 1000))
+        except Exception:
+            log.exception("index DML query %s could not be recorded to its end", statement.doc.query_id)
+
+    def _operate(self, datasource: str, work: IndexDmlStatement) -> str:
+        """Run the operation; returns its error ("" on success)."""
+        try:
+            self.operations.run(datasource, work)
+            return ""
+        except AsyncQueryError as exc:
+            return exc.message
+        except Exception as exc:  # a bug: the query must still end, with what happened
+            log.exception("index DML failed unexpectedly")
+            return f"Fail to run query. Cause: {type(exc).__name__}: {exc}"
+
+    def _begin(
+        self, statement: Versioned[StatementDoc], session: Versioned[SessionDoc]
+    ) -> tuple[Versioned[StatementDoc], Versioned[SessionDoc]] | None:
+        """The session and the statement moved to ``running``; None when either has ended
+        meanwhile (the housekeeping sweep, after a long stall)."""
+
+        def start_session(current: Versioned[SessionDoc]) -> Versioned[SessionDoc] | None:
+            if is_terminal(current.doc.state):
+                return None
+            return self.store.update_session(current, SessionState.RUNNING, last_update_time=now_millis())
+
+        def start_statement(current: Versioned[StatementDoc]) -> Versioned[StatementDoc] | None:
+            if current.doc.state != StatementState.WAITING:
+                return None
+            return self.store.move_statement(current, StatementState.RUNNING)
+
+        doc = statement.doc
+        running_session = self.store.update_with_retry(self._session_reader(session.doc), start_session, first=session)
+        if running_session is None:
+            return None
+        reread = lambda: self.store.get_statement(doc.data_source_name, doc.statement_id)  # noqa: E731
+        running = self.store.update_with_retry(reread, start_statement, first=statement)
+        return (running, running_session) if running is not None else None
+
+    def _finish(
+        self, statement: Versioned[StatementDoc], session: Versioned[SessionDoc], error: str, run_ms: int
+    ) -> None:
+        """The result first, then the statement's terminal state (SPEC section 4), then the session."""
+        doc = statement.doc
+        datasource = self.context.datasources.get(doc.data_source_name)
+        self.store.put_result(datasource.results, _result(doc, error, run_ms))
+        if error:
+            fail_statement(self.store, statement, error)
+        else:
+            self._succeed(statement)
+        self._end_session(session, "")
+        log.info("index DML query %s ended %s", doc.query_id, "failed: " + error if error else "success")
+
+    def _succeed(self, statement: Versioned[StatementDoc]) -> None:
+        doc = statement.doc
+
+        def change(current: Versioned[StatementDoc]) -> Versioned[StatementDoc] | None:
+            if is_terminal(current.doc.state):
+                return None
+            return self.store.move_statement(current, StatementState.SUCCESS)
+
+        reread = lambda: self.store.get_statement(doc.data_source_name, doc.statement_id)  # noqa: E731
+        self.store.update_with_retry(reread, change, first=statement)
+
+    def _end_session(self, session: Versioned[SessionDoc], error: str) -> None:
+        def change(current: Versioned[SessionDoc]) -> Versioned[SessionDoc] | None:
+            if is_terminal(current.doc.state):
+                return None
+            return self.store.update_session(current, SessionState.DEAD, error=error, last_update_time=now_millis())
+
+        self.store.update_with_retry(self._session_reader(session.doc), change, first=session)
+
+    def _end_session_quietly(self, session: Versioned[SessionDoc], error: str) -> None:
+        try:
+            self._end_session(session, error)
+        except AsyncQueryError as exc:
+            log.warning("cannot end session %s: %s", session.doc.session_id, exc)
+
+    def _session_reader(self, doc: SessionDoc) -> Callable[[], Versioned[SessionDoc] | None]:
+        return lambda: self.store.get_session(doc.data_source_name, doc.session_id)
+
+    def _stop_job(self, datasource: str, job_id: str) -> None:
+        launcher = self.context.launcher_for(self.context.datasources.get(datasource))
+        stop_job_within(launcher, job_id, self.settings.stop_job_timeout_s)
+
+    # -- GET and DELETE ---------------------------------------------------------------------
+
+    def get(self, statement: Versioned[StatementDoc], session: Versioned[SessionDoc] | None) -> Reply:
+        """Documents only: a statement its ended session left unfinished is failed."""
+        if not is_terminal(statement.doc.state) and session is not None and is_terminal(session.doc.state):
+            reason = session.doc.error or f"session {session.doc.session_id} is {session.doc.state.value}"
+            statement = fail_statement(self.store, statement, f"Session ended before the statement finished: {reason}")
+        return render(self.context, statement, session)
+
+    def cancel(self, statement: Versioned[StatementDoc]) -> None:
+        raise InvalidRequestError(CANNOT_CANCEL)
+
+    def close(self) -> None:
+        """Accept no more work; wait (boundedly) for the operations already accepted."""
+        self._pool.shutdown(wait=False)
+        with self._lock:
+            running = list(self._running)
+        concurrent.futures.wait(running, timeout=CLOSE_GRACE_S)
+
+
+def _result(doc: StatementDoc, error: str, run_ms: int) -> ResultDoc:
+    """The result document of an index DML query: no rows; the error on failure."""
+    return ResultDoc(
+        query_id=doc.query_id,
+        query_text=doc.query,
+        status="FAILED" if error else "SUCCESS",
+        error=error,
+        data_source_name=doc.data_source_name,
+        job_type=RESULT_JOB_TYPE,
+        query_run_time=run_ms,
+        lossless=None if error else LosslessResult(schema=[], datarows="[]", total=0),
+    )

@@ -34,3 +34,6 @@ class PlaceholderHandler:
 
     def cancel(self, statement: Versioned[StatementDoc]) -> None:
         raise InvalidRequestError(self.cannot_cancel)
+
+    def close(self) -> None:
+        """Nothing to release."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -9,6 +10,7 @@ from enum import StrEnum
 from async_query.datasources import Datasource
 from async_query.settings import Settings
 from query_core.config import OpenSearchConfig
+from query_core.errors import AsyncQueryError, LauncherError
 from query_core.ids import request_index
 from query_core.jobconf import PASSWORD_KEY, JobConf, render_conf
 from query_core.states import SessionType
@@ -87,19 +89,65 @@ class Launcher(ABC):
         """Release what the launcher holds (local jobs are stopped)."""
 
 
+def stop_job_within(launcher: Launcher, job_id: str, timeout_s: float) -> None:
+    """``launcher.cancel(job_id)``, waiting at most ``timeout_s`` for the call to return.
+
+    A launcher call that hangs (an unreachable EMR Serverless endpoint) must not hold a request or
+    an index operation: past the bound this raises :class:`LauncherError` and the call finishes,
+    or not, in the background. Any other failure is raised as a ``LauncherError`` too.
+    """
+    outcome: list[BaseException | None] = []
+
+    def call() -> None:
+        try:
+            launcher.cancel(job_id)
+            outcome.append(None)
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller below
+            outcome.append(exc)
+
+    thread = threading.Thread(target=call, name=f"stop-{job_id}", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if not outcome:
+        raise LauncherError(f"stopping job {job_id} did not complete within {timeout_s:g} s")
+    error = outcome[0]
+    if isinstance(error, AsyncQueryError):
+        raise error
+    if error is not None:
+        raise LauncherError(f"stopping job {job_id} failed: {type(error).__name__}: {error}") from error
+
+
+#: Longest query passed as ``spark.flint.job.query``. The job reads its statement document by
+#: ``spark.flint.job.queryId``; the query in the conf is the reference's fallback, and a longer one
+#: would not fit a command line (Linux refuses an argument over 128 KiB) or EMR Serverless's
+#: ``sparkSubmitParameters`` (at most 102,400 characters in all).
+MAX_QUERY_IN_CONF = 32_768
+
+
 def job_conf(
-    settings: Settings, datasource: Datasource, opensearch: OpenSearchConfig, session_id: str, session_type: SessionType
+    settings: Settings,
+    datasource: Datasource,
+    opensearch: OpenSearchConfig,
+    session_id: str,
+    session_type: SessionType,
+    *,
+    query_id: str = "",
+    query: str = "",
 ) -> tuple[dict[str, str], dict[str, str]]:
     """The job's Spark conf keys (SPEC section 5, :mod:`query_core.jobconf`), and the secret ones apart.
 
     Every setting of the contract is sent explicitly, so the plugin's settings win over the job's
-    defaults; the datasource's own Spark conf comes last and wins over both."""
+    defaults; the datasource's own Spark conf comes last and wins over both. ``query_id`` and
+    ``query`` name a batch or streaming job's statement (a query longer than
+    :data:`MAX_QUERY_IN_CONF` is left out: the job reads it from the statement document)."""
     basic = opensearch.auth == "basic"
     contract = JobConf(
         session_id=session_id,
         datasource=datasource.name,
         request_index=request_index(datasource.name),
         job_type=session_type,
+        query_id=query_id,
+        query=query if len(query) <= MAX_QUERY_IN_CONF else "",
         host=opensearch.host,
         port=opensearch.port,
         scheme=opensearch.scheme,

@@ -48,31 +48,21 @@ def nothing_written(service: AsyncQueryService, store: IndexStore, ds: str, laun
 
 
 NOT_YET = {
-    "create": ("CREATE SKIPPING INDEX ON t (a PARTITION)", "CREATE SKIPPING INDEX with auto_refresh = false", "batch"),
     "create_auto": (
         "CREATE INDEX idx ON glue.db.t (a, b) WITH (auto_refresh = true)",
         "CREATE INDEX with auto_refresh = true",
         "streaming",
-    ),
-    "refresh": ("REFRESH MATERIALIZED VIEW mv", "REFRESH MATERIALIZED VIEW", "batch"),
-    "drop": ("DROP SKIPPING INDEX ON t", "DROP SKIPPING INDEX", "index_dml"),
-    "drop_mv": ("DROP MATERIALIZED VIEW glue.db.mv", "DROP MATERIALIZED VIEW", "index_dml"),
-    "alter_manual": (
-        "ALTER INDEX idx ON t WITH (auto_refresh = false)",
-        "ALTER INDEX with auto_refresh = false",
-        "index_dml",
     ),
     "alter_auto": (
         "ALTER MATERIALIZED VIEW mv WITH (auto_refresh = true)",
         "ALTER MATERIALIZED VIEW with auto_refresh = true",
         "streaming",
     ),
-    "vacuum": ("VACUUM INDEX idx ON t", "VACUUM INDEX", "batch"),
 }
 
 
 @pytest.mark.parametrize(("query", "what", "kind"), list(NOT_YET.values()), ids=list(NOT_YET))
-def test_flint_index_statements_are_refused_with_a_clear_400_for_now(
+def test_streaming_statements_are_refused_with_a_clear_400_for_now(
     client: httpx.Client,
     service: AsyncQueryService,
     store: IndexStore,
@@ -86,6 +76,35 @@ def test_flint_index_statements_are_refused_with_a_clear_400_for_now(
     assert details.startswith(f"{what} is not supported yet")
     assert kind in details
     nothing_written(service, store, ds_name, launcher)
+
+
+@pytest.mark.parametrize(
+    ("query", "session_type", "launches"),
+    [
+        ("CREATE SKIPPING INDEX ON t (a PARTITION)", SessionType.BATCH, 1),
+        ("REFRESH MATERIALIZED VIEW mv", SessionType.BATCH, 1),
+        ("VACUUM INDEX idx ON t", SessionType.BATCH, 1),
+        ("DROP SKIPPING INDEX ON t", SessionType.LOCAL, 0),
+        ("ALTER INDEX idx ON t WITH (auto_refresh = false)", SessionType.LOCAL, 0),
+    ],
+)
+def test_batch_and_index_dml_statements_are_accepted_without_a_session_id(
+    client: httpx.Client,
+    store: IndexStore,
+    ds_name: str,
+    launcher: RecordingLauncher,
+    query: str,
+    session_type: SessionType,
+    launches: int,
+) -> None:
+    resp = post(client, ds_name, query)
+    assert resp.status_code == 201, resp.text
+    assert set(resp.json()) == {"queryId"}
+    assert len(launcher.started) == launches
+    statement = store.get_statement(ds_name, resp.json()["queryId"])
+    assert statement is not None and statement.doc.query == query
+    session = store.get_session(ds_name, statement.doc.session_id)
+    assert session is not None and session.doc.session_type == session_type
 
 
 @pytest.mark.parametrize(
@@ -156,7 +175,6 @@ def statement_in(store: IndexStore, ds: str, session_type: SessionType | None, *
 @pytest.mark.parametrize(
     ("session_type", "refusal"),
     [
-        (SessionType.BATCH, "cancelling a batch query is not supported yet"),
         (
             SessionType.STREAMING,
             "can't cancel index DML query, using ALTER auto_refresh=off statement to stop job, "

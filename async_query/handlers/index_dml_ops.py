@@ -1,0 +1,140 @@
+"""The index work of DROP and ALTER to manual refresh, as the plugin does it (no Spark).
+
+Each runs as an :class:`~query_core.index_ops.IndexTransaction` on the index's state document:
+
+- DROP (``→ deleting → deleted``): stop the job refreshing the index, if any. The index and its
+  data stay until VACUUM, as in the reference.
+- ALTER ... WITH (auto_refresh = false) (``refreshing → updating → active``): stop the streaming
+  job, then rewrite ``_meta.options`` with the ALTER's options merged in and ``auto_refresh``
+  false.
+
+Messages are the reference's: a missing index is ``Couldn't fetch flint index: <name> details``
+(the SQL plugin's ``IndexDMLHandler``); an ALTER that does not change ``auto_refresh`` is
+``auto_refresh option must be updated`` (opensearch-spark's ``validateUpdateAllowed``); the
+options an ALTER to manual refresh may set are checked as the SQL plugin's
+``FlintIndexMetadataServiceImpl`` does, with its messages.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from query_core.errors import AsyncQueryError, InvalidRequestError
+from query_core.flint import AlterIndex, DropIndex, OptionName, flint_index_name
+from query_core.index_ops import IndexTarget, IndexTransaction
+from query_core.models import FlintIndexStateDoc, Versioned
+from query_core.states import FlintIndexState, SessionState, is_terminal
+from query_core.store import IndexStore
+
+log = logging.getLogger(__name__)
+
+_AUTO = OptionName.AUTO_REFRESH.value
+_INCREMENTAL = OptionName.INCREMENTAL_REFRESH.value
+#: What an ALTER to manual refresh may set (the reference's lists, in its order).
+FULL_REFRESH_OPTIONS = (_AUTO, _INCREMENTAL)
+INCREMENTAL_REFRESH_OPTIONS = (
+    _AUTO,
+    _INCREMENTAL,
+    OptionName.WATERMARK_DELAY.value,
+    OptionName.CHECKPOINT_LOCATION.value,
+)
+
+IndexDmlStatement = DropIndex | AlterIndex
+
+
+def missing_index(index_name: str) -> str:
+    return f"Couldn't fetch flint index: {index_name} details"
+
+
+def manual_refresh_options(meta: Mapping[str, Any], provided: Mapping[str, str]) -> dict[str, str]:
+    """The ``_meta.options`` of an index altered to manual refresh: its options with ``provided``
+    merged in and ``auto_refresh`` false. Raises :class:`InvalidRequestError` with the
+    reference's message when the index is not auto-refreshing or ``provided`` is not allowed."""
+    existing = {str(k): str(v) for k, v in dict(meta.get("options") or {}).items()}
+    if existing.get(_AUTO, "false").lower() != "true":
+        raise InvalidRequestError("auto_refresh option must be updated")
+    merged = {**existing, **provided}
+    if merged.get(_INCREMENTAL, "false").lower() == "true":
+        _check_allowed(provided, INCREMENTAL_REFRESH_OPTIONS, "incremental refresh")
+        _check_incremental(str(meta.get("kind", "")), merged)
+    else:
+        _check_allowed(provided, FULL_REFRESH_OPTIONS, "full refresh")
+    merged[_AUTO] = "false"
+    return merged
+
+
+def _check_allowed(provided: Mapping[str, str], allowed: tuple[str, ...], mode: str) -> None:
+    if not set(provided) <= set(allowed):
+        raise InvalidRequestError(f"Altering to {mode} only allows: [{', '.join(allowed)}] options")
+
+
+def _check_incremental(kind: str, merged: Mapping[str, str]) -> None:
+    missing = [OptionName.CHECKPOINT_LOCATION.value] if not merged.get(OptionName.CHECKPOINT_LOCATION.value) else []
+    if kind == "mv" and not merged.get(OptionName.WATERMARK_DELAY.value):
+        missing.append(OptionName.WATERMARK_DELAY.value)
+    if missing:
+        raise InvalidRequestError(
+            "Conversion to incremental refresh index cannot proceed due to missing attributes: "
+            + ", ".join(missing)
+            + "."
+        )
+
+
+class IndexDmlOperations:
+    """Runs DROP and ALTER to manual refresh on a datasource's Flint indexes.
+
+    ``stop_job(datasource, job_id)`` asks the launcher to stop a job, bounded in time; it raises
+    an :class:`AsyncQueryError` when it cannot (the operation then rolls back).
+    """
+
+    def __init__(self, store: IndexStore, stop_job: Callable[[str, str], None]) -> None:
+        self.store = store
+        self.stop_job = stop_job
+
+    def run(self, datasource: str, statement: IndexDmlStatement) -> None:
+        index_name = flint_index_name(statement.index, datasource)
+        meta = self.store.index_metas(index_name).get(index_name)
+        if not meta or "kind" not in meta:  # no such index, or not a Flint index (no Flint ``_meta``)
+            raise InvalidRequestError(missing_index(index_name))
+        transaction = IndexTransaction(self.store, IndexTarget(datasource, index_name))
+        before = transaction.current()
+        if isinstance(statement, DropIndex):
+            transaction.run("drop", lambda: self._stop_refresh(datasource, before))
+            log.info("dropped index %s", index_name)
+            return
+        provided = dict(statement.options.raw)
+        manual_refresh_options(meta, provided)  # refused before the index moves
+        transaction.run("alter to manual refresh", lambda: self._alter(datasource, index_name, before, provided))
+        log.info("index %s altered to manual refresh", index_name)
+
+    def _alter(
+        self, datasource: str, index_name: str, before: Versioned[FlintIndexStateDoc] | None, provided: dict[str, str]
+    ) -> None:
+        """Stop the stream, then rewrite ``_meta`` (read again: the rest of it is kept as it is)."""
+        self._stop_refresh(datasource, before)
+        current = self.store.index_metas(index_name).get(index_name)
+        if not current:
+            raise InvalidRequestError(missing_index(index_name))
+        self.store.put_index_meta(index_name, {**current, "options": manual_refresh_options(current, provided)})
+
+    def _stop_refresh(self, datasource: str, before: Versioned[FlintIndexStateDoc] | None) -> None:
+        """Stop the job the state document names, if its session is live.
+
+        A job with no session document at all (started by the reference plugin, say) is asked to
+        stop too when the index was ``refreshing``, on a best-effort basis: its state is unknown
+        here. A job whose sessions all ended is left alone.
+        """
+        if before is None or not before.doc.job_id:
+            return
+        state = before.doc
+        sessions = self.store.find_sessions(datasource, list(SessionState), job_id=state.job_id)
+        if any(not is_terminal(s.doc.state) for s in sessions):
+            self.stop_job(datasource, state.job_id)
+            log.info("stopped job %s refreshing index %s", state.job_id, state.index_name or state.latest_id)
+        elif not sessions and state.state == FlintIndexState.REFRESHING:
+            try:
+                self.stop_job(datasource, state.job_id)
+            except AsyncQueryError as exc:
+                log.warning("cannot stop job %s (no session of it is known): %s", state.job_id, exc)

@@ -1,0 +1,134 @@
+"""What the handlers of statements run by a Spark job's session share (interactive and batch).
+
+Such a statement lives in a session whose job heart-beats it: GET checks the session's liveness
+(documents first, one coalesced ``describe`` for a suspect) and fails a statement its ended
+session left unfinished; DELETE moves the statement to ``cancelled`` with a conditional write.
+A new session's job is launched first and its documents written after, so the session document
+always names its job, and a failed write stops the job it launched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable, Iterator
+
+from async_query.datasources import Datasource
+from async_query.dispatch import QueryKind
+from async_query.handlers.base import HandlerContext, render
+from async_query.launcher.base import JobRequest, Launcher, job_conf
+from async_query.liveness import fail_statement
+from async_query.replies import Reply
+from query_core.errors import AsyncQueryError, InvalidTransitionError, QueryNotFoundError
+from query_core.models import SessionDoc, StatementDoc, Versioned
+from query_core.states import SessionState, SessionType, StatementState, is_terminal
+
+log = logging.getLogger(__name__)
+
+
+class JobSessionHandler:
+    """The base of the handlers whose statements run in a job's session."""
+
+    kind: QueryKind
+    #: The ``sessionType`` of the sessions this handler starts.
+    session_type: SessionType
+
+    def __init__(self, context: HandlerContext) -> None:
+        self.context = context
+        self.store = context.store
+        self.settings = context.settings
+
+    def close(self) -> None:
+        """Nothing to release: the jobs outlive the plugin process."""
+
+    # -- POST: limits and new sessions ------------------------------------------------------
+
+    def live_sessions(self, types: frozenset[SessionType], limit: int) -> int:
+        """Live sessions of ``types`` in the deployment, counted up to about ``limit``.
+
+        A search (it lags new sessions by up to a refresh; it returns at most 10,000 hits), only
+        on the paths that start a new job anyway.
+        """
+        live = self.store.find_sessions(
+            None, [SessionState.NOT_STARTED, SessionState.RUNNING], size=min(limit * 4 + 100, 10_000)
+        )
+        is_fresh = self.context.liveness.staleness.is_fresh
+        return sum(1 for s in live if s.doc.session_type in types and is_fresh(s.doc))
+
+    def start_job(self, datasource: Datasource, session_id: str, **statement: str) -> tuple[Launcher, str]:
+        """Launch the job of a new session; ``statement`` (``query_id``, ``query``) names the one
+        statement of a batch or streaming job. Returns the launcher and the job id."""
+        launcher = self.context.launcher_for(datasource)
+        conf, secret = job_conf(
+            self.settings, datasource, self.context.opensearch, session_id, self.session_type, **statement
+        )
+        job_id = launcher.start(JobRequest(session_id, datasource, self.session_type, conf, secret))
+        return launcher, job_id
+
+    def session_doc(
+        self, datasource: Datasource, session_id: str, launcher: Launcher, job_id: str, pending: list[str] | None = None
+    ) -> SessionDoc:
+        return SessionDoc(
+            session_id=session_id,
+            session_type=self.session_type,
+            data_source_name=datasource.name,
+            application_id=launcher.application_id,
+            job_id=job_id,
+            heartbeat_interval_millis=self.settings.heartbeat_idle_ms,
+            pending_statement_ids=pending or [],
+        )
+
+    # -- GET --------------------------------------------------------------------------------
+
+    def get(self, statement: Versioned[StatementDoc], session: Versioned[SessionDoc] | None) -> Reply:
+        if not is_terminal(statement.doc.state):
+            if session is not None:
+                session = self.context.liveness.check(session)
+            statement = self.reconcile(statement, session)
+        return render(self.context, statement, session)
+
+    def reconcile(
+        self, statement: Versioned[StatementDoc], session: Versioned[SessionDoc] | None
+    ) -> Versioned[StatementDoc]:
+        """A statement that is not finished, in a session that is, never will be: fail it."""
+        if session is None or not is_terminal(session.doc.state):
+            return statement
+        reason = session.doc.error or f"session {session.doc.session_id} is {session.doc.state.value}"
+        return fail_statement(self.store, statement, f"Session ended before the statement finished: {reason}")
+
+    # -- DELETE -----------------------------------------------------------------------------
+
+    def cancel_statement(self, statement: Versioned[StatementDoc]) -> StatementState:
+        """Move the statement to ``cancelled``; returns the state it was cancelled from.
+
+        A finished statement is a 400; one deleted meanwhile is not found.
+        """
+        query_id = statement.doc.query_id
+        cancelled_from: list[StatementState] = []  # the state of the version the cancel was written over
+
+        def change(current: Versioned[StatementDoc]) -> Versioned[StatementDoc]:
+            if is_terminal(current.doc.state):
+                raise InvalidTransitionError(f"can't cancel query {query_id}: it is already {current.doc.state.value}")
+            cancelled = self.store.move_statement(current, StatementState.CANCELLED)
+            cancelled_from.append(current.doc.state)
+            return cancelled
+
+        if self.store.update_with_retry(self._rereader(statement.doc), change, first=statement) is None:
+            # The re-read after a lost race found nothing: the statement was deleted meanwhile.
+            raise QueryNotFoundError(f"no async query with id {query_id}")
+        log.info("cancelled query %s", query_id)
+        return cancelled_from[-1]
+
+    def _rereader(self, doc: StatementDoc) -> Callable[[], Versioned[StatementDoc] | None]:
+        return lambda: self.store.get_statement(doc.data_source_name, doc.statement_id)
+
+
+@contextlib.contextmanager
+def stopping_job_on_error(launcher: Launcher, job_id: str) -> Iterator[None]:
+    """Stop the job just launched if what follows (its documents' writes) fails."""
+    try:
+        yield
+    except AsyncQueryError:
+        with contextlib.suppress(AsyncQueryError):  # keep the original error
+            launcher.cancel(job_id)
+        raise

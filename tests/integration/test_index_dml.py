@@ -1,0 +1,431 @@
+"""Index DML (DROP, ALTER to manual refresh) done by the plugin, and the housekeeping sweeps that
+end what a stopped plugin or job left unfinished, against a real index server. The jobs whose
+sessions own indexes are played by the test (a RecordingLauncher starts nothing)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import pytest
+
+from async_query.api import BASE
+from async_query.launcher.base import JobRunState
+from async_query.service import AsyncQueryService, SubmitRequest
+from async_query.workers import DAY_MS
+from query_core.flint import latest_id
+from query_core.ids import new_id
+from query_core.models import FlintIndexStateDoc, SessionDoc, StatementDoc, now_millis
+from query_core.states import FlintIndexState, SessionState, SessionType, StatementState
+from query_core.store import IndexStore
+from tests.conftest import ServiceFactory
+from tests.support import RecordingLauncher, wait_for
+
+F = FlintIndexState
+INDEX = "flint_local_default_http_logs_skipping_index"
+DROP = "DROP SKIPPING INDEX ON local.default.http_logs"
+ALTER = "ALTER SKIPPING INDEX ON http_logs WITH (auto_refresh = false)"
+EMPTY_SUCCESS = {"status": "SUCCESS", "schema": [], "datarows": [], "total": 0, "size": 0}
+
+
+@pytest.fixture
+def service(make_service: ServiceFactory) -> AsyncQueryService:
+    return make_service()
+
+
+def flint_index(store: IndexStore, auto_refresh: bool, **options: str) -> dict[str, Any]:
+    """A Flint index as the job creates it: the OpenSearch index with its ``_meta``."""
+    meta = {
+        "version": "1.0.0",
+        "name": INDEX,
+        "kind": "skipping",
+        "source": "local.default.http_logs",
+        "indexedColumns": [{"kind": "PARTITION", "parameters": {}, "columnName": "year", "columnType": "int"}],
+        "options": {"auto_refresh": str(auto_refresh).lower(), "incremental_refresh": "false", **options},
+        "latestId": latest_id(INDEX),
+        "properties": {"env": {"SERVERLESS_EMR_JOB_ID": "job-s"}},
+    }
+    assert store.create_index(INDEX, {"mappings": {"_meta": meta, "properties": {"file_path": {"type": "keyword"}}}})
+    return meta
+
+
+def index_at(store: IndexStore, ds: str, state: F, job_id: str = "", age_ms: int = 0, index: str = INDEX) -> None:
+    store.create_index_state(
+        FlintIndexStateDoc(
+            latest_id=latest_id(index),
+            data_source_name=ds,
+            index_name=index,
+            state=state,
+            job_id=job_id,
+            last_update_time=now_millis() - age_ms,
+        )
+    )
+
+
+def job_session(
+    store: IndexStore, ds: str, job_id: str, session_type: SessionType, state: SessionState, age_ms: int = 0
+) -> str:
+    """The session document of a job (as the plugin and the job's heartbeat leave it)."""
+    session_id = new_id(ds)
+    store.create_session(
+        SessionDoc(
+            session_id=session_id,
+            session_type=session_type,
+            data_source_name=ds,
+            state=state,
+            job_id=job_id,
+            heartbeat_interval_millis=1_000,
+            last_update_time=now_millis() - age_ms,
+            error="stream stopped: source gone" if state == SessionState.FAIL else "",
+        )
+    )
+    wait_for(lambda: store.find_sessions(ds, [state], job_id=job_id), what="the session to be searchable")
+    return session_id
+
+
+def state_of(store: IndexStore, ds: str, index: str = INDEX) -> FlintIndexStateDoc:
+    found = store.get_index_state(ds, latest_id(index))
+    assert found is not None
+    return found.doc
+
+
+def run(service: AsyncQueryService, query: str) -> tuple[str, dict[str, Any]]:
+    """POST ``query`` and wait for its end; returns its id and final GET reply."""
+    ds = service.datasources.all()[0].name
+    query_id = service.submit(SubmitRequest(ds, "sql", query)).query_id
+
+    def finished() -> dict[str, Any] | None:
+        reply = dict(json.loads(service.get(query_id)))
+        return reply if reply["status"] not in ("WAITING", "RUNNING") else None
+
+    return query_id, wait_for(finished, timeout=30, what=f"{query} to finish")
+
+
+def ended_local_session(store: IndexStore, ds: str, query_id: str) -> SessionDoc:
+    statement = store.get_statement(ds, query_id)
+    assert statement is not None
+    session = store.get_session(ds, statement.doc.session_id)
+    assert session is not None and session.doc.session_type == SessionType.LOCAL
+    assert session.doc.state == SessionState.DEAD
+    return session.doc
+
+
+# -- DROP --------------------------------------------------------------------------------------------
+
+
+def test_drop_moves_an_active_index_to_deleted_and_ends_its_query(
+    make_service: ServiceFactory, store: IndexStore
+) -> None:
+    launcher = RecordingLauncher()
+    service = make_service(launcher)
+    ds = service.datasources.all()[0]
+    flint_index(store, auto_refresh=False)
+    job_session(store, ds.name, "job-b", SessionType.BATCH, SessionState.DEAD)
+    index_at(store, ds.name, F.ACTIVE, job_id="job-b")
+
+    query_id, reply = run(service, DROP)
+
+    assert reply == EMPTY_SUCCESS
+    assert state_of(store, ds.name).state == F.DELETED
+    assert store.index_exists(INDEX)  # the data stays until VACUUM, as in the reference
+    assert launcher.started == [] and launcher.cancelled == []  # the batch job that built it has ended
+    result = store.get_result(ds.results, query_id)
+    assert result is not None and result.status == "SUCCESS" and result.error == "" and result.session_id == ""
+    ended_local_session(store, ds.name, query_id)
+
+
+def test_drop_of_a_refreshing_index_stops_its_live_stream(make_service: ServiceFactory, store: IndexStore) -> None:
+    launcher = RecordingLauncher()
+    service = make_service(launcher)
+    ds = service.datasources.all()[0].name
+    flint_index(store, auto_refresh=True)
+    job_session(store, ds, "job-s", SessionType.STREAMING, SessionState.RUNNING)
+    index_at(store, ds, F.REFRESHING, job_id="job-s")
+
+    _, reply = run(service, DROP)
+
+    assert reply == EMPTY_SUCCESS
+    assert launcher.cancelled == ["job-s"]
+    assert state_of(store, ds).state == F.DELETED
+
+
+def test_drop_of_a_missing_index_fails_with_the_reference_message(
+    make_service: ServiceFactory, store: IndexStore
+) -> None:
+    service = make_service()
+    ds = service.datasources.all()[0]
+    query_id, reply = run(service, "DROP SKIPPING INDEX ON nope")
+    message = "Couldn't fetch flint index: flint_local_default_nope_skipping_index details"
+    assert reply == {"status": "FAILED", "error": message}
+    assert store.get_index_state(ds.name, latest_id("flint_local_default_nope_skipping_index")) is None
+    result = store.get_result(ds.results, query_id)
+    assert result is not None and result.status == "FAILED" and result.error == message
+    ended_local_session(store, ds.name, query_id)
+
+
+def test_drop_of_an_opensearch_index_that_is_no_flint_index_is_refused(
+    make_service: ServiceFactory, store: IndexStore
+) -> None:
+    service = make_service()
+    ds = service.datasources.all()[0].name
+    assert store.create_index(INDEX, {"mappings": {"properties": {"a": {"type": "keyword"}}}})  # no Flint _meta
+    _, reply = run(service, DROP)
+    assert reply == {"status": "FAILED", "error": f"Couldn't fetch flint index: {INDEX} details"}
+    assert store.get_index_state(ds, latest_id(INDEX)) is None
+
+
+def test_drop_of_an_index_already_deleted_fails_and_changes_nothing(
+    make_service: ServiceFactory, store: IndexStore
+) -> None:
+    service = make_service()
+    ds = service.datasources.all()[0].name
+    flint_index(store, auto_refresh=False)
+    index_at(store, ds, F.DELETED)
+    _, reply = run(service, DROP)
+    assert reply["status"] == "FAILED" and f"cannot drop {INDEX}: it is deleted" in reply["error"]
+    assert state_of(store, ds).state == F.DELETED
+
+
+# -- ALTER to manual refresh -------------------------------------------------------------------------
+
+
+def test_alter_to_manual_stops_the_stream_and_rewrites_the_options(
+    make_service: ServiceFactory, store: IndexStore
+) -> None:
+    launcher = RecordingLauncher()
+    service = make_service(launcher)
+    ds = service.datasources.all()[0].name
+    meta = flint_index(store, auto_refresh=True, checkpoint_location="/tmp/cp", refresh_interval="1 minute")
+    job_session(store, ds, "job-s", SessionType.STREAMING, SessionState.RUNNING)
+    index_at(store, ds, F.REFRESHING, job_id="job-s")
+
+    _, reply = run(
+        service, "ALTER SKIPPING INDEX ON http_logs WITH (auto_refresh = false, incremental_refresh = false)"
+    )
+
+    assert reply == EMPTY_SUCCESS
+    assert launcher.cancelled == ["job-s"]
+    assert state_of(store, ds).state == F.ACTIVE
+    stored = store.index_metas(INDEX)[INDEX]
+    assert stored["options"] == {
+        "auto_refresh": "false",
+        "incremental_refresh": "false",
+        "checkpoint_location": "/tmp/cp",
+        "refresh_interval": "1 minute",
+    }
+    assert {k: v for k, v in stored.items() if k != "options"} == {k: v for k, v in meta.items() if k != "options"}
+
+
+@pytest.mark.parametrize(
+    ("query", "auto_refresh", "message"),
+    [
+        (ALTER, False, "auto_refresh option must be updated"),
+        (
+            "ALTER SKIPPING INDEX ON http_logs WITH (auto_refresh = false, refresh_interval = '5 minutes')",
+            True,
+            "Altering to full refresh only allows: [auto_refresh, incremental_refresh] options",
+        ),
+        (
+            "ALTER SKIPPING INDEX ON http_logs WITH (auto_refresh = false, incremental_refresh = true)",
+            True,
+            "Conversion to incremental refresh index cannot proceed due to missing attributes: checkpoint_location.",
+        ),
+    ],
+    ids=["not auto refresh", "option not allowed", "incremental without checkpoint"],
+)
+def test_a_refused_alter_fails_with_the_reference_message_and_changes_nothing(
+    make_service: ServiceFactory, store: IndexStore, query: str, auto_refresh: bool, message: str
+) -> None:
+    launcher = RecordingLauncher()
+    service = make_service(launcher)
+    ds = service.datasources.all()[0].name
+    meta = flint_index(store, auto_refresh=auto_refresh)
+    job_session(store, ds, "job-s", SessionType.STREAMING, SessionState.RUNNING)
+    index_at(store, ds, F.REFRESHING if auto_refresh else F.ACTIVE, job_id="job-s")
+
+    _, reply = run(service, query)
+
+    assert reply == {"status": "FAILED", "error": message}
+    assert launcher.cancelled == []
+    assert state_of(store, ds).state == (F.REFRESHING if auto_refresh else F.ACTIVE)
+    assert store.index_metas(INDEX)[INDEX] == meta
+
+
+def test_an_alter_whose_stream_cannot_be_stopped_rolls_back(make_service: ServiceFactory, store: IndexStore) -> None:
+    class RefusingLauncher(RecordingLauncher):
+        def cancel(self, job_id: str) -> None:
+            from query_core.errors import LauncherError
+
+            raise LauncherError(f"job {job_id} cannot be cancelled now")
+
+    service = make_service(RefusingLauncher())
+    ds = service.datasources.all()[0].name
+    meta = flint_index(store, auto_refresh=True)
+    job_session(store, ds, "job-s", SessionType.STREAMING, SessionState.RUNNING)
+    index_at(store, ds, F.REFRESHING, job_id="job-s")
+
+    _, reply = run(service, ALTER)
+
+    assert reply == {"status": "FAILED", "error": "job job-s cannot be cancelled now"}
+    state = state_of(store, ds)
+    assert state.state == F.REFRESHING and state.error == "job job-s cannot be cancelled now"
+    assert store.index_metas(INDEX)[INDEX] == meta
+
+
+# -- DELETE and the service's end --------------------------------------------------------------------
+
+
+def test_delete_of_index_dml_is_a_400(client: httpx.Client, service: AsyncQueryService, ds_name: str) -> None:
+    resp = client.post(BASE, json={"datasource": ds_name, "lang": "sql", "query": "DROP SKIPPING INDEX ON nope"})
+    assert resp.status_code == 201 and set(resp.json()) == {"queryId"}
+    query_id = resp.json()["queryId"]
+    deleted = client.delete(f"{BASE}/{query_id}")
+    assert deleted.status_code == 400
+    assert deleted.json()["error"]["details"] == "can't cancel index DML query"
+    wait_for(lambda: client.get(f"{BASE}/{query_id}").json()["status"] == "FAILED", what="the DROP to fail")
+
+
+def test_a_query_submitted_while_the_service_closes_still_ends(make_service: ServiceFactory, store: IndexStore) -> None:
+    service = make_service()
+    ds = service.datasources.all()[0].name
+    service.close()
+    query_id = service.submit(SubmitRequest(ds, "sql", DROP)).query_id
+    statement = store.get_statement(ds, query_id)
+    assert statement is not None and statement.doc.state == StatementState.FAILED
+    assert "stopped before the index DML query could run" in statement.doc.error
+    ended_local_session(store, ds, query_id)
+
+
+# -- housekeeping: stalled DML -----------------------------------------------------------------------
+
+
+def dml_left_by_a_stopped_plugin(store: IndexStore, ds: str, age_ms: int) -> tuple[str, str]:
+    """A local session and its statement, as a plugin that stopped mid-DROP left them."""
+    session_id, query_id = new_id(ds), new_id(ds)
+    store.create_session(
+        SessionDoc(
+            session_id=session_id,
+            session_type=SessionType.LOCAL,
+            data_source_name=ds,
+            state=SessionState.RUNNING,
+            last_update_time=now_millis() - age_ms,
+            pending_statement_ids=[query_id],
+        )
+    )
+    statement = store.create_statement(
+        StatementDoc(statement_id=query_id, query_id=query_id, session_id=session_id, query=DROP, data_source_name=ds)
+    )
+    store.move_statement(statement, StatementState.RUNNING)
+    return session_id, query_id
+
+
+def test_the_sweep_ends_index_dml_left_unfinished_past_its_timeout(
+    make_service: ServiceFactory, store: IndexStore
+) -> None:
+    launcher = RecordingLauncher(state=JobRunState.UNKNOWN)
+    service = make_service(launcher, index_dml_timeout_s=60)
+    ds = service.datasources.all()[0].name
+    old_session, old_query = dml_left_by_a_stopped_plugin(store, ds, age_ms=120_000)
+    new_session, new_query = dml_left_by_a_stopped_plugin(store, ds, age_ms=10_000)
+    wait_for(lambda: len(store.find_sessions(ds, [SessionState.RUNNING])) == 2, what="the sessions to be searchable")
+
+    service.housekeeper.run_once()
+
+    old = store.get_statement(ds, old_query)
+    assert old is not None and old.doc.state == StatementState.FAILED
+    assert "Index DML query did not finish within 60 s" in old.doc.error
+    assert json.loads(service.get(old_query))["status"] == "FAILED"
+    session = store.get_session(ds, old_session)
+    assert session is not None and session.doc.state == SessionState.DEAD
+    # Within its timeout, a DML query is left to the process running it; no launcher is asked.
+    fresh = store.get_statement(ds, new_query)
+    assert fresh is not None and fresh.doc.state == StatementState.RUNNING
+    still = store.get_session(ds, new_session)
+    assert still is not None and still.doc.state == SessionState.RUNNING
+    assert launcher.described == []
+
+
+# -- housekeeping: indexes left mid-operation --------------------------------------------------------
+
+
+def names(count: int) -> list[str]:
+    return [f"flint_local_default_t{i}_skipping_index" for i in range(count)]
+
+
+def test_the_sweep_repairs_indexes_whose_owner_is_gone_and_only_those(
+    make_service: ServiceFactory, store: IndexStore
+) -> None:
+    launcher = RecordingLauncher(state=JobRunState.RUNNING)
+    service = make_service(launcher, index_op_stall_s=60)
+    ds = service.datasources.all()[0].name
+    idx = names(9)
+    job_session(store, ds, "batch-dead", SessionType.BATCH, SessionState.DEAD)
+    job_session(store, ds, "stream-failed", SessionType.STREAMING, SessionState.FAIL)
+    job_session(store, ds, "stream-live", SessionType.STREAMING, SessionState.RUNNING)
+    job_session(store, ds, "batch-stale", SessionType.BATCH, SessionState.RUNNING, age_ms=DAY_MS)
+    cases = {
+        idx[0]: (F.REFRESHING, "batch-dead", 0, F.ACTIVE),  # a REFRESH whose job ended
+        idx[1]: (F.REFRESHING, "stream-failed", 0, F.FAILED),  # a stream that died
+        idx[2]: (F.REFRESHING, "stream-live", 0, F.REFRESHING),  # a live stream: its stable state
+        idx[3]: (F.CREATING, "batch-stale", 0, F.CREATING),  # stale, but the launcher says running
+        idx[4]: (F.DELETING, "", 120_000, F.DELETED),  # no owner, stalled long enough
+        idx[5]: (F.DELETING, "", 10_000, F.DELETING),  # no owner, not yet
+        idx[6]: (F.VACUUMING, "unknown-job", 120_000, F.VACUUMING),  # no session known; the launcher: running
+        idx[7]: (F.CANCELLING, "batch-dead", 0, F.ACTIVE),
+        idx[8]: (F.ACTIVE, "batch-dead", 120_000, F.ACTIVE),  # stable: never touched
+    }
+    for index, (state, job, age, _) in cases.items():
+        index_at(store, ds, state, job_id=job, age_ms=age, index=index)
+    wait_for(lambda: len(store.find_index_states(ds)) == len(cases), what="the index states to be searchable")
+
+    service.housekeeper.run_once()
+
+    assert {index: state_of(store, ds, index).state for index in cases} == {
+        index: expected for index, (_, _, _, expected) in cases.items()
+    }
+    assert "job batch-dead (batch session" in state_of(store, ds, idx[0]).error
+    assert "ended dead" in state_of(store, ds, idx[0]).error
+    assert "stream stopped: source gone" in state_of(store, ds, idx[1]).error
+    assert "no job owns it, and it was left unchanged for 120 s" in state_of(store, ds, idx[4]).error
+    assert all(state_of(store, ds, idx[i]).error == "" for i in (2, 3, 5, 6, 8))
+    assert service.housekeeper.stalled_indexes.repaired == 4
+    assert sorted(launcher.described) == ["batch-stale", "unknown-job"]
+
+
+def test_an_index_whose_job_has_no_session_is_repaired_once_the_launcher_says_it_ended(
+    make_service: ServiceFactory, store: IndexStore
+) -> None:
+    launcher = RecordingLauncher(state=JobRunState.CANCELLED)
+    service = make_service(launcher, index_op_stall_s=60)
+    ds = service.datasources.all()[0].name
+    recent, stalled = names(2)
+    index_at(store, ds, F.REFRESHING, job_id="foreign-1", age_ms=10_000, index=recent)
+    index_at(store, ds, F.REFRESHING, job_id="foreign-2", age_ms=120_000, index=stalled)
+    wait_for(lambda: len(store.find_index_states(ds)) == 2, what="the index states to be searchable")
+
+    service.housekeeper.run_once()
+
+    assert state_of(store, ds, recent).state == F.REFRESHING
+    repaired = state_of(store, ds, stalled)
+    assert repaired.state == F.ACTIVE
+    assert repaired.error.endswith("job foreign-2, of which no session is known, is cancelled")
+    assert launcher.described == ["foreign-2"]  # the recent one is not even asked about
+
+
+def test_an_index_whose_stale_owner_is_confirmed_dead_is_repaired(
+    make_service: ServiceFactory, store: IndexStore
+) -> None:
+    launcher = RecordingLauncher(state=JobRunState.FAILED)
+    service = make_service(launcher)
+    ds = service.datasources.all()[0].name
+    session_id = job_session(store, ds, "job-1", SessionType.BATCH, SessionState.RUNNING, age_ms=DAY_MS)
+    index_at(store, ds, F.CREATING, job_id="job-1")
+    wait_for(lambda: store.find_index_states(ds), what="the index state to be searchable")
+
+    service.housekeeper.run_once()
+
+    session = store.get_session(ds, session_id)
+    assert session is not None and session.doc.state == SessionState.DEAD
+    state = state_of(store, ds)
+    assert state.state == F.EMPTY and "job job-1" in state.error and "ended dead" in state.error
