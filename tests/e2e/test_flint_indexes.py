@@ -1,0 +1,227 @@
+"""Flint indexes through the REST API alone, with real spark-submit jobs and the shared catalog:
+each kind is created and refreshed by batch jobs, described and listed in an interactive session,
+dropped by the plugin and vacuumed by a batch job; a REFRESH is cancelled mid-run, and a batch job
+is killed with ``kill -9`` mid-refresh."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from async_query.api import create_app
+from async_query.embedded.metastore import Metastore
+from async_query.launcher.local import catalog_settings
+from async_query.service import AsyncQueryService
+from query_core.flint.naming import latest_id
+from query_core.states import FlintIndexState
+from tests.e2e.conftest import TERMINAL, Api, e2e_service
+from tests.faults.procs import group_members, job_pid
+from tests.support import serve_http, wait_for
+
+pytestmark = pytest.mark.e2e
+DS = "local"
+SKIPPING = "flint_local_default_visits_skipping_index"
+COVERING = "flint_local_default_visits_by_page_index"
+MV = "flint_local_default_per_page"
+SLOW_MV = "flint_local_default_slow_view"
+
+
+@pytest.fixture(scope="module")
+def service(
+    metastore: Metastore, module_index_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Api, AsyncQueryService]]:
+    tmp = tmp_path_factory.mktemp("flint")
+    catalog = catalog_settings(metastore.home / "warehouse", metastore.uri)
+    service = e2e_service(module_index_url, tmp, DS, catalog)
+    try:
+        with serve_http(create_app(service)) as url:
+            yield Api(url, DS), service
+    finally:
+        service.close()
+
+
+@pytest.fixture(scope="module")
+def api(service: tuple[Api, AsyncQueryService]) -> Api:
+    return service[0]
+
+
+def ok(api: Api, query: str, session_id: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    submitted, reply = api.run(query, session_id, timeout=180)
+    assert reply["status"] == "SUCCESS", (query, reply)
+    return submitted, reply
+
+
+VISITS = [("/home", "eu", 3), ("/home", "us", 5), ("/cart", "eu", 1), ("/pay", "us", 2), ("/cart", "us", 4)]
+
+
+@pytest.fixture(scope="module")
+def session(api: Api) -> str:
+    """An interactive session that made the source tables (two files in ``visits``)."""
+    submitted, _ = ok(api, "CREATE TABLE visits (page STRING, region STRING, n BIGINT) USING parquet")
+    sid = str(submitted["sessionId"])
+    values = [f"('{p}', '{r}', {n})" for p, r, n in VISITS]
+    ok(api, f"INSERT INTO visits VALUES {', '.join(values[:3])}", sid)
+    ok(api, f"INSERT INTO visits VALUES {', '.join(values[3:])}", sid)
+    ok(api, "CREATE TABLE numbers USING parquet AS SELECT id FROM range(40)", sid)
+    return sid
+
+
+def batch(api: Api, query: str) -> dict[str, Any]:
+    """Run a batch query: its reply carries no session id; returns the final GET."""
+    submitted = api.submit(query)
+    assert set(submitted) == {"queryId"}, submitted
+    reply = api.wait_status(submitted["queryId"], TERMINAL, timeout=180)
+    assert reply["status"] == "SUCCESS", (query, reply)
+    return reply
+
+
+def docs(service: AsyncQueryService, index: str) -> list[dict[str, Any]]:
+    return [source for _, source in service.store.scan(index)]
+
+
+def index_state(service: AsyncQueryService, index: str) -> FlintIndexState | None:
+    found = service.store.get_index_state(DS, latest_id(index))
+    return found.doc.state if found is not None else None
+
+
+def listed(api: Api, session: str) -> dict[str, list[Any]]:
+    _, reply = ok(api, f"SHOW FLINT INDEXES EXTENDED IN {DS}", session)
+    return {row[0]: row for row in reply["datarows"]}
+
+
+def test_each_index_kind_lives_its_whole_life_through_the_api(
+    api: Api, service: tuple[Api, AsyncQueryService], session: str
+) -> None:
+    svc = service[1]
+    batch(api, f"CREATE SKIPPING INDEX ON {DS}.default.visits (page VALUE_SET, n MIN_MAX)")
+    batch(api, "CREATE INDEX by_page ON visits (page, n) WITH (id_expression = \"concat(page, '/', n)\")")
+    batch(api, "CREATE MATERIALIZED VIEW per_page AS SELECT page, sum(n) AS total FROM visits GROUP BY page")
+    for index in (SKIPPING, COVERING, MV):
+        assert index_state(svc, index) is FlintIndexState.ACTIVE
+        assert docs(svc, index) == []
+
+    batch(api, f"REFRESH SKIPPING INDEX ON {DS}.default.visits")
+    batch(api, "REFRESH INDEX by_page ON visits")
+    batch(api, "REFRESH MATERIALIZED VIEW per_page")
+
+    # One document per source file, checked against the files as Spark reads them.
+    _, files = ok(
+        api,
+        "SELECT input_file_name() AS f, sort_array(collect_set(page)), min(n), max(n) FROM visits GROUP BY 1",
+        session,
+    )
+    expected = {f: (pages, low, high) for f, pages, low, high in files["datarows"]}
+    skipping = dict(svc.store.scan(SKIPPING))
+    assert len(skipping) == len(expected) >= 2
+    for doc_id, doc in skipping.items():
+        assert doc_id == hashlib.sha1(doc["file_path"].encode()).hexdigest()
+        assert (sorted(doc["page"]), doc["MinMax_n_0"], doc["MinMax_n_1"]) == expected[doc["file_path"]]
+    assert sorted((d["page"], d["n"]) for d in docs(svc, COVERING)) == sorted((p, n) for p, _, n in VISITS)
+    assert {doc_id for doc_id, _ in svc.store.scan(COVERING)} == {f"{p}/{n}" for p, _, n in VISITS}
+    assert sorted((d["page"], d["total"]) for d in docs(svc, MV)) == [("/cart", 5), ("/home", 8), ("/pay", 2)]
+
+    _, described = ok(api, f"DESC SKIPPING INDEX ON {DS}.default.visits", session)
+    assert described["datarows"] == [["page", "string", "VALUE_SET"], ["n", "bigint", "MIN_MAX"]]
+    _, described = ok(api, "DESCRIBE MATERIALIZED VIEW per_page", session)
+    assert described["datarows"] == [["page", "string"], ["total", "bigint"]]
+    _, shown = ok(api, f"SHOW INDEXES ON {DS}.default.visits", session)
+    assert shown["datarows"] == [["by_page"]]
+    _, shown = ok(api, f"SHOW MATERIALIZED VIEWS IN {DS}.default", session)
+    assert shown["datarows"] == [["per_page"]]
+    rows = listed(api, session)
+    assert rows[SKIPPING] == [SKIPPING, "skipping", "default", "visits", None, False, "active", None]
+    assert rows[COVERING][:7] == [COVERING, "covering", "default", "visits", "by_page", False, "active"]
+    assert rows[MV][:7] == [MV, "mv", "default", None, "per_page", False, "active"]
+
+    for drop in (
+        f"DROP SKIPPING INDEX ON {DS}.default.visits",
+        "DROP INDEX by_page ON visits",
+        "DROP MATERIALIZED VIEW per_page",
+    ):
+        submitted = api.submit(drop)
+        assert set(submitted) == {"queryId"}
+        dml = api.wait_status(submitted["queryId"], TERMINAL, timeout=60)
+        assert dml["status"] == "SUCCESS", dml
+        assert api.cancel(submitted["queryId"]).status_code == 400  # index DML cannot be cancelled
+    assert {listed(api, session)[i][6] for i in (SKIPPING, COVERING, MV)} == {"deleted"}
+
+    batch(api, f"VACUUM SKIPPING INDEX ON {DS}.default.visits")
+    batch(api, "VACUUM INDEX by_page ON visits")
+    batch(api, "VACUUM MATERIALIZED VIEW per_page")
+    for index in (SKIPPING, COVERING, MV):
+        assert not svc.store.index_exists(index)
+        assert index_state(svc, index) is None
+    assert not set(listed(api, session)) & {SKIPPING, COVERING, MV}
+
+
+def test_reference_errors_end_the_batch_query_failed(api: Api, session: str) -> None:
+    submitted = api.submit("REFRESH INDEX nope ON visits")
+    reply = api.wait_status(submitted["queryId"], TERMINAL, timeout=180)
+    assert reply["status"] == "FAILED"
+    assert "Index flint_local_default_visits_nope_index doesn't exist" in reply["error"]
+
+
+def slow_refresh(api: Api, service: AsyncQueryService) -> str:
+    """A materialized view whose refresh takes a while (each row sleeps); returns the REFRESH's
+    query id once its statement is running."""
+    if index_state(service, SLOW_MV) is None:
+        batch(
+            api,
+            "CREATE MATERIALIZED VIEW slow_view AS "
+            "SELECT id, reflect('java.lang.Thread', 'sleep', bigint(1000)) AS z FROM numbers",
+        )
+    submitted = api.submit("REFRESH MATERIALIZED VIEW slow_view")
+    query_id = str(submitted["queryId"])
+    api.wait_status(query_id, {"RUNNING"}, timeout=180)
+    wait_for(
+        lambda: index_state(service, SLOW_MV) is FlintIndexState.REFRESHING,
+        timeout=60,
+        what="the view to be refreshing",
+    )
+    return query_id
+
+
+def test_a_refresh_cancelled_mid_run_returns_the_index_to_active(
+    api: Api, service: tuple[Api, AsyncQueryService], session: str
+) -> None:
+    svc = service[1]
+    query_id = slow_refresh(api, svc)
+    assert api.cancel(query_id).status_code == 204
+    assert api.wait_status(query_id, TERMINAL, timeout=30)["status"] == "CANCELLED"
+    wait_for(lambda: index_state(svc, SLOW_MV) is FlintIndexState.ACTIVE, timeout=60, what="the view back to active")
+    statement = svc.store.get_statement(DS, query_id)
+    assert statement is not None
+    session_doc = svc.store.get_session(DS, statement.doc.session_id)
+    assert session_doc is not None
+    pid = job_pid(svc.settings.data_dir, session_doc.doc.job_id)
+    wait_for(lambda: not group_members(pid), timeout=60, what="the cancelled job to stop")
+
+
+def test_a_batch_job_killed_mid_refresh_fails_its_query_and_the_index_recovers(
+    api: Api, service: tuple[Api, AsyncQueryService], session: str
+) -> None:
+    svc = service[1]
+    query_id = slow_refresh(api, svc)
+    statement = svc.store.get_statement(DS, query_id)
+    assert statement is not None
+    session_doc = svc.store.get_session(DS, statement.doc.session_id)
+    assert session_doc is not None
+    pid = job_pid(svc.settings.data_dir, session_doc.doc.job_id)
+    os.killpg(pid, signal.SIGKILL)
+    wait_for(lambda: not group_members(pid), timeout=15, what="the killed job's processes to go")
+
+    reply = api.wait_status(query_id, TERMINAL, timeout=120)
+    assert reply["status"] == "FAILED"
+
+    def repaired() -> bool:
+        svc.housekeeper.run_once()
+        return index_state(svc, SLOW_MV) is FlintIndexState.ACTIVE
+
+    wait_for(repaired, timeout=120, interval=1, what="the housekeeping sweep to repair the view")
+    state = svc.store.get_index_state(DS, latest_id(SLOW_MV))
+    assert state is not None and session_doc.doc.job_id in state.doc.error
