@@ -70,7 +70,7 @@ def test_getjobrun_section(store: IndexStore, opensearch_config: OpenSearchConfi
     pytest.importorskip("async_query.launcher.emr")
     from bench.emr import EmrPlan, run_getjobrun
 
-    figures, details = run_getjobrun(store, opensearch_config, tmp_path, EmrPlan(gets=20, sessions=2))
+    figures, details = run_getjobrun(store, opensearch_config, tmp_path, EmrPlan(gets=20, sessions=2, batch_queries=3))
     assert details["start_job_run_calls"] == 2
     assert details["product_healthy"]["get_job_run"] == 0
     assert details["product_healthy"]["statuses"] == {"RUNNING": 20}
@@ -78,6 +78,19 @@ def test_getjobrun_section(store: IndexStore, opensearch_config: OpenSearchConfi
     # Stale sessions: one coalesced call confirms each death, however many GETs ask.
     assert details["product_stale"]["get_job_run"] == 2
     assert details["product_stale"]["statements_failed_after"] == 2
+    # Batch queries: a job each; GETs of running ones read documents only (the reference policy
+    # asks on every GET until the result exists); GETs of finished ones cost nothing in either.
+    batch = details["batch"]
+    assert batch["start_job_run_calls"] == 3
+    assert batch["running_product"] == {"gets": 20, "get_job_run": 0, "statuses": {"RUNNING": 20}}
+    assert batch["running_reference"] == {"gets": 20, "get_job_run": 20, "statuses": {"RUNNING": 20}}
+    assert batch["finished_product"] == {"gets": 20, "get_job_run": 0, "statuses": {"SUCCESS": 20}}
+    assert batch["finished_reference"] == {"gets": 20, "get_job_run": 0, "statuses": {"SUCCESS": 20}}
+    named = _by_name(figures)
+    assert named["GetJobRun per 1,000 GETs, product, running batch queries"].value == 0
+    assert named["GetJobRun per 1,000 GETs, product, running batch queries"].target == Target("==", 0)
+    assert named["GetJobRun per 1,000 GETs, reference policy, running batch queries"].value == 1000
+    assert named["GetJobRun per 1,000 GETs, reference policy, finished batch queries"].value == 0
     assert _by_name(figures)["GetJobRun per 1,000 GETs, product, healthy sessions"].met is True
 
 
