@@ -81,22 +81,27 @@ class IndexTransaction:
         work: Callable[[], T],
         *,
         via_fields: dict[str, Any] | None = None,
-        end_fields: dict[str, Any] | None = None,
+        end_fields: dict[str, Any] | Callable[[], dict[str, Any]] | None = None,
     ) -> T:
         """Run ``work`` as ``operation``: start check, transitioning state, commit or rollback.
 
         Raises :class:`InvalidTransitionError` when the index is not in a start state of the
         operation (nothing has been done then), the work's own exception after a rollback, and
         :class:`OperationSupersededError` when the document was moved by someone else meanwhile.
+        ``end_fields`` may be a function, called once the work is done (a completion time).
         """
         op = INDEX_OPERATIONS[operation] if isinstance(operation, str) else operation
         current = self.current()
         started = current.doc.state if current is not None else _F.EMPTY
         op.check_start(started, self.target.index_name)
+
+        def ending() -> dict[str, Any]:
+            return (end_fields() if callable(end_fields) else end_fields) or {}
+
         if op.via is None:
             assert op.end is not None, f"{op.name} has neither a transitioning nor an end state"
             result = work()
-            self._write(current, op.end, {**(end_fields or {}), "error": ""})
+            self._write(current, op.end, {**ending(), "error": ""})
             return result
         moving = self._write(current, op.via, {**(via_fields or {}), "error": ""})
         try:
@@ -107,7 +112,7 @@ class IndexTransaction:
         if op.end is None:
             self._remove(moving, op)
         else:
-            self._finish(moving, op.end, end_fields or {}, op, "commit")
+            self._finish(moving, op.end, ending(), op, "commit")
         return result
 
     # -- writes -----------------------------------------------------------------------------

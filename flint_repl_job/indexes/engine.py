@@ -280,7 +280,7 @@ class FlintEngine:
             "refresh",
             work,
             via_fields={"last_refresh_start_time": now_millis()},
-            end_fields={"last_refresh_complete_time": now_millis()},
+            end_fields=lambda: {"last_refresh_complete_time": now_millis()},
         )
         return _no_rows()
 

@@ -154,3 +154,27 @@ def test_report_table_and_json() -> None:
     data = json.loads(json.dumps(report.as_json()))
     assert [f["met"] for f in data["figures"]] == [True, False, None]
     assert data["figures"][2]["value"] is None
+
+
+@pytest.mark.spark
+def test_flint_refresh_bench_prints_its_figures(index_url: str) -> None:
+    """The refresh-throughput bench, tiny, in a process of its own (it starts and stops its own
+    Spark session), against this test's index server."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "OPENSEARCH_URL": index_url, "SPARK_LOCAL_IP": "127.0.0.1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.flint_refresh", "--rows", "3000", "--partitions", "2"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "covering index refresh: 3,000 documents" in done.stdout
+    assert "bulk ceiling (one Python process, batches of 1000): 3,000 documents" in done.stdout
+    ratio = float(done.stdout.split("refresh / ceiling: ")[1].split()[0])
+    assert ratio > 0

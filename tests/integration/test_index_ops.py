@@ -81,6 +81,22 @@ def test_a_failed_refresh_rolls_back_to_where_it_started_with_the_error(store: I
     assert doc.error == "source table is gone" and doc.job_id == "job-2"
 
 
+def test_end_fields_given_as_a_function_are_taken_after_the_work(store: IndexStore, ds_name: str) -> None:
+    at(store, ds_name, F.ACTIVE)
+    done: list[str] = []
+
+    def work() -> None:
+        done.append("work")
+
+    def completed() -> dict[str, int]:
+        assert done == ["work"]  # the refresh is over when its completion time is taken
+        return {"last_refresh_complete_time": 42}
+
+    IndexTransaction(store, target(ds_name)).run("refresh", work, end_fields=completed)
+    doc = stored(store, ds_name)
+    assert doc is not None and doc.state == F.ACTIVE and doc.last_refresh_complete_time == 42
+
+
 def test_an_operation_refused_in_the_current_state_does_nothing(store: IndexStore, ds_name: str) -> None:
     at(store, ds_name, F.DELETED)
     ran: list[bool] = []

@@ -1,0 +1,144 @@
+"""Refresh throughput of Flint indexes next to the index server's own bulk ceiling.
+
+``python -m bench.flint_refresh [--rows N] [--partitions P]``: a parquet table of N rows (default
+1,000,000) is written by Spark (local mode, in this process); a covering index over all its
+columns (ids from ``id_expression``) is created and refreshed by the job's Flint engine, which
+writes through the ``opensearch`` PySpark data source. The ceiling is the same documents, with the
+same ids and mapping, bulk-indexed from one Python process in batches of the data source's size.
+A skipping index refresh (one document per file) is timed too. The index server is a fresh osmem
+server, or ``OPENSEARCH_URL``. Prints every figure and the ratio of refresh to ceiling.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import secrets
+import sys
+import tempfile
+import time
+from typing import Any
+
+from flint_repl_job.indexes.engine import FlintContext, FlintEngine
+from flint_repl_job.opensearch_source import DEFAULT_BATCH, index_body, register, to_source
+from query_core.config import OpenSearchConfig
+from query_core.flint import parse
+from query_core.store import IndexStore, quiet_driver_logs
+
+log = logging.getLogger(__name__)
+CEILING = "bench_bulk_ceiling"
+
+
+def spark_session(warehouse: str, partitions: int) -> Any:
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("bench-flint-refresh")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", str(partitions))
+        .config("spark.sql.warehouse.dir", warehouse)
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    register(session)
+    return session
+
+
+def make_table(spark: Any, rows: int, partitions: int) -> float:
+    began = time.monotonic()
+    spark.sql("DROP TABLE IF EXISTS default.events")
+    frame = spark.range(rows, numPartitions=partitions).selectExpr(
+        "id",
+        "concat('r', cast(id % 7 as string)) AS region",
+        "id % 1000 AS qty",
+        "cast(id as double) / 3 AS price",
+        "date_add(DATE'2024-01-01', cast(id % 365 as int)) AS day",
+    )
+    frame.write.format("parquet").saveAsTable("default.events")
+    return time.monotonic() - began
+
+
+def run(engine: FlintEngine, sql: str) -> float:
+    statement = parse(sql)
+    assert statement is not None
+    began = time.monotonic()
+    engine.run(statement)
+    return time.monotonic() - began
+
+
+def bulk_ceiling(spark: Any, store: IndexStore) -> tuple[float, int]:
+    """Seconds to bulk-index the covering index's documents from this one process."""
+    frame = spark.read.table("default.events")
+    body = index_body(frame.schema, {}, {})
+    store.delete_index(CEILING)
+    store.create_index(CEILING, body)
+    fields = frame.schema.fields
+    docs: list[tuple[str | None, dict[str, Any]]] = [
+        (str(row[0]), {f.name: to_source(row[i], f.dataType) for i, f in enumerate(fields)})
+        for row in frame.toLocalIterator()
+    ]
+    began = time.monotonic()
+    for start in range(0, len(docs), DEFAULT_BATCH):
+        store.bulk_index(CEILING, docs[start : start + DEFAULT_BATCH])
+    return time.monotonic() - began, len(docs)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.flint_refresh", description=__doc__)
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--partitions", type=int, default=4, help="source files (and write tasks)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    quiet_driver_logs()
+
+    server = None
+    url = os.environ.get("OPENSEARCH_URL", "")
+    if not url:
+        from osmem_server import OsmemServer
+
+        server = OsmemServer.start(addr="127.0.0.1:0", japanese=False)
+        url = server.url
+    store = IndexStore(OpenSearchConfig(url=url))
+    with tempfile.TemporaryDirectory(prefix="bench-flint-") as warehouse:
+        spark = spark_session(warehouse, args.partitions)
+        try:
+            table_s = make_table(spark, args.rows, args.partitions)
+            print(f"source table: {args.rows:,} rows in {args.partitions} parquet files, written in {table_s:.1f} s")
+            # The ceiling first, and its index dropped before the refresh: the in-memory index server
+            # holds one copy of the documents at a time (about 17 KB each in osmem).
+            ceiling_s, docs = bulk_ceiling(spark, store)
+            store.delete_index(CEILING)
+            print(f"bulk ceiling measured: {docs:,} documents in {ceiling_s:.1f} s", flush=True)
+            # A datasource of its own per run, so that a real cluster's leftovers never interfere.
+            datasource = f"bench{secrets.token_hex(3)}"
+            engine = FlintEngine(FlintContext(spark, store, OpenSearchConfig(url=url), datasource))
+            covering = f"flint_{datasource}_default_events_all_index"
+            run(engine, "CREATE INDEX all ON default.events (id, region, qty, price, day) WITH (id_expression = 'id')")
+            refresh_s = run(engine, "REFRESH INDEX all ON default.events")
+            indexed = sum(1 for _ in store.scan(covering))
+            store.delete_index(covering)
+            print(f"covering index refreshed: {indexed:,} documents in {refresh_s:.1f} s", flush=True)
+            run(engine, "CREATE SKIPPING INDEX ON default.events (region VALUE_SET, qty MIN_MAX, id BLOOM_FILTER)")
+            skipping_s = run(engine, "REFRESH SKIPPING INDEX ON default.events")
+            store.delete_index(f"flint_{datasource}_default_events_skipping_index")
+        finally:
+            spark.stop()
+            store.close()
+            if server is not None:
+                server.close()
+    refresh_rate = indexed / refresh_s
+    ceiling_rate = docs / ceiling_s
+    print(f"covering index refresh: {indexed:,} documents in {refresh_s:.1f} s = {refresh_rate:,.0f} rows/s")
+    print(f"bulk ceiling (one Python process, batches of {DEFAULT_BATCH}): {docs:,} documents in {ceiling_s:.1f} s")
+    print(f"  = {ceiling_rate:,.0f} docs/s")
+    print(f"refresh / ceiling: {refresh_rate / ceiling_rate:.2f}")
+    print(f"skipping index refresh (VALUE_SET, MIN_MAX, BLOOM_FILTER over {args.partitions} files): {skipping_s:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
