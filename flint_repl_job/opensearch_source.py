@@ -16,6 +16,25 @@ keys without the prefix:
 
 Each task (partition) bulk-writes its rows in batches, in parallel with the other tasks. Writing
 with ``mode("overwrite")`` empties the index first.
+
+Structured Streaming writes micro-batches with the same options and the same code
+(``frame.writeStream.format("opensearch").options(...).option("checkpointLocation", ...).start()``):
+the index is made on the driver before a micro-batch's tasks write, and each task bulk-writes its
+rows. A micro-batch that failed is run again from the checkpoint; with ``id_column`` it overwrites
+the documents it wrote before, so nothing is duplicated; without ids its rows are indexed again
+(at least once). Output modes:
+
+- ``append`` (the default): every row of a micro-batch is a document;
+- ``complete`` (aggregations, materialized views): every micro-batch carries the whole result, and
+  with ``id_column`` (the grouping key) it overwrites each key's document, so the index holds one
+  document per key with its latest values. It needs ``id_column``: the writer never empties the
+  index (Spark makes the stream writer again, on the driver, to commit each micro-batch, after its
+  tasks wrote, so emptying it there would lose the batch), and without ids every micro-batch would
+  add the whole result again. A key that leaves the result keeps its last document;
+- ``update``: Spark (4.3) refuses it for every Python data source ("opensearch does not support
+  Update mode"): its write builder does not implement ``SupportsStreamingUpdateAsAppend``. Use
+  ``complete`` with ``id_column``, or ``foreachBatch`` with the batch writer and ``id_column``.
+  (Without ids it would index each changed row as a new document, a change log of each key.)
 """
 
 from __future__ import annotations
@@ -30,7 +49,14 @@ from decimal import Decimal
 from typing import Any
 
 from pyspark.sql import types as st
-from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceWriter, InputPartition, WriterCommitMessage
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+    InputPartition,
+    WriterCommitMessage,
+)
 
 from query_core.config import OpenSearchConfig
 from query_core.store import IndexStore
@@ -212,6 +238,9 @@ class OpenSearchDataSource(DataSource):
     def writer(self, schema: st.StructType, overwrite: bool) -> OpenSearchWriter:
         return OpenSearchWriter(dict(self.options), self._index(), schema, overwrite)
 
+    def streamWriter(self, schema: st.StructType, overwrite: bool) -> OpenSearchStreamWriter:  # noqa: N802
+        return OpenSearchStreamWriter(dict(self.options), self._index(), schema, overwrite)
+
     def reader(self, schema: st.StructType) -> OpenSearchReader:
         return OpenSearchReader(dict(self.options), self._index(), schema)
 
@@ -221,11 +250,12 @@ class Written(WriterCommitMessage):
     documents: int
 
 
-class OpenSearchWriter(DataSourceWriter):
-    """Created on the driver: makes the index (mapping from the schema plus ``_meta``) before any
-    task writes; each task then bulk-writes its partition."""
+class _IndexWrite:
+    """What the batch and the stream writers share. Made on the driver: checks the options and makes
+    the index (mapping from the schema plus ``_meta``) before any task writes, emptying it first when
+    ``empty``; each task then bulk-writes its rows (:meth:`write`)."""
 
-    def __init__(self, options: dict[str, str], index: str, schema: st.StructType, overwrite: bool) -> None:
+    def __init__(self, options: dict[str, str], index: str, schema: st.StructType, *, empty: bool) -> None:
         self.options = options
         self.index = index
         self.schema = schema
@@ -240,7 +270,7 @@ class OpenSearchWriter(DataSourceWriter):
             settings = json.loads(options.get("index_settings", "{}"))
             stored = schema if self.id_in_source or not self.id_column else _without(schema, self.id_column)
             store.create_index(index, index_body(stored, meta, settings))
-            if overwrite:
+            if empty:
                 store.delete_all(index)
         finally:
             store.close()
@@ -268,9 +298,58 @@ class OpenSearchWriter(DataSourceWriter):
             store.close()
         return Written(written)
 
+
+def _documents(messages: list[WriterCommitMessage | None]) -> int:
+    """The documents the tasks reported (a failed task reports None)."""
+    return sum(m.documents for m in messages if isinstance(m, Written))
+
+
+class OpenSearchWriter(_IndexWrite, DataSourceWriter):
+    """The batch writer: ``overwrite`` (``mode("overwrite")``) empties the index before the tasks write."""
+
+    def __init__(self, options: dict[str, str], index: str, schema: st.StructType, overwrite: bool) -> None:
+        super().__init__(options, index, schema, empty=overwrite)
+
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        total = sum(m.documents for m in messages if isinstance(m, Written))
-        log.info("wrote %d documents to %s", total, self.index)
+        log.info("wrote %d documents to %s", _documents(messages), self.index)
+
+
+class OpenSearchStreamWriter(_IndexWrite, DataSourceStreamWriter):
+    """The micro-batch writer of Structured Streaming.
+
+    Spark makes it on the driver for every micro-batch (before the tasks write: the index is made
+    then, a no-op once it exists) and again, in a new Python process, to commit or abort that
+    micro-batch. ``overwrite`` is Spark's truncate flag, set in ``complete`` output mode; the index
+    is never emptied (see the module's documentation), documents are overwritten by ``id_column``.
+    """
+
+    def __init__(self, options: dict[str, str], index: str, schema: st.StructType, overwrite: bool) -> None:
+        if overwrite and not options.get("id_column"):
+            raise ValueError(
+                "the complete output mode writes the whole result every micro-batch: it needs the option "
+                "id_column (the grouping key) so that each micro-batch overwrites the documents of the last"
+            )
+        super().__init__(options, index, schema, empty=False)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+        log.info("micro-batch %d: wrote %d documents to %s", batchId, _documents(messages), self.index)
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+        """Log the failed micro-batch; never raises. What its successful tasks wrote stays in the index:
+        Spark runs the micro-batch again, which overwrites those documents when there are ids."""
+        try:
+            done = sum(1 for m in messages if isinstance(m, Written))
+            log.warning(
+                "micro-batch %d to %s aborted: %d of %d tasks had written %d documents%s",
+                batchId,
+                self.index,
+                done,
+                len(messages),
+                _documents(messages),
+                " (overwritten by id when it runs again)" if self.id_column else " (indexed again when it runs again)",
+            )
+        except Exception:  # aborting must not hide the failure that caused it
+            log.exception("micro-batch %d to %s aborted", batchId, self.index)
 
 
 def _without(schema: st.StructType, column: str) -> st.StructType:
@@ -298,5 +377,5 @@ class OpenSearchReader(DataSourceReader):
 
 
 def register(spark: Any) -> None:
-    """Make ``spark.read/write.format("opensearch")`` available in this session."""
+    """Make ``spark.read/write/writeStream.format("opensearch")`` available in this session."""
     spark.dataSource.register(OpenSearchDataSource)
