@@ -27,6 +27,7 @@ from bench.env import BenchEnv
 from bench.report import Figure, Report
 from bench.scale import ScalePlan, run_scale
 from bench.spark import IdleWindow, SparkBench, SparkPlan
+from query_core.store import IndexStore
 
 log = logging.getLogger("bench.run")
 
@@ -74,7 +75,13 @@ def _section(report: Report, name: str, run: Callable[[], tuple[list[Figure], di
     return True
 
 
-def run(quick: bool, out: Path, skip_spark: bool = False) -> Report:
+def _scale_run(
+    base_url: str, store: IndexStore, plan: ScalePlan, jobs_dir: Path
+) -> Callable[[], tuple[list[Figure], dict[str, Any]]]:
+    return lambda: run_scale(base_url, store, DATASOURCE, plan, jobs_dir)
+
+
+def run(quick: bool, out: Path, skip_spark: bool = False, scale_sessions: list[int] | None = None) -> Report:
     report = Report()
     started = time.perf_counter()
     report.meta = {
@@ -123,10 +130,17 @@ def run(quick: bool, out: Path, skip_spark: bool = False) -> Report:
 
             # The idle window of the warm session runs during the scale section (which does not
             # touch that session), then waits out the rest of its length.
-            _section(report, "scale", lambda: run_scale(env.base_url, store, DATASOURCE, scale_plan))
+            # The service's local launcher describes the simulated sessions' jobs as running.
+            jobs_dir = env.data_dir / "service" / "jobs"
+            _section(report, "scale", lambda: run_scale(env.base_url, store, DATASOURCE, scale_plan, jobs_dir))
             if idle is not None:
                 window = idle
                 _section(report, "heartbeat-idle", lambda: bench.end_idle(window))
+            # Opt-in larger runs, after the idle window so they cannot stretch it.
+            for count in scale_sessions or []:
+                _section(
+                    report, f"scale-{count}", _scale_run(env.base_url, store, scale_plan.with_sessions(count), jobs_dir)
+                )
         finally:
             bench.close()
             if env.proc is not None and env.proc.poll() is not None:
@@ -159,13 +173,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small counts (a smoke test, about 2 minutes)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"JSON output (default: {DEFAULT_OUT})")
     parser.add_argument("--skip-spark", action="store_true", help="leave out the sections that need Spark")
+    parser.add_argument(
+        "--scale-sessions",
+        type=int,
+        nargs="+",
+        default=[],
+        metavar="N",
+        help="also run the scale section with N live sessions (e.g. 10000), after the default one",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # The in-process service (EMR section) logs the deaths it confirms and the conflicts it
     # resolves, on purpose; they are expected here and would bury the bench's own output.
     for noisy in ("async_query", "opensearch"):
         logging.getLogger(noisy).setLevel(logging.ERROR)
-    report = run(args.quick, args.out, args.skip_spark)
+    report = run(args.quick, args.out, args.skip_spark, args.scale_sessions)
     print()
     print(report.table())
     print()

@@ -10,16 +10,20 @@ from __future__ import annotations
 
 import heapq
 import logging
+import os
 import random
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from query_core.errors import AsyncQueryError
-from query_core.ids import new_id
+from query_core.ids import new_id, request_index
 from query_core.models import (
     RunningStatement,
     SessionDoc,
@@ -229,6 +233,65 @@ class SimulatedSessions:
 
     def __exit__(self, *exc: object) -> None:
         self.end()
+
+
+class StandInJobs:
+    """One process that the local launcher describes as ``RUNNING`` for every given job id.
+
+    ``LocalLauncher.describe`` answers RUNNING for a job whose ``<jobs dir>/<job id>.pid`` names a
+    live process whose environment names the job (``SERVERLESS_EMR_JOB_ID=<job id>``). One idle
+    process carries a variable per job id (``BENCH_SIM_JOB_<n>=SERVERLESS_EMR_JOB_ID=<job id>``)
+    and every pid file names it, so a simulated session the service suspects is confirmed alive by
+    the launcher, as a real job's would be, without one process per session. The process exits
+    when its stdin closes (also if the bench dies); the pid files are removed on exit.
+    """
+
+    def __init__(self, jobs_dir: Path, job_ids: list[str]) -> None:
+        self.jobs_dir = jobs_dir
+        self.job_ids = job_ids
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> StandInJobs:
+        env = {"PATH": os.environ.get("PATH", "")}
+        env.update({f"BENCH_SIM_JOB_{n}": f"SERVERLESS_EMR_JOB_ID={job}" for n, job in enumerate(self.job_ids)})
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", "import sys; sys.stdin.buffer.read()"],
+            stdin=subprocess.PIPE,
+            env=env,
+            start_new_session=True,
+        )
+        self.jobs_dir.mkdir(parents=True, exist_ok=True)
+        for job in self.job_ids:
+            (self.jobs_dir / f"{job}.pid").write_text(str(self.proc.pid))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for job in self.job_ids:
+            (self.jobs_dir / f"{job}.pid").unlink(missing_ok=True)
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        if proc.stdin is not None:
+            proc.stdin.close()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def declared_dead(store: IndexStore, datasource: str, sims: list[SimSession]) -> tuple[int, int]:
+    """(sessions ``dead``/``fail``, statements ``failed``) among ``sims``: real-time reads."""
+    index = request_index(datasource)
+    dead = failed = 0
+    for start in range(0, len(sims), 500):
+        chunk = sims[start : start + 500]
+        ids = [s.session_id for s in chunk] + [s.statement_id for s in chunk]
+        found = store.get_many(index, ids)
+        sessions, statements = found[: len(chunk)], found[len(chunk) :]
+        dead += sum(1 for d in sessions if d and d[0].get("state") in (SessionState.DEAD, SessionState.FAIL))
+        failed += sum(1 for d in statements if d and d[0].get("state") == StatementState.FAILED)
+    return dead, failed
 
 
 def index_writes(store: IndexStore, index: str) -> int | None:

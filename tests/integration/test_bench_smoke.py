@@ -17,7 +17,7 @@ from bench.api_latency import ApiPlan, run_api_latency
 from bench.httpload import run_load
 from bench.report import Figure, Report, Target
 from bench.scale import ScalePlan, run_scale
-from bench.sim import SimulatedSessions, doc_version, index_writes
+from bench.sim import SimulatedSessions, StandInJobs, declared_dead, doc_version, index_writes
 from bench.stats import percentile, summary
 from query_core.config import OpenSearchConfig
 from query_core.ids import request_index
@@ -51,13 +51,22 @@ def test_api_latency_section(make_service: ServiceFactory, store: IndexStore, da
     assert store.find_sessions(datasource.name, [SessionState.RUNNING]) == []
 
 
-def test_scale_section(make_service: ServiceFactory, store: IndexStore, datasource: Datasource) -> None:
+def test_scale_section(make_service: ServiceFactory, store: IndexStore, datasource: Datasource, tmp_path: Path) -> None:
     service = make_service()
     plan = ScalePlan(sessions=12, interval_ms=400, clients=2, seconds=0.8, writers=2)
+    jobs = tmp_path / "jobs"
     with serve_http(create_app(service)) as url:
-        figures, details = run_scale(url, store, datasource.name, plan)
+        figures, details = run_scale(url, store, datasource.name, plan, jobs_dir=jobs)
     named = _by_name(figures)
     assert named["GET p99 with 12 live sessions"].target == Target("<", 50)
+    # No simulated session was declared dead, none of their statements failed: flagged if so.
+    dead = named["simulated sessions declared dead (12)"]
+    assert (dead.value, dead.target, dead.met) == (0, Target("==", 0), True)
+    assert named["polled statements FAILED (12 sessions)"].met is True
+    assert details["sessions_declared_dead"] == 0 and details["statements_failed"] == 0
+    assert named["effective heartbeat interval per session"].value is not None
+    # The stand-in jobs' pid files are gone with the section.
+    assert list(jobs.glob("*.pid")) == []
     assert details["get_reply_statuses"] == {"RUNNING": details["get"]["latency_ms"]["n"]}
     # 12 sessions beating every 0.4 s: about 30 writes/s (the bench's writers must keep up).
     assert 10 < details["heartbeat_writes_per_s_writers"] < 45
@@ -92,6 +101,26 @@ def test_getjobrun_section(store: IndexStore, opensearch_config: OpenSearchConfi
     assert named["GetJobRun per 1,000 GETs, reference policy, running batch queries"].value == 1000
     assert named["GetJobRun per 1,000 GETs, reference policy, finished batch queries"].value == 0
     assert _by_name(figures)["GetJobRun per 1,000 GETs, product, healthy sessions"].met is True
+
+
+def test_stand_in_jobs_are_running_to_the_local_launcher(tmp_path: Path) -> None:
+    from async_query.launcher.base import JobRunState
+    from async_query.launcher.local import LocalLauncher
+
+    launcher = LocalLauncher(tmp_path / "service", "bench", spark_submit="/bin/false")
+    jobs = [f"bench-scale-{i}" for i in range(3)]
+    with StandInJobs(tmp_path / "service" / "jobs", jobs):
+        assert [launcher.describe(j).state for j in jobs] == [JobRunState.RUNNING] * 3
+        assert launcher.describe("bench-other").state == JobRunState.UNKNOWN
+    assert [launcher.describe(j).state for j in jobs] == [JobRunState.UNKNOWN] * 3
+
+
+def test_declared_dead_counts_ended_sessions(store: IndexStore, datasource: Datasource) -> None:
+    sim = SimulatedSessions(store, datasource.name, 2)
+    sims = sim.create()
+    assert declared_dead(store, datasource.name, sims) == (0, 0)
+    sim.end()
+    assert declared_dead(store, datasource.name, sims) == (2, 0)
 
 
 def test_simulated_heartbeat_is_one_write(store: IndexStore, datasource: Datasource) -> None:
