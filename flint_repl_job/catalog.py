@@ -95,11 +95,12 @@ def _comment_end(sql: str, start: int) -> int:
     return len(sql)
 
 
-def _significant(tokens: list[Token]) -> list[Token]:
+def significant(tokens: list[Token]) -> list[Token]:
+    """``tokens`` without spaces and comments."""
     return [t for t in tokens if t.kind not in ("space", "line_comment", "block_comment")]
 
 
-def _names(tokens: list[Token]) -> list[tuple[int, list[Token]]]:
+def dotted_names(tokens: list[Token]) -> list[tuple[int, list[Token]]]:
     """Dotted names as (index of the token before them, their part tokens)."""
     found: list[tuple[int, list[Token]]] = []
     i = 0
@@ -138,10 +139,10 @@ def session_sql(sql: str, datasource: str) -> str:
     catalog; everything else (spacing, comments, case) unchanged."""
     if datasource not in sql:
         return sql
-    tokens = _significant(tokenize(sql))
+    tokens = significant(tokenize(sql))
     edits = [
         parts[0]
-        for before, parts in _names(tokens)
+        for before, parts in dotted_names(tokens)
         if parts[0].name == datasource and _is_catalog_position(tokens, before, len(parts))
     ]
     out, pos = [], 0

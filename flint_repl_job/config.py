@@ -91,7 +91,7 @@ class JobConfig:
         )
 
 
-def _auth(value: str) -> Literal["noauth", "basic", "sigv4"]:
+def auth_kind(value: str) -> Literal["noauth", "basic", "sigv4"]:
     """The authentication the job uses; one it does not know is read as ``noauth``."""
     if value == "basic":
         return "basic"
@@ -103,7 +103,7 @@ def _auth(value: str) -> Literal["noauth", "basic", "sigv4"]:
 def _opensearch(conf: JobConf, env: Mapping[str, str]) -> OpenSearchConfig:
     return OpenSearchConfig(
         url=f"{conf.scheme}://{conf.host}:{conf.effective_port}",
-        auth=_auth(conf.auth),
+        auth=auth_kind(conf.auth),
         username=conf.username,
         password=conf.password or env.get(PASSWORD_ENV, ""),
         region=conf.region,

@@ -58,6 +58,7 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
+from flint_repl_job.config import auth_kind
 from query_core.config import OpenSearchConfig
 from query_core.store import IndexStore
 
@@ -75,10 +76,9 @@ def connection(options: dict[str, str]) -> OpenSearchConfig:
     scheme = options.get("scheme", "http")
     host = options.get("host", "127.0.0.1")
     port = options.get("port", "443" if scheme == "https" else "9200")
-    auth = options.get("auth", "noauth")
     return OpenSearchConfig(
         url=f"{scheme}://{host}:{port}",
-        auth=auth if auth in ("noauth", "basic", "sigv4") else "noauth",  # type: ignore[arg-type]
+        auth=auth_kind(options.get("auth", "noauth")),
         username=options.get("auth.username", ""),
         password=options.get("auth.password", ""),
         region=options.get("region", "us-east-1"),

@@ -32,6 +32,28 @@ class SubmitRequest:
     session_id: str | None = None
 
 
+def statement_doc(
+    request: SubmitRequest,
+    datasource: str,
+    query_id: str,
+    session_id: str,
+    *,
+    application_id: str = "",
+    job_id: str = "",
+) -> StatementDoc:
+    """The statement document of a POST to ``datasource`` (its statement id is its query id)."""
+    return StatementDoc(
+        statement_id=query_id,
+        query_id=query_id,
+        session_id=session_id,
+        lang=request.lang,
+        query=request.query,
+        data_source_name=datasource,
+        application_id=application_id,
+        job_id=job_id,
+    )
+
+
 @dataclass(frozen=True)
 class Submitted:
     """What a POST created. ``session_id`` is the session document the statement belongs to

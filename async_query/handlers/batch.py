@@ -21,7 +21,7 @@ import logging
 from collections.abc import Callable
 
 from async_query.dispatch import Classified, QueryKind
-from async_query.handlers.base import SubmitRequest, Submitted
+from async_query.handlers.base import SubmitRequest, Submitted, statement_doc
 from async_query.handlers.job_session import JobSessionHandler, stopping_job_on_error
 from async_query.launcher.base import stop_job_within
 from async_query.liveness import fail_statement
@@ -50,13 +50,11 @@ class BatchHandler(JobSessionHandler):
         launcher, job_id = self.start_job(datasource, session_id, query_id=query_id, query=request.query)
         with stopping_job_on_error(launcher, job_id):
             statement = self.store.create_statement(
-                StatementDoc(
-                    statement_id=query_id,
-                    query_id=query_id,
-                    session_id=session_id,
-                    lang=request.lang,
-                    query=request.query,
-                    data_source_name=datasource.name,
+                statement_doc(
+                    request,
+                    datasource.name,
+                    query_id,
+                    session_id,
                     application_id=launcher.application_id,
                     job_id=job_id,
                 )

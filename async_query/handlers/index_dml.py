@@ -21,7 +21,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from async_query.dispatch import Classified, QueryKind
-from async_query.handlers.base import HandlerContext, SubmitRequest, Submitted, render
+from async_query.handlers.base import HandlerContext, SubmitRequest, Submitted, render, statement_doc
 from async_query.handlers.index_dml_ops import IndexDmlOperations, IndexDmlStatement
 from async_query.launcher.base import stop_job_within
 from async_query.liveness import fail_statement
@@ -70,16 +70,8 @@ class IndexDmlHandler:
                 pending_statement_ids=[query_id],
             )
         )
-        doc = StatementDoc(
-            statement_id=query_id,
-            query_id=query_id,
-            session_id=session_id,
-            lang=request.lang,
-            query=request.query,
-            data_source_name=datasource.name,
-        )
         try:
-            created = self.store.create_statement(doc)
+            created = self.store.create_statement(statement_doc(request, datasource.name, query_id, session_id))
         except AsyncQueryError as exc:
             self._end_session_quietly(session, f"The statement could not be recorded: {exc}")
             raise

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from async_query.datasources import Datasource
 from async_query.dispatch import Classified, QueryKind
-from async_query.handlers.base import SubmitRequest, Submitted
+from async_query.handlers.base import SubmitRequest, Submitted, statement_doc
 from async_query.handlers.job_session import JobSessionHandler, stopping_job_on_error
 from async_query.liveness import fail_statement
 from query_core.errors import AsyncQueryError, TooManyRequestsError
@@ -34,13 +34,11 @@ class InteractiveHandler(JobSessionHandler):
             self._check_session_limit()
             session = self._new_session(datasource)
         query_id = new_id(datasource.name)
-        statement = StatementDoc(
-            statement_id=query_id,
-            query_id=query_id,
-            session_id=session.doc.session_id,
-            lang=request.lang,
-            query=request.query,
-            data_source_name=datasource.name,
+        statement = statement_doc(
+            request,
+            datasource.name,
+            query_id,
+            session.doc.session_id,
             application_id=session.doc.application_id,
             job_id=session.doc.job_id,
         )

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from flint_repl_job.catalog import SESSION_CATALOG, session_sql, tokenize
+from flint_repl_job.catalog import SESSION_CATALOG, dotted_names, session_sql, significant, tokenize
 from flint_repl_job.indexes.meta import IndexMeta
 from query_core.flint import IndexKind, QualifiedName, SkippingKind
 
@@ -30,13 +30,18 @@ class IndexBuildError(Exception):
     """The index cannot be built as its metadata says (a column or table is gone...)."""
 
 
-def table_frame(spark: SparkSession, table: str, datasource: str) -> DataFrame:
-    """The source table of a skipping or covering index (``table``: ``catalog.db.name``); the
-    datasource's catalog is read through the session catalog that stands for it."""
+def session_table(table: str, datasource: str) -> str:
+    """``table`` (``catalog.db.name``) as Spark names it, back-quoted: the datasource's catalog is
+    the session catalog that stands for it."""
     parts = table.split(".")
     if parts[0] == datasource:
         parts[0] = SESSION_CATALOG
-    return spark.read.table(QualifiedName(tuple(parts)).sql())
+    return QualifiedName(tuple(parts)).sql()
+
+
+def table_frame(spark: SparkSession, table: str, datasource: str) -> DataFrame:
+    """The source table of a skipping or covering index."""
+    return spark.read.table(session_table(table, datasource))
 
 
 def build_frame(spark: SparkSession, meta: IndexMeta, datasource: str) -> DataFrame:
@@ -108,27 +113,17 @@ def _bloom_filter(params: dict[str, str]) -> Any:
 
 
 def source_tables(query: str, datasource: str) -> list[str]:
-    """The tables a view's query reads (after FROM and JOIN), qualified ``catalog.db.table``.
+    """The tables a view's query reads (names after FROM and JOIN), qualified ``catalog.db.table``.
 
     A token scan, not an analysis: it is what the index's ``sourceTables`` property records, for
     tools that list what a view depends on.
     """
-    tokens = [t for t in tokenize(query) if t.kind not in ("space", "line_comment", "block_comment")]
+    tokens = significant(tokenize(query))
     found: list[str] = []
-    i = 0
-    while i < len(tokens):
-        word = tokens[i].text.upper() if tokens[i].kind == "word" else ""
-        if word in ("FROM", "JOIN") and i + 1 < len(tokens) and tokens[i + 1].name is not None:
-            parts = [tokens[i + 1].name or ""]
-            j = i + 2
-            while j + 1 < len(tokens) and tokens[j].kind == "dot" and tokens[j + 1].name is not None:
-                parts.append(tokens[j + 1].name or "")
-                j += 2
-            if len(parts) <= 3:
-                name = str(QualifiedName(tuple(parts)).qualify(datasource))
-                if name not in found:
-                    found.append(name)
-            i = j
-            continue
-        i += 1
+    for before, parts in dotted_names(tokens):
+        follows = tokens[before].text.upper() if before >= 0 and tokens[before].kind == "word" else ""
+        if follows in ("FROM", "JOIN") and len(parts) <= 3:
+            name = str(QualifiedName(tuple(p.name or "" for p in parts)).qualify(datasource))
+            if name not in found:
+                found.append(name)
     return found

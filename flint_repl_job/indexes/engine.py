@@ -12,6 +12,7 @@ exist", "Table ... is not found", "Column ... does not exist").
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from collections.abc import Callable
@@ -22,6 +23,7 @@ from flint_repl_job.indexes.builders import (
     FILE_PATH_COLUMN,
     ID_COLUMN,
     build_frame,
+    session_table,
     source_tables,
     table_frame,
 )
@@ -46,7 +48,7 @@ from query_core.flint import (
     VacuumIndex,
     flint_index_name,
 )
-from query_core.flint.ast import CreateStatement, QualifiedName
+from query_core.flint.ast import CreateStatement
 from query_core.flint.naming import FLINT_INDEX_PREFIX, sanitize_index_name
 from query_core.index_ops import IndexTarget, IndexTransaction
 from query_core.models import now_millis
@@ -173,13 +175,14 @@ class FlintEngine:
                 "incremental_refresh = true is supported for skipping indexes only: a covering index or "
                 "materialized view is refreshed in full"
             )
-        meta = self.new_meta(statement)
+        meta, schema = self.new_index(statement)
         if self.store.index_exists(meta.index_name):
             if statement.if_not_exists:
                 log.info("index %s exists: nothing to create", meta.index_name)
                 return _no_rows()
             raise FlintIndexError(f"Flint index {meta.index_name} already exists")
-        schema = self._output_schema(meta)
+        if schema is None:
+            schema = self._output_schema(meta)
 
         def work() -> None:
             self.store.create_index(meta.index_name, self._index_body(meta, schema))
@@ -187,8 +190,9 @@ class FlintEngine:
         self.transaction(meta.index_name).run("create", work, via_fields={"job_start_time": now_millis()})
         return _no_rows()
 
-    def new_meta(self, statement: CreateStatement) -> IndexMeta:
-        """The metadata of the index ``statement`` creates, its source resolved and checked."""
+    def new_index(self, statement: CreateStatement) -> tuple[IndexMeta, StructType | None]:
+        """The metadata of the index ``statement`` creates, its source resolved and checked, and
+        the index's fields when resolving the source gave them (a view's query is analysed once)."""
         ds = self.datasource
         index_name = flint_index_name(statement.index, ds)
         options = statement.options.with_defaults()
@@ -202,12 +206,9 @@ class FlintEngine:
             view = str(statement.name.qualify(ds))
             properties["sourceTables"] = source_tables(statement.query, ds)
             probe = IndexMeta(index_name, IndexKind.MV, view, statement.query, (), options, properties)
-            columns = [
-                {"columnName": f.name, "columnType": f.dataType.simpleString()}
-                for f in build_frame(self.spark, probe, ds).schema.fields
-                if f.name != ID_COLUMN
-            ]
-            return IndexMeta(index_name, IndexKind.MV, view, statement.query, tuple(columns), options, properties)
+            schema = self._output_schema(probe)
+            columns = tuple({"columnName": f.name, "columnType": f.dataType.simpleString()} for f in schema.fields)
+            return dataclasses.replace(probe, indexed_columns=columns), schema
         table = str(statement.table.qualify(ds))
         types = self._table_columns(table)
         if isinstance(statement, CreateSkippingIndex):
@@ -222,14 +223,16 @@ class FlintEngine:
                         "columnType": type_name,
                     }
                 )
-            return IndexMeta(index_name, IndexKind.SKIPPING, index_name, table, tuple(skipping), options, properties)
+            meta = IndexMeta(index_name, IndexKind.SKIPPING, index_name, table, tuple(skipping), options, properties)
+            return meta, None
         covering = []
         for column_name in statement.columns:
             name, type_name = self._column(types, column_name)
             covering.append({"columnName": name, "columnType": type_name})
         if statement.where:
             properties["filterCondition"] = statement.where
-        return IndexMeta(index_name, IndexKind.COVERING, statement.name, table, tuple(covering), options, properties)
+        meta = IndexMeta(index_name, IndexKind.COVERING, statement.name, table, tuple(covering), options, properties)
+        return meta, None
 
     def _table_columns(self, table: str) -> dict[str, str]:
         from pyspark.errors import AnalysisException
@@ -341,27 +344,10 @@ class FlintEngine:
     def describe(self, statement: DescribeIndex) -> FlintOutput:
         meta = self.read_meta(flint_index_name(statement.index, self.datasource))
         kind = statement.index.kind
-        if kind is IndexKind.SKIPPING:
-            schema = _strings("indexed_col_name", "data_type", "skip_type")
-            third = "kind"
-        elif kind is IndexKind.COVERING:
-            schema = _strings("indexed_col_name", "data_type", "index_type")
-            third = ""
-        else:
-            schema = _strings("output_col_name", "data_type")
-            third = "-"
+        schema = _strings(*_DESCRIBE_COLUMNS[kind])
         if meta is None or meta.kind is not kind:
             return FlintOutput(schema)
-        rows: list[tuple[Any, ...]] = []
-        for column in meta.indexed_columns:
-            name, type_name = column.get("columnName"), column.get("columnType")
-            if third == "kind":
-                rows.append((name, type_name, column.get("kind")))
-            elif third == "":
-                rows.append((name, type_name, "indexed"))
-            else:
-                rows.append((name, type_name))
-        return FlintOutput(schema, rows)
+        return FlintOutput(schema, [_described(kind, column) for column in meta.indexed_columns])
 
     def metas(self, prefix_parts: list[str]) -> list[IndexMeta]:
         """Flint indexes whose names start with ``flint_<parts joined by _>_``, sorted by name."""
@@ -373,14 +359,16 @@ class FlintEngine:
                 found.append(meta)
         return found
 
+    def metas_in(self, catalog: str, database: str | None) -> list[IndexMeta]:
+        """The Flint indexes whose table (or view) is in ``catalog`` (and ``database`` if given)."""
+        parts = [catalog, *([database] if database else [])]
+        return [meta for meta in self.metas(parts) if meta.belongs_to(catalog, database)]
+
     def show_flint_indexes(self, statement: ShowFlintIndexes) -> FlintOutput:
-        parts = [statement.catalog, *([statement.database] if statement.database else [])]
         columns = [*SHOW_FLINT_INDEX_COLUMNS, *(["error"] if statement.extended else [])]
         schema = _strings(*columns, boolean=("auto_refresh",))
         rows: list[tuple[Any, ...]] = []
-        for meta in self.metas(parts):
-            if not meta.belongs_to(statement.catalog, statement.database):
-                continue
+        for meta in self.metas_in(statement.catalog, statement.database):
             state = self.transaction(meta.index_name).current()
             status = state.doc.state.value if state is not None else "unavailable"
             database, table, index = meta.listed_names()
@@ -400,11 +388,10 @@ class FlintEngine:
         return FlintOutput(_strings("index_name"), rows)
 
     def show_materialized_views(self, statement: ShowMaterializedViews) -> FlintOutput:
-        parts = [statement.catalog, *([statement.database] if statement.database else [])]
         rows = [
             (meta.listed_names()[2],)
-            for meta in self.metas(parts)
-            if meta.kind is IndexKind.MV and meta.belongs_to(statement.catalog, statement.database)
+            for meta in self.metas_in(statement.catalog, statement.database)
+            if meta.kind is IndexKind.MV
         ]
         return FlintOutput(_strings("materialized_view_name"), rows)
 
@@ -424,12 +411,30 @@ class FlintEngine:
         return FlintOutput(schema, rows)
 
     def _partition_columns(self, table: str) -> list[str]:
-        parts = table.split(".")
-        name = QualifiedName(("spark_catalog" if parts[0] == self.datasource else parts[0], *parts[1:])).sql()
         try:
-            return [c.name for c in self.spark.catalog.listColumns(name) if c.isPartition]
+            return [
+                c.name for c in self.spark.catalog.listColumns(session_table(table, self.datasource)) if c.isPartition
+            ]
         except Exception:  # noqa: BLE001 - a catalog without column listing: no partition hints
             return []
+
+
+#: DESCRIBE's columns per index kind (the reference's).
+_DESCRIBE_COLUMNS: dict[IndexKind, tuple[str, ...]] = {
+    IndexKind.SKIPPING: ("indexed_col_name", "data_type", "skip_type"),
+    IndexKind.COVERING: ("indexed_col_name", "data_type", "index_type"),
+    IndexKind.MV: ("output_col_name", "data_type"),
+}
+
+
+def _described(kind: IndexKind, column: dict[str, Any]) -> tuple[Any, ...]:
+    """One DESCRIBE row: the column, its type, and what indexes it (skipping kind, "indexed")."""
+    name, type_name = column.get("columnName"), column.get("columnType")
+    if kind is IndexKind.SKIPPING:
+        return name, type_name, column.get("kind")
+    if kind is IndexKind.COVERING:
+        return name, type_name, "indexed"
+    return name, type_name
 
 
 _MIN_MAX_TYPES = ("int", "bigint", "smallint", "tinyint", "double", "float", "date", "timestamp")

@@ -90,8 +90,7 @@ class IndexMeta:
     def listed_names(self) -> tuple[str, str | None, str | None]:
         """(database, table, index name) as SHOW FLINT INDEX shows them, from the qualified
         source table (skipping, covering) or view name (materialized view)."""
-        qualified = self.name if self.kind is IndexKind.MV else self.source
-        parts = qualified.split(".")
+        parts = self._qualified_parts()
         database = parts[1] if len(parts) > 1 else ""
         rest = ".".join(parts[2:])
         if self.kind is IndexKind.SKIPPING:
@@ -102,8 +101,11 @@ class IndexMeta:
 
     def belongs_to(self, catalog: str, database: str | None) -> bool:
         """True when the index's table (or view) is in ``catalog`` (and ``database`` if given)."""
-        qualified = self.name if self.kind is IndexKind.MV else self.source
-        parts = qualified.split(".")
+        parts = self._qualified_parts()
         if len(parts) < 3 or parts[0] != catalog:
             return False
         return database is None or parts[1] == database
+
+    def _qualified_parts(self) -> list[str]:
+        """The parts of the qualified source table, or of the view's own name for a view."""
+        return (self.name if self.kind is IndexKind.MV else self.source).split(".")
