@@ -25,6 +25,11 @@ from query_core.store import IndexStore
 log = logging.getLogger(__name__)
 
 
+#: The most a job's advertised lateness may stretch its staleness limit, in heartbeat intervals:
+#: beats that late are an overloaded index or machine, or a job that stopped beating.
+MAX_LAG_INTERVALS = 4
+
+
 @dataclass(frozen=True)
 class Staleness:
     """When a session's documents alone no longer vouch for it."""
@@ -36,18 +41,34 @@ class Staleness:
     #: Heartbeat interval assumed when a session does not advertise one.
     default_interval_ms: int
 
+    def limit_ms(self, session: SessionDoc) -> float:
+        """How long after its last heartbeat a running session is still fresh.
+
+        ``stale_heartbeats`` beats of the interval the job advertises, each stretched by how late
+        the job says its recent beats landed (capped at :data:`MAX_LAG_INTERVALS` intervals):
+        beats late because the index or the machine is overloaded do not make a healthy session
+        look dead.
+        """
+        interval = session.heartbeat_interval_millis or self.default_interval_ms
+        lag = min(max(session.heartbeat_lag_millis, 0), interval * MAX_LAG_INTERVALS)
+        return (interval + lag) * self.stale_heartbeats
+
     def is_fresh(self, session: SessionDoc, now: int | None = None) -> bool:
         now = now if now is not None else now_millis()
         if session.state == SessionState.RUNNING:
-            interval = session.heartbeat_interval_millis or self.default_interval_ms
-            return now - session.last_update_time <= interval * self.stale_heartbeats
+            return now - session.last_update_time <= self.limit_ms(session)
         if session.state == SessionState.NOT_STARTED:
             return now - session.last_update_time <= self.start_timeout_s * 1000
         return False
 
 
 class LivenessChecker:
-    """Confirms suspected deaths with one coalesced, cached ``describe`` per session."""
+    """Confirms suspected deaths with one coalesced, cached ``describe`` per session.
+
+    An answer is reused for ``cache_s`` seconds; for a running session whose job is confirmed
+    running, until its next heartbeat is due if that is later: a suspect whose job runs is trusted
+    again for a whole interval, not asked about on every GET.
+    """
 
     def __init__(
         self,
@@ -62,6 +83,7 @@ class LivenessChecker:
         self.cache_s = cache_s
         self._lock = threading.Lock()
         self._inflight: dict[str, Future[JobDescription | None]] = {}
+        #: Session id -> (monotonic expiry, the launcher's answer).
         self._cache: dict[str, tuple[float, JobDescription]] = {}
 
     def check(self, session: Versioned[SessionDoc]) -> Versioned[SessionDoc]:
@@ -104,7 +126,7 @@ class LivenessChecker:
         key = doc.session_id
         with self._lock:
             cached = self._cache.get(key)
-            if cached is not None and time.monotonic() - cached[0] < self.cache_s:
+            if cached is not None and time.monotonic() < cached[0]:
                 return cached[1]
             future = self._inflight.get(key)
             owner = future is None
@@ -125,11 +147,18 @@ class LivenessChecker:
             with self._lock:
                 self._inflight.pop(key, None)
                 if described is not None:
-                    self._cache[key] = (time.monotonic(), described)
+                    self._cache[key] = (time.monotonic() + self._keep_s(doc, described), described)
                     if len(self._cache) > 10_000:
                         self._cache.clear()
             future.set_result(described)
         return described
+
+    def _keep_s(self, doc: SessionDoc, described: JobDescription) -> float:
+        """How long an answer about ``doc``'s job is reused."""
+        if described.state.finished or doc.state != SessionState.RUNNING:
+            return self.cache_s
+        interval = doc.heartbeat_interval_millis or self.staleness.default_interval_ms
+        return max(self.cache_s, interval / 1000)
 
     def _ask_launcher(self, doc: SessionDoc) -> JobDescription | None:
         """The launcher's answer, or None (unknown) when it fails: a session is never ended on a

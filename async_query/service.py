@@ -19,6 +19,7 @@ from async_query.handlers.interactive import InteractiveHandler
 from async_query.launcher.base import Launcher
 from async_query.liveness import LivenessChecker, Staleness
 from async_query.replies import LruCache, success_reply
+from async_query.session_cache import SessionCache
 from async_query.settings import Settings
 from async_query.workers import CancelSupervisor, Housekeeper, Lease
 from query_core.config import OpenSearchConfig
@@ -59,6 +60,9 @@ class AsyncQueryService:
         #: The kind of a session's queries (its ``sessionType`` never changes), so that GET and
         #: DELETE route without reading the session when the handler does not need it.
         self.kind_of_session_id: LruCache[QueryKind] = LruCache(settings.reply_cache_entries * 10)
+        #: Sessions as GET last read them (see :mod:`async_query.session_cache`).
+        self.session_cache = SessionCache(settings.session_cache_ms / 1000, settings.reply_cache_entries)
+        store.write_listeners.append(self.session_cache.forget)
         self._emr_launchers: dict[str, tuple[Datasource, Launcher]] = {}
         self._launcher_lock = threading.Lock()
         self.liveness = LivenessChecker(
@@ -197,17 +201,24 @@ class AsyncQueryService:
         return statement
 
     def _statement_and_session(self, query_id: str) -> tuple[Versioned[StatementDoc], Versioned[SessionDoc] | None]:
-        """The statement, and its session when this process knows which it is (from the POST or an
-        earlier GET): then both come in one real-time round trip."""
+        """The statement, read by id every time, and its session when this process knows which it
+        is (from the POST or an earlier GET): from the session cache when it was read moments ago,
+        otherwise in the same real-time round trip as the statement."""
         datasource = self._datasource_of_query(query_id)
         session_id = self.session_of_query.get(query_id)
         if session_id is None:
             statement = self._statement(query_id)
             self.session_of_query.put(query_id, statement.doc.session_id)
             return statement, None
+        session = self.session_cache.get(session_id)
+        if session is not None:
+            return self._statement(query_id), session
+        generation = self.session_cache.generation()
         found, session = self.store.get_statement_and_session(datasource, query_id, session_id)
         if found is None:
             raise QueryNotFoundError(f"no async query with id {query_id}")
+        if session is not None:
+            self.session_cache.put(session, generation)
         return found, session
 
     # -- listing ----------------------------------------------------------------------------

@@ -102,6 +102,9 @@ class Settings(BaseSettings):
     max_body_bytes: int = 2_000_000
     #: Finished queries' replies kept in memory (they never change).
     reply_cache_entries: int = 10_000
+    #: How old a session document GET may use (milliseconds; 0 reads it with every GET). A
+    #: session changes once per heartbeat; the statement itself is read by id on every GET.
+    session_cache_ms: int = 250
 
     def opensearch(self, url: str | None = None) -> OpenSearchConfig:
         """The connection to the index cluster (``url`` overrides, for the embedded server)."""

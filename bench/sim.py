@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from flint_repl_job.heartbeat import BeatLag
 from query_core.errors import AsyncQueryError
 from query_core.ids import new_id, request_index
 from query_core.models import (
@@ -45,6 +46,8 @@ class SimSession:
     job_id: str
     started_ms: int
     beats: int = 0
+    #: How late its beats land, advertised with each beat as the job's heartbeat does.
+    lag: BeatLag = field(default_factory=BeatLag)
 
 
 @dataclass
@@ -126,8 +129,9 @@ class SimulatedSessions:
         progress = StatementProgress(stages_completed=0, stages_total=1, tasks_completed=done, tasks_total=200)
         return RunningStatement(query_id=sim.statement_id, start_time=sim.started_ms, progress=progress)
 
-    def beat(self, sim: SimSession) -> None:
-        """One heartbeat, as the job writes it: read by id, then one conditional write."""
+    def beat(self, sim: SimSession, due_ms: int | None = None) -> None:
+        """One heartbeat, as the job writes it: read by id, then one conditional write (with how
+        late the session's beats have landed against their schedule, ``due_ms``)."""
         sim.beats += 1
 
         def reread() -> Versioned[SessionDoc] | None:
@@ -136,12 +140,14 @@ class SimulatedSessions:
             return self.store.get_session(self.datasource, sim.session_id)
 
         def change(current: Versioned[SessionDoc]) -> Versioned[SessionDoc]:
+            landed = now_millis()
             try:
                 return self.store.update_session(
                     current,
-                    last_update_time=now_millis(),
+                    last_update_time=landed,
                     running_statements=[self._running(sim)],
                     heartbeat_interval_millis=self.interval_ms,
+                    heartbeat_lag_millis=sim.lag.record(landed if due_ms is None else due_ms, landed),
                 )
             except AsyncQueryError:
                 with self._lock:
@@ -181,7 +187,7 @@ class SimulatedSessions:
             heapq.heapreplace(queue, (due + interval, i))
             lag = (time.monotonic() - due) * 1000
             try:
-                self.beat(mine[i])
+                self.beat(mine[i], now_millis() - int(lag))
             except AsyncQueryError as exc:
                 with self._lock:
                     self.stats.failures += 1

@@ -23,6 +23,23 @@ log = logging.getLogger(__name__)
 MAX_BEAT_FAILURES = 5
 
 
+class BeatLag:
+    """How late this session's recent heartbeats landed against their schedule (milliseconds).
+
+    The figure is the latest beat's lateness, or half the previous figure, whichever is larger:
+    one very late beat is remembered for a few beats. The heartbeat advertises it with the
+    interval, so the plugin can tell a session whose beats arrive late because the index or the
+    machine is overloaded from one whose beats stopped.
+    """
+
+    def __init__(self) -> None:
+        self.millis = 0
+
+    def record(self, due_ms: int, landed_ms: int) -> int:
+        self.millis = max(0, landed_ms - due_ms, self.millis // 2)
+        return self.millis
+
+
 class SessionLostError(Exception):
     """The session is no longer this job's: another job owns it, or it was ended."""
 
@@ -92,6 +109,9 @@ class Heartbeat:
         self._wake = threading.Event()
         self._thread = threading.Thread(target=self._run, name="heartbeat", daemon=True)
         self._last = time.monotonic()
+        #: When the beat being written was due (monotonic seconds).
+        self._due = self._last
+        self.lag = BeatLag()
         self._reported_running = False
         self._progress_failing = False
 
@@ -126,6 +146,7 @@ class Heartbeat:
             if self._wake.wait(max(0.0, due - time.monotonic())):
                 self._wake.clear()
                 continue
+            self._due = due
             self._last = time.monotonic()  # the period runs from the start of a beat: no drift
             try:
                 self.beat()
@@ -175,14 +196,18 @@ class Heartbeat:
         cfg = job.cfg
         next_ms = cfg.heartbeat_running_ms if report or job.running is not None else cfg.heartbeat_idle_ms
 
+        due_ms = now_millis() - int((time.monotonic() - self._due) * 1000)
+
         def change(current: Versioned[SessionDoc]) -> Versioned[SessionDoc]:
             job.check_owner(current.doc)
+            landed = now_millis()
             return job.store.update_session(
                 current,
                 index=job.cfg.request_index,
-                last_update_time=now_millis(),
+                last_update_time=landed,
                 running_statements=report,
                 heartbeat_interval_millis=next_ms,
+                heartbeat_lag_millis=self.lag.record(due_ms, landed),
             )
 
         if job.store.update_with_retry(job.read_session, change) is None:

@@ -74,10 +74,13 @@ class SessionDoc(_Doc):
     exclude_job_ids: list[str] = Field(default_factory=list)
     error: str = ""
     #: Additions of this product. The plugin appends the ids of statements it submits (a real-time
-    #: signal the job reads by id); the job's heartbeat lists what is running and its interval.
+    #: signal the job reads by id); the job's heartbeat lists what is running, its interval and
+    #: how late its beats have been.
     pending_statement_ids: list[str] = Field(default_factory=list)
     running_statements: list[RunningStatement] = Field(default_factory=list)
     heartbeat_interval_millis: int = 0
+    #: How late the job's recent heartbeats landed against their schedule (its own figure).
+    heartbeat_lag_millis: int = 0
 
 
 class FlintIndexStateDoc(_Doc):

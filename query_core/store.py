@@ -35,6 +35,7 @@ from query_core.errors import (
 )
 from query_core.ids import request_index
 from query_core.models import FlintIndexStateDoc, ResultDoc, SessionDoc, StatementDoc, Versioned, now_millis
+from query_core.realtime import ReadNotServed, RealtimeReader
 from query_core.retry import bounded_retrying
 from query_core.states import FlintIndexState, SessionState, StatementState, can_remove_index_state, check_move
 
@@ -119,17 +120,44 @@ class IndexStore:
         self.client = client if client is not None else build_client(cfg)
         self._known_indexes: set[str] = set()
         self._known_templates: set[str] = set()
+        # The lean reader only for a client this store built: a client handed in (a test's, say)
+        # is used as it is, for every call.
+        self._reader = RealtimeReader(cfg) if client is None and RealtimeReader.usable(cfg) else None
+        #: Called with a document's id after this process wrote it (or tried to: a conflict means
+        #: someone else did), so caches of documents can drop their copy.
+        self.write_listeners: list[Callable[[str], None]] = []
 
     # -- plumbing ---------------------------------------------------------------------------
 
     def _call(self, what: str, fn: Callable[[], T]) -> T:
-        """Run one driver call with bounded retries of transient failures; translate errors."""
+        """Run one driver call with bounded retries of transient failures; translate errors.
+
+        The first attempt is made directly: the retry machinery is set up only once a transient
+        failure asks for it (it costs as much as a fast read's own parsing, on every call).
+        """
+        try:
+            return fn()
+        except os_exc.OpenSearchException as exc:
+            if isinstance(exc, os_exc.ConnectionError):
+                self._forget_indexes()
+            if not _is_transient(exc):
+                raise translate(exc, what) from exc
+            failed_first: os_exc.OpenSearchException | None = exc
+        log.warning("index call %s failed (%s), retry 1", what, type(failed_first).__name__)
+
+        def again() -> T:
+            nonlocal failed_first
+            if failed_first is not None:  # attempt 1 is the one that just failed
+                first, failed_first = failed_first, None
+                raise first
+            return fn()
 
         def before_sleep(state: RetryCallState) -> None:
             exc = state.outcome.exception() if state.outcome else None
             if isinstance(exc, os_exc.ConnectionError):
                 self._forget_indexes()
-            log.warning("index call %s failed (%s), retry %d", what, type(exc).__name__, state.attempt_number)
+            if state.attempt_number > 1:
+                log.warning("index call %s failed (%s), retry %d", what, type(exc).__name__, state.attempt_number)
 
         retrying = bounded_retrying(
             _is_transient,
@@ -141,7 +169,7 @@ class IndexStore:
             before_sleep=before_sleep,
         )
         try:
-            return retrying(fn)
+            return retrying(again)
         except os_exc.OpenSearchException as exc:
             if isinstance(exc, os_exc.ConnectionError):
                 self._forget_indexes()
@@ -225,7 +253,10 @@ class IndexStore:
                     return self.client.get(index=index, id=doc_id, _source="false")  # our own retry
                 raise
 
-        res = self._write(index, f"create {index}/{doc_id}", call, recheck)
+        try:
+            res = self._write(index, f"create {index}/{doc_id}", call, recheck)
+        finally:
+            self._wrote(doc_id)
         return res["_seq_no"], res["_primary_term"]
 
     def _source_is(self, index: str, doc_id: str, source: dict[str, Any]) -> bool:
@@ -240,9 +271,19 @@ class IndexStore:
         self._write(index, f"put {index}/{doc_id}", lambda: self.client.index(index=index, id=doc_id, body=source))
 
     def get(self, index: str, doc_id: str) -> tuple[dict[str, Any], int, int] | None:
-        """Real-time get by id: the source and its version, or None."""
+        """Real-time get by id: the source and its version, or None.
+
+        Read on a lean connection (:mod:`query_core.realtime`), and through the driver when that
+        cannot answer for sure; a timeout of either is retried as any transient failure is.
+        """
+        reader = self._reader
 
         def call() -> dict[str, Any] | None:
+            if reader is not None:
+                try:
+                    return reader.get(index, doc_id)
+                except ReadNotServed:
+                    pass
             try:
                 return self.client.get(index=index, id=doc_id)
             except os_exc.NotFoundError:
@@ -270,8 +311,15 @@ class IndexStore:
             except os_exc.NotFoundError as exc:
                 raise VersionConflictError(f"update {index}/{doc_id}: {_reason(exc)}") from exc
 
-        res = self._call(f"update {index}/{doc_id}", call)
+        try:
+            res = self._call(f"update {index}/{doc_id}", call)
+        finally:
+            self._wrote(doc_id)
         return res["_seq_no"], res["_primary_term"]
+
+    def _wrote(self, doc_id: str) -> None:
+        for listener in self.write_listeners:
+            listener(doc_id)
 
     def search(self, index: str, body: dict[str, Any]) -> list[tuple[str, dict[str, Any], int, int]]:
         """A search (sees writes only after a refresh); a missing index is an empty answer."""
@@ -323,6 +371,8 @@ class IndexStore:
             return False
 
     def close(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
         self.client.close()
 
     # -- data indexes written by Spark (Flint indexes) --------------------------------------
@@ -646,7 +696,10 @@ class IndexStore:
                 index=target, id=doc.latest_id, if_seq_no=current.seq_no, if_primary_term=current.primary_term
             )
 
-        self._call(f"delete {target}/{doc.latest_id}", call)
+        try:
+            self._call(f"delete {target}/{doc.latest_id}", call)
+        finally:
+            self._wrote(doc.latest_id)
 
     def find_index_states(
         self,

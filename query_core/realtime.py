@@ -1,0 +1,153 @@
+"""GET by id on the hot path: one keep-alive socket per thread, responses parsed by httptools.
+
+A GET of a running statement costs one real-time read. Through opensearch-py that read costs
+about three times the CPU of the same request on a bare socket with a C HTTP parser (measured on
+this product's bench machine), most of it in urllib3's and http.client's request and response
+layers (http.client parses every response's headers with the ``email`` package).
+:class:`RealtimeReader` makes only that one kind of request, with the driver's own settings (URL,
+basic auth, TLS verification, timeout), parses the reply with ``httptools`` (the parser uvicorn
+serves this product with), and answers only what it fully understands: a 200 with a document,
+or a 404. A timeout is the driver's own ``ConnectionTimeout`` (the store's retry policy decides,
+as for any read). Anything else (a connection error, another status, a body it cannot parse) is
+:class:`ReadNotServed`, and the store then makes the same read through the driver, with its
+retries and error translation. SigV4-signed clusters are always read through the driver.
+
+Only :mod:`query_core.store` uses this module.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import socket
+import ssl
+import threading
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+from opensearchpy.exceptions import ConnectionTimeout
+
+try:
+    import httptools
+except ImportError:  # a job image without it (it is no job requirement): reads go through the driver
+    httptools = None  # type: ignore[assignment]
+
+from query_core.config import OpenSearchConfig
+
+#: Largest reply read (a statement or session document is a few KB; a big query text may be 1 MB).
+MAX_REPLY_BYTES = 16 * 1024 * 1024
+
+
+class ReadNotServed(Exception):  # noqa: N818 - a signal to fall back, not an error to report
+    """The reader could not give a sure answer; read through the driver instead."""
+
+
+class _Reply:
+    """httptools callbacks: the body, and whether the message is complete."""
+
+    def __init__(self) -> None:
+        self.body = bytearray()
+        self.complete = False
+
+    def on_body(self, body: bytes) -> None:
+        self.body += body
+
+    def on_message_complete(self) -> None:
+        self.complete = True
+
+
+class RealtimeReader:
+    """Real-time GETs by id over a per-thread keep-alive connection."""
+
+    def __init__(self, cfg: OpenSearchConfig) -> None:
+        parts = urlsplit(cfg.url)
+        self._address = (cfg.host, cfg.port)
+        self._prefix = parts.path.rstrip("/")
+        self._timeout = cfg.request_timeout
+        host = cfg.host if cfg.port in (80, 443) else f"{cfg.host}:{cfg.port}"
+        headers = [f"Host: {host}", "Accept: application/json", "Connection: keep-alive"]
+        if cfg.auth == "basic":
+            token = base64.b64encode(f"{cfg.username}:{cfg.password}".encode()).decode()
+            headers.append(f"Authorization: Basic {token}")
+        self._headers = ("\r\n".join(headers) + "\r\n\r\n").encode()
+        self._context: ssl.SSLContext | None = None
+        if parts.scheme == "https":
+            self._context = ssl.create_default_context(cafile=cfg.ca_certs or None)
+            if not cfg.verify_certs:
+                self._context.check_hostname = False
+                self._context.verify_mode = ssl.CERT_NONE
+        self._local = threading.local()
+
+    @staticmethod
+    def usable(cfg: OpenSearchConfig) -> bool:
+        """Whether the cluster can be read this way: not when requests must be SigV4-signed, nor
+        without ``httptools`` (a plugin dependency, not one of the job's)."""
+        return cfg.auth != "sigv4" and httptools is not None
+
+    def get(self, index: str, doc_id: str) -> dict[str, Any] | None:
+        """The driver's ``get`` reply (``_source``, ``_seq_no``, ...) or None when there is no such
+        document or index. Raises :class:`ReadNotServed` for anything else."""
+        path = f"{self._prefix}/{quote(index, safe='')}/_doc/{quote(doc_id, safe='')}"
+        try:
+            status, body = self._exchange(f"GET {path} HTTP/1.1\r\n".encode() + self._headers)
+        except TimeoutError as exc:
+            # The server took the whole request timeout: reading again through the driver would
+            # wait as long once more. This is the driver's own timeout error, for the store's
+            # retry policy to decide on.
+            self._drop()
+            raise ConnectionTimeout("TIMEOUT", f"no reply within {self._timeout} s", exc) from exc
+        except (OSError, httptools.HttpParserError) as exc:
+            self._drop()
+            raise ReadNotServed(type(exc).__name__) from exc
+        if status == 404:
+            return None
+        if status != 200:
+            raise ReadNotServed(f"status {status}")
+        try:
+            reply = json.loads(body)
+        except ValueError as exc:
+            raise ReadNotServed("unparsable reply") from exc
+        if not isinstance(reply, dict):
+            raise ReadNotServed("unexpected reply")
+        return reply
+
+    def _exchange(self, request: bytes) -> tuple[int, bytes]:
+        """Send one request on this thread's connection and read its whole reply.
+
+        A connection the server closed while idle fails on the send or on the first read; it is
+        dropped (the caller falls back to the driver, and the next read connects afresh).
+        """
+        sock = self._socket()
+        sock.sendall(request)
+        reply = _Reply()
+        parser = httptools.HttpResponseParser(reply)
+        while not reply.complete:
+            chunk = sock.recv(65536)
+            if not chunk:
+                raise ConnectionResetError("the index server closed the connection")
+            parser.feed_data(chunk)
+            if len(reply.body) > MAX_REPLY_BYTES:
+                raise OSError("reply too large for the hot path")
+        if not parser.should_keep_alive():
+            self._drop()
+        return parser.get_status_code(), bytes(reply.body)
+
+    def _socket(self) -> socket.socket:
+        sock: socket.socket | None = getattr(self._local, "sock", None)
+        if sock is None:
+            sock = socket.create_connection(self._address, timeout=self._timeout)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self._context is not None:
+                sock = self._context.wrap_socket(sock, server_hostname=self._address[0])
+            self._local.sock = sock
+        return sock
+
+    def _drop(self) -> None:
+        sock = getattr(self._local, "sock", None)
+        self._local.sock = None
+        if sock is not None:
+            sock.close()
+
+    def close(self) -> None:
+        """Close this thread's connection (the others close with their threads' objects)."""
+        self._drop()

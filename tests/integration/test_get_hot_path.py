@@ -1,0 +1,213 @@
+"""GET's hot path on a real index server: the lean real-time read and its fall-backs, the session
+cache (the statement is never answered stale; the session at most ``session_cache_ms`` old, and
+never older than this process's own write), and a confirmed-running suspect trusted for an
+interval."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+
+from async_query.service import AsyncQueryService, SubmitRequest
+from query_core.config import OpenSearchConfig
+from query_core.errors import IndexUnavailableError
+from query_core.models import RunningStatement, SessionDoc, StatementProgress, Versioned, now_millis
+from query_core.realtime import ReadNotServed, RealtimeReader
+from query_core.states import SessionState, StatementState
+from query_core.store import IndexStore
+from tests.conftest import ServiceFactory
+from tests.support import RecordingLauncher
+
+# -- the lean reader --------------------------------------------------------------------------
+
+
+def test_the_lean_reader_answers_as_the_driver_does(store: IndexStore, index_url: str) -> None:
+    store.create("lean-read", "a", {"type": "x", "n": 1})
+    reader = RealtimeReader(OpenSearchConfig(url=index_url))
+    found = reader.get("lean-read", "a")
+    driver = store.client.get(index="lean-read", id="a")
+    assert found is not None
+    assert {k: found[k] for k in ("_id", "_source", "_seq_no", "_primary_term", "found")} == {
+        k: driver[k] for k in ("_id", "_source", "_seq_no", "_primary_term", "found")
+    }
+    assert reader.get("lean-read", "missing") is None
+    assert reader.get("no-such-index", "a") is None
+    first = reader._local.sock
+    reader.get("lean-read", "a")
+    assert reader._local.sock is first, "the connection is kept alive between reads"
+    reader.close()
+
+
+@contextmanager
+def fake_server(reply: bytes | None) -> Iterator[tuple[str, list[int]]]:
+    """A loopback server that answers every request with ``reply`` (None: never answers; b"":
+    closes at once). Yields its URL and a list counting the connections it accepted."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    accepted: list[int] = []
+    stop = threading.Event()
+    held: list[socket.socket] = []
+
+    def serve() -> None:
+        listener.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            accepted.append(1)
+            if reply is None:
+                held.append(conn)  # silent: keep it open, say nothing
+                continue
+            with conn:
+                conn.recv(65536)
+                conn.sendall(reply)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}", accepted
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+        for conn in held:
+            conn.close()
+        listener.close()
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n", b"", b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\n[1]"],
+    ids=["status", "closed", "not-a-document"],
+)
+def test_a_reply_the_lean_reader_cannot_vouch_for_is_read_again_through_the_driver(
+    store: IndexStore, reply: bytes
+) -> None:
+    store.create("lean-read", "a", {"type": "x", "n": 2})
+    with fake_server(reply) as (url, accepted):
+        lean = RealtimeReader(OpenSearchConfig(url=url))
+        with pytest.raises(ReadNotServed):
+            lean.get("lean-read", "a")
+        store._reader = lean  # the store's lean reader now talks to the fake; its driver to the index
+        found = store.get("lean-read", "a")
+    assert found is not None and found[0] == {"type": "x", "n": 2}
+    assert len(accepted) == 2
+
+
+def test_a_lean_read_that_times_out_is_retried_by_the_policy_not_read_again_at_once(store: IndexStore) -> None:
+    with fake_server(None) as (url, accepted):
+        silent = OpenSearchConfig(url=url, request_timeout=0.3, retry_attempts=2, retry_seconds=5)
+        slow = IndexStore(silent)
+        try:
+            with pytest.raises(IndexUnavailableError):
+                slow.get("lean-read", "a")
+        finally:
+            slow.close()
+    # Two attempts of the policy, each one lean read that timed out: no driver read after a timeout.
+    assert len(accepted) == 2
+
+
+# -- the session cache ------------------------------------------------------------------------
+
+
+def job_heartbeat(job_store: IndexStore, ds: str, session_id: str, query_id: str, done: int) -> None:
+    """A heartbeat written by the job, another process with its own connection."""
+    current = job_store.get_session(ds, session_id)
+    assert current is not None
+    progress = StatementProgress(tasks_total=10, tasks_completed=done)
+    job_store.update_session(
+        current,
+        SessionState.RUNNING,
+        last_update_time=now_millis(),
+        running_statements=[RunningStatement(query_id=query_id, start_time=now_millis(), progress=progress)],
+        heartbeat_interval_millis=2_000,
+    )
+
+
+def reply(service: AsyncQueryService, query_id: str) -> dict[str, object]:
+    return dict(json.loads(service.get(query_id)))
+
+
+@pytest.fixture
+def job_store(opensearch_config: OpenSearchConfig) -> Iterator[IndexStore]:
+    other = IndexStore(opensearch_config)
+    yield other
+    other.close()
+
+
+def start_running(service: AsyncQueryService, job_store: IndexStore) -> tuple[str, str, str]:
+    ds = service.datasources.all()[0].name
+    submitted = service.submit(SubmitRequest(ds, "sql", "SELECT 1"))
+    statement = job_store.get_statement(ds, submitted.query_id)
+    assert statement is not None
+    job_store.move_statement(statement, StatementState.RUNNING)
+    job_heartbeat(job_store, ds, submitted.session_id, submitted.query_id, done=1)
+    return ds, submitted.query_id, submitted.session_id
+
+
+def test_get_takes_the_session_from_the_cache_but_the_statement_always_from_the_index(
+    make_service: ServiceFactory, job_store: IndexStore
+) -> None:
+    service = make_service(session_cache_ms=600_000)  # long enough that the test never races it
+    ds, query_id, session_id = start_running(service, job_store)
+    assert reply(service, query_id)["progress"] == {
+        "stagesCompleted": 0,
+        "stagesTotal": 0,
+        "tasksCompleted": 1,
+        "tasksTotal": 10,
+    }
+
+    job_heartbeat(job_store, ds, session_id, query_id, done=5)
+    assert reply(service, query_id)["progress"]["tasksCompleted"] == 1  # type: ignore[index]
+
+    # The statement's state is read on every GET: its end shows at once.
+    statement = job_store.get_statement(ds, query_id)
+    assert statement is not None
+    job_store.move_statement(statement, StatementState.FAILED, error="boom")
+    assert reply(service, query_id) == {"status": "FAILED", "error": "boom"}
+
+
+def test_a_session_write_of_this_process_is_never_answered_with_an_older_copy(
+    make_service: ServiceFactory, store: IndexStore, job_store: IndexStore
+) -> None:
+    service = make_service(session_cache_ms=600_000)
+    ds, query_id, session_id = start_running(service, job_store)
+    reply(service, query_id)  # cached with 1 task done
+    job_heartbeat(store, ds, session_id, query_id, done=7)  # the service's own store writes
+    assert reply(service, query_id)["progress"]["tasksCompleted"] == 7  # type: ignore[index]
+
+
+def test_with_the_cache_off_every_get_reads_the_session(make_service: ServiceFactory, job_store: IndexStore) -> None:
+    service = make_service(session_cache_ms=0)
+    ds, query_id, session_id = start_running(service, job_store)
+    reply(service, query_id)
+    job_heartbeat(job_store, ds, session_id, query_id, done=9)
+    assert reply(service, query_id)["progress"]["tasksCompleted"] == 9  # type: ignore[index]
+
+
+# -- a suspect confirmed running is trusted for an interval ---------------------------------------
+
+
+def test_a_stale_session_whose_job_runs_is_asked_about_once_per_interval_not_per_get(
+    make_service: ServiceFactory, store: IndexStore
+) -> None:
+    launcher = RecordingLauncher()
+    service = make_service(launcher, liveness_cache_s=0.0, session_cache_ms=0)
+    ds = service.datasources.all()[0].name
+    submitted = service.submit(SubmitRequest(ds, "sql", "SELECT 1"))
+    session = store.get_session(ds, submitted.session_id)
+    assert session is not None
+    # Running, advertising a 60 s interval, last beat 10 minutes ago: suspect on every GET.
+    stale: Versioned[SessionDoc] = store.update_session(
+        session, SessionState.RUNNING, last_update_time=now_millis() - 600_000, heartbeat_interval_millis=60_000
+    )
+    assert not service.looks_alive(stale.doc)
+    for _ in range(100):
+        assert reply(service, submitted.query_id)["status"] == "WAITING"
+    assert launcher.described == [stale.doc.job_id]
+    after = store.get_session(ds, submitted.session_id)
+    assert after is not None and after.doc.state == SessionState.RUNNING
