@@ -31,6 +31,7 @@ from query_core.flint import (
     VacuumIndex,
     parse,
 )
+from query_core.ppl import parse_ppl
 from query_core.states import SessionType
 
 
@@ -137,12 +138,14 @@ def kind_of(statement: Statement | None) -> QueryKind:
 
 
 def classify(lang: str, query: str) -> Classified:
-    """Classify a POST's query. PPL is interactive without parsing.
+    """Classify a POST's query. PPL is interactive, once its syntax is checked.
 
     Raises :class:`query_core.flint.FlintSyntaxError` (a 400) when ``query`` starts like a Flint
-    statement but is not a valid one.
+    statement but is not a valid one, and :class:`query_core.ppl.PplSyntaxError` (a 400) for PPL
+    that does not parse.
     """
     if lang.lower() == "ppl":
+        parse_ppl(query)  # a syntax error is a 400 now, not a FAILED statement later
         return Classified(QueryKind.INTERACTIVE, None, "PPL")
     statement = parse(query)
     if statement is None:

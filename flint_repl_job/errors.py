@@ -31,9 +31,9 @@ def classify(exc: BaseException, datasource: str = "") -> str:
     """The error text reported for a statement of ``datasource``'s session that raised ``exc``."""
     name = type(exc).__name__
     message = clean(_message(exc))
-    if name in ("ParseException", "FlintParseError"):
+    if name in ("ParseException", "FlintParseError", "PplSyntaxError"):
         return f"Syntax error: {message}"
-    if name == "AnalysisException":
+    if name in ("AnalysisException", "PplSemanticError"):
         return f"Fail to analyze query. Cause: {unknown_catalog_message(message, datasource) or message}"
     if "S3" in message and ("AmazonS3Exception" in message or "s3://" in message or "S3Exception" in message):
         return f"Fail to read data from S3. Cause: {message}"

@@ -13,6 +13,7 @@ from flint_repl_job.catalog import session_sql
 from flint_repl_job.flint_statements import FlintStatementError, flint_statement
 from flint_repl_job.results import encode
 from query_core.models import LosslessResult, StatementProgress
+from query_core.ppl import to_spark_sql
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -50,17 +51,20 @@ class SparkExecutor:
         self.flint = flint
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="statement")
 
-    def start(self, query_id: str, sql: str) -> RunningQuery:
+    def start(self, query_id: str, sql: str, lang: str = "sql") -> RunningQuery:
+        """Run ``sql`` (or, with ``lang`` ``ppl``, a PPL query) in the statement thread."""
         cancelled = threading.Event()
-        return RunningQuery(query_id, self._pool.submit(self._run, query_id, sql, cancelled), cancelled)
+        return RunningQuery(query_id, self._pool.submit(self._run, query_id, sql, lang, cancelled), cancelled)
 
-    def _run(self, query_id: str, sql: str, cancelled: threading.Event) -> QueryOutput:
+    def _run(self, query_id: str, sql: str, lang: str, cancelled: threading.Event) -> QueryOutput:
         sc = self.spark.sparkContext
         sc.setJobGroup(query_id, f"statement {query_id}", interruptOnCancel=True)
         try:
             if cancelled.is_set():
                 raise QueryCancelledError(query_id)
-            statement = flint_statement(sql)
+            if lang == "ppl":
+                sql = self.ppl_sql(sql)
+            statement = flint_statement(sql) if lang == "sql" else None
             if statement is not None:
                 if self.flint is None:
                     raise FlintStatementError("Flint statements need a job connected to the index cluster")
@@ -73,6 +77,15 @@ class SparkExecutor:
             return QueryOutput(result, schema, lossless)
         finally:
             sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+
+    def ppl_sql(self, ppl: str) -> str:
+        """A PPL query as the Spark SQL it translates to. Commands that need their input's columns
+        (``fields -``, ``rename``, ...) get them from Spark's analysis of the query so far.
+
+        Raises :class:`query_core.ppl.PplSemanticError` (classified as an analysis failure) and,
+        for text the plugin did not check, :class:`query_core.ppl.PplSyntaxError`.
+        """
+        return to_spark_sql(ppl, lambda sql: list(self.spark.sql(self.spark_sql(sql)).columns))
 
     def spark_sql(self, sql: str) -> str:
         """Plain Spark SQL as Spark runs it: the datasource's name as the session catalog."""

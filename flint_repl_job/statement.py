@@ -28,6 +28,8 @@ from query_core.store import IndexStore
 
 log = logging.getLogger(__name__)
 
+#: The query languages a statement may be written in.
+LANGUAGES = ("sql", "ppl")
 #: How long a cancelled or timed-out statement's Spark work may take to stop before the job moves on.
 CANCEL_GRACE_S = 30.0
 
@@ -35,7 +37,7 @@ CANCEL_GRACE_S = 30.0
 class Executor(Protocol):
     """What the job needs of its executor (:class:`SparkExecutor` runs statements on Spark)."""
 
-    def start(self, query_id: str, sql: str) -> RunningQuery: ...
+    def start(self, query_id: str, sql: str, lang: str = "sql") -> RunningQuery: ...
 
     def cancel(self, running: RunningQuery, grace_s: float, poll_s: float) -> bool: ...
 
@@ -112,8 +114,8 @@ class StatementRunner:
         """Run a waiting statement to a terminal state; None when it moved (was cancelled, say)
         before it could start. Bookkeeping errors of the index (``AsyncQueryError``) propagate."""
         doc = statement.doc
-        if doc.lang.lower() != "sql":
-            error = f"Fail to run query. Cause: language {doc.lang!r} is not supported by this job; use sql"
+        if doc.lang.lower() not in LANGUAGES:
+            error = f"Fail to run query. Cause: language {doc.lang!r} is not supported; use sql or ppl"
             return self.fail(statement, error)
         try:
             statement = self.store.move_statement(statement, StatementState.RUNNING, index=self.cfg.request_index)
@@ -136,7 +138,7 @@ class StatementRunner:
     def _execute(self, doc: StatementDoc, statement: Versioned[StatementDoc] | None) -> Outcome:
         started = time.monotonic()
         self.running_since = now_millis()
-        self.running = self.executor.start(doc.query_id, doc.query)
+        self.running = self.executor.start(doc.query_id, doc.query, doc.lang.lower())
         self.on_change()
         try:
             return self.watch(doc, statement, self.running, started)

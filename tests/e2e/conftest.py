@@ -35,8 +35,8 @@ class Api:
         self.http = httpx.Client(base_url=base_url, timeout=30)
         self.datasource = datasource
 
-    def submit(self, query: str, session_id: str | None = None) -> dict[str, Any]:
-        body: dict[str, Any] = {"datasource": self.datasource, "lang": "sql", "query": query}
+    def submit(self, query: str, session_id: str | None = None, lang: str = "sql") -> dict[str, Any]:
+        body: dict[str, Any] = {"datasource": self.datasource, "lang": lang, "query": query}
         if session_id:
             body["sessionId"] = session_id
         reply = self.http.post(BASE, json=body)
@@ -62,9 +62,9 @@ class Api:
         return wait_for(probe, timeout=timeout, interval=0.05, what=f"{query_id} to reach {statuses}")
 
     def run(
-        self, query: str, session_id: str | None = None, timeout: float = 120
+        self, query: str, session_id: str | None = None, timeout: float = 120, lang: str = "sql"
     ) -> tuple[dict[str, Any], dict[str, Any]]:
-        submitted = self.submit(query, session_id)
+        submitted = self.submit(query, session_id, lang)
         return submitted, self.wait_status(submitted["queryId"], TERMINAL, timeout)
 
 

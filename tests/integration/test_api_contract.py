@@ -185,7 +185,7 @@ def test_post_creates_a_statement_and_a_session(
 
 def test_post_accepts_upper_case_lang_and_ppl(client: httpx.Client, store: IndexStore, ds_name: str) -> None:
     for lang, stored in (("SQL", "sql"), ("ppl", "ppl"), ("PPL", "ppl")):
-        resp = client.post(BASE, json={"datasource": ds_name, "lang": lang, "query": "source=t"})
+        resp = client.post(BASE, json={"datasource": ds_name, "lang": lang, "query": "source=t | head 1"})
         assert resp.status_code == 201, resp.text
         assert the_statement(store, ds_name, resp.json()["queryId"]).doc.lang == stored
 

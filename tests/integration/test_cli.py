@@ -473,9 +473,24 @@ def test_a_reply_without_session_leaves_the_stored_one_alone(
 def test_lang_is_passed_through(
     api: Api, store: IndexStore, capsys: pytest.CaptureFixture[str], datasource: Datasource, lang: str
 ) -> None:
-    query_id, _, _ = _submit(capsys, api.url, datasource.name, "--lang", lang)
+    query = "SELECT 1" if lang == "sql" else "source = t | head 1"
+    code = main(["submit", query, "--url", api.url, "--datasource", datasource.name, "--lang", lang])
+    captured = capsys.readouterr()
+    assert code == EXIT_OK, captured.err
+    query_id = dict(line.split(": ", 1) for line in captured.out.strip().splitlines())["queryId"]
     statement = store.get_statement(datasource.name, query_id)
-    assert statement is not None and statement.doc.lang == lang
+    assert statement is not None and statement.doc.lang == lang and statement.doc.query == query
+
+
+def test_a_ppl_syntax_error_is_shown_with_its_position(
+    api: Api, capsys: pytest.CaptureFixture[str], datasource: Datasource
+) -> None:
+    code = main(
+        ["submit", "source = t | sort by |", "--url", api.url, "--datasource", datasource.name, "--lang", "ppl"]
+    )
+    captured = capsys.readouterr()
+    assert code != EXIT_OK
+    assert "SyntaxCheckException" in captured.err and "line 1, column" in captured.err, captured.err
 
 
 # -- get / cancel / sessions ------------------------------------------------------------------

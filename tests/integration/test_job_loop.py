@@ -37,7 +37,7 @@ class StubExecutor:
         self.started: list[str] = []
         self.progress_calls = 0
 
-    def start(self, query_id: str, sql: str) -> RunningQuery:
+    def start(self, query_id: str, sql: str, lang: str = "sql") -> RunningQuery:
         self.started.append(query_id)
         future: Future[QueryOutput] = Future()
         if self.finish:

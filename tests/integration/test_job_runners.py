@@ -38,7 +38,7 @@ class FailingExecutor(StubExecutor):
         super().__init__()
         self.error = error
 
-    def start(self, query_id: str, sql: str) -> RunningQuery:
+    def start(self, query_id: str, sql: str, lang: str = "sql") -> RunningQuery:
         self.started.append(query_id)
         future: Future[QueryOutput] = Future()
         future.set_exception(self.error)

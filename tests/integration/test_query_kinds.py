@@ -146,7 +146,7 @@ def test_the_parsers_position_is_in_the_reply(client: httpx.Client, ds_name: str
         ("SHOW FLINT INDEX IN glue", "sql"),
         ("DESC SKIPPING INDEX ON t", "sql"),
         ("DESC index", "sql"),  # a table named index, for Spark
-        ("DROP SKIPPING INDEX ON t", "ppl"),  # PPL is not parsed as Flint
+        ("source = t | where a > 1 | stats count() by b", "ppl"),
     ],
 )
 def test_interactive_queries_are_accepted_as_before(

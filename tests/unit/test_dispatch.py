@@ -8,6 +8,7 @@ import pytest
 
 from async_query.dispatch import DISPATCH, Classified, QueryKind, classify, kind_of, kind_of_session
 from query_core.flint import FlintSyntaxError, Statement, parse
+from query_core.ppl import PplSyntaxError
 from query_core.states import SessionType
 
 INTER, BATCH, STREAM, DML = QueryKind.INTERACTIVE, QueryKind.BATCH, QueryKind.STREAMING, QueryKind.INDEX_DML
@@ -95,10 +96,17 @@ def test_plain_spark_sql_is_interactive(query: str) -> None:
 
 @pytest.mark.parametrize("lang", ["ppl", "PPL"])
 @pytest.mark.parametrize(
-    "query", ["source = glue.db.t | where a > 1 | stats count() by b", "DROP SKIPPING INDEX ON t", "CREATE INDEX ("]
+    "query", ["source = glue.db.t | where a > 1 | stats count() by b", "search source=t | head 10"]
 )
-def test_ppl_is_interactive_without_parsing(lang: str, query: str) -> None:
+def test_ppl_is_interactive(lang: str, query: str) -> None:
     assert classify(lang, query) == Classified(QueryKind.INTERACTIVE, None, "PPL")
+
+
+@pytest.mark.parametrize("query", ["DROP SKIPPING INDEX ON t", "CREATE INDEX (", "source = t | sort by |"])
+def test_ppl_that_does_not_parse_is_a_syntax_error_at_classification(query: str) -> None:
+    with pytest.raises(PplSyntaxError) as caught:
+        classify("ppl", query)
+    assert caught.value.http_status == 400 and "line 1, column" in caught.value.message
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,31 @@
+"""The errors of the PPL front end.
+
+A syntax error is the caller's fault and known at POST time (a 400, as the plugin knows the
+grammar); a semantic error (an unknown field, a wrong argument count) is found where the data's
+schema is known, in the job, and ends the statement ``FAILED``.
+"""
+
+from __future__ import annotations
+
+from query_core.errors import AsyncQueryError, InvalidRequestError
+
+
+class PplSyntaxError(InvalidRequestError):
+    """PPL text the grammar does not accept. ``line`` and ``column`` are 1-based when known."""
+
+    error_type = "SyntaxCheckException"
+
+    def __init__(self, reason: str, line: int | None = None, column: int | None = None) -> None:
+        where = f" (line {line}, column {column})" if line is not None and column is not None else ""
+        super().__init__(reason + where)
+        self.reason = reason
+        self.line = line
+        self.column = column
+
+
+class PplSemanticError(AsyncQueryError):
+    """A well-formed PPL query that cannot be translated against the data (unknown field,
+    unknown function, wrong arguments). The job reports it as ``Fail to analyze query``."""
+
+    http_status = 400
+    error_type = "SemanticCheckException"
