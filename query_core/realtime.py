@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import socket
 import ssl
 import threading
@@ -38,16 +39,30 @@ from query_core.config import OpenSearchConfig
 MAX_REPLY_BYTES = 16 * 1024 * 1024
 
 
+#: Names that need no percent-encoding in a URL path (this product's ids and index names).
+_PLAIN = re.compile(r"[A-Za-z0-9._\-]+")
+
+
+def _quoted(name: str) -> str:
+    return name if _PLAIN.fullmatch(name) else quote(name, safe="")
+
+
 class ReadNotServed(Exception):  # noqa: N818 - a signal to fall back, not an error to report
     """The reader could not give a sure answer; read through the driver instead."""
 
 
 class _Reply:
-    """httptools callbacks: the body, and whether the message is complete."""
+    """httptools callbacks: the body, whether the message is complete, and whether the server
+    keeps the connection open (known only while the parser is inside the message)."""
 
     def __init__(self) -> None:
         self.body = bytearray()
         self.complete = False
+        self.keep_alive = False
+        self.parser: Any = None
+
+    def on_headers_complete(self) -> None:
+        self.keep_alive = bool(self.parser.should_keep_alive())
 
     def on_body(self, body: bytes) -> None:
         self.body += body
@@ -87,7 +102,7 @@ class RealtimeReader:
     def get(self, index: str, doc_id: str) -> dict[str, Any] | None:
         """The driver's ``get`` reply (``_source``, ``_seq_no``, ...) or None when there is no such
         document or index. Raises :class:`ReadNotServed` for anything else."""
-        path = f"{self._prefix}/{quote(index, safe='')}/_doc/{quote(doc_id, safe='')}"
+        path = f"{self._prefix}/{_quoted(index)}/_doc/{_quoted(doc_id)}"
         try:
             status, body = self._exchange(f"GET {path} HTTP/1.1\r\n".encode() + self._headers)
         except TimeoutError as exc:
@@ -120,7 +135,7 @@ class RealtimeReader:
         sock = self._socket()
         sock.sendall(request)
         reply = _Reply()
-        parser = httptools.HttpResponseParser(reply)
+        parser = reply.parser = httptools.HttpResponseParser(reply)
         while not reply.complete:
             chunk = sock.recv(65536)
             if not chunk:
@@ -128,7 +143,7 @@ class RealtimeReader:
             parser.feed_data(chunk)
             if len(reply.body) > MAX_REPLY_BYTES:
                 raise OSError("reply too large for the hot path")
-        if not parser.should_keep_alive():
+        if not reply.keep_alive:
             self._drop()
         return parser.get_status_code(), bytes(reply.body)
 
