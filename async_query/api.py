@@ -15,6 +15,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -231,8 +232,13 @@ def create_app(service: AsyncQueryService, on_shutdown: Callable[[], None] | Non
         return JSONResponse({"sessions": [_session_view(s) for s in found]})
 
     @app.get(BASE + "/{query_id}")
-    def get_query(query_id: str) -> Response:
-        return Response(service.get(query_id), media_type="application/json")
+    async def get_query(query_id: str) -> Response:
+        # Most GETs are answered on the event loop (a cached reply, or one real-time read of a
+        # statement still going); the rest in a worker thread, where blocking calls are fine.
+        body = await service.get_without_blocking(query_id)
+        if body is None:
+            body = await run_in_threadpool(service.get, query_id)
+        return Response(body, media_type="application/json")
 
     @app.delete(BASE + "/{query_id}", status_code=204)
     def cancel_query(query_id: str) -> Response:

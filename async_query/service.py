@@ -16,6 +16,7 @@ from async_query.datasources import Datasource, DatasourceRegistry
 from async_query.dispatch import QueryKind, classify, kind_of_session
 from async_query.handlers import HandlerContext, QueryHandler, SubmitRequest, Submitted, handlers_for
 from async_query.handlers.interactive import InteractiveHandler
+from async_query.handlers.job_session import JobSessionHandler
 from async_query.launcher.base import Launcher
 from async_query.liveness import LivenessChecker, Staleness
 from async_query.replies import LruCache, success_reply
@@ -26,6 +27,7 @@ from query_core.config import OpenSearchConfig
 from query_core.errors import QueryNotFoundError, UnknownDatasourceError
 from query_core.ids import datasource_of
 from query_core.models import SessionDoc, StatementDoc, Versioned
+from query_core.realtime import ReadNotServed
 from query_core.states import SessionState, is_terminal
 from query_core.store import IndexStore
 
@@ -185,6 +187,38 @@ class AsyncQueryService:
         if reply.final:
             self.replies.put(query_id, reply.body)
         return reply.body
+
+    async def get_without_blocking(self, query_id: str) -> bytes | None:
+        """GET's reply when it can be had on the event loop: a finished reply from the cache, or a
+        statement still going in a live session, read without a worker thread (see
+        :meth:`JobSessionHandler.answers_without_blocking`). None: call :meth:`get` in a worker
+        thread (anything else, or a read the lean connection could not serve)."""
+        cached = self.replies.get(query_id)
+        if cached is not None:
+            return cached
+        session_id = self.session_of_query.get(query_id)
+        if session_id is None:
+            return None
+        datasource = self._datasource_of_query(query_id)
+        session = self.session_cache.get(session_id)
+        generation = self.session_cache.generation()
+        try:
+            statement, read = await self.store.get_statement_and_session_async(
+                datasource, query_id, None if session is not None else session_id
+            )
+        except ReadNotServed:
+            return None
+        if read is not None:
+            self.session_cache.put(read, generation)
+            session = read
+        if statement is None or session is None:
+            return None
+        handler = self.handler_of(statement.doc, session)
+        if not (
+            isinstance(handler, JobSessionHandler) and handler.answers_without_blocking(statement.doc, session.doc)
+        ):
+            return None
+        return handler.get(statement, session).body
 
     def _datasource_of_query(self, query_id: str) -> str:
         datasource = datasource_of(query_id)

@@ -108,6 +108,9 @@ class ReferencePolicyService(AsyncQueryService):
     """The service, plus what the reference does on GET: ask EMR Serverless about the job first,
     until the query is finished (the reference stops asking once the query's result exists)."""
 
+    async def get_without_blocking(self, query_id: str) -> bytes | None:
+        return None  # every GET may ask EMR Serverless: always the worker-thread path
+
     def get(self, query_id: str) -> bytes:
         statement = self._statement(query_id)
         if is_terminal(statement.doc.state):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import heapq
 import logging
+import multiprocessing
 import os
 import random
 import subprocess
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from flint_repl_job.heartbeat import BeatLag
+from query_core.config import OpenSearchConfig
 from query_core.errors import AsyncQueryError
 from query_core.ids import new_id, request_index
 from query_core.models import (
@@ -59,6 +61,12 @@ class HeartbeatStats:
     #: How late each beat was against its schedule (ms): large values mean the bench's own
     #: writers could not keep up, and the write rate below target is the bench's, not the index's.
     lag_ms: list[float] = field(default_factory=list)
+    #: When each of those beats was due (``time.monotonic()``, the same clock in every process).
+    due_at: list[float] = field(default_factory=list)
+
+    def lags_since(self, since: float) -> list[float]:
+        """The lateness of the beats due at or after ``since`` (monotonic)."""
+        return [lag for lag, due in zip(self.lag_ms, self.due_at, strict=True) if due >= since]
 
 
 class SimulatedSessions:
@@ -84,6 +92,7 @@ class SimulatedSessions:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._child: _HeartbeatChild | None = None
 
     # -- documents --------------------------------------------------------------------------
 
@@ -194,12 +203,26 @@ class SimulatedSessions:
                 log.warning("simulated heartbeat of %s failed: %s", mine[i].session_id, exc)
             with self._lock:
                 self.stats.lag_ms.append(lag)
+                self.stats.due_at.append(due)
+
+    def start_in_process(self, writers: int = 4) -> None:
+        """Heart-beat as :meth:`start` does, from a child process: real jobs are processes of their
+        own, and writer threads in the bench's process would compete with its load generator for
+        the interpreter, inflating the latencies it measures and slowing the beats."""
+        self._child = _HeartbeatChild(self, writers)
+
+    def writes_so_far(self) -> int:
+        """Heartbeats written so far (by the child process, if the beats come from one)."""
+        return self._child.writes() if self._child is not None else self.stats.writes
 
     def stop(self) -> None:
         self._stop.set()
         for thread in self._threads:
             thread.join(timeout=30)
         self._threads.clear()
+        child, self._child = self._child, None
+        if child is not None:
+            self.stats = child.stop()
 
     def end(self, parallel: int = 8, timeout: float = 30.0) -> None:
         """End every session (``dead``, as a job does when it exits) and wait until a search sees it.
@@ -239,6 +262,70 @@ class SimulatedSessions:
 
     def __exit__(self, *exc: object) -> None:
         self.end()
+
+
+class _HeartbeatChild:
+    """A process beating a :class:`SimulatedSessions`' sessions; its stats come back at stop."""
+
+    def __init__(self, sim: SimulatedSessions, writers: int) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        self._writes = ctx.Value("q", 0)
+        self._stop = ctx.Event()
+        self._conn, child_conn = ctx.Pipe(duplex=False)
+        self._proc = ctx.Process(
+            target=_beat_in_child,
+            args=(
+                sim.store.cfg.model_dump_json(),
+                sim.datasource,
+                sim.sessions,
+                sim.interval_ms,
+                writers,
+                self._writes,
+                self._stop,
+                child_conn,
+            ),
+            name="bench-heartbeats",
+            daemon=True,
+        )
+        self._proc.start()
+
+    def writes(self) -> int:
+        return int(self._writes.value)
+
+    def stop(self) -> HeartbeatStats:
+        self._stop.set()
+        try:
+            if not self._conn.poll(60):
+                raise RuntimeError("the heartbeat process did not report its figures")
+            stats: HeartbeatStats = self._conn.recv()
+            return stats
+        finally:
+            self._proc.join(timeout=30)
+            if self._proc.is_alive():
+                self._proc.kill()
+
+
+def _beat_in_child(
+    cfg_json: str,
+    datasource: str,
+    sessions: list[SimSession],
+    interval_ms: int,
+    writers: int,
+    writes: Any,
+    stop: Any,
+    conn: Any,
+) -> None:
+    """The child of :class:`_HeartbeatChild`: beat until told to stop, then send the stats."""
+    store = IndexStore(OpenSearchConfig.model_validate_json(cfg_json))
+    sim = SimulatedSessions(store, datasource, len(sessions), interval_ms=interval_ms)
+    sim.sessions = sessions
+    sim.start(writers=writers)
+    while not stop.wait(0.1):
+        writes.value = sim.stats.writes
+    sim.stop()
+    writes.value = sim.stats.writes
+    conn.send(sim.stats)
+    store.close()
 
 
 class StandInJobs:

@@ -17,6 +17,7 @@ Only :mod:`query_core.store` uses this module.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import re
@@ -71,6 +72,21 @@ class _Reply:
         self.complete = True
 
 
+def _document(status: int, body: bytes) -> dict[str, Any] | None:
+    """A GET's reply as the driver returns it; None for a 404; ReadNotServed for anything else."""
+    if status == 404:
+        return None
+    if status != 200:
+        raise ReadNotServed(f"status {status}")
+    try:
+        reply = json.loads(body)
+    except ValueError as exc:
+        raise ReadNotServed("unparsable reply") from exc
+    if not isinstance(reply, dict):
+        raise ReadNotServed("unexpected reply")
+    return reply
+
+
 class RealtimeReader:
     """Real-time GETs by id over a per-thread keep-alive connection."""
 
@@ -99,12 +115,15 @@ class RealtimeReader:
         without ``httptools`` (a plugin dependency, not one of the job's)."""
         return cfg.auth != "sigv4" and httptools is not None
 
+    def request(self, index: str, doc_id: str) -> bytes:
+        """The bytes of a GET of ``doc_id`` in ``index``."""
+        return f"GET {self._prefix}/{_quoted(index)}/_doc/{_quoted(doc_id)} HTTP/1.1\r\n".encode() + self._headers
+
     def get(self, index: str, doc_id: str) -> dict[str, Any] | None:
         """The driver's ``get`` reply (``_source``, ``_seq_no``, ...) or None when there is no such
         document or index. Raises :class:`ReadNotServed` for anything else."""
-        path = f"{self._prefix}/{_quoted(index)}/_doc/{_quoted(doc_id)}"
         try:
-            status, body = self._exchange(f"GET {path} HTTP/1.1\r\n".encode() + self._headers)
+            status, body = self._exchange(self.request(index, doc_id))
         except TimeoutError as exc:
             # The server took the whole request timeout: reading again through the driver would
             # wait as long once more. This is the driver's own timeout error, for the store's
@@ -114,17 +133,7 @@ class RealtimeReader:
         except (OSError, httptools.HttpParserError) as exc:
             self._drop()
             raise ReadNotServed(type(exc).__name__) from exc
-        if status == 404:
-            return None
-        if status != 200:
-            raise ReadNotServed(f"status {status}")
-        try:
-            reply = json.loads(body)
-        except ValueError as exc:
-            raise ReadNotServed("unparsable reply") from exc
-        if not isinstance(reply, dict):
-            raise ReadNotServed("unexpected reply")
-        return reply
+        return _document(status, body)
 
     def _exchange(self, request: bytes) -> tuple[int, bytes]:
         """Send one request on this thread's connection and read its whole reply.
@@ -166,3 +175,59 @@ class RealtimeReader:
     def close(self) -> None:
         """Close this thread's connection (the others close with their threads' objects)."""
         self._drop()
+
+
+class AsyncRealtimeReader:
+    """The same reads for code running on an asyncio event loop (the REST layer's GET), so that a
+    read does not hold a worker thread through its round trip, nor hand the interpreter back and
+    forth with the loop while it waits.
+
+    Keep-alive connections are pooled per event loop. Every failure, a timeout included, is
+    :class:`ReadNotServed`: the caller then serves the request the blocking way, whose reads have
+    the store's retries.
+    """
+
+    def __init__(self, reader: RealtimeReader, max_idle: int = 64) -> None:
+        self._reader = reader
+        self._max_idle = max_idle
+        self._idle: dict[int, list[tuple[asyncio.StreamReader, asyncio.StreamWriter]]] = {}
+
+    async def get(self, index: str, doc_id: str) -> dict[str, Any] | None:
+        """As :meth:`RealtimeReader.get`, on the running event loop."""
+        idle = self._idle.setdefault(id(asyncio.get_running_loop()), [])
+        conn = idle.pop() if idle else None
+        try:
+            async with asyncio.timeout(self._reader._timeout):
+                if conn is None:
+                    conn = await asyncio.open_connection(
+                        *self._reader._address,
+                        ssl=self._reader._context,
+                        server_hostname=self._reader._address[0] if self._reader._context else None,
+                    )
+                status, body, keep = await self._exchange(conn, self._reader.request(index, doc_id))
+        except (OSError, TimeoutError, httptools.HttpParserError) as exc:
+            if conn is not None:
+                conn[1].close()
+            raise ReadNotServed(type(exc).__name__) from exc
+        if keep and len(idle) < self._max_idle:
+            idle.append(conn)
+        else:
+            conn[1].close()
+        return _document(status, body)
+
+    @staticmethod
+    async def _exchange(
+        conn: tuple[asyncio.StreamReader, asyncio.StreamWriter], request: bytes
+    ) -> tuple[int, bytes, bool]:
+        stream, writer = conn
+        writer.write(request)
+        reply = _Reply()
+        parser = reply.parser = httptools.HttpResponseParser(reply)
+        while not reply.complete:
+            chunk = await stream.read(65536)
+            if not chunk:
+                raise ConnectionResetError("the index server closed the connection")
+            parser.feed_data(chunk)
+            if len(reply.body) > MAX_REPLY_BYTES:
+                raise OSError("reply too large for the hot path")
+        return parser.get_status_code(), bytes(reply.body), reply.keep_alive

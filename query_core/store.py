@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterator
@@ -35,7 +36,7 @@ from query_core.errors import (
 )
 from query_core.ids import request_index
 from query_core.models import FlintIndexStateDoc, ResultDoc, SessionDoc, StatementDoc, Versioned, now_millis
-from query_core.realtime import ReadNotServed, RealtimeReader
+from query_core.realtime import AsyncRealtimeReader, ReadNotServed, RealtimeReader
 from query_core.retry import bounded_retrying
 from query_core.states import FlintIndexState, SessionState, StatementState, can_remove_index_state, check_move
 
@@ -123,6 +124,7 @@ class IndexStore:
         # The lean reader only for a client this store built: a client handed in (a test's, say)
         # is used as it is, for every call.
         self._reader = RealtimeReader(cfg) if client is None and RealtimeReader.usable(cfg) else None
+        self._async_reader = AsyncRealtimeReader(self._reader) if self._reader is not None else None
         #: Called with a document's id after this process wrote it (or tried to: a conflict means
         #: someone else did), so caches of documents can drop their copy.
         self.write_listeners: list[Callable[[str], None]] = []
@@ -538,6 +540,28 @@ class IndexStore:
         else:
             statement, session = self.get_many(index, [statement_id, session_id])
         return _versioned(StatementDoc, "statement", statement), _versioned(SessionDoc, "session", session)
+
+    async def get_statement_and_session_async(
+        self, datasource: str, statement_id: str, session_id: str | None = None
+    ) -> tuple[Versioned[StatementDoc] | None, Versioned[SessionDoc] | None]:
+        """A statement (and its session, if ``session_id`` is given) read in real time on the
+        event loop, concurrently (GET's hot path, which then needs no worker thread).
+
+        Raises :class:`~query_core.realtime.ReadNotServed` when they cannot be had that way (no
+        lean reader, or any failure): the caller then reads the blocking way, with retries.
+        """
+        reader = self._async_reader
+        if reader is None:
+            raise ReadNotServed("no lean reader")
+        index = request_index(datasource)
+        ids = [statement_id] if session_id is None else [statement_id, session_id]
+        replies = await asyncio.gather(*(reader.get(index, doc_id) for doc_id in ids))
+        found = [
+            (r["_source"], r["_seq_no"], r["_primary_term"]) if r is not None and r.get("found") else None
+            for r in replies
+        ]
+        session = _versioned(SessionDoc, "session", found[1]) if session_id is not None else None
+        return _versioned(StatementDoc, "statement", found[0]), session
 
     def get_statement(
         self, datasource: str, statement_id: str, *, index: str | None = None

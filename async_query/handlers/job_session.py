@@ -80,6 +80,17 @@ class JobSessionHandler:
 
     # -- GET --------------------------------------------------------------------------------
 
+    def answers_without_blocking(self, statement: StatementDoc, session: SessionDoc) -> bool:
+        """Whether :meth:`get` of ``statement`` in ``session`` is CPU work alone (it may then run
+        on the event loop): a statement still going, in a running session with a fresh heartbeat,
+        needs no launcher call, no write and no result read."""
+        return (
+            not is_terminal(statement.state)
+            and statement.state != StatementState.SUCCESS
+            and session.state == SessionState.RUNNING
+            and self.context.liveness.staleness.is_fresh(session)
+        )
+
     def get(self, statement: Versioned[StatementDoc], session: Versioned[SessionDoc] | None) -> Reply:
         if not is_terminal(statement.doc.state):
             if session is not None:

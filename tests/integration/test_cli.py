@@ -78,7 +78,16 @@ def api(make_service: ServiceFactory) -> Iterator[Api]:
         holder.seen.append(json.loads(reply).get("status", ""))
         return reply
 
+    original_on_loop = service.get_without_blocking
+
+    async def recording_get_on_loop(query_id: str) -> bytes | None:
+        reply = await original_on_loop(query_id)
+        if reply is not None:
+            holder.seen.append(json.loads(reply).get("status", ""))
+        return reply
+
     service.get = recording_get  # type: ignore[method-assign]
+    service.get_without_blocking = recording_get_on_loop  # type: ignore[method-assign]
     with serve_http(create_app(service)) as url:
         holder.url = url
         yield holder

@@ -5,6 +5,7 @@ interval."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import threading
@@ -215,3 +216,58 @@ def test_a_stale_session_whose_job_runs_is_asked_about_once_per_interval_not_per
     assert launcher.described == [stale.doc.job_id]
     after = store.get_session(ds, submitted.session_id)
     assert after is not None and after.doc.state == SessionState.RUNNING
+
+
+# -- GET on the event loop ----------------------------------------------------------------------
+
+
+def test_a_statement_going_in_a_live_session_is_answered_on_the_event_loop(
+    make_service: ServiceFactory, job_store: IndexStore
+) -> None:
+    service = make_service()
+    _, query_id, _ = start_running(service, job_store)
+    on_loop = asyncio.run(service.get_without_blocking(query_id))
+    assert on_loop is not None
+    assert json.loads(on_loop) == reply(service, query_id)
+    assert json.loads(on_loop)["status"] == "RUNNING"
+
+
+def test_what_may_block_is_left_to_a_worker_thread(
+    make_service: ServiceFactory, store: IndexStore, job_store: IndexStore
+) -> None:
+    launcher = RecordingLauncher()
+    service = make_service(launcher, session_cache_ms=0)
+    ds, query_id, session_id = start_running(service, job_store)
+    assert asyncio.run(service.get_without_blocking(query_id)) is not None
+
+    # A stale heartbeat needs the launcher: not on the loop, and the loop asked it nothing.
+    session = job_store.get_session(ds, session_id)
+    assert session is not None
+    job_store.update_session(session, last_update_time=now_millis() - 600_000)
+    assert asyncio.run(service.get_without_blocking(query_id)) is None
+    assert launcher.described == []
+
+    # A finished statement not yet in the reply cache needs its result read.
+    statement = job_store.get_statement(ds, query_id)
+    assert statement is not None
+    job_store.move_statement(statement, StatementState.FAILED, error="boom")
+    assert asyncio.run(service.get_without_blocking(query_id)) is None
+    assert reply(service, query_id)["status"] == "FAILED"  # the worker-thread path; now cached
+    assert json.loads(asyncio.run(service.get_without_blocking(query_id)) or b"{}") == {
+        "status": "FAILED",
+        "error": "boom",
+    }
+
+    # A query this process has not seen yet (no session known for it).
+    other = make_service(launcher)
+    assert asyncio.run(other.get_without_blocking(query_id)) is None
+
+
+def test_with_no_lean_reader_every_get_takes_the_worker_thread(
+    make_service: ServiceFactory, store: IndexStore, job_store: IndexStore
+) -> None:
+    service = make_service()
+    _, query_id, _ = start_running(service, job_store)
+    store._reader = store._async_reader = None  # as for a SigV4-signed cluster
+    assert asyncio.run(service.get_without_blocking(query_id)) is None
+    assert reply(service, query_id)["status"] == "RUNNING"
