@@ -531,7 +531,9 @@ class _Translator:
         names: list[str] = []
         for agg in command.aggregations:
             names.append(agg.alias or ppl_text(agg.call))
-            items.append(f"{_windowed(aggregation_sql(agg.call), agg.call.name)} {window} AS {quote_name(names[-1])}")
+            items.append(
+                f"{_over(_windowed(aggregation_sql(agg.call), agg.call.name), window)} AS {quote_name(names[-1])}"
+            )
         self.wrap(", ".join(items))
         self.known = None if self.known is None else [*self.known, *names]
 
@@ -721,6 +723,15 @@ def _order_sql(key: ast.SortKey | None) -> str:
     assert key is not None
     # The reference's order: ascending with nulls first, descending with nulls last (Spark's too).
     return f"{field_sql(key.field)} {'DESC NULLS LAST' if key.descending else 'ASC NULLS FIRST'}"
+
+
+def _over(aggregate: str, window: str) -> str:
+    """``aggregate`` over ``window``. Spark has no distinct aggregation over a window, so a
+    distinct count is the size of the window's set of (non-null) values."""
+    distinct = re.fullmatch(r"count\(DISTINCT (.+)\)", aggregate, re.DOTALL)
+    if distinct is not None:
+        return f"size(collect_set({distinct.group(1)}) {window})"
+    return f"{aggregate} {window}"
 
 
 def _windowed(aggregate: str, name: str) -> str:

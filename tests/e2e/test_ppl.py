@@ -102,6 +102,12 @@ EQUIVALENT: list[tuple[str, str, bool]] = [
         False,
     ),
     (
+        f"source = {WEB} | eventstats dc(status) as kinds, count() as n by host | fields id, kinds, n",
+        f"SELECT w.id, k.kinds, k.n FROM {WEB} w JOIN"
+        f" (SELECT host, count(DISTINCT status) AS kinds, count(*) AS n FROM {WEB} GROUP BY host) k ON w.host = k.host",
+        False,
+    ),
+    (
         f"source = {WEB} | sort - bytes, id | head 3 from 1 | fields id, bytes",
         f"SELECT id, bytes FROM {WEB} ORDER BY bytes DESC NULLS LAST, id LIMIT 3 OFFSET 1",
         True,

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -207,3 +208,26 @@ def test_flint_refresh_bench_prints_its_figures(index_url: str) -> None:
     assert "bulk ceiling (one Python process, batches of 1000): 3,000 documents" in done.stdout
     ratio = float(done.stdout.split("refresh / ceiling: ")[1].split()[0])
     assert ratio > 0
+
+
+@pytest.mark.spark
+def test_ppl_translation_bench_on_the_test_session(spark: Any) -> None:
+    """The PPL translation bench, tiny, on the session-scoped Spark session (it brings its own
+    temp views and drops them)."""
+    from bench.ppl import PEOPLE, generate, run_bench
+
+    figures, details = run_bench(spark, count=21, rows=40)
+    # One query per command in turn: every command is in a corpus of 21, and every one translates.
+    assert {command for command, _ in generate(21)} == set(details["per_command"])
+    assert details["kept"] == 21 and details["untranslatable"] == [] and details["rejected_by_spark"] == []
+    assert details["spark_sql_is_eager"] is True
+    named = _by_name(figures)
+    for name in ("translation, translator only p50", "Spark parse+analyze of the translated SQL p99"):
+        value = named[name].value
+        assert value is not None and value > 0
+    needed = named["queries that needed the columns callback"].value
+    assert needed is not None
+    assert 0 < needed < 21
+    assert details["callback_ms"]["n"] == needed
+    assert named["translator-only p50 / Spark p50"].unit == "x"
+    assert not spark.catalog.tableExists(PEOPLE)

@@ -161,6 +161,13 @@ def test_eventstats_is_a_window_and_keeps_rows() -> None:
     assert "max(age) OVER () AS `max(age)`" in to_spark_sql("source=t | eventstats max(age)", no_columns)
 
 
+def test_a_distinct_count_in_eventstats_is_the_size_of_the_window_set() -> None:
+    # Spark has no DISTINCT aggregation over a window (DISTINCT_WINDOW_FUNCTION_UNSUPPORTED).
+    text = to_spark_sql("source=t | eventstats dc(name) as n by city", no_columns)
+    assert "size(collect_set(name) OVER (PARTITION BY city)) AS n" in text
+    assert "DISTINCT" not in text
+
+
 def test_sort() -> None:
     assert to_spark_sql("source=t | sort a, - b", no_columns).endswith(" ORDER BY a ASC NULLS FIRST, b DESC NULLS LAST")
 
