@@ -109,6 +109,17 @@ class DatasourceRegistry:
             raise UnknownDatasourceError(f"no datasource named {name!r} is configured")
         return found
 
+    def known(self, name: str) -> Datasource | None:
+        """The active datasource ``name`` if it is known without reading the index (configured,
+        or stored and read recently); None otherwise, also when it may exist."""
+        found = self._configured.get(name)
+        if found is None:
+            with self._lock:
+                cached = self._cache.get(name)
+            if cached is not None and time.monotonic() - cached[0] < self._cache_s:
+                found = cached[1]
+        return found if found is not None and found.status == "ACTIVE" else None
+
     def _stored(self, name: str) -> Datasource | None:
         if self._store is None or not DATASOURCE_NAME.match(name):
             return None

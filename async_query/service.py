@@ -199,7 +199,9 @@ class AsyncQueryService:
         session_id = self.session_of_query.get(query_id)
         if session_id is None:
             return None
-        datasource = self._datasource_of_query(query_id)
+        datasource = datasource_of(query_id)  # the id was served before: it decodes
+        if self.datasources.known(datasource) is None:  # finding out may need an index read
+            return None
         session = self.session_cache.get(session_id)
         generation = self.session_cache.generation()
         try:

@@ -271,6 +271,7 @@ class _HeartbeatChild:
         ctx = multiprocessing.get_context("spawn")
         self._writes = ctx.Value("q", 0)
         self._stop = ctx.Event()
+        ready = ctx.Event()
         self._conn, child_conn = ctx.Pipe(duplex=False)
         self._proc = ctx.Process(
             target=_beat_in_child,
@@ -282,12 +283,18 @@ class _HeartbeatChild:
                 writers,
                 self._writes,
                 self._stop,
+                ready,
                 child_conn,
             ),
             name="bench-heartbeats",
             daemon=True,
         )
         self._proc.start()
+        # The window a caller measures must not include the child's start-up (imports, the
+        # sessions' transfer): until it beats, every session would look silent.
+        if not ready.wait(120):
+            self._proc.kill()
+            raise RuntimeError("the heartbeat process did not start beating within 120 s")
 
     def writes(self) -> int:
         return int(self._writes.value)
@@ -313,6 +320,7 @@ def _beat_in_child(
     writers: int,
     writes: Any,
     stop: Any,
+    ready: Any,
     conn: Any,
 ) -> None:
     """The child of :class:`_HeartbeatChild`: beat until told to stop, then send the stats."""
@@ -320,6 +328,7 @@ def _beat_in_child(
     sim = SimulatedSessions(store, datasource, len(sessions), interval_ms=interval_ms)
     sim.sessions = sessions
     sim.start(writers=writers)
+    ready.set()
     while not stop.wait(0.1):
         writes.value = sim.stats.writes
     sim.stop()

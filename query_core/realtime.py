@@ -24,6 +24,7 @@ import re
 import socket
 import ssl
 import threading
+import weakref
 from typing import Any
 from urllib.parse import quote, urlsplit
 
@@ -190,11 +191,14 @@ class AsyncRealtimeReader:
     def __init__(self, reader: RealtimeReader, max_idle: int = 64) -> None:
         self._reader = reader
         self._max_idle = max_idle
-        self._idle: dict[int, list[tuple[asyncio.StreamReader, asyncio.StreamWriter]]] = {}
+        # Streams belong to the loop that opened them; a loop's pool goes with the loop.
+        self._idle: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, list[tuple[asyncio.StreamReader, asyncio.StreamWriter]]
+        ] = weakref.WeakKeyDictionary()
 
     async def get(self, index: str, doc_id: str) -> dict[str, Any] | None:
         """As :meth:`RealtimeReader.get`, on the running event loop."""
-        idle = self._idle.setdefault(id(asyncio.get_running_loop()), [])
+        idle = self._idle.setdefault(asyncio.get_running_loop(), [])
         conn = idle.pop() if idle else None
         try:
             async with asyncio.timeout(self._reader._timeout):

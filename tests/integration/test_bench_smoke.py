@@ -231,3 +231,17 @@ def test_ppl_translation_bench_on_the_test_session(spark: Any) -> None:
     assert details["callback_ms"]["n"] == needed
     assert named["translator-only p50 / Spark p50"].unit == "x"
     assert not spark.catalog.tableExists(PEOPLE)
+
+
+def test_get_cost_counts_the_reads_of_each_path(index_url: str) -> None:
+    from bench.get_cost import run_get_cost
+
+    named = _by_name(run_get_cost(index_url, gets=50))
+    assert named["event loop, session cached: index reads per GET"].value == 1
+    assert named["event loop, session read too: index reads per GET"].value == 2
+    assert named["finished (reply cache): index reads per GET"].value == 0
+    worker = named["worker thread (session cache on): index reads per GET"].value
+    assert worker is not None and 1 <= worker <= 2
+    for label in ("event loop, session cached", "finished (reply cache)"):
+        cpu = named[f"{label}: CPU per GET"].value
+        assert cpu is not None and cpu > 0
