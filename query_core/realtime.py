@@ -178,60 +178,100 @@ class RealtimeReader:
         self._drop()
 
 
+class _GetProtocol(asyncio.Protocol):
+    """One keep-alive connection's side of the exchange: bytes in, fed straight to httptools;
+    the reply completes a future. Cheaper than asyncio's streams, which buffer and wake a
+    coroutine per chunk."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.waiter: asyncio.Future[tuple[int, bytes, bool]] | None = None
+        self.reply = _Reply()
+        self.closed = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # A write transport, but not necessarily an asyncio.Transport (uvloop's is its own class).
+        self.transport = transport  # type: ignore[assignment]
+
+    def send(self, request: bytes, waiter: asyncio.Future[tuple[int, bytes, bool]]) -> None:
+        self.waiter = waiter
+        self.reply = _Reply()
+        self.reply.parser = httptools.HttpResponseParser(self.reply)
+        assert self.transport is not None
+        self.transport.write(request)
+
+    def data_received(self, data: bytes) -> None:
+        waiter, reply = self.waiter, self.reply
+        if waiter is None or waiter.done():
+            return
+        try:
+            reply.parser.feed_data(data)
+            if len(reply.body) > MAX_REPLY_BYTES:
+                raise OSError("reply too large for the hot path")
+        except (httptools.HttpParserError, OSError) as exc:
+            waiter.set_exception(exc)
+            return
+        if reply.complete:
+            waiter.set_result((reply.parser.get_status_code(), bytes(reply.body), reply.keep_alive))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_exception(exc or ConnectionResetError("the index server closed the connection"))
+
+
 class AsyncRealtimeReader:
     """The same reads for code running on an asyncio event loop (the REST layer's GET), so that a
     read does not hold a worker thread through its round trip, nor hand the interpreter back and
     forth with the loop while it waits.
 
-    Keep-alive connections are pooled per event loop. Every failure, a timeout included, is
-    :class:`ReadNotServed`: the caller then serves the request the blocking way, whose reads have
-    the store's retries.
+    Keep-alive connections (:class:`_GetProtocol`) are pooled per event loop. Every failure, a
+    timeout included, is :class:`ReadNotServed`: the caller then serves the request the blocking
+    way, whose reads have the store's retries.
     """
 
     def __init__(self, reader: RealtimeReader, max_idle: int = 64) -> None:
         self._reader = reader
         self._max_idle = max_idle
-        # Streams belong to the loop that opened them; a loop's pool goes with the loop.
-        self._idle: weakref.WeakKeyDictionary[
-            asyncio.AbstractEventLoop, list[tuple[asyncio.StreamReader, asyncio.StreamWriter]]
-        ] = weakref.WeakKeyDictionary()
+        # Connections belong to the loop that opened them; a loop's pool goes with the loop.
+        self._idle: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list[_GetProtocol]] = (
+            weakref.WeakKeyDictionary()
+        )
 
     async def get(self, index: str, doc_id: str) -> dict[str, Any] | None:
         """As :meth:`RealtimeReader.get`, on the running event loop."""
-        idle = self._idle.setdefault(asyncio.get_running_loop(), [])
+        loop = asyncio.get_running_loop()
+        idle = self._idle.setdefault(loop, [])
         conn = idle.pop() if idle else None
+        timeout = self._reader._timeout
+        waiter: asyncio.Future[tuple[int, bytes, bool]] = loop.create_future()
+        expiry = loop.call_later(timeout, _expire, waiter, timeout)
         try:
-            async with asyncio.timeout(self._reader._timeout):
-                if conn is None:
-                    conn = await asyncio.open_connection(
-                        *self._reader._address,
-                        ssl=self._reader._context,
-                        server_hostname=self._reader._address[0] if self._reader._context else None,
-                    )
-                status, body, keep = await self._exchange(conn, self._reader.request(index, doc_id))
-        except (OSError, TimeoutError, httptools.HttpParserError) as exc:
-            if conn is not None:
-                conn[1].close()
+            if conn is None or conn.closed:
+                conn = await asyncio.wait_for(self._connect(loop), timeout)
+            conn.send(self._reader.request(index, doc_id), waiter)
+            status, body, keep = await waiter
+        except (OSError, httptools.HttpParserError) as exc:
+            if conn is not None and conn.transport is not None:
+                conn.transport.close()
             raise ReadNotServed(type(exc).__name__) from exc
-        if keep and len(idle) < self._max_idle:
+        finally:
+            expiry.cancel()
+        if keep and not conn.closed and len(idle) < self._max_idle:
             idle.append(conn)
-        else:
-            conn[1].close()
+        elif conn.transport is not None:
+            conn.transport.close()
         return _document(status, body)
 
-    @staticmethod
-    async def _exchange(
-        conn: tuple[asyncio.StreamReader, asyncio.StreamWriter], request: bytes
-    ) -> tuple[int, bytes, bool]:
-        stream, writer = conn
-        writer.write(request)
-        reply = _Reply()
-        parser = reply.parser = httptools.HttpResponseParser(reply)
-        while not reply.complete:
-            chunk = await stream.read(65536)
-            if not chunk:
-                raise ConnectionResetError("the index server closed the connection")
-            parser.feed_data(chunk)
-            if len(reply.body) > MAX_REPLY_BYTES:
-                raise OSError("reply too large for the hot path")
-        return parser.get_status_code(), bytes(reply.body), reply.keep_alive
+    async def _connect(self, loop: asyncio.AbstractEventLoop) -> _GetProtocol:
+        host, port = self._reader._address
+        context = self._reader._context
+        _, protocol = await loop.create_connection(
+            _GetProtocol, host, port, ssl=context, server_hostname=host if context else None
+        )
+        return protocol
+
+
+def _expire(waiter: asyncio.Future[tuple[int, bytes, bool]], timeout: float) -> None:
+    if not waiter.done():
+        waiter.set_exception(TimeoutError(f"no reply within {timeout} s"))

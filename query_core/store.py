@@ -554,8 +554,11 @@ class IndexStore:
         if reader is None:
             raise ReadNotServed("no lean reader")
         index = request_index(datasource)
-        ids = [statement_id] if session_id is None else [statement_id, session_id]
-        replies = await asyncio.gather(*(reader.get(index, doc_id) for doc_id in ids))
+        replies: list[dict[str, Any] | None]
+        if session_id is None:
+            replies = [await reader.get(index, statement_id)]
+        else:
+            replies = list(await asyncio.gather(reader.get(index, statement_id), reader.get(index, session_id)))
         found = [
             (r["_source"], r["_seq_no"], r["_primary_term"]) if r is not None and r.get("found") else None
             for r in replies
