@@ -29,6 +29,23 @@ class InvalidRequestError(AsyncQueryError):
     error_type = "IllegalArgumentException"
 
 
+class QuerySyntaxError(InvalidRequestError):
+    """Query text a grammar of this product does not accept (a Flint statement, PPL).
+
+    ``reason`` is the bare explanation; ``line`` and ``column`` (1-based) say where, when known, and
+    are part of the message.
+    """
+
+    error_type = "SyntaxCheckException"
+
+    def __init__(self, reason: str, line: int | None = None, column: int | None = None) -> None:
+        where = f" (line {line}, column {column})" if line is not None and column is not None else ""
+        super().__init__(reason + where)
+        self.reason = reason
+        self.line = line
+        self.column = column
+
+
 class MalformedIdError(InvalidRequestError):
     """An id that this product did not issue: it does not decode to a datasource."""
 

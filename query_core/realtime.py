@@ -53,6 +53,11 @@ class ReadNotServed(Exception):  # noqa: N818 - a signal to fall back, not an er
     """The reader could not give a sure answer; read through the driver instead."""
 
 
+class ReadTimedOut(ReadNotServed):
+    """The index server did not answer within the request timeout: reading again at once would
+    wait as long again."""
+
+
 class _Reply:
     """httptools callbacks: the body, whether the message is complete, and whether the server
     keeps the connection open (known only while the parser is inside the message)."""
@@ -251,6 +256,10 @@ class AsyncRealtimeReader:
                 conn = await asyncio.wait_for(self._connect(loop), timeout)
             conn.send(self._reader.request(index, doc_id), waiter)
             status, body, keep = await waiter
+        except TimeoutError as exc:
+            if conn is not None and conn.transport is not None:
+                conn.transport.close()
+            raise ReadTimedOut(f"no reply within {timeout} s") from exc
         except (OSError, httptools.HttpParserError) as exc:
             if conn is not None and conn.transport is not None:
                 conn.transport.close()

@@ -36,7 +36,7 @@ from query_core.errors import (
 )
 from query_core.ids import request_index
 from query_core.models import FlintIndexStateDoc, ResultDoc, SessionDoc, StatementDoc, Versioned, now_millis
-from query_core.realtime import AsyncRealtimeReader, ReadNotServed, RealtimeReader
+from query_core.realtime import AsyncRealtimeReader, ReadNotServed, ReadTimedOut, RealtimeReader
 from query_core.retry import bounded_retrying
 from query_core.states import FlintIndexState, SessionState, StatementState, can_remove_index_state, check_move
 
@@ -137,6 +137,7 @@ class IndexStore:
         The first attempt is made directly: the retry machinery is set up only once a transient
         failure asks for it (it costs as much as a fast read's own parsing, on every call).
         """
+        started = time.monotonic()
         try:
             return fn()
         except os_exc.OpenSearchException as exc:
@@ -145,7 +146,7 @@ class IndexStore:
             if not _is_transient(exc):
                 raise translate(exc, what) from exc
             failed_first: os_exc.OpenSearchException | None = exc
-        log.warning("index call %s failed (%s), retry 1", what, type(failed_first).__name__)
+        log.warning("index call %s failed (%s)", what, type(failed_first).__name__)
 
         def again() -> T:
             nonlocal failed_first
@@ -164,7 +165,8 @@ class IndexStore:
         retrying = bounded_retrying(
             _is_transient,
             attempts=self.cfg.retry_attempts,
-            seconds=self.cfg.retry_seconds,
+            # The time bound counts from the first attempt, made before the retrying started.
+            seconds=self.cfg.retry_seconds - (time.monotonic() - started),
             first_wait=0.05,
             max_wait=2.0,
             jitter=0.1,
@@ -548,17 +550,22 @@ class IndexStore:
         event loop, concurrently (GET's hot path, which then needs no worker thread).
 
         Raises :class:`~query_core.realtime.ReadNotServed` when they cannot be had that way (no
-        lean reader, or any failure): the caller then reads the blocking way, with retries.
+        lean reader, or any failure): the caller then reads the blocking way, with retries. A read
+        that times out is :class:`IndexUnavailableError`, as a blocking one would be.
         """
         reader = self._async_reader
         if reader is None:
             raise ReadNotServed("no lean reader")
         index = request_index(datasource)
         replies: list[dict[str, Any] | None]
-        if session_id is None:
-            replies = [await reader.get(index, statement_id)]
-        else:
-            replies = list(await asyncio.gather(reader.get(index, statement_id), reader.get(index, session_id)))
+        try:
+            if session_id is None:
+                replies = [await reader.get(index, statement_id)]
+            else:
+                replies = list(await asyncio.gather(reader.get(index, statement_id), reader.get(index, session_id)))
+        except ReadTimedOut as exc:
+            # As a blocking read would end after its timeout (the retry budget is no longer).
+            raise IndexUnavailableError(f"get {index}/{statement_id}: index server unavailable ({exc})") from exc
         found = [
             (r["_source"], r["_seq_no"], r["_primary_term"]) if r is not None and r.get("found") else None
             for r in replies

@@ -31,7 +31,7 @@ from lark.lexer import PatternStr
 from lark.parsers.lalr_interactive_parser import InteractiveParser
 from lark.tree import Meta
 
-from query_core.errors import InvalidRequestError
+from query_core.errors import QuerySyntaxError
 from query_core.flint.ast import (
     OPTION_NAMES,
     AlterIndex,
@@ -60,21 +60,8 @@ from query_core.flint.ast import (
 from query_core.flint.lexer import RawToken, TokenKind, iter_tokens, string_value, tokenize
 
 
-class FlintSyntaxError(InvalidRequestError):
-    """Text that starts like a Flint statement but is not a valid one.
-
-    ``reason`` is the bare explanation; ``line`` and ``column`` (1-based) say where, when known, and
-    are part of the message.
-    """
-
-    error_type = "SyntaxCheckException"
-
-    def __init__(self, reason: str, line: int | None = None, column: int | None = None) -> None:
-        where = f" (line {line}, column {column})" if line is not None and column is not None else ""
-        super().__init__(reason + where)
-        self.reason = reason
-        self.line = line
-        self.column = column
+class FlintSyntaxError(QuerySyntaxError):
+    """Text that starts like a Flint statement but is not a valid one."""
 
 
 def parse(sql: str) -> Statement | None:

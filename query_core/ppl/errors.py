@@ -7,20 +7,11 @@ schema is known, in the job, and ends the statement ``FAILED``.
 
 from __future__ import annotations
 
-from query_core.errors import AsyncQueryError, InvalidRequestError
+from query_core.errors import AsyncQueryError, QuerySyntaxError
 
 
-class PplSyntaxError(InvalidRequestError):
-    """PPL text the grammar does not accept. ``line`` and ``column`` are 1-based when known."""
-
-    error_type = "SyntaxCheckException"
-
-    def __init__(self, reason: str, line: int | None = None, column: int | None = None) -> None:
-        where = f" (line {line}, column {column})" if line is not None and column is not None else ""
-        super().__init__(reason + where)
-        self.reason = reason
-        self.line = line
-        self.column = column
+class PplSyntaxError(QuerySyntaxError):
+    """PPL text the grammar does not accept."""
 
 
 class PplSemanticError(AsyncQueryError):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ import pytest
 from async_query.api import create_app
 from async_query.datasources import DatasourceRegistry, local_datasource
 from async_query.embedded.metastore import Metastore
-from async_query.launcher.local import LocalLauncher
+from async_query.launcher.local import LocalLauncher, catalog_settings
 from async_query.service import AsyncQueryService
 from async_query.settings import Settings
 from query_core.config import OpenSearchConfig
@@ -84,6 +85,19 @@ def e2e_service(
     return AsyncQueryService(
         cfg, IndexStore(opensearch), DatasourceRegistry([datasource]), {"local": launcher}, opensearch
     )
+
+
+@contextmanager
+def shared_catalog_api(metastore: Metastore, index_url: str, tmp: Path, ds_name: str) -> Iterator[Api]:
+    """A service on real HTTP whose local jobs share ``metastore``'s catalog (the embedded
+    default's), named by the datasource ``ds_name``."""
+    catalog = catalog_settings(metastore.home / "warehouse", metastore.uri)
+    service = e2e_service(index_url, tmp, ds_name, catalog)
+    try:
+        with serve_http(create_app(service)) as url:
+            yield Api(url, ds_name)
+    finally:
+        service.close()
 
 
 @pytest.fixture(scope="session")

@@ -8,11 +8,8 @@ from typing import Any
 
 import pytest
 
-from async_query.api import create_app
 from async_query.embedded.metastore import Metastore
-from async_query.launcher.local import catalog_settings
-from tests.e2e.conftest import Api, e2e_service
-from tests.support import serve_http
+from tests.e2e.conftest import Api, shared_catalog_api
 
 pytestmark = pytest.mark.e2e
 DS = "local"
@@ -20,14 +17,8 @@ DS = "local"
 
 @pytest.fixture(scope="module")
 def api(metastore: Metastore, module_index_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
-    tmp = tmp_path_factory.mktemp("catalog")
-    catalog = catalog_settings(metastore.home / "warehouse", metastore.uri)
-    service = e2e_service(module_index_url, tmp, DS, catalog)
-    try:
-        with serve_http(create_app(service)) as url:
-            yield Api(url, DS)
-    finally:
-        service.close()
+    with shared_catalog_api(metastore, module_index_url, tmp_path_factory.mktemp("catalog"), DS) as api:
+        yield api
 
 
 def ok(api: Api, query: str, session_id: str | None = None) -> tuple[str, dict[str, Any]]:

@@ -116,6 +116,17 @@ def test_a_lean_read_that_times_out_is_retried_by_the_policy_not_read_again_at_o
     assert len(accepted) == 2
 
 
+def test_an_event_loop_read_that_times_out_is_a_503_not_a_second_wait() -> None:
+    with fake_server(None) as (url, accepted):
+        silent = IndexStore(OpenSearchConfig(url=url, request_timeout=0.3, retry_attempts=3, retry_seconds=5))
+        try:
+            with pytest.raises(IndexUnavailableError):
+                asyncio.run(silent.get_statement_and_session_async("local", "a"))
+        finally:
+            silent.close()
+    assert len(accepted) == 1
+
+
 # -- the session cache ------------------------------------------------------------------------
 
 
