@@ -239,7 +239,7 @@ class AsyncQueryService:
     def _statement_and_session(self, query_id: str) -> tuple[Versioned[StatementDoc], Versioned[SessionDoc] | None]:
         """The statement, read by id every time, and its session when this process knows which it
         is (from the POST or an earlier GET): from the session cache when it was read moments ago,
-        otherwise in the same real-time round trip as the statement."""
+        otherwise read in real time with the statement."""
         datasource = self._datasource_of_query(query_id)
         session_id = self.session_of_query.get(query_id)
         if session_id is None:

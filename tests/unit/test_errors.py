@@ -18,6 +18,7 @@ ERROR_TABLE = [
     (qe.AsyncQueryError, 500, "AsyncQueryError"),
     (qe.InvalidRequestError, 400, "IllegalArgumentException"),
     (qe.MalformedIdError, 400, "IllegalArgumentException"),
+    (qe.QuerySyntaxError, 400, "SyntaxCheckException"),
     (qe.UnknownDatasourceError, 400, "IllegalArgumentException"),
     (qe.QueryNotFoundError, 400, "AsyncQueryNotFoundException"),
     (qe.InvalidTransitionError, 400, "IllegalStateException"),
@@ -55,6 +56,7 @@ def test_every_error_class_is_in_the_table() -> None:
     ("cls", "parent"),
     [
         (qe.MalformedIdError, qe.InvalidRequestError),
+        (qe.QuerySyntaxError, qe.InvalidRequestError),
         (qe.UnknownDatasourceError, qe.InvalidRequestError),
         (qe.QueryNotFoundError, qe.InvalidRequestError),
         (qe.InvalidTransitionError, qe.InvalidRequestError),
