@@ -1,4 +1,5 @@
-"""GET by id on the hot path: one keep-alive socket per thread, responses parsed by httptools.
+"""GET by id on the hot path: keep-alive connections (a socket per thread, or a pool per event
+loop) whose replies httptools parses.
 
 A GET of a running statement costs one real-time read. Through opensearch-py that read costs
 about three times the CPU of the same request on a bare socket with a C HTTP parser (measured on
@@ -7,8 +8,8 @@ layers (http.client parses every response's headers with the ``email`` package).
 :class:`RealtimeReader` makes only that one kind of request, with the driver's own settings (URL,
 basic auth, TLS verification, timeout), parses the reply with ``httptools`` (the parser uvicorn
 serves this product with), and answers only what it fully understands: a 200 with a document,
-or a 404. A timeout is the driver's own ``ConnectionTimeout`` (the store's retry policy decides,
-as for any read). Anything else (a connection error, another status, a body it cannot parse) is
+or a 404. A blocking read's timeout is the driver's own ``ConnectionTimeout`` (the store's retry
+policy decides, as for any read); an event-loop read's is :class:`ReadTimedOut`. Anything else (a connection error, another status, a body it cannot parse) is
 :class:`ReadNotServed`, and the store then makes the same read through the driver, with its
 retries and error translation. SigV4-signed clusters are always read through the driver.
 
@@ -230,9 +231,10 @@ class AsyncRealtimeReader:
     read does not hold a worker thread through its round trip, nor hand the interpreter back and
     forth with the loop while it waits.
 
-    Keep-alive connections (:class:`_GetProtocol`) are pooled per event loop. Every failure, a
-    timeout included, is :class:`ReadNotServed`: the caller then serves the request the blocking
-    way, whose reads have the store's retries.
+    Keep-alive connections (:class:`_GetProtocol`) are pooled per event loop. Every failure is
+    :class:`ReadNotServed`: the caller then serves the request the blocking way, whose reads have
+    the store's retries. A timeout is :class:`ReadTimedOut`, which the store reports as the index
+    being unavailable rather than waiting as long again.
     """
 
     def __init__(self, reader: RealtimeReader, max_idle: int = 64) -> None:
@@ -264,6 +266,10 @@ class AsyncRealtimeReader:
             if conn is not None and conn.transport is not None:
                 conn.transport.close()
             raise ReadNotServed(type(exc).__name__) from exc
+        except asyncio.CancelledError:  # the request was abandoned: its connection is mid-reply
+            if conn is not None and conn.transport is not None:
+                conn.transport.close()
+            raise
         finally:
             expiry.cancel()
         if keep and not conn.closed and len(idle) < self._max_idle:
