@@ -57,6 +57,10 @@ class Settings(BaseSettings):
     loop_frequency_ms: int = 50
     heartbeat_running_ms: int = 2_000
     heartbeat_idle_ms: int = 30_000
+    #: A streaming session beats this often, however many micro-batches run (carries progress).
+    heartbeat_streaming_ms: int = 10_000
+    #: How often a streaming job reads its index's state document (where a stop is asked).
+    stream_check_ms: int = 1_000
     #: How long a job keeps retrying an index call before it gives up (survives index outages).
     job_index_retry_seconds: float = 300.0
     #: A running session is stale (suspected dead) after this many missed heartbeats.

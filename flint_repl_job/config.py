@@ -49,6 +49,12 @@ class JobConfig:
     #: Heartbeat while statements run (carries their progress) and while idle.
     heartbeat_running_ms: int = DEFAULTS.heartbeat_running_ms
     heartbeat_idle_ms: int = DEFAULTS.heartbeat_idle_ms
+    #: Heartbeat of a streaming session, and how often its job reads its index's state.
+    heartbeat_streaming_ms: int = DEFAULTS.heartbeat_streaming_ms
+    stream_check_ms: int = DEFAULTS.stream_check_ms
+    #: Checkpoints of streams without ``checkpoint_location`` go under this directory ("": none).
+    checkpoint_root: str = DEFAULTS.checkpoint_root
+    checkpoint_mandatory: bool = DEFAULTS.checkpoint_mandatory
     #: How often the refresh-delayed search for waiting statements runs (the fallback path).
     search_interval_ms: int = DEFAULTS.search_interval_ms
     #: How long to wait for the session document to appear after start-up.
@@ -86,6 +92,10 @@ class JobConfig:
             loop_frequency_ms=conf.loop_frequency_ms,
             heartbeat_running_ms=conf.heartbeat_running_ms,
             heartbeat_idle_ms=conf.heartbeat_idle_ms,
+            heartbeat_streaming_ms=conf.heartbeat_streaming_ms,
+            stream_check_ms=conf.stream_check_ms,
+            checkpoint_root=conf.checkpoint_root,
+            checkpoint_mandatory=conf.checkpoint_mandatory,
             search_interval_ms=conf.search_interval_ms,
             session_wait_ms=conf.session_wait_ms,
         )

@@ -188,6 +188,31 @@ class JobConf:
     heartbeat_idle_ms: int = _setting(
         PREFIX_JOB + "heartbeatIdleIntervalMillis", 30_000, INTEGER, "heartbeat while idle"
     )
+    heartbeat_streaming_ms: int = _setting(
+        PREFIX_JOB + "heartbeatStreamingIntervalMillis",
+        10_000,
+        INTEGER,
+        "heartbeat of a streaming session (carries the stream's progress, whatever the batch rate)",
+    )
+    stream_check_ms: int = _setting(
+        PREFIX_JOB + "streamCheckIntervalMillis",
+        1_000,
+        INTEGER,
+        "how often a streaming job reads its index's state document (a stop is asked there)",
+    )
+    checkpoint_root: str = _setting(
+        "spark.flint.index.checkpointLocation.rootDir",
+        "",
+        STRING,
+        "where streams without checkpoint_location keep their checkpoint (<root>/<index>)",
+        optional=True,
+    )
+    checkpoint_mandatory: bool = _setting(
+        "spark.flint.index.checkpoint.mandatory",
+        True,
+        BOOLEAN,
+        "refuse auto refresh without a checkpoint_location option (the reference's default)",
+    )
     search_interval_ms: int = _setting(
         PREFIX_JOB + "searchIntervalMillis", 1_000, INTEGER, "period of the search for waiting statements"
     )

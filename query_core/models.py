@@ -38,6 +38,29 @@ class StatementProgress(_Doc):
     tasks_total: int = 0
 
 
+class StreamProgress(_Doc):
+    """A streaming session's stream, as its heartbeat reports it (the latest micro-batch's figures,
+    from Spark's ``StreamingQueryProgress``): one report per beat, however many batches ran."""
+
+    #: Spark's id of the streaming query (stable across restarts from the same checkpoint).
+    stream_id: str = ""
+    #: The index the stream refreshes.
+    index_name: str = ""
+    #: The latest micro-batch: its id (-1 before the first), its rows, and when it ran (epoch ms).
+    batch_id: int = -1
+    num_input_rows: int = 0
+    input_rows_per_second: float = 0.0
+    processed_rows_per_second: float = 0.0
+    batch_time: int = 0
+    #: When the newest data the stream has read arrived (epoch ms of the latest offset's files,
+    #: 0 when the source does not tell).
+    latest_offset_time: int = 0
+    #: Micro-batches run since the stream (re)started in this job.
+    batches: int = 0
+    #: The stream's last error ("" while it is healthy).
+    last_error: str = ""
+
+
 class RunningStatement(_Doc):
     query_id: str
     start_time: int
@@ -81,6 +104,8 @@ class SessionDoc(_Doc):
     heartbeat_interval_millis: int = 0
     #: How late the job's recent heartbeats landed against their schedule (its own figure).
     heartbeat_lag_millis: int = 0
+    #: A streaming session's stream, reported by its heartbeat (None for other sessions).
+    stream_progress: StreamProgress | None = None
 
 
 class FlintIndexStateDoc(_Doc):

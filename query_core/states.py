@@ -116,9 +116,11 @@ INDEX_OPERATIONS: dict[str, IndexOperation] = {
     for op in (
         _op("create", {_F.EMPTY, _F.DELETED}, _F.CREATING, _F.ACTIVE),
         _op("start auto refresh", {_F.ACTIVE}, None, _F.REFRESHING),
-        _op("refresh", {_F.ACTIVE}, _F.REFRESHING, _F.ACTIVE),
-        _op("alter to auto refresh", {_F.ACTIVE}, _F.UPDATING, _F.REFRESHING),
-        _op("alter to manual refresh", {_F.REFRESHING}, _F.UPDATING, _F.ACTIVE),
+        # A failed index (its stream died) is recovered by a full refresh, by ALTER (to auto
+        # refresh: a new stream from its checkpoint; to manual: nothing left to stop), by RECOVER.
+        _op("refresh", {_F.ACTIVE, _F.FAILED}, _F.REFRESHING, _F.ACTIVE),
+        _op("alter to auto refresh", {_F.ACTIVE, _F.FAILED}, _F.UPDATING, _F.REFRESHING),
+        _op("alter to manual refresh", {_F.REFRESHING, _F.FAILED}, _F.UPDATING, _F.ACTIVE),
         _op("cancel refresh", {_F.REFRESHING}, _F.CANCELLING, _F.ACTIVE),
         _op("drop", {_F.ACTIVE, _F.REFRESHING, _F.CREATING, _F.EMPTY, _F.FAILED}, _F.DELETING, _F.DELETED),
         _op("vacuum", {_F.DELETED}, _F.VACUUMING, None),

@@ -133,13 +133,17 @@ def job_conf(
     *,
     query_id: str = "",
     query: str = "",
+    checkpoint_root: str = "",
+    checkpoint_mandatory: bool = True,
 ) -> tuple[dict[str, str], dict[str, str]]:
     """The job's Spark conf keys (SPEC section 5, :mod:`query_core.jobconf`), and the secret ones apart.
 
     Every setting of the contract is sent explicitly, so the plugin's settings win over the job's
     defaults; the datasource's own Spark conf comes last and wins over both. ``query_id`` and
     ``query`` name a batch or streaming job's statement (a query longer than
-    :data:`MAX_QUERY_IN_CONF` is left out: the job reads it from the statement document)."""
+    :data:`MAX_QUERY_IN_CONF` is left out: the job reads it from the statement document).
+    ``checkpoint_root`` and ``checkpoint_mandatory`` say where streams keep checkpoints that
+    their index does not name, and whether it must name one (the launcher's choice)."""
     basic = opensearch.auth == "basic"
     contract = JobConf(
         session_id=session_id,
@@ -162,6 +166,10 @@ def job_conf(
         loop_frequency_ms=settings.loop_frequency_ms,
         heartbeat_running_ms=settings.heartbeat_running_ms,
         heartbeat_idle_ms=settings.heartbeat_idle_ms,
+        heartbeat_streaming_ms=settings.heartbeat_streaming_ms,
+        stream_check_ms=settings.stream_check_ms,
+        checkpoint_root=checkpoint_root,
+        checkpoint_mandatory=checkpoint_mandatory,
         index_retry_seconds=settings.job_index_retry_seconds,
     )
     conf = render_conf(contract)

@@ -24,9 +24,9 @@ F = FlintIndexState
 EXPECTED_OPERATIONS: dict[str, tuple[set[FlintIndexState], FlintIndexState | None, FlintIndexState | None]] = {
     "create": ({F.EMPTY, F.DELETED}, F.CREATING, F.ACTIVE),
     "start auto refresh": ({F.ACTIVE}, None, F.REFRESHING),
-    "refresh": ({F.ACTIVE}, F.REFRESHING, F.ACTIVE),
-    "alter to auto refresh": ({F.ACTIVE}, F.UPDATING, F.REFRESHING),
-    "alter to manual refresh": ({F.REFRESHING}, F.UPDATING, F.ACTIVE),
+    "refresh": ({F.ACTIVE, F.FAILED}, F.REFRESHING, F.ACTIVE),
+    "alter to auto refresh": ({F.ACTIVE, F.FAILED}, F.UPDATING, F.REFRESHING),
+    "alter to manual refresh": ({F.REFRESHING, F.FAILED}, F.UPDATING, F.ACTIVE),
     "cancel refresh": ({F.REFRESHING}, F.CANCELLING, F.ACTIVE),
     "drop": ({F.ACTIVE, F.REFRESHING, F.CREATING, F.EMPTY, F.FAILED}, F.DELETING, F.DELETED),
     "vacuum": ({F.DELETED}, F.VACUUMING, None),
@@ -44,6 +44,8 @@ ALLOWED: set[tuple[FlintIndexState, FlintIndexState]] = {
     # alter
     (F.ACTIVE, F.UPDATING), (F.UPDATING, F.REFRESHING), (F.UPDATING, F.ACTIVE),
     (F.REFRESHING, F.UPDATING),
+    # a failed index recovered by a full refresh or an ALTER (rollbacks return it to failed)
+    (F.FAILED, F.REFRESHING), (F.REFRESHING, F.FAILED), (F.FAILED, F.UPDATING), (F.UPDATING, F.FAILED),
     # cancel a refresh
     (F.REFRESHING, F.CANCELLING), (F.CANCELLING, F.ACTIVE), (F.CANCELLING, F.REFRESHING),
     # drop
@@ -55,8 +57,6 @@ ALLOWED: set[tuple[FlintIndexState, FlintIndexState]] = {
     # recover
     (F.ACTIVE, F.RECOVERING), (F.REFRESHING, F.RECOVERING), (F.FAILED, F.RECOVERING),
     (F.RECOVERING, F.REFRESHING), (F.RECOVERING, F.ACTIVE), (F.RECOVERING, F.FAILED),
-    # a stream dies
-    (F.REFRESHING, F.FAILED),
 }  # fmt: skip
 
 

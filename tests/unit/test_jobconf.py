@@ -36,12 +36,16 @@ REFERENCE_KEYS = {
     "spark.flint.job.queryExecutionTimeoutSec",
     "spark.flint.job.queryWaitTimeoutMillis",
     "spark.flint.job.queryLoopExecutionFrequency",
+    "spark.flint.index.checkpointLocation.rootDir",
+    "spark.flint.index.checkpoint.mandatory",
 }
 #: This product's additions.
 PRODUCT_KEYS = {
     "spark.datasource.flint.verifyCerts",
     "spark.flint.job.heartbeatIntervalMillis",
     "spark.flint.job.heartbeatIdleIntervalMillis",
+    "spark.flint.job.heartbeatStreamingIntervalMillis",
+    "spark.flint.job.streamCheckIntervalMillis",
     "spark.flint.job.searchIntervalMillis",
     "spark.flint.job.sessionWaitMillis",
     "spark.flint.job.indexRetryAttempts",
@@ -74,6 +78,10 @@ EVERYTHING = JobConf(
     loop_frequency_ms=25,
     heartbeat_running_ms=500,
     heartbeat_idle_ms=9_000,
+    heartbeat_streaming_ms=3_000,
+    stream_check_ms=400,
+    checkpoint_root="s3://bucket/checkpoints",
+    checkpoint_mandatory=False,
     search_interval_ms=250,
     session_wait_ms=12_000,
     index_retry_attempts=7,
@@ -140,6 +148,7 @@ def test_empty_optional_settings_are_not_rendered() -> None:
         "spark.datasource.flint.port",
         "spark.datasource.flint.auth.username",
         "spark.datasource.flint.auth.password",
+        "spark.flint.index.checkpointLocation.rootDir",
     }
     assert rendered["spark.flint.job.queryLoopExecutionFrequency"] == "100"
     assert rendered["spark.datasource.flint.verifyCerts"] == "true"
@@ -208,7 +217,7 @@ def test_the_exclude_list_ignores_blanks() -> None:
 def test_the_job_config_defaults_are_the_contract_defaults() -> None:
     defaulted = [f for f in dataclasses.fields(JobConfig) if f.default is not dataclasses.MISSING]
     shared = [f for f in defaulted if f.name in {row.field for row in SETTINGS}]
-    assert len(shared) == 12
+    assert len(shared) == 16
     for f in shared:
         assert f.default == getattr(DEFAULTS, f.name), f.name
 
@@ -263,6 +272,7 @@ def test_what_the_plugin_sends_is_what_the_job_reads() -> None:
         "spark.flint.job.queryId",
         "spark.flint.deployment.excludeJobs",
         "spark.datasource.flint.auth.password",
+        "spark.flint.index.checkpointLocation.rootDir",
     }
     # the local launcher passes the password in the environment, EMR Serverless as a conf key
     for plain, env in (({**conf, **secret}, {}), (conf, {PASSWORD_ENV: "pw"})):
