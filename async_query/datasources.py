@@ -109,6 +109,10 @@ class DatasourceRegistry:
             raise UnknownDatasourceError(f"no datasource named {name!r} is configured")
         return found
 
+    def find(self, name: str) -> Datasource | None:
+        """The datasource ``name`` whatever its status (None: there is none, or it was deleted)."""
+        return self._configured.get(name) or self._stored(name)
+
     def known(self, name: str) -> Datasource | None:
         """The active datasource ``name`` if it is known without reading the index (configured,
         or stored and read recently); None otherwise, also when it may exist."""

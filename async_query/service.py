@@ -17,12 +17,13 @@ from async_query.dispatch import QueryKind, classify, kind_of_session
 from async_query.handlers import HandlerContext, QueryHandler, SubmitRequest, Submitted, handlers_for
 from async_query.handlers.interactive import InteractiveHandler
 from async_query.handlers.job_session import JobSessionHandler
-from async_query.launcher.base import Launcher
+from async_query.launcher.base import Launcher, stop_job_within
 from async_query.liveness import LivenessChecker, Staleness
 from async_query.replies import LruCache, success_reply
 from async_query.session_cache import SessionCache
 from async_query.settings import Settings
-from async_query.workers import CancelSupervisor, Housekeeper, Lease
+from async_query.streams import StreamStopper
+from async_query.workers import CancelSupervisor, Housekeeper, Lease, StreamingHousekeeper
 from query_core.config import OpenSearchConfig
 from query_core.errors import QueryNotFoundError, UnknownDatasourceError
 from query_core.ids import datasource_of
@@ -92,6 +93,17 @@ class AsyncQueryService:
             dml_timeout_s=settings.index_dml_timeout_s,
             index_op_stall_s=settings.index_op_stall_s,
         )
+        #: Stops streaming jobs (ALTER to manual refresh, DROP, the streaming housekeeper).
+        self.stream_stopper = StreamStopper(
+            store, self._stop_job, self.liveness.end_session, settings.stream_stop_timeout_s
+        )
+        self.streaming_housekeeper = StreamingHousekeeper(
+            store,
+            datasources,
+            self.liveness,
+            self.stream_stopper.stop,
+            settings.streaming_housekeeping_interval_s,
+        )
         self.handlers: dict[QueryKind, QueryHandler] = handlers_for(
             HandlerContext(
                 settings=settings,
@@ -101,6 +113,7 @@ class AsyncQueryService:
                 supervisor=self.supervisor,
                 launcher_for=self.launcher_for,
                 opensearch=opensearch,
+                stream_stopper=self.stream_stopper,
             )
         )
 
@@ -108,6 +121,7 @@ class AsyncQueryService:
         """Start the background loops (cancel supervision, housekeeping); tests drive them by hand."""
         self.supervisor.start()
         self.housekeeper.start()
+        self.streaming_housekeeper.start()
 
     def launcher_for(self, datasource: Datasource) -> Launcher:
         """The launcher of a datasource: shared by connector, or built per EMR Serverless datasource."""
@@ -123,6 +137,11 @@ class AsyncQueryService:
                     self._emr_launchers[datasource.name] = known
                 return known[1]
         raise UnknownDatasourceError(f"no launcher for connector {datasource.connector!r}")
+
+    def _stop_job(self, datasource: str, job_id: str) -> None:
+        """Cancel a job through its datasource's launcher, waiting at most ``stop_job_timeout_s``."""
+        launcher = self.launcher_for(self.datasources.get(datasource))
+        stop_job_within(launcher, job_id, self.settings.stop_job_timeout_s)
 
     def _launcher_of_session(self, session: SessionDoc) -> Launcher:
         return self.launcher_for(self.datasources.get(session.data_source_name))
@@ -278,6 +297,8 @@ class AsyncQueryService:
     def close(self) -> None:
         self.supervisor.stop()
         self.housekeeper.stop()
+        self.streaming_housekeeper.stop()
+        self.stream_stopper.close()
         for handler in self.handlers.values():
             handler.close()
         launchers = [*self.launchers.values(), *(launcher for _, launcher in self._emr_launchers.values())]

@@ -88,6 +88,12 @@ class Settings(BaseSettings):
     #: and ALTER stopping a refresh job); past it the request goes on and the stop is retried by
     #: the cancel supervisor or reported.
     stop_job_timeout_s: float = 10.0
+    #: How long ALTER to manual refresh and DROP wait for a streaming job to stop its stream when
+    #: asked; past it the job is cancelled through its launcher and its session ended.
+    stream_stop_timeout_s: float = 60.0
+    #: The streaming housekeeper's period: it confirms silent streaming jobs dead (their indexes
+    #: then fail), and stops streams whose index or datasource is gone or disabled.
+    streaming_housekeeping_interval_s: float = 900.0
     #: Index DML (DROP, ALTER to manual refresh) runs on this many threads of each plugin process.
     index_dml_workers: int = 2
     #: An index DML query not finished this long after it was submitted is failed by the

@@ -6,6 +6,8 @@ Each worker has a named interval, waits on "new work, stop, or timeout", exposes
 
 from __future__ import annotations
 
+import base64
+import binascii
 import logging
 import secrets
 import threading
@@ -13,14 +15,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from async_query.datasources import DatasourceRegistry
+from async_query.datasources import Datasource, DatasourceRegistry
 from async_query.launcher.base import Launcher, stop_job_within
 from async_query.liveness import LivenessChecker
 from query_core.errors import AsyncQueryError
 from query_core.ids import request_index
-from query_core.index_ops import STALL_REPAIRS, repair_stalled
+from query_core.index_ops import STALL_REPAIRS, IndexTarget, IndexTransaction, repair_stalled
 from query_core.models import FlintIndexStateDoc, SessionDoc, Versioned, now_millis
-from query_core.states import SessionState, SessionType, StatementState, is_terminal
+from query_core.states import FlintIndexState, SessionState, SessionType, StatementState, is_terminal
 from query_core.store import IndexStore
 
 log = logging.getLogger(__name__)
@@ -318,3 +320,110 @@ class StalledIndexRepair:
             f"{what}: job {state.job_id}, of which no session is known, is {described.state.value.lower()}",
             False,
         )
+
+
+class StreamingHousekeeper(Worker):
+    """Stops the streams that should no longer run, every ``interval_s`` (15 minutes by default).
+
+    For each live streaming session of the deployment (one search over every request index, so a
+    deleted datasource's sessions are found too), and each index its job keeps ``refreshing``:
+
+    - the datasource was deleted, or the index itself is gone: the index is dropped (``deleting →
+      deleted``), as a DROP would; the data stay until VACUUM;
+    - the datasource is disabled: the index is altered to manual refresh (``updating → active``),
+      its ``_meta`` saying so.
+
+    The operation's move of the index asks the job to stop; :class:`async_query.streams.StreamStopper`
+    waits for it, boundedly, and cancels the job past the deadline. A stale session is confirmed
+    through the liveness check first (one coalesced ``describe``); one found dead leaves its index
+    to the housekeeping sweep, which fails it with the cause. One plugin process at a time does
+    this work (a lease in the deployment's slot index).
+    """
+
+    name = "streaming-housekeeper"
+
+    def __init__(
+        self,
+        store: IndexStore,
+        datasources: DatasourceRegistry,
+        liveness: LivenessChecker,
+        stop_stream: Callable[[Versioned[SessionDoc]], object],
+        interval_s: float,
+        owner: str | None = None,
+    ) -> None:
+        super().__init__(interval_s)
+        self.store = store
+        self.datasources = datasources
+        self.liveness = liveness
+        self.stop_stream = stop_stream
+        self.owner = owner or secrets.token_hex(8)
+        self.lease_ms = int(interval_s * 2000)
+        #: Streams stopped, by the reason given.
+        self.stopped: list[str] = []
+
+    def run_once(self) -> None:
+        from async_query.refresh_slots import SLOTS_INDEX
+
+        try:
+            if not self.store.acquire_lease(SLOTS_INDEX, "streaming-housekeeping-lease", self.owner, self.lease_ms):
+                return
+            sessions = self.store.find_sessions(None, [SessionState.NOT_STARTED, SessionState.RUNNING])
+        except AsyncQueryError as exc:
+            log.warning("streaming housekeeping failed: %s", exc)
+            return
+        for session in sessions:
+            if session.doc.session_type != SessionType.STREAMING:
+                continue
+            try:
+                self.check(session)
+            except AsyncQueryError as exc:
+                log.warning("streaming housekeeping of session %s failed: %s", session.doc.session_id, exc)
+
+    def check(self, session: Versioned[SessionDoc]) -> None:
+        doc = session.doc
+        if not self.liveness.staleness.is_fresh(doc) and is_terminal(self.liveness.check(session).doc.state):
+            return  # dead: the housekeeping sweep fails its index with the cause
+        datasource = self.datasources.find(doc.data_source_name)
+        for state in self.store.find_index_states(
+            doc.data_source_name, [FlintIndexState.REFRESHING], job_id=doc.job_id
+        ):
+            index_name = index_name_of(state.doc)
+            why = self._why_stop(datasource, doc.data_source_name, index_name)
+            if why is not None:
+                self._stop_stream_of(session, index_name, *why)
+
+    def _why_stop(self, datasource: Datasource | None, name: str, index_name: str) -> tuple[str, str] | None:
+        """The operation that stops the stream of ``index_name``, and why; None: let it run."""
+        if datasource is None:
+            return "drop", f"datasource {name} was deleted"
+        if not self.store.index_exists(index_name):
+            return "drop", f"index {index_name} no longer exists"
+        if datasource.status != "ACTIVE":
+            return "alter to manual refresh", f"datasource {name} is disabled"
+        return None
+
+    def _stop_stream_of(self, session: Versioned[SessionDoc], index_name: str, operation: str, reason: str) -> None:
+        target = IndexTarget(session.doc.data_source_name, index_name)
+
+        def work() -> None:
+            self.stop_stream(session)
+            if operation == "alter to manual refresh":
+                meta = self.store.index_metas(index_name).get(index_name)
+                if meta:
+                    options = {**dict(meta.get("options") or {}), "auto_refresh": "false"}
+                    self.store.put_index_meta(index_name, {**meta, "options": options})
+
+        IndexTransaction(self.store, target).run(operation, work)
+        self.stopped.append(reason)
+        log.warning("stopped the stream of index %s (%s): %s", index_name, operation, reason)
+
+
+def index_name_of(state: FlintIndexStateDoc) -> str:
+    """The OpenSearch index a state document is of: its ``indexName`` (this product's field), or
+    its id decoded (the reference's documents have no ``indexName``; the id is its base64)."""
+    if state.index_name:
+        return state.index_name
+    try:
+        return base64.b64decode(state.latest_id, validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        return state.latest_id

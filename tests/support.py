@@ -75,3 +75,46 @@ def serve_http(app: object) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+class StandInStream:
+    """Plays a streaming job's side of the stop protocol, without Spark: it watches the index's
+    state document by id, and ends its session ``dead`` once the document leaves ``refreshing``
+    (as the job does after stopping its stream between micro-batches). ``responsive=False``
+    plays a job that never answers (hung, or cut off from the index)."""
+
+    def __init__(
+        self, store: object, datasource: str, session_id: str, latest_id: str, responsive: bool = True
+    ) -> None:
+        from query_core.store import IndexStore
+
+        assert isinstance(store, IndexStore)
+        self.store = store
+        self.datasource = datasource
+        self.session_id = session_id
+        self.latest_id = latest_id
+        self.responsive = responsive
+        self.stopped = threading.Event()
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="stand-in-stream", daemon=True)
+
+    def __enter__(self) -> StandInStream:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._done.set()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        from query_core.states import FlintIndexState, SessionState
+
+        while not self._done.wait(0.05):
+            state = self.store.get_index_state(self.datasource, self.latest_id)
+            if state is None or state.doc.state == FlintIndexState.REFRESHING or not self.responsive:
+                continue
+            session = self.store.get_session(self.datasource, self.session_id)
+            if session is not None:
+                self.store.update_session(session, SessionState.DEAD)
+            self.stopped.set()
+            return

@@ -17,6 +17,7 @@ from async_query.launcher.base import Launcher
 from async_query.liveness import LivenessChecker
 from async_query.replies import Reply, needs_result, statement_reply
 from async_query.settings import Settings
+from async_query.streams import StreamStopper
 from async_query.workers import CancelSupervisor
 from query_core.config import OpenSearchConfig
 from query_core.errors import InvalidRequestError
@@ -77,6 +78,8 @@ class HandlerContext:
     launcher_for: Callable[[Datasource], Launcher]
     #: The connection the jobs use (it may differ from the plugin's, e.g. a public endpoint).
     opensearch: OpenSearchConfig
+    #: Stops streaming jobs when an operation asks (bounded: see :mod:`async_query.streams`).
+    stream_stopper: StreamStopper
 
 
 class QueryHandler(Protocol):

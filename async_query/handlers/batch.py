@@ -15,16 +15,16 @@ running it after the cancel deadline is cancelled again and its session ended.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import logging
 from collections.abc import Callable
 
 from async_query.dispatch import Classified, QueryKind
-from async_query.handlers.base import SubmitRequest, Submitted, statement_doc
+from async_query.handlers.base import HandlerContext, SubmitRequest, Submitted, statement_doc
 from async_query.handlers.job_session import JobSessionHandler, stopping_job_on_error
 from async_query.launcher.base import stop_job_within
 from async_query.liveness import fail_statement
+from async_query.refresh_slots import Holder, RefreshSlots, limit_message
+from async_query.workers import index_name_of
 from query_core.errors import AsyncQueryError, TooManyRequestsError
 from query_core.ids import new_id
 from query_core.index_ops import IndexTarget, IndexTransaction
@@ -43,11 +43,26 @@ class BatchHandler(JobSessionHandler):
 
     # -- POST -------------------------------------------------------------------------------
 
+    def __init__(self, context: HandlerContext) -> None:
+        super().__init__(context)
+        self.slots = RefreshSlots(context.store, lambda: self.settings.max_refreshing_jobs)
+
     def submit(self, request: SubmitRequest, classified: Classified) -> Submitted:
         datasource = self.context.datasources.get(request.datasource)
-        self._check_job_limit()
         session_id, query_id = new_id(datasource.name), new_id(datasource.name)
-        launcher, job_id = self.start_job(datasource, session_id, query_id=query_id, query=request.query)
+        holder = Holder(datasource.name, session_id)
+        slot = self._take_slot(holder)
+        try:
+            launcher, job_id = self.start_job(
+                datasource,
+                session_id,
+                query_id=query_id,
+                query=request.query,
+                name_suffix=self.job_name_suffix(classified, datasource.name),
+            )
+        except AsyncQueryError:
+            self.slots.release(slot, holder)
+            raise
         with stopping_job_on_error(launcher, job_id):
             statement = self.store.create_statement(
                 statement_doc(
@@ -61,8 +76,12 @@ class BatchHandler(JobSessionHandler):
             )
             session = self.session_doc(datasource, session_id, launcher, job_id, pending=[query_id])
             self._create_session(session, statement)
-        log.info("batch query %s runs as job %s (session %s)", query_id, job_id, session_id)
+        log.info("%s query %s runs as job %s (session %s)", self.kind.value, query_id, job_id, session_id)
         return Submitted(query_id, session_id, self.kind)
+
+    def job_name_suffix(self, classified: Classified, datasource: str) -> str:
+        """What follows ``<cluster>:<type>:`` in the job's name (nothing for a batch job)."""
+        return ""
 
     def _create_session(self, session: SessionDoc, statement: Versioned[StatementDoc]) -> None:
         """Write the session; if that fails, the statement (nobody knows its id yet) is failed
@@ -76,11 +95,17 @@ class BatchHandler(JobSessionHandler):
                 log.warning("cannot fail statement %s after its session write failed", statement.doc.query_id)
             raise
 
-    def _check_job_limit(self) -> None:
-        """At most ``max_refreshing_jobs`` live batch and streaming jobs per deployment."""
+    def _take_slot(self, holder: Holder) -> int:
+        """At most ``max_refreshing_jobs`` live batch and streaming jobs per deployment.
+
+        The search counts every live session, including those of jobs that hold no slot (started
+        by another plugin version, say); the slot (:mod:`async_query.refresh_slots`) makes the
+        limit hold when processes submit at the same moment.
+        """
         limit = self.settings.max_refreshing_jobs
         if self.live_sessions(REFRESHING_JOBS, limit) >= limit:
-            raise TooManyRequestsError(f"domain concurrent refresh job can not exceed {limit}")
+            raise TooManyRequestsError(limit_message(limit))
+        return self.slots.take(holder)
 
     # -- DELETE -----------------------------------------------------------------------------
 
@@ -122,17 +147,6 @@ class BatchHandler(JobSessionHandler):
     def _ask_launcher_to_stop(self, session: SessionDoc) -> None:
         launcher = self.context.launcher_for(self.context.datasources.get(session.data_source_name))
         stop_job_within(launcher, session.job_id, self.settings.stop_job_timeout_s)
-
-
-def index_name_of(state: FlintIndexStateDoc) -> str:
-    """The OpenSearch index a state document is of: its ``indexName`` (this product's field), or
-    its id decoded (the reference's documents have no ``indexName``; the id is its base64)."""
-    if state.index_name:
-        return state.index_name
-    try:
-        return base64.b64decode(state.latest_id, validate=True).decode("utf-8")
-    except (binascii.Error, UnicodeDecodeError):
-        return state.latest_id
 
 
 def _once(action: Callable[[], None]) -> Callable[[], None]:

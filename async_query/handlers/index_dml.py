@@ -49,7 +49,7 @@ class IndexDmlHandler:
         self.context = context
         self.store = context.store
         self.settings = context.settings
-        self.operations = IndexDmlOperations(context.store, self._stop_job)
+        self.operations = IndexDmlOperations(context.store, self._stop_job, context.stream_stopper.stop)
         self._pool = ThreadPoolExecutor(max_workers=max(1, self.settings.index_dml_workers), thread_name_prefix="dml")
         self._running: set[Future[None]] = set()
         self._lock = threading.Lock()

@@ -24,8 +24,8 @@ from typing import Any
 from query_core.errors import AsyncQueryError, InvalidRequestError
 from query_core.flint import AlterIndex, DropIndex, OptionName, flint_index_name
 from query_core.index_ops import IndexTarget, IndexTransaction
-from query_core.models import FlintIndexStateDoc, Versioned
-from query_core.states import FlintIndexState, SessionState, is_terminal
+from query_core.models import FlintIndexStateDoc, SessionDoc, Versioned
+from query_core.states import FlintIndexState, SessionState, SessionType, is_terminal
 from query_core.store import IndexStore
 
 log = logging.getLogger(__name__)
@@ -87,11 +87,20 @@ class IndexDmlOperations:
 
     ``stop_job(datasource, job_id)`` asks the launcher to stop a job, bounded in time; it raises
     an :class:`AsyncQueryError` when it cannot (the operation then rolls back).
+    ``stop_stream(session)`` stops a streaming session's job: the operation's move of the index
+    out of ``refreshing`` asked it to stop, and this waits for it, boundedly
+    (:class:`async_query.streams.StreamStopper`).
     """
 
-    def __init__(self, store: IndexStore, stop_job: Callable[[str, str], None]) -> None:
+    def __init__(
+        self,
+        store: IndexStore,
+        stop_job: Callable[[str, str], None],
+        stop_stream: Callable[[Versioned[SessionDoc]], object] | None = None,
+    ) -> None:
         self.store = store
         self.stop_job = stop_job
+        self.stop_stream = stop_stream
 
     def run(self, datasource: str, statement: IndexDmlStatement) -> None:
         index_name = flint_index_name(statement.index, datasource)
@@ -130,7 +139,13 @@ class IndexDmlOperations:
             return
         state = before.doc
         sessions = self.store.find_sessions(datasource, list(SessionState), job_id=state.job_id)
-        if any(not is_terminal(s.doc.state) for s in sessions):
+        live = [s for s in sessions if not is_terminal(s.doc.state)]
+        streaming = [s for s in live if s.doc.session_type == SessionType.STREAMING]
+        if streaming and self.stop_stream is not None:
+            for session in streaming:
+                self.stop_stream(session)
+            log.info("stopped the stream of job %s refreshing %s", state.job_id, state.index_name or state.latest_id)
+        elif live:
             self.stop_job(datasource, state.job_id)
             log.info("stopped job %s refreshing index %s", state.job_id, state.index_name or state.latest_id)
         elif not sessions and state.state == FlintIndexState.REFRESHING:

@@ -55,14 +55,25 @@ class JobSessionHandler:
         is_fresh = self.context.liveness.staleness.is_fresh
         return sum(1 for s in live if s.doc.session_type in types and is_fresh(s.doc))
 
-    def start_job(self, datasource: Datasource, session_id: str, **statement: str) -> tuple[Launcher, str]:
+    def start_job(
+        self, datasource: Datasource, session_id: str, *, name_suffix: str = "", **statement: str
+    ) -> tuple[Launcher, str]:
         """Launch the job of a new session; ``statement`` (``query_id``, ``query``) names the one
-        statement of a batch or streaming job. Returns the launcher and the job id."""
+        statement of a batch or streaming job, ``name_suffix`` ends the job's name (a streaming
+        job's index). Returns the launcher and the job id."""
         launcher = self.context.launcher_for(datasource)
         conf, secret = job_conf(
-            self.settings, datasource, self.context.opensearch, session_id, self.session_type, **statement
+            self.settings,
+            datasource,
+            self.context.opensearch,
+            session_id,
+            self.session_type,
+            checkpoint_root=launcher.checkpoint_root,
+            checkpoint_mandatory=launcher.checkpoint_mandatory,
+            **statement,
         )
-        job_id = launcher.start(JobRequest(session_id, datasource, self.session_type, conf, secret))
+        request = JobRequest(session_id, datasource, self.session_type, conf, secret, name_suffix=name_suffix)
+        job_id = launcher.start(request)
         return launcher, job_id
 
     def session_doc(

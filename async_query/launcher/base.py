@@ -72,6 +72,10 @@ class Launcher(ABC):
     #: True when ``describe`` is a local check, not a remote call: then a session that has not
     #: started yet is checked on every look, so a job that dies at start-up is reported at once.
     describe_is_free: bool = False
+    #: Where streams whose index names no ``checkpoint_location`` keep their checkpoint ("": the
+    #: index must name one, or the stream has none), and whether naming one is required.
+    checkpoint_root: str = ""
+    checkpoint_mandatory: bool = True
 
     @abstractmethod
     def start(self, request: JobRequest) -> str:

@@ -59,6 +59,8 @@ def catalog_settings(warehouse: Path, metastore_uri: str = "") -> dict[str, str]
 class LocalLauncher(Launcher):
     application_id = "local"
     describe_is_free = True
+    #: Streams keep their checkpoints under the data directory unless their index names a place.
+    checkpoint_mandatory = False
 
     def __init__(
         self,
@@ -75,6 +77,7 @@ class LocalLauncher(Launcher):
         self.spark_submit = find_spark_submit(spark_submit)
         #: The catalog every job gets unless its datasource's Spark conf says otherwise.
         self.catalog_conf = catalog_conf if catalog_conf is not None else catalog_settings(self.data_dir / "warehouse")
+        self.checkpoint_root = str(self.data_dir / "checkpoints")
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
         self._logs: dict[str, Path] = {}
         self._lock = threading.Lock()

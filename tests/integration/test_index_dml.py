@@ -20,7 +20,7 @@ from query_core.models import FlintIndexStateDoc, SessionDoc, StatementDoc, now_
 from query_core.states import FlintIndexState, SessionState, SessionType, StatementState
 from query_core.store import IndexStore
 from tests.conftest import ServiceFactory
-from tests.support import RecordingLauncher, wait_for
+from tests.support import RecordingLauncher, StandInStream, wait_for
 
 F = FlintIndexState
 INDEX = "flint_local_default_http_logs_skipping_index"
@@ -135,19 +135,42 @@ def test_drop_moves_an_active_index_to_deleted_and_ends_its_query(
     ended_local_session(store, ds.name, query_id)
 
 
-def test_drop_of_a_refreshing_index_stops_its_live_stream(make_service: ServiceFactory, store: IndexStore) -> None:
+def test_drop_of_a_refreshing_index_asks_its_stream_to_stop(make_service: ServiceFactory, store: IndexStore) -> None:
     launcher = RecordingLauncher()
     service = make_service(launcher)
     ds = service.datasources.all()[0].name
     flint_index(store, auto_refresh=True)
-    job_session(store, ds, "job-s", SessionType.STREAMING, SessionState.RUNNING)
+    session_id = job_session(store, ds, "job-s", SessionType.STREAMING, SessionState.RUNNING)
     index_at(store, ds, F.REFRESHING, job_id="job-s")
 
-    _, reply = run(service, DROP)
+    with StandInStream(store, ds, session_id, latest_id(INDEX)) as job:
+        _, reply = run(service, DROP)
+        assert job.stopped.is_set()
+
+    assert reply == EMPTY_SUCCESS
+    assert launcher.cancelled == []  # the job stopped when asked: no launcher call
+    assert state_of(store, ds).state == F.DELETED
+
+
+def test_a_stream_that_does_not_stop_when_asked_is_cancelled_after_the_deadline(
+    make_service: ServiceFactory, store: IndexStore
+) -> None:
+    launcher = RecordingLauncher()
+    service = make_service(launcher, stream_stop_timeout_s=0.5)
+    ds = service.datasources.all()[0].name
+    flint_index(store, auto_refresh=True)
+    session_id = job_session(store, ds, "job-s", SessionType.STREAMING, SessionState.RUNNING)
+    index_at(store, ds, F.REFRESHING, job_id="job-s")
+
+    with StandInStream(store, ds, session_id, latest_id(INDEX), responsive=False):
+        _, reply = run(service, DROP)
 
     assert reply == EMPTY_SUCCESS
     assert launcher.cancelled == ["job-s"]
     assert state_of(store, ds).state == F.DELETED
+    session = store.get_session(ds, session_id)
+    assert session is not None and session.doc.state == SessionState.DEAD
+    assert session.doc.error == "the job did not stop its stream within 0.5 s of being asked; it was cancelled"
 
 
 def test_drop_of_a_missing_index_fails_with_the_reference_message(
@@ -197,15 +220,17 @@ def test_alter_to_manual_stops_the_stream_and_rewrites_the_options(
     service = make_service(launcher)
     ds = service.datasources.all()[0].name
     meta = flint_index(store, auto_refresh=True, checkpoint_location="/tmp/cp", refresh_interval="1 minute")
-    job_session(store, ds, "job-s", SessionType.STREAMING, SessionState.RUNNING)
+    session_id = job_session(store, ds, "job-s", SessionType.STREAMING, SessionState.RUNNING)
     index_at(store, ds, F.REFRESHING, job_id="job-s")
 
-    _, reply = run(
-        service, "ALTER SKIPPING INDEX ON http_logs WITH (auto_refresh = false, incremental_refresh = false)"
-    )
+    with StandInStream(store, ds, session_id, latest_id(INDEX)) as job:
+        _, reply = run(
+            service, "ALTER SKIPPING INDEX ON http_logs WITH (auto_refresh = false, incremental_refresh = false)"
+        )
+        assert job.stopped.is_set()
 
     assert reply == EMPTY_SUCCESS
-    assert launcher.cancelled == ["job-s"]
+    assert launcher.cancelled == []
     assert state_of(store, ds).state == F.ACTIVE
     stored = store.index_metas(INDEX)[INDEX]
     assert stored["options"] == {
@@ -252,7 +277,41 @@ def test_a_refused_alter_fails_with_the_reference_message_and_changes_nothing(
     assert store.index_metas(INDEX)[INDEX] == meta
 
 
-def test_an_alter_whose_stream_cannot_be_stopped_rolls_back(make_service: ServiceFactory, store: IndexStore) -> None:
+def test_an_alter_ends_in_bounded_time_even_when_neither_job_nor_launcher_answers(
+    make_service: ServiceFactory, store: IndexStore
+) -> None:
+    """The job is told twice (its index moved, then its session ended), so the operation goes on
+    and the job stops itself whenever it can reach the index again."""
+
+    class RefusingLauncher(RecordingLauncher):
+        def cancel(self, job_id: str) -> None:
+            from query_core.errors import LauncherError
+
+            raise LauncherError(f"job {job_id} cannot be cancelled now")
+
+    service = make_service(RefusingLauncher(), stream_stop_timeout_s=0.5)
+    ds = service.datasources.all()[0].name
+    flint_index(store, auto_refresh=True)
+    session_id = job_session(store, ds, "job-s", SessionType.STREAMING, SessionState.RUNNING)
+    index_at(store, ds, F.REFRESHING, job_id="job-s")
+
+    with StandInStream(store, ds, session_id, latest_id(INDEX), responsive=False):
+        _, reply = run(service, ALTER)
+
+    assert reply == EMPTY_SUCCESS
+    assert state_of(store, ds).state == F.ACTIVE
+    assert store.index_metas(INDEX)[INDEX]["options"]["auto_refresh"] == "false"
+    session = store.get_session(ds, session_id)
+    assert session is not None and session.doc.state == SessionState.DEAD
+    assert session.doc.error.endswith("(the cancel failed: job job-s cannot be cancelled now)")
+
+
+def test_an_alter_whose_batch_refresh_cannot_be_stopped_rolls_back(
+    make_service: ServiceFactory, store: IndexStore
+) -> None:
+    """A job of another kind holding the index (no stop protocol) is stopped by its launcher:
+    when that fails, the operation rolls back."""
+
     class RefusingLauncher(RecordingLauncher):
         def cancel(self, job_id: str) -> None:
             from query_core.errors import LauncherError
@@ -262,7 +321,7 @@ def test_an_alter_whose_stream_cannot_be_stopped_rolls_back(make_service: Servic
     service = make_service(RefusingLauncher())
     ds = service.datasources.all()[0].name
     meta = flint_index(store, auto_refresh=True)
-    job_session(store, ds, "job-s", SessionType.STREAMING, SessionState.RUNNING)
+    job_session(store, ds, "job-s", SessionType.BATCH, SessionState.RUNNING)
     index_at(store, ds, F.REFRESHING, job_id="job-s")
 
     _, reply = run(service, ALTER)

@@ -47,35 +47,33 @@ def nothing_written(service: AsyncQueryService, store: IndexStore, ds: str, laun
     assert store.find_sessions(ds, list(SessionState)) == []
 
 
-NOT_YET = {
+STREAMING = {
     "create_auto": (
         "CREATE INDEX idx ON glue.db.t (a, b) WITH (auto_refresh = true)",
-        "CREATE INDEX with auto_refresh = true",
-        "streaming",
+        "flint_glue_db_t_idx_index",
     ),
-    "alter_auto": (
-        "ALTER MATERIALIZED VIEW mv WITH (auto_refresh = true)",
-        "ALTER MATERIALIZED VIEW with auto_refresh = true",
-        "streaming",
-    ),
+    "alter_auto": ("ALTER MATERIALIZED VIEW db.mv WITH (auto_refresh = true)", "flint_{ds}_db_mv"),
+    "recover": ("RECOVER INDEX JOB flint_glue_db_t_idx_index", "flint_glue_db_t_idx_index"),
 }
 
 
-@pytest.mark.parametrize(("query", "what", "kind"), list(NOT_YET.values()), ids=list(NOT_YET))
-def test_streaming_statements_are_refused_with_a_clear_400_for_now(
-    client: httpx.Client,
-    service: AsyncQueryService,
-    store: IndexStore,
-    ds_name: str,
-    launcher: RecordingLauncher,
-    query: str,
-    what: str,
-    kind: str,
+@pytest.mark.parametrize(("query", "index"), list(STREAMING.values()), ids=list(STREAMING))
+def test_streaming_statements_launch_a_streaming_job_named_by_its_index(
+    client: httpx.Client, store: IndexStore, ds_name: str, launcher: RecordingLauncher, query: str, index: str
 ) -> None:
-    details = reference_error(post(client, ds_name, query), "UnsupportedOperationException")
-    assert details.startswith(f"{what} is not supported yet")
-    assert kind in details
-    nothing_written(service, store, ds_name, launcher)
+    resp = post(client, ds_name, query)
+    assert resp.status_code == 201, resp.text
+    assert set(resp.json()) == {"queryId"}
+    [request] = launcher.started
+    assert request.session_type == SessionType.STREAMING
+    assert request.job_name("async-query") == f"async-query:streaming:{index.format(ds=ds_name)}"
+    assert request.conf["spark.flint.job.type"] == "streaming"
+    assert request.conf["spark.flint.index.checkpoint.mandatory"] == "true"  # this launcher names no root
+    statement = store.get_statement(ds_name, resp.json()["queryId"])
+    assert statement is not None and statement.doc.state == StatementState.WAITING
+    session = store.get_session(ds_name, statement.doc.session_id)
+    assert session is not None and session.doc.session_type == SessionType.STREAMING
+    assert session.doc.job_id == "job-1"
 
 
 @pytest.mark.parametrize(

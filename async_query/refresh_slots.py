@@ -1,0 +1,123 @@
+"""The deployment's limit of refreshing jobs (batch and streaming), race-free across processes.
+
+A search counting live sessions lags new ones by up to a refresh, so two plugin processes taking
+the last slot at once would both see room. The limit is therefore held by *slot documents*:
+``max_refreshing_jobs`` documents with fixed ids (``refresh-slot-0`` ...) in one deployment-wide
+index. A new job takes a slot with a conditional write: a create-only write of a missing slot, or
+a write at the version read of a slot whose holder has ended. Two processes racing for one slot
+conflict on that write, so at most one wins it; the loser tries the next slot.
+
+A slot is never released by a write that could be lost: it is free once its holder's session
+document is terminal (a slot taken for a session that was never recorded is free after
+:data:`UNRECORDED_GRACE_MS`). A holder that gave up before launching frees its slot at once
+(:meth:`RefreshSlots.release`), on a best-effort basis.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from query_core.errors import AsyncQueryError, DocumentExistsError, TooManyRequestsError, VersionConflictError
+from query_core.models import now_millis
+from query_core.states import is_terminal
+from query_core.store import IndexStore
+
+log = logging.getLogger(__name__)
+
+#: The deployment-wide index of slot documents. It sorts with the request indexes (and gets their
+#: mapping), but no datasource can own it: datasource names start with a letter.
+SLOTS_INDEX = ".query_execution_request__deployment"
+SLOT_TYPE = "refreshslot"
+#: How long a slot whose session document does not exist yet stays taken (the launch between).
+UNRECORDED_GRACE_MS = 120_000
+
+
+def limit_message(limit: int) -> str:
+    """The reference's 429 text."""
+    return f"domain concurrent refresh job can not exceed {limit}"
+
+
+@dataclass(frozen=True)
+class Holder:
+    datasource: str
+    session_id: str
+
+
+class RefreshSlots:
+    """Takes and frees the slots of refreshing jobs (see the module's documentation)."""
+
+    def __init__(self, store: IndexStore, limit: Callable[[], int]) -> None:
+        self.store = store
+        self.limit = limit
+
+    def take(self, holder: Holder) -> int:
+        """Take a free slot for ``holder``; returns its number. Raises :class:`TooManyRequestsError`
+        when every slot is held by a live session."""
+        limit = self.limit()
+        for slot in range(limit):
+            if self._try(slot, holder):
+                log.info("refresh slot %d taken by session %s", slot, holder.session_id)
+                return slot
+        raise TooManyRequestsError(limit_message(limit))
+
+    def release(self, slot: int, holder: Holder) -> None:
+        """Free ``slot`` now if ``holder`` still holds it (its job was never launched)."""
+        try:
+            found = self.store.get(SLOTS_INDEX, _slot_id(slot))
+            if found is None or found[0].get("sessionId") != holder.session_id:
+                return
+            self.store.update_if(SLOTS_INDEX, _slot_id(slot), _source(None), found[1], found[2])
+        except (AsyncQueryError, VersionConflictError) as exc:
+            log.warning("cannot release refresh slot %d (free once its session ends): %s", slot, exc)
+
+    def holders(self) -> list[Holder | None]:
+        """Who holds each slot now (None: free), for tests and operators."""
+        found = [self.store.get(SLOTS_INDEX, _slot_id(slot)) for slot in range(self.limit())]
+        return [None if f is None or self._free(f[0]) else _holder(f[0]) for f in found]
+
+    def _try(self, slot: int, holder: Holder) -> bool:
+        doc_id = _slot_id(slot)
+        found = self.store.get(SLOTS_INDEX, doc_id)
+        try:
+            if found is None:
+                self.store.create(SLOTS_INDEX, doc_id, _source(holder))
+                return True
+            source, seq_no, primary_term = found
+            if not self._free(source):
+                return False
+            self.store.update_if(SLOTS_INDEX, doc_id, _source(holder), seq_no, primary_term)
+            return True
+        except (DocumentExistsError, VersionConflictError):
+            return False  # another process took it between our read and our write
+
+    def _free(self, source: dict[str, object]) -> bool:
+        holder = _holder(source)
+        if holder is None:
+            return True
+        session = self.store.get_session(holder.datasource, holder.session_id)
+        if session is None:
+            taken = source.get("lastUpdateTime")
+            return isinstance(taken, int) and now_millis() - taken > UNRECORDED_GRACE_MS
+        return is_terminal(session.doc.state)
+
+
+def _slot_id(slot: int) -> str:
+    return f"refresh-slot-{slot}"
+
+
+def _source(holder: Holder | None) -> dict[str, object]:
+    return {
+        "type": SLOT_TYPE,
+        "dataSourceName": holder.datasource if holder else "",
+        "sessionId": holder.session_id if holder else "",
+        "lastUpdateTime": now_millis(),
+    }
+
+
+def _holder(source: dict[str, object]) -> Holder | None:
+    datasource, session_id = source.get("dataSourceName"), source.get("sessionId")
+    if not isinstance(datasource, str) or not isinstance(session_id, str) or not session_id:
+        return None
+    return Holder(datasource, session_id)

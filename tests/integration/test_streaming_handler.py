@@ -1,0 +1,199 @@
+"""Streaming queries on the plugin's side, against a real index server: the limit of refreshing
+jobs held race-free by slot documents across plugin processes, GET from documents without
+launcher calls, and the streaming housekeeper stopping streams whose datasource or index is gone
+or disabled. The streaming jobs are played by the test (:class:`tests.support.StandInStream`)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+import pytest
+
+from async_query.datasources import Datasource
+from async_query.refresh_slots import SLOTS_INDEX, Holder, RefreshSlots
+from async_query.service import AsyncQueryService, SubmitRequest
+from query_core.errors import LauncherError, TooManyRequestsError
+from query_core.flint import latest_id
+from query_core.models import FlintIndexStateDoc, SessionDoc, now_millis
+from query_core.states import FlintIndexState, SessionState, SessionType
+from query_core.store import IndexStore
+from tests.conftest import ServiceFactory
+from tests.support import RecordingLauncher, StandInStream, wait_for
+
+CREATE = "CREATE INDEX idx{n} ON local.default.t (a) WITH (auto_refresh = true)"
+F = FlintIndexState
+
+
+def create(service: AsyncQueryService, n: int = 0, ds: str | None = None) -> str:
+    ds = ds or service.datasources.all()[0].name
+    return service.submit(SubmitRequest(ds, "sql", CREATE.format(n=n))).query_id
+
+
+# -- the limit of refreshing jobs --------------------------------------------------------------------
+
+
+def test_two_plugin_processes_never_take_more_slots_than_the_limit(
+    make_service: ServiceFactory, store: IndexStore
+) -> None:
+    """Two services on one index (two plugin processes) race 12 CREATEs for 3 slots: exactly 3 run,
+    although none of the new sessions is searchable when the others count."""
+    launchers = [RecordingLauncher(), RecordingLauncher()]
+    services = [make_service(launcher, max_refreshing_jobs=3) for launcher in launchers]
+    start = threading.Barrier(12)
+    outcomes: list[str] = []
+    lock = threading.Lock()
+
+    def post(n: int) -> None:
+        service = services[n % 2]
+        start.wait()
+        try:
+            create(service, n)
+            outcome = "accepted"
+        except TooManyRequestsError as exc:
+            outcome = exc.message
+        with lock:
+            outcomes.append(outcome)
+
+    threads = [threading.Thread(target=post, args=(n,)) for n in range(12)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+
+    assert sorted(outcomes) == ["accepted"] * 3 + ["domain concurrent refresh job can not exceed 3"] * 9
+    assert sum(len(launcher.started) for launcher in launchers) == 3
+    assert len([h for h in RefreshSlots(store, lambda: 3).holders() if h is not None]) == 3
+
+
+def test_a_slot_frees_when_its_session_ends_or_its_launch_fails(
+    make_service: ServiceFactory, store: IndexStore
+) -> None:
+    class FailingOnce(RecordingLauncher):
+        failed = False
+
+        def start(self, request: Any) -> str:
+            if not self.failed:
+                self.failed = True
+                raise LauncherError("no capacity")
+            return super().start(request)
+
+    service = make_service(FailingOnce(), max_refreshing_jobs=1)
+    ds = service.datasources.all()[0].name
+    with pytest.raises(LauncherError):
+        create(service)
+    first = create(service)  # the failed launch gave its slot back at once
+    with pytest.raises(TooManyRequestsError):
+        create(service, 1)
+
+    statement = store.get_statement(ds, first)
+    assert statement is not None
+    session = store.get_session(ds, statement.doc.session_id)
+    assert session is not None
+    store.update_session(session, SessionState.DEAD)
+    wait_for(lambda: not store.find_sessions(ds, [SessionState.NOT_STARTED]), what="the end to be searchable")
+    create(service, 2)  # no write released the slot: the ended session did
+
+
+def test_a_slot_taken_for_a_session_never_recorded_is_free_after_the_grace(store: IndexStore, ds_name: str) -> None:
+    slots = RefreshSlots(store, lambda: 1)
+    assert slots.take(Holder(ds_name, "never-written")) == 0
+    with pytest.raises(TooManyRequestsError):
+        slots.take(Holder(ds_name, "second"))
+    found = store.get(SLOTS_INDEX, "refresh-slot-0")
+    assert found is not None
+    store.update_if(SLOTS_INDEX, "refresh-slot-0", {"lastUpdateTime": now_millis() - 600_000}, found[1], found[2])
+    assert slots.take(Holder(ds_name, "second")) == 0
+
+
+# -- GET -----------------------------------------------------------------------------------------------
+
+
+def test_get_of_a_streaming_query_asks_the_launcher_nothing_while_the_heartbeat_is_fresh(
+    make_service: ServiceFactory, store: IndexStore
+) -> None:
+    launcher = RecordingLauncher()
+    service = make_service(launcher)
+    ds = service.datasources.all()[0].name
+    query_id = create(service)
+    statement = store.get_statement(ds, query_id)
+    assert statement is not None
+    session = store.get_session(ds, statement.doc.session_id)
+    assert session is not None
+    store.update_session(session, SessionState.RUNNING, last_update_time=now_millis(), heartbeat_interval_millis=60_000)
+    for _ in range(1_000):
+        assert json.loads(service.get(query_id))["status"] == "WAITING"
+    assert launcher.described == []
+
+
+# -- the streaming housekeeper -------------------------------------------------------------------------
+
+
+def streaming_index(store: IndexStore, ds: str, index: str, job_id: str) -> str:
+    """A live streaming session refreshing ``index`` (as the job leaves them); its session id."""
+    assert store.create_index(index, {"mappings": {"_meta": {"kind": "covering", "options": {"auto_refresh": "true"}}}})
+    session = store.create_session(
+        SessionDoc(
+            session_id=f"s-{index}",
+            session_type=SessionType.STREAMING,
+            data_source_name=ds,
+            state=SessionState.RUNNING,
+            job_id=job_id,
+            heartbeat_interval_millis=60_000,
+        )
+    )
+    store.create_index_state(
+        FlintIndexStateDoc(
+            latest_id=latest_id(index), data_source_name=ds, index_name=index, state=F.REFRESHING, job_id=job_id
+        )
+    )
+    wait_for(lambda: store.find_index_states(ds, [F.REFRESHING], job_id=job_id), what="the index to be searchable")
+    return session.doc.session_id
+
+
+def test_the_streaming_housekeeper_stops_streams_whose_datasource_or_index_went(
+    make_service: ServiceFactory, store: IndexStore, datasource: Datasource
+) -> None:
+    service = make_service(RecordingLauncher(), stream_stop_timeout_s=10)
+    configured = datasource.name
+    service.datasources.create(Datasource(name="gone", connector="local"))
+    service.datasources.create(Datasource(name="paused", connector="local"))
+    streams = {
+        "deleted": ("gone", "flint_gone_db_t_a_index", "job-1"),
+        "disabled": ("paused", "flint_paused_db_t_a_index", "job-2"),
+        "index gone": (configured, f"flint_{configured}_db_t_b_index", "job-3"),
+        "healthy": (configured, f"flint_{configured}_db_t_c_index", "job-4"),
+    }
+    sessions = {name: streaming_index(store, ds, index, job) for name, (ds, index, job) in streams.items()}
+    service.datasources.delete("gone")
+    service.datasources.update(Datasource(name="paused", connector="local", status="DISABLED"))
+    store.delete_index(streams["index gone"][1])
+
+    jobs = [StandInStream(store, ds, sessions[name], latest_id(index)) for name, (ds, index, _) in streams.items()]
+    for job in jobs:
+        job.__enter__()
+    try:
+        service.streaming_housekeeper.run_once()
+    finally:
+        for job in jobs:
+            job.__exit__()
+
+    def state(name: str) -> F:
+        ds, index, _ = streams[name]
+        found = store.get_index_state(ds, latest_id(index))
+        assert found is not None
+        return found.doc.state
+
+    assert state("deleted") == F.DELETED
+    assert state("disabled") == F.ACTIVE
+    assert store.index_metas(streams["disabled"][1])[streams["disabled"][1]]["options"]["auto_refresh"] == "false"
+    assert state("index gone") == F.DELETED
+    assert state("healthy") == F.REFRESHING
+    assert sorted(service.streaming_housekeeper.stopped) == [
+        "datasource gone was deleted",
+        "datasource paused is disabled",
+        f"index {streams['index gone'][1]} no longer exists",
+    ]
+    assert [job.stopped.is_set() for job in jobs] == [True, True, True, False]
+    assert service.stream_stopper.cancelled == 0
