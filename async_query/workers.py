@@ -301,11 +301,14 @@ class StalledIndexRepair:
                 return None
             ended = checked[0]
             detail = f": {ended.error}" if ended.error else ""
+            streaming = any(s.session_type == SessionType.STREAMING for s in checked)
+            if streaming and state.state == FlintIndexState.REFRESHING:
+                what = "The stream refreshing this index stopped"
             reason = (
                 f"{what}: job {state.job_id} ({ended.session_type.value} session {ended.session_id}) "
                 f"ended {ended.state.value}{detail}"
             )
-            return reason, any(s.session_type == SessionType.STREAMING for s in checked)
+            return reason, streaming
         idle_s = (now_millis() - state.last_update_time) / 1000
         if idle_s <= self.stall_s:
             return None

@@ -99,11 +99,12 @@ class EmbeddedIndex:
         self._closed = False
 
     @classmethod
-    def start(cls, directory: Path, interval_s: float = 2.0) -> EmbeddedIndex:
-        """Start the server with the last snapshot's documents; snapshots start at once."""
+    def start(cls, directory: Path, interval_s: float = 2.0, port: int = 0) -> EmbeddedIndex:
+        """Start the server with the last snapshot's documents; snapshots start at once.
+        ``port`` 0 takes a free one; a fixed port lets a restarted server keep its clients."""
         directory.mkdir(parents=True, exist_ok=True)
         began = time.monotonic()
-        server = _start_server(directory)
+        server = _start_server(directory, port)
         embedded = cls(server, directory, interval_s)
         try:
             loaded = embedded.snapshotter.adopt()
@@ -143,14 +144,14 @@ class EmbeddedIndex:
         self.server.close()
 
 
-def _start_server(directory: Path) -> Any:
+def _start_server(directory: Path, port: int = 0) -> Any:
     """The server, seeded from ``directory`` when it holds a snapshot. A snapshot the server cannot
     load is set aside (never deleted) and the server starts empty, saying so loudly."""
     from osmem_server import OsmemError, OsmemServer
 
     has_snapshot = any(p.name.endswith(DEFINITION_SUFFIX) for p in directory.iterdir())
     try:
-        return OsmemServer.start(addr="127.0.0.1:0", japanese=False, seed=[directory] if has_snapshot else None)
+        return OsmemServer.start(addr=f"127.0.0.1:{port}", japanese=False, seed=[directory] if has_snapshot else None)
     except OsmemError as exc:
         if not has_snapshot:
             raise AsyncQueryError(f"cannot start the embedded index server: {exc}") from exc
@@ -159,6 +160,6 @@ def _start_server(directory: Path) -> Any:
         directory.mkdir()
         log.error("the embedded index snapshot could not be loaded (%s); kept at %s, starting empty", exc, aside)
     try:
-        return OsmemServer.start(addr="127.0.0.1:0", japanese=False)
+        return OsmemServer.start(addr=f"127.0.0.1:{port}", japanese=False)
     except OsmemError as exc:
         raise AsyncQueryError(f"cannot start the embedded index server: {exc}") from exc
