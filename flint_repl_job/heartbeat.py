@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Protocol
+from typing import Any, Protocol
 
 from flint_repl_job.config import JobConfig
 from flint_repl_job.executor import RunningQuery
@@ -48,6 +48,19 @@ class ProgressSource(Protocol):
     """Where a running statement's progress comes from (the executor)."""
 
     def progress(self, query_id: str) -> StatementProgress: ...
+
+
+class BeatExtension(Protocol):
+    """What a runner may add to its heartbeat (a streaming session's stream, say): its own
+    interval while it has something to report, and extra session fields on each beat."""
+
+    def beat_interval_ms(self) -> int | None:
+        """The interval while no statement runs, or None for the idle interval."""
+        ...
+
+    def beat_fields(self) -> dict[str, Any]:
+        """Session fields written with this beat (``update_session`` keywords); may be empty."""
+        ...
 
 
 class HeartbeatHost(Protocol):
@@ -101,8 +114,12 @@ class Heartbeat:
     a job without a heartbeat would look dead to the plugin while it runs on.
     """
 
-    def __init__(self, job: HeartbeatHost, max_failures: int = MAX_BEAT_FAILURES) -> None:
+    def __init__(
+        self, job: HeartbeatHost, max_failures: int = MAX_BEAT_FAILURES, extension: BeatExtension | None = None
+    ) -> None:
         self.job = job
+        #: Extra fields and interval of the runner's own (see :class:`BeatExtension`).
+        self.extension = extension
         self.max_failures = max_failures
         self.writes = 0
         self.failures = 0
@@ -131,7 +148,22 @@ class Heartbeat:
         that the end of a statement (a cancel honoured) shows within one short interval."""
         cfg = self.job.cfg
         busy = self.job.running is not None or self._reported_running
-        return cfg.heartbeat_running_ms if busy else cfg.heartbeat_idle_ms
+        return cfg.heartbeat_running_ms if busy else self._quiet_interval_ms()
+
+    def _quiet_interval_ms(self) -> int:
+        """The interval while no statement runs: the extension's, else the idle one."""
+        own = self.extension.beat_interval_ms() if self.extension is not None else None
+        return own if own is not None else self.job.cfg.heartbeat_idle_ms
+
+    def _extra_fields(self) -> dict[str, Any]:
+        """The extension's fields for this beat; none when it fails (a beat without them beats no beat)."""
+        if self.extension is None:
+            return {}
+        try:
+            return self.extension.beat_fields()
+        except Exception as exc:  # noqa: BLE001 - Py4J errors, say: the beat goes on without
+            log.warning("heartbeat: no extra fields this beat: %s: %s", type(exc).__name__, exc)
+            return {}
 
     def _run(self) -> None:
         try:
@@ -194,7 +226,8 @@ class Heartbeat:
         # The interval advertised is the one until the *next* beat, so the plugin knows when
         # this session's heartbeat becomes stale.
         cfg = job.cfg
-        next_ms = cfg.heartbeat_running_ms if report or job.running is not None else cfg.heartbeat_idle_ms
+        next_ms = cfg.heartbeat_running_ms if report or job.running is not None else self._quiet_interval_ms()
+        extra = self._extra_fields()
 
         due_ms = now_millis() - int((time.monotonic() - self._due) * 1000)
 
@@ -208,6 +241,7 @@ class Heartbeat:
                 running_statements=report,
                 heartbeat_interval_millis=next_ms,
                 heartbeat_lag_millis=self.lag.record(due_ms, landed),
+                **extra,
             )
 
         if job.store.update_with_retry(job.read_session, change) is None:

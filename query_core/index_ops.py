@@ -101,7 +101,7 @@ class IndexTransaction:
         if op.via is None:
             assert op.end is not None, f"{op.name} has neither a transitioning nor an end state"
             result = work()
-            self._write(current, op.end, {**ending(), "error": ""})
+            self._write(current, op.end, {"error": "", **ending()})
             return result
         moving = self._write(current, op.via, {**(via_fields or {}), "error": ""})
         try:

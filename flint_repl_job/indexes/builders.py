@@ -54,7 +54,7 @@ def build_frame(spark: SparkSession, meta: IndexMeta, datasource: str) -> DataFr
             frame = frame.where(meta.filter_condition)
         frame = frame.select(*[_col(c["columnName"]) for c in meta.indexed_columns])
     else:
-        frame = spark.sql(session_sql(meta.source, datasource))
+        frame = spark.sql(session_sql(tumble_to_window(meta.source), datasource))
     id_expression = meta.options.get("id_expression", "")
     if id_expression:
         from pyspark.sql import functions as sf
@@ -127,3 +127,34 @@ def source_tables(query: str, datasource: str) -> list[str]:
             if name not in found:
                 found.append(name)
     return found
+
+
+#: The reference's name of Spark's tumbling ``window`` function in view queries.
+TUMBLE = "TUMBLE"
+
+
+def call_positions(query: str, function: str) -> list[int]:
+    """Indexes (in the significant tokens) of calls of ``function``: the word followed by ``(``,
+    not a qualified name's part (``t.tumble(`` is left alone)."""
+    tokens = significant(tokenize(query))
+    return [
+        i
+        for i, token in enumerate(tokens)
+        if token.kind == "word"
+        and token.text.upper() == function
+        and i + 1 < len(tokens)
+        and tokens[i + 1].text == "("
+        and (i == 0 or tokens[i - 1].kind != "dot")
+    ]
+
+
+def tumble_to_window(query: str) -> str:
+    """``query`` with each ``TUMBLE(col, 'interval')`` call spelled as Spark's ``window(...)``
+    (the reference registers TUMBLE as an alias of it); strings, comments and quoted names are
+    left alone."""
+    tokens = significant(tokenize(query))
+    out, pos = [], 0
+    for i in call_positions(query, TUMBLE):
+        out += [query[pos : tokens[i].start], "window"]
+        pos = tokens[i].start + len(tokens[i].text)
+    return "".join(out) + query[pos:]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -28,8 +29,20 @@ from flint_repl_job.indexes.builders import (
     table_frame,
 )
 from flint_repl_job.indexes.meta import ENV_APPLICATION_ID, ENV_JOB_ID, IndexMeta
+from flint_repl_job.indexes.streaming import (
+    IndexStream,
+    StreamOptionError,
+    StreamSettings,
+    auto_refresh_options,
+    check_stream_options,
+    checkpoint_location,
+    delete_checkpoint,
+    failure_text,
+    start_stream,
+)
 from flint_repl_job.opensearch_source import index_body, register, source_options
 from query_core.config import OpenSearchConfig
+from query_core.errors import AsyncQueryError, ConflictError
 from query_core.flint import (
     AlterIndex,
     AnalyzeIndex,
@@ -50,8 +63,9 @@ from query_core.flint import (
 )
 from query_core.flint.ast import CreateStatement
 from query_core.flint.naming import FLINT_INDEX_PREFIX, sanitize_index_name
-from query_core.index_ops import IndexTarget, IndexTransaction
+from query_core.index_ops import MAX_INDEX_ERROR, IndexTarget, IndexTransaction
 from query_core.models import now_millis
+from query_core.states import FlintIndexState, SessionState
 from query_core.store import IndexStore
 
 if TYPE_CHECKING:
@@ -59,6 +73,9 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
 log = logging.getLogger(__name__)
+
+#: How long RECOVER waits for the job that ran the index's stream before to stop it.
+RECOVER_WAIT_S = 60.0
 
 
 class FlintIndexError(Exception):
@@ -108,6 +125,9 @@ class FlintEngine:
         self.store = context.store
         self.datasource = context.datasource
         self._registered = False
+        #: Set when the engine runs in a streaming job (:meth:`enable_streaming`): auto refresh.
+        self.stream_settings: StreamSettings | None = None
+        self._stream: IndexStream | None = None
         self._handlers: dict[type, Callable[[Any], FlintOutput]] = {
             CreateSkippingIndex: self.create,
             CreateCoveringIndex: self.create,
@@ -120,12 +140,31 @@ class FlintEngine:
             ShowCoveringIndexes: self.show_covering_indexes,
             ShowMaterializedViews: self.show_materialized_views,
             AnalyzeIndex: self.analyze,
-            AlterIndex: self.not_here,
-            RecoverIndexJob: self.not_here,
+            AlterIndex: self.alter,
+            RecoverIndexJob: self.recover,
         }
 
     def run(self, statement: Statement) -> FlintOutput:
         return self._handlers[type(statement)](statement)
+
+    # -- streaming jobs ---------------------------------------------------------------------
+
+    def enable_streaming(self, settings: StreamSettings) -> None:
+        """Let this engine start auto refreshes (CREATE/ALTER with auto refresh, RECOVER): only
+        a streaming job, which watches and stops the stream, does."""
+        self.stream_settings = settings
+
+    def take_stream(self) -> IndexStream | None:
+        """The stream the last statement started, handed over to the caller (once)."""
+        stream, self._stream = self._stream, None
+        return stream
+
+    def settings(self) -> StreamSettings:
+        """The streaming job's settings, or those of the Spark conf (a batch job's VACUUM)."""
+        if self.stream_settings is not None:
+            return self.stream_settings
+        conf = self.spark.conf
+        return StreamSettings.from_conf(lambda key: conf.get(key, None))
 
     # -- helpers ----------------------------------------------------------------------------
 
@@ -168,14 +207,14 @@ class FlintEngine:
     # -- CREATE -----------------------------------------------------------------------------
 
     def create(self, statement: CreateStatement) -> FlintOutput:
-        if statement.options.auto_refresh:
+        auto = statement.options.auto_refresh
+        if auto and self.stream_settings is None:
             raise FlintIndexError("an index with auto_refresh = true is created by a streaming job, not this one")
-        if statement.options.incremental_refresh and not isinstance(statement, CreateSkippingIndex):
-            raise FlintIndexError(
-                "incremental_refresh = true is supported for skipping indexes only: a covering index or "
-                "materialized view is refreshed in full"
-            )
         meta, schema = self.new_index(statement)
+        if auto:
+            self._check_stream(meta)
+        elif meta.incremental_refresh and meta.kind is not IndexKind.SKIPPING:
+            self._check_stream(meta, incremental=True)
         if self.store.index_exists(meta.index_name):
             if statement.if_not_exists:
                 log.info("index %s exists: nothing to create", meta.index_name)
@@ -188,6 +227,8 @@ class FlintEngine:
             self.store.create_index(meta.index_name, self._index_body(meta, schema))
 
         self.transaction(meta.index_name).run("create", work, via_fields={"job_start_time": now_millis()})
+        if auto:
+            self.start_auto_refresh(meta)
         return _no_rows()
 
     def new_index(self, statement: CreateStatement) -> tuple[IndexMeta, StructType | None]:
@@ -233,6 +274,136 @@ class FlintEngine:
             properties["filterCondition"] = statement.where
         meta = IndexMeta(index_name, IndexKind.COVERING, statement.name, table, tuple(covering), options, properties)
         return meta, None
+
+    # -- auto refresh -----------------------------------------------------------------------
+
+    def _check_stream(self, meta: IndexMeta, incremental: bool = False) -> None:
+        try:
+            check_stream_options(meta, self.settings(), incremental=incremental)
+        except StreamOptionError as exc:
+            raise FlintIndexError(str(exc)) from None
+
+    def _start_stream(self, meta: IndexMeta, fresh: bool, available_now: bool = False) -> IndexStream:
+        if not self._registered:
+            register(self.spark)
+            self._registered = True
+        try:
+            return start_stream(
+                self.spark,
+                meta,
+                self.datasource,
+                self.settings(),
+                source_options(self.context.opensearch),
+                lambda frame: self.write(frame, meta, overwrite=False),
+                fresh=fresh,
+                available_now=available_now,
+            )
+        except StreamOptionError as exc:
+            raise FlintIndexError(str(exc)) from None
+
+    def start_auto_refresh(self, meta: IndexMeta) -> None:
+        """After CREATE: a stream from a fresh checkpoint, then ``active -> refreshing`` under this
+        job. An index whose stream did not start stays ``active``, with the error recorded."""
+        transaction = self.transaction(meta.index_name)
+        try:
+            stream = self._start_stream(meta, fresh=True)
+        except Exception as exc:
+            self._record_error(transaction, f"auto refresh did not start: {failure_text(exc)}")
+            raise
+        try:
+            transaction.run("start auto refresh", lambda: None)
+        except BaseException:
+            stream.stop_gracefully()
+            raise
+        self._stream = stream
+
+    def _record_error(self, transaction: IndexTransaction, error: str) -> None:
+        """Write ``error`` on the ``active`` state document, keeping its state (best effort)."""
+        current = transaction.current()
+        if current is None or current.doc.state is not FlintIndexState.ACTIVE:
+            return
+        try:
+            self.store.move_index_state(
+                current,
+                FlintIndexState.ACTIVE,
+                index=self.context.request_index,
+                error=error[:MAX_INDEX_ERROR],
+                last_update_time=now_millis(),
+            )
+        except (ConflictError, AsyncQueryError) as exc:
+            log.warning("could not record the error on %s: %s", transaction.target.index_name, exc)
+
+    def alter(self, statement: AlterIndex) -> FlintOutput:
+        """ALTER ... WITH (auto_refresh = true): rewrite ``_meta.options`` and start the stream from
+        the index's checkpoint, as ``alter to auto refresh`` (ALTER to manual is the plugin's)."""
+        if self.stream_settings is None or not statement.options.auto_refresh:
+            return self.not_here(statement)
+        index_name = flint_index_name(statement.index, self.datasource)
+        raw = self.store.index_metas(index_name).get(index_name)
+        meta = IndexMeta.from_meta(index_name, raw) if raw else None
+        if raw is None or meta is None:
+            raise FlintIndexError(f"Index {index_name} doesn't exist")
+        try:
+            options = auto_refresh_options(meta.options, statement.options.raw)
+        except StreamOptionError as exc:
+            raise FlintIndexError(str(exc)) from None
+        altered = dataclasses.replace(meta, options=options)
+        self._check_stream(altered)
+
+        def work() -> None:
+            self.store.put_index_meta(index_name, {**raw, "options": options})
+            try:
+                self._stream = self._start_stream(altered, fresh=False)
+            except BaseException:
+                self.store.put_index_meta(index_name, raw)
+                raise
+
+        self._run_starting("alter to auto refresh", index_name, work)
+        return _no_rows()
+
+    def recover(self, statement: RecoverIndexJob) -> FlintOutput:
+        """RECOVER INDEX JOB: a new stream of an auto-refresh index from its checkpoint."""
+        if self.stream_settings is None:
+            return self.not_here(statement)
+        index_name = sanitize_index_name(statement.index_name.strip("`"))
+        meta = self._require_meta(index_name)
+        if not meta.auto_refresh:
+            raise FlintIndexError(f"Index {index_name} is not refreshed automatically: there is no job to recover")
+        self._check_stream(meta)
+        before = self.transaction(index_name).current()
+        previous = before.doc.job_id if before is not None and before.doc.job_id != self.context.job_id else ""
+
+        def work() -> None:
+            if previous:
+                self._wait_for_job_to_stop(previous, index_name)
+            self._stream = self._start_stream(meta, fresh=False)
+
+        self._run_starting("recover", index_name, work)
+        return _no_rows()
+
+    def _wait_for_job_to_stop(self, job_id: str, index_name: str) -> None:
+        """Two streams must never share a checkpoint: wait until the job that last ran this
+        index's stream has no live session (the move to ``recovering`` asked it to stop)."""
+        deadline = time.monotonic() + RECOVER_WAIT_S
+        live = [SessionState.NOT_STARTED, SessionState.RUNNING]
+        while self.store.find_sessions(self.datasource, live, job_id=job_id):
+            if time.monotonic() >= deadline:
+                raise FlintIndexError(
+                    f"job {job_id} still runs the stream of {index_name} after {RECOVER_WAIT_S:g} s; "
+                    "stop it first (ALTER ... WITH (auto_refresh = false))"
+                )
+            time.sleep(0.5)
+
+    def _run_starting(self, operation: str, index_name: str, work: Callable[[], None]) -> None:
+        """Run an operation whose work starts the stream; a stream started by an operation that
+        then failed to commit is stopped."""
+        try:
+            self.transaction(index_name).run(operation, work, via_fields={"job_start_time": now_millis()})
+        except BaseException:
+            stream = self.take_stream()
+            if stream is not None:
+                stream.stop_gracefully()
+            raise
 
     def _table_columns(self, table: str) -> dict[str, str]:
         from pyspark.errors import AnalysisException
@@ -289,7 +460,11 @@ class FlintEngine:
 
     def refresh_data(self, meta: IndexMeta) -> None:
         """A full refresh rewrites the index; an incremental refresh of a skipping index adds the
-        source files not indexed yet (a file's document is written once, under its path's sha1)."""
+        source files not indexed yet (a file's document is written once, under its path's sha1);
+        that of a covering index or view runs its stream over what is new since its checkpoint."""
+        if meta.incremental_refresh and meta.kind is not IndexKind.SKIPPING:
+            self.incremental_stream_refresh(meta)
+            return
         frame = build_frame(self.spark, meta, self.datasource)
         if meta.incremental_refresh and meta.kind is IndexKind.SKIPPING:
             from pyspark.sql import functions as sf
@@ -300,6 +475,17 @@ class FlintEngine:
             self.write(frame, meta, overwrite=False)
             return
         self.write(frame, meta, overwrite=True)
+
+    def incremental_stream_refresh(self, meta: IndexMeta) -> None:
+        """One run of the index's stream with an available-now trigger, awaited to its end.
+
+        The stream runs in its own Spark job group: a cancel of the statement does not reach it;
+        it ends once it has processed the files that were there when it started."""
+        stream = self._start_stream(meta, fresh=False, available_now=True)
+        stream.query.awaitTermination()
+        exc = stream.query.exception()
+        if exc is not None:
+            raise FlintIndexError(f"Incremental refresh of {meta.index_name} failed: {failure_text(exc)}")
 
     # -- VACUUM and DROP --------------------------------------------------------------------
 
@@ -313,20 +499,16 @@ class FlintEngine:
 
         def work() -> None:
             self.store.delete_index(index_name)
-            if meta is not None and meta.options.get("checkpoint_location"):
-                self.delete_checkpoint(meta.options["checkpoint_location"])
+            location = checkpoint_location(meta.options, index_name, self.settings()) if meta is not None else None
+            if location:
+                self.delete_checkpoint(location)
 
         transaction.run("vacuum", work)
         return _no_rows()
 
     def delete_checkpoint(self, location: str) -> None:
         """Delete a checkpoint directory through Hadoop's file system (local, HDFS, S3)."""
-        jvm: Any = self.spark._jvm  # Hadoop's FileSystem has no Python API
-        path = jvm.org.apache.hadoop.fs.Path(location)
-        fs = path.getFileSystem(self.spark._jsc.hadoopConfiguration())
-        if fs.exists(path):
-            fs.delete(path, True)
-            log.info("deleted checkpoint %s", location)
+        delete_checkpoint(self.spark, location)
 
     def drop(self, statement: DropIndex) -> FlintOutput:
         index_name = flint_index_name(statement.index, self.datasource)

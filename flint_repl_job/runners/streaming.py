@@ -1,29 +1,242 @@
-"""The streaming runner: a placeholder until streaming sessions are implemented.
+"""The streaming runner (SPEC 5): an auto-refreshed Flint index's job.
 
-It claims its session and ends it ``fail`` with a clear error, and fails the statement it was
-given (``spark.flint.job.queryId``), result document first, so that nothing waits on it. It never
-exits silently.
+The plugin writes a statement (``CREATE ... WITH (auto_refresh = true)``, ``ALTER ... WITH
+(auto_refresh = true)`` or ``RECOVER INDEX JOB``) and a ``streaming`` session, then launches this
+job. :meth:`StreamingJob.work`:
+
+1. runs the statement like a batch job does (result document, then the terminal state): the
+   job's Flint engine, allowed to start streams here, creates or alters the index and starts its
+   stream; the statement is SUCCESS once the stream runs;
+2. watches the stream every ``stream_check_ms`` until it must stop:
+
+   - the stream died (or the source table is gone, checked every :attr:`StreamingJob.table_check_s`):
+     the index moves ``refreshing -> failed`` with the cause and the session ends ``fail``;
+   - the index's state document is no longer ``refreshing`` under this job (ALTER to manual,
+     DROP, the housekeeper): the stream stops gracefully and the session ends ``dead``; the
+     state document is the plugin's operation's, this job does not write it;
+   - the job is told to stop (SIGTERM, the heartbeat lost the session): the stream stops
+     gracefully, the index state document is left alone (the plugin or the housekeeper repairs it);
+
+3. meanwhile its heartbeat writes the session once per ``heartbeat_streaming_ms`` with the
+   stream's progress (:class:`query_core.models.StreamProgress`), whatever the batch rate.
+
+A statement that is none of these is failed at once (:data:`NOT_SUPPORTED`), without running.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
+import time
+from typing import Any
 
+from flint_repl_job.config import JobConfig
+from flint_repl_job.flint_statements import FlintParseError, flint_statement
+from flint_repl_job.indexes.builders import session_table
+from flint_repl_job.indexes.engine import FlintEngine
+from flint_repl_job.indexes.streaming import IndexStream, StreamSettings
 from flint_repl_job.runners.base import SessionRunner
-from query_core.states import SessionState, is_terminal
+from flint_repl_job.statement import Executor, Outcome
+from query_core.errors import AsyncQueryError, ConflictError
+from query_core.flint import (
+    AlterIndex,
+    CreateCoveringIndex,
+    CreateMaterializedView,
+    CreateSkippingIndex,
+    RecoverIndexJob,
+)
+from query_core.ids import new_id
+from query_core.index_ops import MAX_INDEX_ERROR, IndexTarget, IndexTransaction
+from query_core.models import StatementDoc, now_millis
+from query_core.states import INDEX_OPERATIONS, FlintIndexState, SessionState, StatementState, is_terminal
+from query_core.store import IndexStore
 
 log = logging.getLogger(__name__)
 
-NOT_SUPPORTED = "streaming sessions are not supported yet"
+NOT_SUPPORTED = (
+    "a streaming job runs CREATE ... WITH (auto_refresh = true), ALTER ... WITH (auto_refresh = true) "
+    "and RECOVER INDEX JOB only"
+)
+FAIL_STREAM = INDEX_OPERATIONS["fail stream"]
+#: How often the stream's source tables are looked up in the catalog.
+TABLE_CHECK_S = 30.0
+
+
+def is_streaming_statement(query: str) -> bool:
+    """True for the statements a streaming job runs (see :data:`NOT_SUPPORTED`)."""
+    try:
+        statement = flint_statement(query)
+    except FlintParseError:
+        return False
+    if isinstance(statement, CreateSkippingIndex | CreateCoveringIndex | CreateMaterializedView | AlterIndex):
+        return statement.options.auto_refresh
+    return isinstance(statement, RecoverIndexJob)
 
 
 class StreamingJob(SessionRunner):
-    """A streaming session: not supported yet; ends ``fail``."""
+    """A streaming session: start the index's stream, then keep it running until told to stop."""
+
+    def __init__(
+        self, cfg: JobConfig, store: IndexStore, executor: Executor, stop_event: threading.Event | None = None
+    ) -> None:
+        super().__init__(cfg, store, executor, stop_event)
+        self.stream: IndexStream | None = None
+        #: Seconds between two catalog look-ups of the source tables.
+        self.table_check_s = TABLE_CHECK_S
+        self.heartbeat.extension = self
+
+    # -- the heartbeat's extension ----------------------------------------------------------
+
+    def beat_interval_ms(self) -> int | None:
+        return self.cfg.heartbeat_streaming_ms if self.stream is not None else None
+
+    def beat_fields(self) -> dict[str, Any]:
+        stream = self.stream
+        return {"stream_progress": stream.progress()} if stream is not None else {}
+
+    # -- the work ---------------------------------------------------------------------------
+
+    @property
+    def engine(self) -> FlintEngine | None:
+        """The executor's Flint engine (``SparkExecutor.flint``), None for other executors."""
+        flint = getattr(self.executor, "flint", None)
+        return flint if isinstance(flint, FlintEngine) else None
 
     def work(self) -> tuple[SessionState, str]:
-        error = f"Session failed: {NOT_SUPPORTED}"
-        log.error("session %s: %s", self.cfg.session_id, NOT_SUPPORTED)
-        statement = self.read_statement(self.cfg.query_id) if self.cfg.query_id else None
-        if statement is not None and not is_terminal(statement.doc.state):
-            self.statements.fail(statement, error)
-        return SessionState.FAIL, error
+        engine = self.engine
+        if engine is not None:
+            engine.enable_streaming(StreamSettings(self.cfg.checkpoint_root, self.cfg.checkpoint_mandatory))
+        outcome = self.run_statement()
+        stream = engine.take_stream() if engine is not None else None
+        if outcome.state is not StatementState.SUCCESS:
+            if stream is not None:  # started, then the statement did not succeed (cancelled, say)
+                stream.stop_gracefully()
+            if outcome.state is StatementState.CANCELLED:
+                return SessionState.DEAD, ""
+            return SessionState.FAIL, outcome.error or f"Statement ended {outcome.state.value}"
+        if stream is None:
+            log.info("statement done without a stream to run (the index existed already)")
+            return SessionState.DEAD, ""
+        return self.watch(stream)
+
+    def run_statement(self) -> Outcome:
+        """Run the job's statement as a batch job does; refuse one a streaming job does not run."""
+        cfg = self.cfg
+        statement = self.read_statement(cfg.query_id) if cfg.query_id else None
+        if statement is None:
+            if not cfg.query:
+                return Outcome(StatementState.FAILED, f"Streaming job has nothing to run: {NOT_SUPPORTED}")
+            query_id = cfg.query_id or new_id(cfg.datasource)
+            doc = StatementDoc(
+                statement_id=query_id,
+                query_id=query_id,
+                session_id=cfg.session_id,
+                query=cfg.query,
+                data_source_name=cfg.datasource,
+            )
+            if not is_streaming_statement(doc.query) or self.engine is None:
+                return Outcome(StatementState.FAILED, f"Session failed: {NOT_SUPPORTED}")
+            return self.statements.run_untracked(doc)
+        if is_terminal(statement.doc.state):
+            return Outcome(statement.doc.state, statement.doc.error)
+        if not is_streaming_statement(statement.doc.query) or self.engine is None:
+            error = f"Session failed: {NOT_SUPPORTED}"
+            log.error("session %s: %s", cfg.session_id, NOT_SUPPORTED)
+            return self.statements.fail(statement, error)
+        outcome = self.statements.run(statement)
+        if outcome is None:  # moved before it could start: cancelled, most likely
+            current = self.read_statement(statement.doc.statement_id)
+            state = current.doc.state if current is not None else StatementState.CANCELLED
+            return Outcome(state, current.doc.error if current is not None else "")
+        return outcome
+
+    # -- watching the stream ----------------------------------------------------------------
+
+    def index_transaction(self, index_name: str) -> IndexTransaction:
+        target = IndexTarget(self.cfg.datasource, index_name, self.cfg.request_index)
+        return IndexTransaction(self.store, target, application_id=self.cfg.application_id, job_id=self.cfg.job_id)
+
+    def watch(self, stream: IndexStream) -> tuple[SessionState, str]:
+        """Keep the stream running until it dies, the plugin asks it to stop, or the job stops."""
+        self.stream = stream
+        self.heartbeat.retime()
+        transaction = self.index_transaction(stream.index_name)
+        next_table_check = time.monotonic() + self.table_check_s
+        try:
+            while not self.stop_event.wait(self.cfg.stream_check_ms / 1000):
+                failure = stream.failure()
+                if failure is None and time.monotonic() >= next_table_check:
+                    next_table_check = time.monotonic() + self.table_check_s
+                    failure = self.missing_table(stream)
+                if failure is not None:
+                    return self.fail_stream(stream, transaction, failure)
+                if self.stop_asked(transaction):
+                    stream.stop_gracefully()
+                    return SessionState.DEAD, ""
+            log.info("job stopping: stopping the stream of %s", stream.index_name)
+            stream.stop_gracefully()
+            return SessionState.DEAD, ""
+        finally:
+            self.stream = None
+
+    def stop_asked(self, transaction: IndexTransaction) -> bool:
+        """True when the index's state document no longer says ``refreshing`` under this job."""
+        try:
+            current = transaction.current()
+        except AsyncQueryError as exc:  # an index outage is not a stop request: look again later
+            log.warning("cannot read the state of %s: %s", transaction.target.index_name, exc)
+            return False
+        if current is None:
+            log.info("state of %s is gone: stopping its stream", transaction.target.index_name)
+            return True
+        doc = current.doc
+        if doc.state is not FlintIndexState.REFRESHING or (doc.job_id and doc.job_id != self.cfg.job_id):
+            log.info(
+                "index %s is %s under job %s: stopping its stream",
+                transaction.target.index_name,
+                doc.state.value,
+                doc.job_id or "none",
+            )
+            return True
+        return False
+
+    def missing_table(self, stream: IndexStream) -> str | None:
+        """A failure text when one of the stream's source tables no longer exists."""
+        engine = self.engine
+        if engine is None:
+            return None
+        for table in stream.source_tables:
+            try:
+                exists = engine.spark.catalog.tableExists(session_table(table, self.cfg.datasource))
+            except Exception as exc:  # noqa: BLE001 - a catalog hiccup is not a missing table
+                log.warning("cannot look up %s: %s", table, exc)
+                continue
+            if not exists:
+                return f"Streaming refresh of {stream.index_name} stopped: source table {table} no longer exists"
+        return None
+
+    def fail_stream(self, stream: IndexStream, transaction: IndexTransaction, failure: str) -> tuple[SessionState, str]:
+        """The stream died: ``refreshing -> failed`` with the cause (when the index is still this
+        job's), and the session ends ``fail`` with it.
+
+        A conditional write of the ``fail stream`` move rather than ``IndexTransaction.run``: that
+        clears ``error`` on the end state of an operation without a transitioning state, and here
+        the error is the point."""
+        log.error("%s", failure)
+        if stream.query.isActive:
+            stream.query.stop()
+        current = transaction.current()
+        doc = current.doc if current is not None else None
+        if current is not None and doc is not None and doc.state in FAIL_STREAM.start:
+            if not doc.job_id or doc.job_id == self.cfg.job_id:
+                try:
+                    self.store.move_index_state(
+                        current,
+                        FAIL_STREAM.end or FlintIndexState.FAILED,
+                        index=self.cfg.request_index,
+                        error=failure[:MAX_INDEX_ERROR],
+                        last_update_time=now_millis(),
+                    )
+                except ConflictError:
+                    log.warning("state of %s moved meanwhile: left as it is", stream.index_name)
+        return SessionState.FAIL, failure

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Any, TypeAlias
+from typing import TypeAlias
 
 DEFAULT_DATABASE = "default"
 
@@ -139,7 +139,7 @@ def option_problem(name: str, value: str) -> str | None:
         if not isinstance(parsed, dict):
             return f"option {name} must be a JSON object"
         if option is OptionName.EXTRA_OPTIONS and not all(isinstance(v, dict) for v in parsed.values()):
-            return f"option {name} must map each source (or 'sink') to an object of options"
+            return f"option {name} must map each source table (or the index) to an object of options"
     return None
 
 
@@ -213,16 +213,9 @@ class FlintOptions:
 
     @property
     def extra_options(self) -> str | None:
-        """JSON text: ``{"<source table>": {...}, "sink": {...}}``."""
+        """JSON text: ``{"<source table>": {...}, "<index name>": {...}}`` (the streaming job
+        reads it: :func:`flint_repl_job.indexes.streaming.extra_source_options`)."""
         return self.get(OptionName.EXTRA_OPTIONS)
-
-    def extra_source_options(self, source: str) -> dict[str, str]:
-        """Extra reader options for ``source`` (a full table name); empty when none are given."""
-        return self._extra(source)
-
-    def extra_sink_options(self) -> dict[str, str]:
-        """Extra writer options for the index sink; empty when none are given."""
-        return self._extra("sink")
 
     def with_defaults(self) -> dict[str, str]:
         """The map the index's ``_meta.options`` stores: ``auto_refresh`` and ``incremental_refresh`` filled in."""
@@ -230,12 +223,6 @@ class FlintOptions:
         options.setdefault(OptionName.AUTO_REFRESH.value, str(self.auto_refresh).lower())
         options.setdefault(OptionName.INCREMENTAL_REFRESH.value, str(self.incremental_refresh).lower())
         return options
-
-    def _extra(self, key: str) -> dict[str, str]:
-        if self.extra_options is None:
-            return {}
-        entry: Any = json.loads(self.extra_options).get(key, {})
-        return {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in entry.items()}
 
 
 # -- skipping columns ---------------------------------------------------------------------------

@@ -222,9 +222,11 @@ def test_batch_heartbeats_while_its_statement_runs(store: IndexStore, ds_name: s
 # -- streaming --------------------------------------------------------------------------------
 
 
-def test_streaming_placeholder_ends_its_session_fail_with_a_clear_error(
+def test_a_streaming_job_given_a_statement_that_is_no_auto_refresh_fails_it_clearly(
     recording_store: RecordingStore, ds_name: str
 ) -> None:
+    """A streaming job runs CREATE/ALTER with auto refresh and RECOVER only: anything else (here
+    ``SELECT 1``) is failed at once, result first, without running, and the session ends ``fail``."""
     store = recording_store
     session, statement = seed(store, ds_name, SessionType.STREAMING)
     executor = StubExecutor()

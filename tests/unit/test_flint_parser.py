@@ -473,9 +473,7 @@ def test_option_values_end_as_strings_typed_as_the_reference_types_them() -> Non
     assert options.auto_refresh is True
     assert options.incremental_refresh is False
     assert options.index_settings == '{"number_of_shards": 3}'
-    assert options.extra_source_options("glue.default.t") == {"maxFilesPerTrigger": "10"}
-    assert options.extra_source_options("other") == {}
-    assert options.extra_sink_options() == {"a": "b"}
+    assert options.extra_options == '{"glue.default.t": {"maxFilesPerTrigger": "10"}, "sink": {"a": "b"}}'
 
 
 def test_options_defaults() -> None:
@@ -484,7 +482,7 @@ def test_options_defaults() -> None:
     assert options.incremental_refresh is False
     assert options.refresh_interval is None
     assert options.scheduler_mode is None
-    assert options.extra_sink_options() == {}
+    assert options.extra_options is None
     assert options.with_defaults() == {"auto_refresh": "false", "incremental_refresh": "false"}
     assert FlintOptions({"auto_refresh": "TRUE", "scheduler_mode": "External"}).with_defaults() == {
         "auto_refresh": "TRUE",
