@@ -6,7 +6,8 @@ translation). Options, all strings, use the names of the reference's ``spark.dat
 keys without the prefix:
 
 - ``index`` (required); ``host``, ``port``, ``scheme``, ``auth`` (``noauth|basic|sigv4``),
-  ``auth.username``, ``auth.password``, ``region``, ``verifyCerts``;
+  ``auth.username``, ``auth.password``, ``region``, ``verifyCerts``, ``retry.max_retries`` and
+  ``retry.seconds`` (how long a write retries a failing index);
 - ``id_column``: the column whose value is each document's ``_id``. With ids, a retried task
   overwrites what it wrote before, so nothing is lost or duplicated; without, the server picks ids.
   ``id_column_in_source`` (default ``true``): whether that column is also a field of the document;
@@ -83,7 +84,19 @@ def connection(options: dict[str, str]) -> OpenSearchConfig:
         password=options.get("auth.password", ""),
         region=options.get("region", "us-east-1"),
         verify_certs=options.get("verifyCerts", "true").lower() != "false",
+        **_retry_bounds(options),
     )
+
+
+def _retry_bounds(options: dict[str, str]) -> dict[str, Any]:
+    """``retry.max_retries`` (the reference's key) and ``retry.seconds``: how long a write keeps
+    retrying a failing index, so a stream rides out an outage as long as its job does."""
+    bounds: dict[str, Any] = {}
+    if options.get("retry.max_retries"):
+        bounds["retry_attempts"] = int(options["retry.max_retries"]) + 1
+    if options.get("retry.seconds"):
+        bounds["retry_seconds"] = float(options["retry.seconds"])
+    return bounds
 
 
 def source_options(cfg: OpenSearchConfig) -> dict[str, str]:
@@ -95,6 +108,8 @@ def source_options(cfg: OpenSearchConfig) -> dict[str, str]:
         "auth": cfg.auth,
         "region": cfg.region,
         "verifyCerts": str(cfg.verify_certs).lower(),
+        "retry.max_retries": str(max(0, cfg.retry_attempts - 1)),
+        "retry.seconds": str(cfg.retry_seconds),
     }
     if cfg.auth == "basic":
         options.update({"auth.username": cfg.username, "auth.password": cfg.password})

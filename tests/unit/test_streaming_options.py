@@ -220,3 +220,15 @@ def test_the_latest_offset_time_comes_from_the_file_source_log() -> None:
     )
     assert newest_file_time(log_text) == 1700000005000
     assert newest_file_time("v1\n") == 0
+
+
+def test_the_sinks_connection_keeps_the_jobs_retry_bounds() -> None:
+    """A stream's writes retry a failing index as long as the job's own index calls do (an index
+    server restarting under a stream must not fail it after the driver's default 30 s)."""
+    from flint_repl_job.opensearch_source import connection, source_options
+    from query_core.config import OpenSearchConfig
+
+    job = OpenSearchConfig(url="https://search.example.com:9443", retry_attempts=60, retry_seconds=300.0)
+    back = connection(source_options(job))
+    assert (back.url, back.retry_attempts, back.retry_seconds) == (job.url, 60, 300.0)
+    assert connection({"host": "h"}).retry_seconds == OpenSearchConfig().retry_seconds
