@@ -82,9 +82,8 @@ def e2e_service(
     )
     datasource = local_datasource(ds_name)
     launcher = LocalLauncher(cfg.data_dir, cfg.cluster_name, "local[2]", catalog_conf=catalog)
-    return AsyncQueryService(
-        cfg, IndexStore(opensearch), DatasourceRegistry([datasource]), {"local": launcher}, opensearch
-    )
+    store = IndexStore(opensearch)
+    return AsyncQueryService(cfg, store, DatasourceRegistry([datasource], store), {"local": launcher}, opensearch)
 
 
 @contextmanager
