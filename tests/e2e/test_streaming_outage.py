@@ -24,7 +24,7 @@ from tests.support import free_port, serve_http, wait_for
 
 pytestmark = [
     pytest.mark.e2e,
-    pytest.mark.skipif(REAL_CLUSTER, reason="restarts the embedded index server, not a real cluster"),
+    pytest.mark.skipif(bool(REAL_CLUSTER), reason="restarts the embedded index server, not a real cluster"),
 ]
 DS = "local"
 TABLE = "local.default.outage_events"
