@@ -31,7 +31,16 @@ class BatchJob(SessionRunner):
             return SessionState.DEAD, ""
         return SessionState.FAIL, outcome.error or f"Statement ended {outcome.state.value}"
 
+    #: How the job calls itself in messages.
+    job_kind = "Batch"
+
+    def refusal(self, query: str) -> str | None:
+        """Why this job does not run ``query`` (None: it does). A batch job runs any query."""
+        return None
+
     def run_statement(self) -> Outcome:
+        """Run the job's one statement (or, without its document, ``spark.flint.job.query``):
+        result first, then the terminal state; a statement :meth:`refusal` names is failed unrun."""
         cfg = self.cfg
         query_id = cfg.query_id
         statement = self.read_statement(query_id) if query_id else None
@@ -39,7 +48,8 @@ class BatchJob(SessionRunner):
             if not cfg.query:
                 what = f"statement {query_id} was not found" if query_id else "no spark.flint.job.queryId was given"
                 return Outcome(
-                    StatementState.FAILED, f"Batch job has nothing to run: {what} and spark.flint.job.query is empty"
+                    StatementState.FAILED,
+                    f"{self.job_kind} job has nothing to run: {what} and spark.flint.job.query is empty",
                 )
             query_id = query_id or new_id(cfg.datasource)
             log.info("no statement document for %s: running spark.flint.job.query, writing its result only", query_id)
@@ -50,10 +60,15 @@ class BatchJob(SessionRunner):
                 query=cfg.query,
                 data_source_name=cfg.datasource,
             )
-            return self.statements.run_untracked(doc)
+            refused = self.refusal(doc.query)
+            return Outcome(StatementState.FAILED, refused) if refused else self.statements.run_untracked(doc)
         if is_terminal(statement.doc.state):
             log.info("statement %s is already %s: nothing to run", query_id, statement.doc.state.value)
             return Outcome(statement.doc.state, statement.doc.error)
+        refused = self.refusal(statement.doc.query)
+        if refused:
+            log.error("session %s: %s", cfg.session_id, refused)
+            return self.statements.fail(statement, refused)
         outcome = self.statements.run(statement)
         if outcome is None:  # moved before it could start: cancelled, most likely
             current = self.read_statement(query_id)

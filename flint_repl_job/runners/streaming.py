@@ -35,8 +35,8 @@ from flint_repl_job.flint_statements import FlintParseError, flint_statement
 from flint_repl_job.indexes.builders import session_table
 from flint_repl_job.indexes.engine import FlintEngine
 from flint_repl_job.indexes.streaming import IndexStream, StreamSettings
-from flint_repl_job.runners.base import SessionRunner
-from flint_repl_job.statement import Executor, Outcome
+from flint_repl_job.runners.batch import BatchJob
+from flint_repl_job.statement import Executor
 from query_core.errors import AsyncQueryError, ConflictError
 from query_core.flint import (
     AlterIndex,
@@ -45,10 +45,9 @@ from query_core.flint import (
     CreateSkippingIndex,
     RecoverIndexJob,
 )
-from query_core.ids import new_id
 from query_core.index_ops import MAX_INDEX_ERROR, IndexTarget, IndexTransaction
-from query_core.models import StatementDoc, now_millis
-from query_core.states import INDEX_OPERATIONS, FlintIndexState, SessionState, StatementState, is_terminal
+from query_core.models import now_millis
+from query_core.states import INDEX_OPERATIONS, FlintIndexState, SessionState, StatementState
 from query_core.store import IndexStore
 
 log = logging.getLogger(__name__)
@@ -73,7 +72,7 @@ def is_streaming_statement(query: str) -> bool:
     return isinstance(statement, RecoverIndexJob)
 
 
-class StreamingJob(SessionRunner):
+class StreamingJob(BatchJob):
     """A streaming session: start the index's stream, then keep it running until told to stop."""
 
     def __init__(
@@ -119,36 +118,13 @@ class StreamingJob(SessionRunner):
             return SessionState.DEAD, ""
         return self.watch(stream)
 
-    def run_statement(self) -> Outcome:
-        """Run the job's statement as a batch job does; refuse one a streaming job does not run."""
-        cfg = self.cfg
-        statement = self.read_statement(cfg.query_id) if cfg.query_id else None
-        if statement is None:
-            if not cfg.query:
-                return Outcome(StatementState.FAILED, f"Streaming job has nothing to run: {NOT_SUPPORTED}")
-            query_id = cfg.query_id or new_id(cfg.datasource)
-            doc = StatementDoc(
-                statement_id=query_id,
-                query_id=query_id,
-                session_id=cfg.session_id,
-                query=cfg.query,
-                data_source_name=cfg.datasource,
-            )
-            if not is_streaming_statement(doc.query) or self.engine is None:
-                return Outcome(StatementState.FAILED, f"Session failed: {NOT_SUPPORTED}")
-            return self.statements.run_untracked(doc)
-        if is_terminal(statement.doc.state):
-            return Outcome(statement.doc.state, statement.doc.error)
-        if not is_streaming_statement(statement.doc.query) or self.engine is None:
-            error = f"Session failed: {NOT_SUPPORTED}"
-            log.error("session %s: %s", cfg.session_id, NOT_SUPPORTED)
-            return self.statements.fail(statement, error)
-        outcome = self.statements.run(statement)
-        if outcome is None:  # moved before it could start: cancelled, most likely
-            current = self.read_statement(statement.doc.statement_id)
-            state = current.doc.state if current is not None else StatementState.CANCELLED
-            return Outcome(state, current.doc.error if current is not None else "")
-        return outcome
+    job_kind = "Streaming"
+
+    def refusal(self, query: str) -> str | None:
+        """A streaming job runs auto refreshes only (:data:`NOT_SUPPORTED`)."""
+        if not is_streaming_statement(query) or self.engine is None:
+            return f"Session failed: {NOT_SUPPORTED}"
+        return None
 
     # -- watching the stream ----------------------------------------------------------------
 
