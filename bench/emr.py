@@ -21,6 +21,20 @@ session; simulated jobs claim those sessions and heart-beat their running statem
 * finished batch queries (informational): the jobs write each result, move the statement to
   ``success`` and end their session ``dead``; GETs then cost 0 calls under both policies.
 
+Then streaming queries (``CREATE INDEX ... WITH (auto_refresh = true)``, SPEC section 7): each POST
+is classified ``streaming`` and launches a job of its own named ``<cluster>:streaming:<index>``
+(checked on moto) with a ``streaming`` session. Simulated streaming jobs play the whole life of
+such a query, and the GETs are spread over it, under both policies in each phase:
+
+* waiting: the job has not started (the session ``not_started``, the statement ``waiting``);
+* running: the job claimed its session and runs the statement (its stream is starting);
+* streaming: the stream runs: the statement is ``success`` with its result document, and the
+  session stays ``running``, heart-beating ``streamProgress`` with ``heartbeat_interval_millis`` =
+  the streaming interval (``heartbeat_streaming_ms``), as the streaming job's heartbeat does.
+
+The reference calls ``GetJobRun`` on every GET of a streaming query until its result exists (the
+waiting and running phases); the product reads documents only while the heartbeat is fresh.
+
 ``python -m bench.emr [--quick]`` runs this section alone (an embedded index server, no Spark and
 no service process); ``python -m bench.run`` runs it with the others.
 """
@@ -54,6 +68,7 @@ from query_core.models import (
     RunningStatement,
     SessionDoc,
     StatementProgress,
+    StreamProgress,
     Versioned,
     now_millis,
 )
@@ -75,10 +90,15 @@ class EmrPlan:
     sessions: int = 10
     #: Batch queries (each a job and a ``batch`` session of its own) the batch GETs are spread over.
     batch_queries: int = 20
+    #: Streaming queries (each a job and a ``streaming`` session of its own), likewise.
+    streaming_queries: int = 10
+    #: How often the simulated streaming jobs beat (and the interval they advertise); None: the
+    #: service's ``heartbeat_streaming_ms``, as a real streaming job would.
+    streaming_heartbeat_ms: int | None = None
 
     @classmethod
     def quick(cls) -> EmrPlan:
-        return cls(gets=200, sessions=4, batch_queries=6)
+        return cls(gets=200, sessions=4, batch_queries=6, streaming_queries=4)
 
 
 class CallCounter:
@@ -123,7 +143,8 @@ class ReferencePolicyService(AsyncQueryService):
 
 
 @contextmanager
-def _serve(app: Any) -> Iterator[str]:
+def serve_app(app: Any) -> Iterator[str]:
+    """Serve an ASGI app from a uvicorn thread on a free loopback port; yields its base URL."""
     import uvicorn
 
     port = free_port()
@@ -145,10 +166,16 @@ def _serve(app: Any) -> Iterator[str]:
 class _Jobs:
     """Simulated jobs of the sessions the service started: claim, run one statement, heart-beat."""
 
-    def __init__(self, store: IndexStore, datasource: str, pairs: list[tuple[str, str]]) -> None:
+    #: What the jobs' results say they are (``jobType``).
+    job_type = SessionType.BATCH
+
+    def __init__(
+        self, store: IndexStore, datasource: str, pairs: list[tuple[str, str]], interval_ms: int = HEARTBEAT_MS
+    ) -> None:
         self.store = store
         self.datasource = datasource
         self.pairs = pairs  # (session id, statement id)
+        self.interval_ms = interval_ms
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -161,26 +188,31 @@ class _Jobs:
             self.beat(session_id, statement_id, claim=True)
 
     def beat(self, session_id: str, statement_id: str, claim: bool = False) -> None:
-        running = RunningStatement(
-            query_id=statement_id,
-            start_time=now_millis(),
-            progress=StatementProgress(stages_total=1, tasks_total=100, tasks_completed=10),
-        )
+        fields = self.beat_fields(session_id, statement_id)
 
         def change(current: Any) -> Any:
             return self.store.update_session(
                 current,
                 SessionState.RUNNING if claim else None,
                 last_update_time=now_millis(),
-                running_statements=[running],
-                heartbeat_interval_millis=HEARTBEAT_MS,
+                heartbeat_interval_millis=self.interval_ms,
+                **fields,
             )
 
         self.store.update_with_retry(lambda: self.store.get_session(self.datasource, session_id), change)
 
+    def beat_fields(self, session_id: str, statement_id: str) -> dict[str, Any]:
+        """What one heartbeat writes besides its time and interval: the running statement."""
+        running = RunningStatement(
+            query_id=statement_id,
+            start_time=now_millis(),
+            progress=StatementProgress(stages_total=1, tasks_total=100, tasks_completed=10),
+        )
+        return {"running_statements": [running]}
+
     def start(self) -> None:
         def run() -> None:
-            while not self._stop.wait(HEARTBEAT_MS / 1000):
+            while not self._stop.wait(self.interval_ms / 1000):
                 for session_id, statement_id in self.pairs:
                     self.beat(session_id, statement_id)
 
@@ -204,10 +236,11 @@ class _Jobs:
     def finish(self, result_index: str) -> None:
         """What a batch job does at the end: write the result, the statement ``success``, the
         session ``dead`` (call :meth:`stop` first: an ended job no longer heart-beats)."""
+        self.succeed(result_index)
+        self.end()
 
-        def end(current: Any) -> Any:
-            return self.store.update_session(current, SessionState.DEAD, running_statements=[])
-
+    def succeed(self, result_index: str) -> None:
+        """Each job's statement done: its result document first, then the statement ``success``."""
         for session_id, statement_id in self.pairs:
             statement = self.store.get_statement(self.datasource, statement_id)
             if statement is None:
@@ -222,15 +255,72 @@ class _Jobs:
                     job_run_id=statement.doc.job_id,
                     application_id=statement.doc.application_id,
                     data_source_name=self.datasource,
-                    job_type=SessionType.BATCH.value,
+                    job_type=self.job_type.value,
                     lossless=LosslessResult(schema=[], datarows="[]", total=0),
                 ),
             )
             self.store.move_statement(statement, StatementState.SUCCESS)
+
+    def end(self) -> None:
+        """Each job ends its session ``dead`` (nothing left running)."""
+
+        def end(current: Any) -> Any:
+            return self.store.update_session(current, SessionState.DEAD, running_statements=[])
+
+        for session_id, _ in self.pairs:
             self.store.update_with_retry(self._reader(session_id), end)
 
     def _reader(self, session_id: str) -> Callable[[], Versioned[SessionDoc] | None]:
         return lambda: self.store.get_session(self.datasource, session_id)
+
+
+class _StreamingJobs(_Jobs):
+    """Simulated streaming jobs: claim the session, run the statement (its stream starting), then
+    report it ``success`` once the stream runs and keep heart-beating the session with the
+    stream's progress (one write per interval, however many micro-batches ran)."""
+
+    job_type = SessionType.STREAMING
+
+    def __init__(
+        self,
+        store: IndexStore,
+        datasource: str,
+        pairs: list[tuple[str, str]],
+        index_names: dict[str, str],
+        interval_ms: int,
+    ) -> None:
+        super().__init__(store, datasource, pairs, interval_ms)
+        self.index_names = index_names  # session id -> the index its stream refreshes
+        self.streaming = False
+        self._streaming_beats: dict[str, int] = {}
+
+    def beat_fields(self, session_id: str, statement_id: str) -> dict[str, Any]:
+        if not self.streaming:
+            fields = super().beat_fields(session_id, statement_id)
+            batches = 0
+        else:
+            fields = {"running_statements": []}
+            beats = self._streaming_beats[session_id] = self._streaming_beats.get(session_id, 0) + 1
+            batches = beats * 10  # ten micro-batches per interval: still one write
+        fields["stream_progress"] = StreamProgress(
+            stream_id=f"bench-stream-{session_id}",
+            index_name=self.index_names[session_id],
+            batch_id=batches - 1,
+            num_input_rows=100 if batches else 0,
+            input_rows_per_second=100_000 / self.interval_ms if batches else 0.0,
+            processed_rows_per_second=1_000.0 if batches else 0.0,
+            batch_time=now_millis() if batches else 0,
+            batches=batches,
+        )
+        return fields
+
+    def stream(self, result_index: str) -> None:
+        """The streams run: each statement ``success`` (result first), and a beat that reports the
+        stream (the session stays ``running``)."""
+        self.succeed(result_index)
+        self.streaming = True
+        for session_id, statement_id in self.pairs:
+            self.beat(session_id, statement_id)
 
 
 def run_getjobrun(
@@ -245,14 +335,21 @@ def run_getjobrun(
         client = boto3.client("emr-serverless", region_name=REGION)
         counter = CallCounter(client)
         app_id = client.create_application(name="bench", releaseLabel="emr-7.1.0", type="SPARK")["applicationId"]
-        launcher = launcher_class(app_id, ROLE, REGION, "s3://bench/main.py", client=client)  # type: ignore[call-arg]
+        # The session limits are not what is measured here (and the bench's other sessions share the index).
+        settings = Settings(data_dir=data_dir, max_sessions=10_000, max_refreshing_jobs=10_000)
+        launcher = launcher_class(
+            app_id,  # type: ignore[call-arg]
+            ROLE,
+            REGION,
+            "s3://bench/main.py",
+            client=client,
+            cluster_name=settings.cluster_name,
+        )
         datasource = Datasource(
             name="benchemr",
             connector="emr-serverless",
             properties={"applicationId": app_id, "executionRoleARN": ROLE, "region": REGION},
         )
-        # The session limits are not what is measured here (and the bench's other sessions share the index).
-        settings = Settings(data_dir=data_dir, max_sessions=10_000, max_refreshing_jobs=10_000)
         registry = DatasourceRegistry([datasource])
 
         def build(kind: type[AsyncQueryService]) -> AsyncQueryService:
@@ -281,6 +378,11 @@ def run_getjobrun(
             if (s := store.get_statement(datasource.name, statement_id)) is not None and is_terminal(s.doc.state)
         )
         batch = _run_batch(product, reference, counter, store, datasource, plan)
+        interval_ms = plan.streaming_heartbeat_ms or settings.heartbeat_streaming_ms
+        inspector = boto3.client("emr-serverless", region_name=REGION)  # not counted
+        streaming = _run_streaming(
+            product, reference, counter, inspector, store, datasource, plan, settings.cluster_name, interval_ms
+        )
         for service in (product, reference):
             service.close()
 
@@ -292,6 +394,7 @@ def run_getjobrun(
         "reference_style": ref,
         "product_stale": {**stale, "statements_failed_after": ended},
         "batch": batch,
+        "streaming": streaming,
         "all_calls": counter.calls,
     }
     stale_note = (
@@ -323,6 +426,7 @@ def run_getjobrun(
             note=stale_note,
         ),
         *_batch_figures(batch, plan),
+        *_streaming_figures(streaming, plan),
     ]
     return figures, details
 
@@ -406,6 +510,137 @@ def _batch_figures(batch: dict[str, Any], plan: EmrPlan) -> list[Figure]:
     ]
 
 
+#: The phases of a streaming query's life the GETs are spread over, in order.
+STREAMING_PHASES = ("waiting", "running", "streaming")
+
+
+def _run_streaming(
+    product: AsyncQueryService,
+    reference: AsyncQueryService,
+    counter: CallCounter,
+    inspector: Any,
+    store: IndexStore,
+    datasource: Datasource,
+    plan: EmrPlan,
+    cluster_name: str,
+    interval_ms: int,
+) -> dict[str, Any]:
+    """Streaming queries: submitted through the service (a ``streaming`` job and session each,
+    checked), their GETs spread over the three phases of their life, under both policies."""
+    started_before = counter.get("StartJobRun")
+    pairs: list[tuple[str, str]] = []
+    index_names: dict[str, str] = {}
+    for i in range(plan.streaming_queries):
+        table = f"{datasource.name}.default.bench_stream_{i}"
+        query = (
+            f"CREATE INDEX pages ON {table} (page, n) WITH (auto_refresh = true, refresh_interval = '1 second', "
+            f"checkpoint_location = 's3://bench/checkpoints/stream_{i}')"
+        )
+        submitted = product.submit(SubmitRequest(datasource.name, "sql", query))
+        session = store.get_session(datasource.name, submitted.session_id)
+        if session is None or session.doc.session_type != SessionType.STREAMING:
+            found = "no session" if session is None else f"a {session.doc.session_type.value} session"
+            raise RuntimeError(f"{query!r} was not run as a streaming query: {found}")
+        pairs.append((submitted.session_id, submitted.query_id))
+        index_names[submitted.session_id] = f"flint_{datasource.name}_default_bench_stream_{i}_pages_index"
+    started = counter.get("StartJobRun") - started_before
+    if started != plan.streaming_queries:
+        raise RuntimeError(f"{plan.streaming_queries} streaming queries made {started} StartJobRun calls")
+    names = _job_names(inspector, product, datasource, pairs)
+    expected = {f"{cluster_name}:streaming:{index_names[sid]}" for sid, _ in pairs}
+    if set(names.values()) != expected:
+        raise RuntimeError(f"streaming jobs were not named <cluster>:streaming:<index>: {sorted(names.values())}")
+
+    share = plan.gets // len(STREAMING_PHASES)
+    gets = {"waiting": share, "running": share, "streaming": plan.gets - 2 * share}
+    phases: dict[str, dict[str, Any]] = {}
+    jobs = _StreamingJobs(store, datasource.name, pairs, index_names, interval_ms)
+    try:
+        for phase in STREAMING_PHASES:
+            if phase == "running":
+                jobs.claim()
+                jobs.start()
+            elif phase == "streaming":
+                jobs.stream(datasource.results)
+            phases[phase] = {
+                "product": _count_gets(product, counter, pairs, gets[phase]),
+                "reference": _count_gets(reference, counter, pairs, gets[phase]),
+            }
+    finally:
+        jobs.stop()
+    progress = [
+        s.doc.stream_progress.batches
+        for sid, _ in pairs
+        if (s := store.get_session(datasource.name, sid)) is not None and s.doc.stream_progress is not None
+    ]
+    jobs.end()  # the streams stop (as after ALTER ... auto_refresh = false): their slots free
+    return {
+        "queries": plan.streaming_queries,
+        "start_job_run_calls": started,
+        "job_names": sorted(set(names.values())),
+        "session_ids": [sid for sid, _ in pairs],
+        "heartbeat_interval_ms": interval_ms,
+        "phases": phases,
+        "reported_batches": progress,
+        "product": _sum_phases(phases, "product"),
+        "reference": _sum_phases(phases, "reference"),
+    }
+
+
+def _job_names(
+    inspector: Any, service: AsyncQueryService, datasource: Datasource, pairs: list[tuple[str, str]]
+) -> dict[str, str]:
+    """Each session's job's name on EMR Serverless (moto), by job run id (ListJobRuns)."""
+    app_id = datasource.properties["applicationId"]
+    runs = {run["id"]: run.get("name", "") for run in inspector.list_job_runs(applicationId=app_id)["jobRuns"]}
+    names = {}
+    for session_id, _ in pairs:
+        session = service.store.get_session(datasource.name, session_id)
+        job_id = session.doc.job_id if session is not None else ""
+        names[job_id] = runs.get(job_id, "")
+    return names
+
+
+def _sum_phases(phases: dict[str, dict[str, Any]], policy: str) -> dict[str, Any]:
+    statuses: dict[str, int] = {}
+    for phase in phases.values():
+        for status, n in phase[policy]["statuses"].items():
+            statuses[status] = statuses.get(status, 0) + n
+    return {
+        "gets": sum(p[policy]["gets"] for p in phases.values()),
+        "get_job_run": sum(p[policy]["get_job_run"] for p in phases.values()),
+        "statuses": statuses,
+    }
+
+
+def _streaming_figures(streaming: dict[str, Any], plan: EmrPlan) -> list[Figure]:
+    per_k = 1000 / plan.gets
+    phases = streaming["phases"]
+    split = ", ".join(f"{phases[p]['product']['gets']} {p}" for p in STREAMING_PHASES)
+    before_result = phases["waiting"]["product"]["gets"] + phases["running"]["product"]["gets"]
+    by_phase = ", ".join(f"{p} {phases[p]['reference']['get_job_run']}" for p in STREAMING_PHASES)
+    return [
+        Figure(
+            SECTION,
+            "GetJobRun per 1,000 GETs, product, streaming queries",
+            streaming["product"]["get_job_run"] * per_k,
+            "calls",
+            Target("==", 0),
+            note=(
+                f"{plan.gets} GETs over {plan.streaming_queries} streaming queries ({split}); "
+                f"heartbeat {streaming['heartbeat_interval_ms']} ms ({streaming['start_job_run_calls']} StartJobRun, moto)"
+            ),
+        ),
+        Figure(
+            SECTION,
+            "GetJobRun per 1,000 GETs, reference policy, streaming queries",
+            streaming["reference"]["get_job_run"] * per_k,
+            "calls",
+            note=f"every GET until the result exists ({before_result} of {plan.gets} GETs); by phase: {by_phase}",
+        ),
+    ]
+
+
 def _count_gets(
     service: AsyncQueryService, counter: CallCounter, pairs: list[tuple[str, str]], gets: int
 ) -> dict[str, Any]:
@@ -413,7 +648,7 @@ def _count_gets(
 
     before = counter.get("GetJobRun")
     statuses: dict[str, int] = {}
-    with _serve(create_app(service)) as url, httpx.Client(base_url=url, timeout=30) as http:
+    with serve_app(create_app(service)) as url, httpx.Client(base_url=url, timeout=30) as http:
         for i in range(gets):
             reply = http.get(f"{BASE}/{pairs[i % len(pairs)][1]}")
             status = str(reply.json().get("status", reply.status_code))
@@ -458,6 +693,15 @@ def main(argv: list[str] | None = None) -> int:
         f"batch GET replies: running {batch['running_product']['statuses']} (product), "
         f"{batch['running_reference']['statuses']} (reference); finished {batch['finished_product']['statuses']} "
         f"(product), {batch['finished_reference']['statuses']} (reference)"
+    )
+    streaming = details["streaming"]
+    print(
+        "streaming GET replies by phase: "
+        + "; ".join(
+            f"{phase} {streaming['phases'][phase]['product']['statuses']} (product), "
+            f"{streaming['phases'][phase]['reference']['statuses']} (reference)"
+            for phase in STREAMING_PHASES
+        )
     )
     print(f"duration {time.perf_counter() - started:.1f} s; calls by operation: {details['all_calls']}")
     return 0

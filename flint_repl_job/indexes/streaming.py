@@ -35,7 +35,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -272,6 +272,13 @@ def streaming_query(query: str, datasource: str, views: Mapping[str, str]) -> st
 # -- the running stream ----------------------------------------------------------------------------
 
 
+def batches_that_ran(events: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The progress events of micro-batches that ran (they time ``addBatch``), by batch id. A
+    trigger that found no data reports the id of the next batch, which has not run: left out."""
+    ran = [e for e in events if "addBatch" in (e.get("durationMs") or {})]
+    return sorted(ran, key=lambda e: int(e.get("batchId", -1)))
+
+
 def _epoch_ms(timestamp: str) -> int:
     try:
         return int(dt.datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp() * 1000)
@@ -365,19 +372,22 @@ class IndexStream:
         return None
 
     def progress(self) -> StreamProgress:
-        """The latest micro-batch's figures (one report, however many batches ran)."""
+        """The latest micro-batch's figures (one report, however many batches ran).
+
+        Only progress events of batches that ran count (they time ``addBatch``): Spark's event for
+        a trigger that found no data carries the id of the *next* batch, which has not run."""
         report = StreamProgress(stream_id=self.stream_id, index_name=self.index_name)
         exc = self.query.exception()
         if exc is not None:
             report.last_error = failure_text(exc)
-        last: dict[str, Any] | None = self.query.lastProgress
-        if not last:
+        ran = batches_that_ran(self.query.recentProgress or [])
+        if not ran:
             return report
+        last = ran[-1]
         batch = int(last.get("batchId", -1))
         with self._lock:
             if self._first_batch is None:
-                recent = self.query.recentProgress
-                self._first_batch = min((int(p.get("batchId", batch)) for p in recent), default=batch)
+                self._first_batch = min(int(p.get("batchId", batch)) for p in ran)
             first = self._first_batch
         report.batch_id = batch
         report.num_input_rows = int(last.get("numInputRows", 0) or 0)
@@ -388,7 +398,7 @@ class IndexStream:
         report.latest_offset_time = self._latest_offset_time(last)
         return report
 
-    def _latest_offset_time(self, last: dict[str, Any]) -> int:
+    def _latest_offset_time(self, last: Mapping[str, Any]) -> int:
         """When the newest file the stream has read was written: from the checkpoint's log of the
         file source's latest offset (read once per offset). 0 for other sources or without logs."""
         if not self.checkpoint or self.read_text is None:

@@ -80,7 +80,8 @@ def test_getjobrun_section(store: IndexStore, opensearch_config: OpenSearchConfi
     pytest.importorskip("async_query.launcher.emr")
     from bench.emr import EmrPlan, run_getjobrun
 
-    figures, details = run_getjobrun(store, opensearch_config, tmp_path, EmrPlan(gets=20, sessions=2, batch_queries=3))
+    plan = EmrPlan(gets=20, sessions=2, batch_queries=3, streaming_queries=2, streaming_heartbeat_ms=1_000)
+    figures, details = run_getjobrun(store, opensearch_config, tmp_path, plan)
     assert details["start_job_run_calls"] == 2
     assert details["product_healthy"]["get_job_run"] == 0
     assert details["product_healthy"]["statuses"] == {"RUNNING": 20}
@@ -102,6 +103,28 @@ def test_getjobrun_section(store: IndexStore, opensearch_config: OpenSearchConfi
     assert named["GetJobRun per 1,000 GETs, reference policy, running batch queries"].value == 1000
     assert named["GetJobRun per 1,000 GETs, reference policy, finished batch queries"].value == 0
     assert _by_name(figures)["GetJobRun per 1,000 GETs, product, healthy sessions"].met is True
+    # Streaming queries: a job each, named after its index; GETs over their whole life read
+    # documents only; the reference policy asks until the result exists (waiting and running).
+    streaming = details["streaming"]
+    assert streaming["start_job_run_calls"] == 2 and streaming["heartbeat_interval_ms"] == 1_000
+    assert streaming["job_names"] == [
+        f"async-query:streaming:flint_benchemr_default_bench_stream_{i}_pages_index" for i in range(2)
+    ]
+    phases = streaming["phases"]
+    assert {phase: phases[phase]["product"] for phase in phases} == {
+        "waiting": {"gets": 6, "get_job_run": 0, "statuses": {"WAITING": 6}},
+        "running": {"gets": 6, "get_job_run": 0, "statuses": {"RUNNING": 6}},
+        "streaming": {"gets": 8, "get_job_run": 0, "statuses": {"SUCCESS": 8}},
+    }
+    assert [phases[phase]["reference"]["get_job_run"] for phase in phases] == [6, 6, 0]
+    assert streaming["reported_batches"] and all(batches > 0 for batches in streaming["reported_batches"])
+    assert named["GetJobRun per 1,000 GETs, product, streaming queries"].met is True
+    assert named["GetJobRun per 1,000 GETs, reference policy, streaming queries"].value == 600
+    # The streams were stopped: no session of the section is left running.
+    assert all(
+        (session := store.get_session("benchemr", sid)) is not None and session.doc.state == SessionState.DEAD
+        for sid in streaming["session_ids"]
+    )
 
 
 def test_stand_in_jobs_are_running_to_the_local_launcher(tmp_path: Path) -> None:

@@ -232,3 +232,13 @@ def test_the_sinks_connection_keeps_the_jobs_retry_bounds() -> None:
     back = connection(source_options(job))
     assert (back.url, back.retry_attempts, back.retry_seconds) == (job.url, 60, 300.0)
     assert connection({"host": "h"}).retry_seconds == OpenSearchConfig().retry_seconds
+
+
+def test_only_micro_batches_that_ran_are_counted() -> None:
+    from flint_repl_job.indexes.streaming import batches_that_ran
+
+    ran_0 = {"batchId": 0, "numInputRows": 2, "durationMs": {"addBatch": 40, "triggerExecution": 60}}
+    ran_1 = {"batchId": 1, "numInputRows": 1, "durationMs": {"addBatch": 20, "triggerExecution": 30}}
+    idle = {"batchId": 2, "numInputRows": 0, "durationMs": {"latestOffset": 1, "triggerExecution": 1}}
+    assert batches_that_ran([ran_1, idle, ran_0]) == [ran_0, ran_1]
+    assert batches_that_ran([idle]) == []
