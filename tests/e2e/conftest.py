@@ -87,16 +87,25 @@ def e2e_service(
 
 
 @contextmanager
-def shared_catalog_api(metastore: Metastore, index_url: str, tmp: Path, ds_name: str) -> Iterator[Api]:
+def shared_catalog_service(
+    metastore: Metastore, index_url: str, tmp: Path, ds_name: str, **settings: Any
+) -> Iterator[tuple[Api, AsyncQueryService]]:
     """A service on real HTTP whose local jobs share ``metastore``'s catalog (the embedded
-    default's), named by the datasource ``ds_name``."""
+    default's), named by the datasource ``ds_name``; ``settings`` override the service's."""
     catalog = catalog_settings(metastore.home / "warehouse", metastore.uri)
-    service = e2e_service(index_url, tmp, ds_name, catalog)
+    service = e2e_service(index_url, tmp, ds_name, catalog, **settings)
     try:
         with serve_http(create_app(service)) as url:
-            yield Api(url, ds_name)
+            yield Api(url, ds_name), service
     finally:
         service.close()
+
+
+@contextmanager
+def shared_catalog_api(metastore: Metastore, index_url: str, tmp: Path, ds_name: str) -> Iterator[Api]:
+    """:func:`shared_catalog_service`'s client alone."""
+    with shared_catalog_service(metastore, index_url, tmp, ds_name) as (api, _):
+        yield api
 
 
 @pytest.fixture(scope="session")

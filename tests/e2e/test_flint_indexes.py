@@ -13,15 +13,13 @@ from typing import Any
 
 import pytest
 
-from async_query.api import create_app
 from async_query.embedded.metastore import Metastore
-from async_query.launcher.local import catalog_settings
 from async_query.service import AsyncQueryService
 from query_core.flint.naming import latest_id
 from query_core.states import FlintIndexState
-from tests.e2e.conftest import TERMINAL, Api, e2e_service
+from tests.e2e.conftest import TERMINAL, Api, shared_catalog_service
 from tests.faults.procs import group_members, job_pid
-from tests.support import serve_http, wait_for
+from tests.support import wait_for
 
 pytestmark = pytest.mark.e2e
 DS = "local"
@@ -36,13 +34,8 @@ def service(
     metastore: Metastore, module_index_url: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[Api, AsyncQueryService]]:
     tmp = tmp_path_factory.mktemp("flint")
-    catalog = catalog_settings(metastore.home / "warehouse", metastore.uri)
-    service = e2e_service(module_index_url, tmp, DS, catalog)
-    try:
-        with serve_http(create_app(service)) as url:
-            yield Api(url, DS), service
-    finally:
-        service.close()
+    with shared_catalog_service(metastore, module_index_url, tmp, DS) as served:
+        yield served
 
 
 @pytest.fixture(scope="module")

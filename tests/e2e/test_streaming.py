@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 
-from async_query.api import create_app
 from async_query.datasources import Datasource
 from async_query.embedded.metastore import Metastore
 from async_query.launcher.local import catalog_settings
@@ -22,9 +21,9 @@ from async_query.service import AsyncQueryService
 from query_core.flint.naming import latest_id
 from query_core.models import FlintIndexStateDoc, SessionDoc, StreamProgress
 from query_core.states import FlintIndexState, SessionState
-from tests.e2e.conftest import TERMINAL, Api, e2e_service
+from tests.e2e.conftest import TERMINAL, Api, shared_catalog_service
 from tests.faults.procs import group_members, job_pid
-from tests.support import serve_http, wait_for
+from tests.support import wait_for
 
 pytestmark = pytest.mark.e2e
 DS = "local"
@@ -40,23 +39,18 @@ def service(
     metastore: Metastore, module_index_url: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[Api, AsyncQueryService]]:
     tmp = tmp_path_factory.mktemp("streaming")
-    catalog = catalog_settings(metastore.home / "warehouse", metastore.uri)
-    service = e2e_service(
+    with shared_catalog_service(
+        metastore,
         module_index_url,
         tmp,
         DS,
-        catalog,
         heartbeat_streaming_ms=1_000,
         stream_check_ms=200,
         stale_heartbeats=3,
         max_refreshing_jobs=2,
         liveness_cache_s=0.5,
-    )
-    try:
-        with serve_http(create_app(service)) as url:
-            yield Api(url, DS), service
-    finally:
-        service.close()
+    ) as served:
+        yield served
 
 
 @pytest.fixture(scope="module")
