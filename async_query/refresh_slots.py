@@ -8,7 +8,8 @@ a write at the version read of a slot whose holder has ended. Two processes raci
 conflict on that write, so at most one wins it; the loser tries the next slot.
 
 A slot is never released by a write that could be lost: it is free once its holder's session
-document is terminal (a slot taken for a session that was never recorded is free after
+has ended (its document is terminal, or its heartbeat went silent and its launcher confirms the
+job is gone) (a slot taken for a session that was never recorded is free after
 :data:`UNRECORDED_GRACE_MS`). A holder that gave up before launching frees its slot at once
 (:meth:`RefreshSlots.release`), on a best-effort basis.
 """
@@ -20,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from query_core.errors import AsyncQueryError, DocumentExistsError, TooManyRequestsError, VersionConflictError
-from query_core.models import now_millis
+from query_core.models import SessionDoc, Versioned, now_millis
 from query_core.states import is_terminal
 from query_core.store import IndexStore
 
@@ -48,9 +49,16 @@ class Holder:
 class RefreshSlots:
     """Takes and frees the slots of refreshing jobs (see the module's documentation)."""
 
-    def __init__(self, store: IndexStore, limit: Callable[[], int]) -> None:
+    def __init__(
+        self,
+        store: IndexStore,
+        limit: Callable[[], int],
+        is_live: Callable[[Versioned[SessionDoc]], bool] = lambda session: not is_terminal(session.doc.state),
+    ) -> None:
         self.store = store
         self.limit = limit
+        #: Whether a holder's session still runs (the plugin confirms a silent one with its launcher).
+        self.is_live = is_live
 
     def take(self, holder: Holder) -> int:
         """Take a free slot for ``holder``; returns its number. Raises :class:`TooManyRequestsError`
@@ -100,7 +108,7 @@ class RefreshSlots:
         if session is None:
             taken = source.get("lastUpdateTime")
             return isinstance(taken, int) and now_millis() - taken > UNRECORDED_GRACE_MS
-        return is_terminal(session.doc.state)
+        return not self.is_live(session)
 
 
 def _slot_id(slot: int) -> str:

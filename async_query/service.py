@@ -113,6 +113,7 @@ class AsyncQueryService:
                 supervisor=self.supervisor,
                 launcher_for=self.launcher_for,
                 opensearch=opensearch,
+                stop_job=self._stop_job,
                 stream_stopper=self.stream_stopper,
             )
         )

@@ -78,6 +78,8 @@ class HandlerContext:
     launcher_for: Callable[[Datasource], Launcher]
     #: The connection the jobs use (it may differ from the plugin's, e.g. a public endpoint).
     opensearch: OpenSearchConfig
+    #: Cancels a job through its datasource's launcher (``stop_job(datasource, job_id)``), bounded.
+    stop_job: Callable[[str, str], None]
     #: Stops streaming jobs when an operation asks (bounded: see :mod:`async_query.streams`).
     stream_stopper: StreamStopper
 

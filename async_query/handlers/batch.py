@@ -21,7 +21,6 @@ from collections.abc import Callable
 from async_query.dispatch import Classified, QueryKind
 from async_query.handlers.base import HandlerContext, SubmitRequest, Submitted, statement_doc
 from async_query.handlers.job_session import JobSessionHandler, stopping_job_on_error
-from async_query.launcher.base import stop_job_within
 from async_query.liveness import fail_statement
 from async_query.refresh_slots import Holder, RefreshSlots, limit_message
 from async_query.workers import index_name_of
@@ -45,7 +44,11 @@ class BatchHandler(JobSessionHandler):
 
     def __init__(self, context: HandlerContext) -> None:
         super().__init__(context)
-        self.slots = RefreshSlots(context.store, lambda: self.settings.max_refreshing_jobs)
+        self.slots = RefreshSlots(
+            context.store,
+            lambda: self.settings.max_refreshing_jobs,
+            lambda session: not is_terminal(context.liveness.check(session).doc.state),
+        )
 
     def submit(self, request: SubmitRequest, classified: Classified) -> Submitted:
         datasource = self.context.datasources.get(request.datasource)
@@ -145,8 +148,7 @@ class BatchHandler(JobSessionHandler):
             log.warning("cannot cancel the refresh of index %s: %s", target.index_name, exc)
 
     def _ask_launcher_to_stop(self, session: SessionDoc) -> None:
-        launcher = self.context.launcher_for(self.context.datasources.get(session.data_source_name))
-        stop_job_within(launcher, session.job_id, self.settings.stop_job_timeout_s)
+        self.context.stop_job(session.data_source_name, session.job_id)
 
 
 def _once(action: Callable[[], None]) -> Callable[[], None]:

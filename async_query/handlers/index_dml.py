@@ -23,7 +23,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from async_query.dispatch import Classified, QueryKind
 from async_query.handlers.base import HandlerContext, SubmitRequest, Submitted, render, statement_doc
 from async_query.handlers.index_dml_ops import IndexDmlOperations, IndexDmlStatement
-from async_query.launcher.base import stop_job_within
 from async_query.liveness import fail_statement
 from async_query.replies import Reply
 from query_core.errors import AsyncQueryError, InvalidRequestError
@@ -49,7 +48,7 @@ class IndexDmlHandler:
         self.context = context
         self.store = context.store
         self.settings = context.settings
-        self.operations = IndexDmlOperations(context.store, self._stop_job, context.stream_stopper.stop)
+        self.operations = IndexDmlOperations(context.store, context.stop_job, context.stream_stopper.stop)
         self._pool = ThreadPoolExecutor(max_workers=max(1, self.settings.index_dml_workers), thread_name_prefix="dml")
         self._running: set[Future[None]] = set()
         self._lock = threading.Lock()
@@ -187,10 +186,6 @@ class IndexDmlHandler:
 
     def _session_reader(self, doc: SessionDoc) -> Callable[[], Versioned[SessionDoc] | None]:
         return lambda: self.store.get_session(doc.data_source_name, doc.session_id)
-
-    def _stop_job(self, datasource: str, job_id: str) -> None:
-        launcher = self.context.launcher_for(self.context.datasources.get(datasource))
-        stop_job_within(launcher, job_id, self.settings.stop_job_timeout_s)
 
     # -- GET and DELETE ---------------------------------------------------------------------
 

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from async_query.datasources import Datasource
+from async_query.launcher.base import JobRunState
 from async_query.refresh_slots import SLOTS_INDEX, Holder, RefreshSlots
 from async_query.service import AsyncQueryService, SubmitRequest
 from query_core.errors import LauncherError, TooManyRequestsError
@@ -105,6 +106,29 @@ def test_a_slot_taken_for_a_session_never_recorded_is_free_after_the_grace(store
     assert found is not None
     store.update_if(SLOTS_INDEX, "refresh-slot-0", {"lastUpdateTime": now_millis() - 600_000}, found[1], found[2])
     assert slots.take(Holder(ds_name, "second")) == 0
+
+
+def test_a_slot_held_by_a_job_that_died_silently_is_taken_once_its_launcher_confirms(
+    make_service: ServiceFactory, store: IndexStore
+) -> None:
+    launcher = RecordingLauncher()
+    service = make_service(launcher, max_refreshing_jobs=1)
+    ds = service.datasources.all()[0].name
+    statement = store.get_statement(ds, create(service))
+    assert statement is not None
+    session = store.get_session(ds, statement.doc.session_id)
+    assert session is not None
+    store.update_session(
+        session, SessionState.RUNNING, last_update_time=now_millis() - 600_000, heartbeat_interval_millis=1_000
+    )
+    launcher.state = JobRunState.FAILED  # killed: no heartbeat, and the launcher knows
+
+    create(service, 1)
+
+    assert launcher.described == ["job-1"]
+    ended = store.get_session(ds, statement.doc.session_id)
+    assert ended is not None and ended.doc.state == SessionState.DEAD
+    assert len(launcher.started) == 2
 
 
 # -- GET -----------------------------------------------------------------------------------------------
