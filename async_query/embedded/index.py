@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 
 DEFINITION_SUFFIX = ".index.json"
 DOCUMENTS_SUFFIX = ".ndjson"
+REQUEST_INDEX_PREFIX = ".query_execution_request_"
 
 
 def _replace(path: Path, write: Any) -> None:
@@ -52,15 +53,25 @@ class Snapshotter:
         self.snapshots = 0
 
     def snapshot(self) -> list[str]:
-        """Write what changed since the last call; returns the indexes written."""
+        """Write what changed since the last call; returns the indexes written.
+
+        Request indexes are written first, and each later index is judged changed by a mark read
+        just before it is read: the job writes a result before its statement's ``success``, so
+        every ``success`` a snapshot holds finds its result in that snapshot too (a mark read
+        once for the whole pass could find the result index unchanged and leave its new result
+        out, while the request index, read later, already held the ``success``)."""
         marks = self.store.write_marks()
-        written = [name for name, mark in sorted(marks.items()) if self._marks.get(name) != mark]
-        for name in written:
-            self._write_index(name)
+        written: list[str] = []
+        for name in sorted(marks, key=lambda n: (not n.startswith(REQUEST_INDEX_PREFIX), n)):
+            mark = marks[name] if not written else self.store.write_marks().get(name, marks[name])
+            if self._marks.get(name) != mark:
+                self._write_index(name)
+                self._marks[name] = mark
+                written.append(name)
         for gone in set(self._marks) - set(marks):
             for suffix in (DEFINITION_SUFFIX, DOCUMENTS_SUFFIX):
                 (self.directory / f"{gone}{suffix}").unlink(missing_ok=True)
-        self._marks = marks
+            del self._marks[gone]
         if written:
             self.snapshots += 1
         return written

@@ -3,6 +3,7 @@ but the last snapshot interval's after a crash."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 from pathlib import Path
@@ -91,4 +92,40 @@ def test_an_unloadable_snapshot_is_set_aside_not_lost(tmp_path: Path) -> None:
         kept = [p for p in tmp_path.iterdir() if p.name.startswith("index.unloadable-")]
         assert len(kept) == 1 and (kept[0] / f"{REQUESTS}.ndjson").exists()
     finally:
+        embedded.close()
+
+
+def test_a_snapshot_never_holds_a_success_without_its_result(tmp_path: Path) -> None:
+    """The job writes a result, then its statement's ``success``. Here both land while a snapshot
+    is under way, after it read its marks and before it read the request index: the result index,
+    read after, must be written too, although it had not changed when the pass began."""
+    from async_query.embedded.index import Snapshotter
+
+    embedded = EmbeddedIndex.start(tmp_path / "index", interval_s=3600)
+    store = client_of(embedded)
+    try:
+        store.create(REQUESTS, "q", {"type": "statement", "state": "running"})
+        store.put(RESULTS, "old", {"status": "SUCCESS"})
+        embedded.snapshotter.snapshot()
+
+        class JobWritesMidSnapshot(Snapshotter):
+            def _write_index(self, name: str) -> None:
+                if name == REQUESTS:
+                    store.put(RESULTS, "q", {"status": "SUCCESS"})
+                    found = store.get(REQUESTS, "q")
+                    assert found is not None
+                    store.update_if(REQUESTS, "q", {"state": "success"}, found[1], found[2])
+                super()._write_index(name)
+
+        racing = JobWritesMidSnapshot(embedded.store, tmp_path / "index")
+        racing._marks = dict(embedded.snapshotter._marks)
+        found = store.get(REQUESTS, "q")
+        assert found is not None
+        store.update_if(REQUESTS, "q", {"n": 1}, found[1], found[2])  # the request index changed
+
+        assert racing.snapshot() == [REQUESTS, RESULTS]
+        on_disk = (tmp_path / "index" / f"{RESULTS}.ndjson").read_text().splitlines()
+        assert "q" in {json.loads(action)["index"]["_id"] for action in on_disk[::2]}
+    finally:
+        store.close()
         embedded.close()
