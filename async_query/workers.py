@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from async_query.datasources import Datasource, DatasourceRegistry
 from async_query.launcher.base import Launcher, stop_job_within
 from async_query.liveness import LivenessChecker
+from async_query.refresh_slots import SLOTS_INDEX
 from query_core.errors import AsyncQueryError
 from query_core.ids import request_index
 from query_core.index_ops import STALL_REPAIRS, IndexTarget, IndexTransaction, repair_stalled
@@ -365,8 +366,6 @@ class StreamingHousekeeper(Worker):
         self.stopped: list[str] = []
 
     def run_once(self) -> None:
-        from async_query.refresh_slots import SLOTS_INDEX
-
         try:
             if not self.store.acquire_lease(SLOTS_INDEX, "streaming-housekeeping-lease", self.owner, self.lease_ms):
                 return
