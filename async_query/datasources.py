@@ -19,7 +19,7 @@ from pydantic.alias_generators import to_camel
 
 from query_core.errors import DocumentExistsError, InvalidRequestError, UnknownDatasourceError
 from query_core.ids import DATASOURCE_NAME, default_result_index
-from query_core.store import IndexStore
+from query_core.store import Store
 
 RESULT_INDEX_PREFIX = "query_execution_result"
 #: The masters ``spark-submit`` takes in client mode (``properties.master`` of a local datasource).
@@ -96,7 +96,7 @@ def parse_datasource(raw: Any) -> Datasource:
 class DatasourceRegistry:
     """The datasources this deployment serves, by name."""
 
-    def __init__(self, configured: list[Datasource], store: IndexStore | None = None, cache_s: float = 5.0) -> None:
+    def __init__(self, configured: list[Datasource], store: Store | None = None, cache_s: float = 5.0) -> None:
         self._configured = {d.name: d for d in configured}
         self._store = store
         self._cache_s = cache_s
@@ -131,14 +131,14 @@ class DatasourceRegistry:
             cached = self._cache.get(name)
         if cached is not None and time.monotonic() - cached[0] < self._cache_s:
             return cached[1]
-        source = self._store.get_datasource(name)
+        source = self._store.datasources.get(name)
         found = Datasource.model_validate(source) if source else None
         with self._lock:
             self._cache[name] = (time.monotonic(), found)
         return found
 
     def all(self) -> list[Datasource]:
-        stored = [Datasource.model_validate(s) for s in self._store.list_datasources()] if self._store else []
+        stored = [Datasource.model_validate(s) for s in self._store.datasources.list()] if self._store else []
         return [*self._configured.values(), *(d for d in stored if d.name not in self._configured)]
 
     def create(self, datasource: Datasource) -> None:
@@ -146,24 +146,24 @@ class DatasourceRegistry:
         if datasource.name in self._configured:
             raise InvalidRequestError(f"datasource {datasource.name!r} already exists")
         try:
-            store.create_datasource(datasource.name, datasource.to_wire())
+            store.datasources.create(datasource.name, datasource.to_wire())
         except DocumentExistsError:
             raise InvalidRequestError(f"datasource {datasource.name!r} already exists") from None
         self._forget(datasource.name)
 
     def update(self, datasource: Datasource) -> None:
         store = self._writable(datasource.name)
-        if not store.replace_datasource(datasource.name, datasource.to_wire()):
+        if not store.datasources.replace(datasource.name, datasource.to_wire()):
             raise UnknownDatasourceError(f"no datasource named {datasource.name!r} is configured")
         self._forget(datasource.name)
 
     def delete(self, name: str) -> None:
         store = self._writable(name)
-        if not store.delete_datasource(name):
+        if not store.datasources.delete(name):
             raise UnknownDatasourceError(f"no datasource named {name!r} is configured")
         self._forget(name)
 
-    def _writable(self, name: str) -> IndexStore:
+    def _writable(self, name: str) -> Store:
         if name in self._configured:
             raise InvalidRequestError(
                 f"datasource {name!r} comes from the configuration file and cannot be changed over REST"
@@ -177,7 +177,7 @@ class DatasourceRegistry:
             self._cache.pop(name, None)
 
     @classmethod
-    def from_file(cls, path: Path, store: IndexStore | None = None) -> DatasourceRegistry:
+    def from_file(cls, path: Path, store: Store | None = None) -> DatasourceRegistry:
         try:
             raw = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:

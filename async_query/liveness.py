@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 from async_query.launcher.base import JobDescription, Launcher
 from query_core.errors import AsyncQueryError
-from query_core.models import SessionDoc, StatementDoc, Versioned, now_millis
-from query_core.states import SessionState, StatementState, is_terminal
-from query_core.store import IndexStore
+from query_core.models import SessionDoc, Versioned, now_millis
+from query_core.states import SessionState, is_terminal
+from query_core.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +72,7 @@ class LivenessChecker:
 
     def __init__(
         self,
-        store: IndexStore,
+        store: Store,
         launcher_of: Callable[[SessionDoc], Launcher],
         staleness: Staleness,
         cache_s: float = 5.0,
@@ -174,16 +174,8 @@ class LivenessChecker:
     def end_session(self, session: Versioned[SessionDoc], state: SessionState, error: str) -> Versioned[SessionDoc]:
         """Move the session to its end state and fail whatever it left unfinished."""
         doc = session.doc
-
-        def change(current: Versioned[SessionDoc]) -> Versioned[SessionDoc] | None:
-            if is_terminal(current.doc.state):
-                return current
-            return self.store.update_session(
-                current, state, error=error, running_statements=[], last_update_time=now_millis()
-            )
-
-        reread = lambda: self.store.get_session(doc.data_source_name, doc.session_id)  # noqa: E731
-        ended = self.store.update_with_retry(reread, change, first=session) or session
+        sessions = self.store.sessions
+        ended = sessions.end(session, state, error) or sessions.reread(doc) or session
         log.warning("session %s ended %s: %s", doc.session_id, state.value, error)
         self.fail_unfinished(ended.doc, f"Session ended before the statement finished: {ended.doc.error or error}")
         return ended
@@ -192,23 +184,10 @@ class LivenessChecker:
         """Fail the session's waiting and running statements (the real-time list, then a search)."""
         seen: set[str] = set()
         for statement_id in session.pending_statement_ids:
-            statement = self.store.get_statement(session.data_source_name, statement_id)
+            statement = self.store.statements.get(session.data_source_name, statement_id)
             if statement is not None:
                 seen.add(statement_id)
-                fail_statement(self.store, statement, error)
-        for statement in self.store.find_unfinished_statements(session.data_source_name, session.session_id):
+                self.store.statements.fail(statement, error)
+        for statement in self.store.statements.find_unfinished(session.data_source_name, session.session_id):
             if statement.doc.statement_id not in seen:
-                fail_statement(self.store, statement, error)
-
-
-def fail_statement(store: IndexStore, statement: Versioned[StatementDoc], error: str) -> Versioned[StatementDoc]:
-    """Move a statement to ``failed`` unless it has finished meanwhile; returns its final version."""
-    doc = statement.doc
-
-    def change(current: Versioned[StatementDoc]) -> Versioned[StatementDoc] | None:
-        if is_terminal(current.doc.state):
-            return current
-        return store.move_statement(current, StatementState.FAILED, error=error)
-
-    reread = lambda: store.get_statement(doc.data_source_name, doc.statement_id)  # noqa: E731
-    return store.update_with_retry(reread, change, first=statement) or statement
+                self.store.statements.fail(statement, error)

@@ -2,10 +2,10 @@
 
 A search counting live sessions lags new ones by up to a refresh, so two plugin processes taking
 the last slot at once would both see room. The limit is therefore held by *slot documents*:
-``max_refreshing_jobs`` documents with fixed ids (``refresh-slot-0`` ...) in one deployment-wide
-index. A new job takes a slot with a conditional write: a create-only write of a missing slot, or
-a write at the version read of a slot whose holder has ended. Two processes racing for one slot
-conflict on that write, so at most one wins it; the loser tries the next slot.
+``max_refreshing_jobs`` lock documents with fixed ids (``refresh-slot-0`` ...) in the
+deployment-wide index. A new job takes a slot as any lock is taken
+(:meth:`query_core.store.locks.LockRepository.take`): two processes racing for one slot conflict
+on that write, so at most one wins it; the loser tries the next slot.
 
 A slot is never released by a write that could be lost: it is free once its holder's session
 has ended (its document is terminal, or its heartbeat went silent and its launcher confirms the
@@ -19,17 +19,17 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
-from query_core.errors import AsyncQueryError, DocumentExistsError, TooManyRequestsError, VersionConflictError
+from query_core.errors import AsyncQueryError, TooManyRequestsError
+from query_core.ids import DEPLOYMENT_INDEX
 from query_core.models import SessionDoc, Versioned, now_millis
 from query_core.states import is_terminal
-from query_core.store import IndexStore
+from query_core.store import Store
 
 log = logging.getLogger(__name__)
 
-#: The deployment-wide index of slot documents. It sorts with the request indexes (and gets their
-#: mapping), but no datasource can own it: datasource names start with a letter.
-SLOTS_INDEX = ".query_execution_request__deployment"
+SLOTS_INDEX = DEPLOYMENT_INDEX
 SLOT_TYPE = "refreshslot"
 #: How long a slot whose session document does not exist yet stays taken (the launch between).
 UNRECORDED_GRACE_MS = 120_000
@@ -51,7 +51,7 @@ class RefreshSlots:
 
     def __init__(
         self,
-        store: IndexStore,
+        store: Store,
         limit: Callable[[], int],
         is_live: Callable[[Versioned[SessionDoc]], bool] = lambda session: not is_terminal(session.doc.state),
     ) -> None:
@@ -73,38 +73,25 @@ class RefreshSlots:
     def release(self, slot: int, holder: Holder) -> None:
         """Free ``slot`` now if ``holder`` still holds it (its job was never launched)."""
         try:
-            found = self.store.get(SLOTS_INDEX, _slot_id(slot))
-            if found is None or found[0].get("sessionId") != holder.session_id:
-                return
-            self.store.update_if(SLOTS_INDEX, _slot_id(slot), _source(None), found[1], found[2])
-        except (AsyncQueryError, VersionConflictError) as exc:
+            self.store.locks.release(
+                SLOTS_INDEX, _slot_id(slot), _source(None), lambda held: held.get("sessionId") == holder.session_id
+            )
+        except AsyncQueryError as exc:
             log.warning("cannot release refresh slot %d (free once its session ends): %s", slot, exc)
 
     def holders(self) -> list[Holder | None]:
         """Who holds each slot now (None: free), for tests and operators."""
-        found = [self.store.get(SLOTS_INDEX, _slot_id(slot)) for slot in range(self.limit())]
-        return [None if f is None or self._free(f[0]) else _holder(f[0]) for f in found]
+        found = [self.store.locks.read(SLOTS_INDEX, _slot_id(slot)) for slot in range(self.limit())]
+        return [None if f is None or self._free(f.source) else _holder(f.source) for f in found]
 
     def _try(self, slot: int, holder: Holder) -> bool:
-        doc_id = _slot_id(slot)
-        found = self.store.get(SLOTS_INDEX, doc_id)
-        try:
-            if found is None:
-                self.store.create(SLOTS_INDEX, doc_id, _source(holder))
-                return True
-            source, seq_no, primary_term = found
-            if not self._free(source):
-                return False
-            self.store.update_if(SLOTS_INDEX, doc_id, _source(holder), seq_no, primary_term)
-            return True
-        except (DocumentExistsError, VersionConflictError):
-            return False  # another process took it between our read and our write
+        return self.store.locks.take(SLOTS_INDEX, _slot_id(slot), _source(holder), self._free)
 
-    def _free(self, source: dict[str, object]) -> bool:
+    def _free(self, source: dict[str, Any]) -> bool:
         holder = _holder(source)
         if holder is None:
             return True
-        session = self.store.get_session(holder.datasource, holder.session_id)
+        session = self.store.sessions.get(holder.datasource, holder.session_id)
         if session is None:
             taken = source.get("lastUpdateTime")
             return isinstance(taken, int) and now_millis() - taken > UNRECORDED_GRACE_MS
@@ -115,7 +102,7 @@ def _slot_id(slot: int) -> str:
     return f"refresh-slot-{slot}"
 
 
-def _source(holder: Holder | None) -> dict[str, object]:
+def _source(holder: Holder | None) -> dict[str, Any]:
     return {
         "type": SLOT_TYPE,
         "dataSourceName": holder.datasource if holder else "",
@@ -124,7 +111,7 @@ def _source(holder: Holder | None) -> dict[str, object]:
     }
 
 
-def _holder(source: dict[str, object]) -> Holder | None:
+def _holder(source: dict[str, Any]) -> Holder | None:
     datasource, session_id = source.get("dataSourceName"), source.get("sessionId")
     if not isinstance(datasource, str) or not isinstance(session_id, str) or not session_id:
         return None

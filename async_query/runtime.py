@@ -18,7 +18,7 @@ from async_query.launcher.base import Launcher
 from async_query.launcher.local import LocalLauncher, catalog_settings
 from async_query.service import AsyncQueryService
 from async_query.settings import Settings
-from query_core.store import IndexStore
+from query_core.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ def build_runtime(settings: Settings, launchers: dict[str, Launcher] | None = No
         if metastore is not None:
             metastore.wait_ready()
         opensearch = settings.opensearch(url)
-        store = IndexStore(opensearch)
+        store = Store.connect(opensearch)
         if registry_file:
             registry = DatasourceRegistry.from_file(registry_file, store)
         else:

@@ -30,7 +30,7 @@ from query_core.ids import datasource_of
 from query_core.models import SessionDoc, StatementDoc, Versioned
 from query_core.realtime import ReadNotServed
 from query_core.states import SessionState, is_terminal
-from query_core.store import IndexStore
+from query_core.store import Store
 
 __all__ = ["AsyncQueryService", "LruCache", "SubmitRequest", "Submitted", "success_reply"]
 
@@ -46,7 +46,7 @@ class AsyncQueryService:
     def __init__(
         self,
         settings: Settings,
-        store: IndexStore,
+        store: Store,
         datasources: DatasourceRegistry,
         launchers: dict[str, Launcher],
         opensearch: OpenSearchConfig,
@@ -65,7 +65,7 @@ class AsyncQueryService:
         self.kind_of_session_id: LruCache[QueryKind] = LruCache(settings.reply_cache_entries * 10)
         #: Sessions as GET last read them (see :mod:`async_query.session_cache`).
         self.session_cache = SessionCache(settings.session_cache_ms / 1000, settings.reply_cache_entries)
-        store.write_listeners.append(self.session_cache.forget)
+        store.index.write_listeners.append(self.session_cache.forget)
         self._emr_launchers: dict[str, tuple[Datasource, Launcher]] = {}
         self._launcher_lock = threading.Lock()
         self.liveness = LivenessChecker(
@@ -191,7 +191,7 @@ class AsyncQueryService:
         (``needed``) or its kind is not known yet in this process."""
         if session is not None or (not needed and self.kind_of_session_id.get(statement.doc.session_id) is not None):
             return session
-        return self.store.get_session(statement.doc.data_source_name, statement.doc.session_id)
+        return self.store.sessions.get(statement.doc.data_source_name, statement.doc.session_id)
 
     # -- GET --------------------------------------------------------------------------------
 
@@ -225,7 +225,7 @@ class AsyncQueryService:
         session = self.session_cache.get(session_id)
         generation = self.session_cache.generation()
         try:
-            statement, read = await self.store.get_statement_and_session_async(
+            statement, read = await self.store.statement_and_session_async(
                 datasource, query_id, None if session is not None else session_id
             )
         except ReadNotServed:
@@ -251,7 +251,7 @@ class AsyncQueryService:
         return datasource
 
     def _statement(self, query_id: str) -> Versioned[StatementDoc]:
-        statement = self.store.get_statement(self._datasource_of_query(query_id), query_id)
+        statement = self.store.statements.get(self._datasource_of_query(query_id), query_id)
         if statement is None:
             raise QueryNotFoundError(f"no async query with id {query_id}")
         return statement
@@ -270,7 +270,7 @@ class AsyncQueryService:
         if session is not None:
             return self._statement(query_id), session
         generation = self.session_cache.generation()
-        found, session = self.store.get_statement_and_session(datasource, query_id, session_id)
+        found, session = self.store.statement_and_session(datasource, query_id, session_id)
         if found is None:
             raise QueryNotFoundError(f"no async query with id {query_id}")
         if session is not None:
@@ -286,7 +286,7 @@ class AsyncQueryService:
         if datasource is not None:
             self.datasources.get(datasource)
         wanted = states or list(SessionState)
-        return [v.doc for v in self.store.find_sessions(datasource, wanted, size=size)]
+        return [v.doc for v in self.store.sessions.find(datasource, wanted, size=size)]
 
     # -- DELETE -----------------------------------------------------------------------------
 

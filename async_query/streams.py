@@ -21,7 +21,7 @@ from collections.abc import Callable
 from query_core.errors import AsyncQueryError
 from query_core.models import SessionDoc, Versioned
 from query_core.states import SessionState, is_terminal
-from query_core.store import IndexStore
+from query_core.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ class StreamStopper:
 
     def __init__(
         self,
-        store: IndexStore,
+        store: Store,
         stop_job: Callable[[str, str], None],
         end_session: Callable[[Versioned[SessionDoc], SessionState, str], object],
         timeout_s: float,
@@ -62,7 +62,7 @@ class StreamStopper:
         doc = session.doc
         deadline = time.monotonic() + self.timeout_s
         while True:
-            current = self.store.get_session(doc.data_source_name, doc.session_id)
+            current = self.store.sessions.get(doc.data_source_name, doc.session_id)
             if current is None or is_terminal(current.doc.state):
                 self.graceful += 1
                 log.info("streaming session %s stopped its job %s", doc.session_id, doc.job_id)

@@ -6,8 +6,6 @@ Each worker has a named interval, waits on "new work, stop, or timeout", exposes
 
 from __future__ import annotations
 
-import base64
-import binascii
 import logging
 import secrets
 import threading
@@ -18,13 +16,15 @@ from dataclasses import dataclass
 from async_query.datasources import Datasource, DatasourceRegistry
 from async_query.launcher.base import Launcher, stop_job_within
 from async_query.liveness import LivenessChecker
-from async_query.refresh_slots import SLOTS_INDEX
 from query_core.errors import AsyncQueryError
-from query_core.ids import request_index
+from query_core.flint.metas import flint_meta
+from query_core.flint.naming import index_name_of
+from query_core.flint.refresh_options import manual_refresh_options
+from query_core.ids import DEPLOYMENT_INDEX, request_index
 from query_core.index_ops import STALL_REPAIRS, IndexTarget, IndexTransaction, repair_stalled
 from query_core.models import FlintIndexStateDoc, SessionDoc, Versioned, now_millis
 from query_core.states import FlintIndexState, SessionState, SessionType, StatementState, is_terminal
-from query_core.store import IndexStore
+from query_core.store import Query, Range, Store, Term
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +91,7 @@ class CancelSupervisor(Worker):
 
     def __init__(
         self,
-        store: IndexStore,
+        store: Store,
         liveness: LivenessChecker,
         launcher_of: Callable[[SessionDoc], Launcher],
         deadline_s: float,
@@ -130,7 +130,7 @@ class CancelSupervisor(Worker):
                     self._pending.pop(item.query_id, None)
 
     def _settled(self, item: PendingCancel) -> bool:
-        session = self.store.get_session(item.datasource, item.session_id)
+        session = self.store.sessions.get(item.datasource, item.session_id)
         if session is None or is_terminal(session.doc.state):
             return True
         listed = any(r.query_id == item.query_id for r in session.doc.running_statements)
@@ -151,17 +151,20 @@ class CancelSupervisor(Worker):
 
 
 class Lease:
-    """A lease document in a request index: one plugin process at a time does a datasource's
-    housekeeping. Taken by a create-only write, renewed or taken over by conditional writes."""
+    """A lease document: one plugin process at a time does some housekeeping (a datasource's, in
+    its request index; or the deployment's, in the deployment index). Taken by a create-only
+    write, renewed or taken over by conditional writes (a lock, :mod:`query_core.store.locks`)."""
 
-    def __init__(self, store: IndexStore, name: str, lease_ms: int, owner: str | None = None) -> None:
+    def __init__(self, store: Store, name: str, lease_ms: int, owner: str | None = None) -> None:
         self.store = store
         self.name = name
         self.lease_ms = lease_ms
         self.owner = owner or secrets.token_hex(8)
 
-    def acquire(self, datasource: str) -> bool:
-        return self.store.acquire_lease(request_index(datasource), self.name, self.owner, self.lease_ms)
+    def acquire(self, datasource: str | None = None) -> bool:
+        """Take or renew the lease of ``datasource`` (None: the deployment's)."""
+        index = request_index(datasource) if datasource is not None else DEPLOYMENT_INDEX
+        return self.store.locks.acquire_lease(index, self.name, self.owner, self.lease_ms)
 
 
 class Housekeeper(Worker):
@@ -177,7 +180,7 @@ class Housekeeper(Worker):
 
     def __init__(
         self,
-        store: IndexStore,
+        store: Store,
         datasources: DatasourceRegistry,
         liveness: LivenessChecker,
         interval_s: float,
@@ -215,13 +218,12 @@ class Housekeeper(Worker):
         now = now_millis()
         requests = request_index(datasource)
         request_cutoff = now - int(self.request_days * DAY_MS)
-        deleted = self.store.delete_older_than(
-            requests, "submitTime", request_cutoff, [{"term": {"type": "statement"}}]
+        index = self.store.index
+        deleted = index.delete_by_query(requests, Query((Term("type", "statement"), Range("submitTime", lt=request_cutoff))))
+        deleted += index.delete_by_query(
+            requests, Query((Term("type", "session"), Range("lastUpdateTime", lt=request_cutoff)))
         )
-        deleted += self.store.delete_older_than(
-            requests, "lastUpdateTime", request_cutoff, [{"term": {"type": "session"}}]
-        )
-        deleted += self.store.delete_older_than(result_index, "updateTime", now - int(self.result_days * DAY_MS))
+        deleted += index.delete_by_query(result_index, Query((Range("updateTime", lt=now - int(self.result_days * DAY_MS)),)))
         if deleted:
             log.info("housekeeping deleted %d old documents of datasource %s", deleted, datasource)
         return deleted
@@ -230,7 +232,7 @@ class Housekeeper(Worker):
         """Confirm stale sessions dead, end index DML sessions past their timeout, and supervise
         cancels that no process here is watching (a heartbeat still listing a cancelled
         statement, say after a plugin restart)."""
-        for session in self.store.find_sessions(datasource, [SessionState.NOT_STARTED, SessionState.RUNNING]):
+        for session in self.store.sessions.find(datasource, [SessionState.NOT_STARTED, SessionState.RUNNING]):
             if session.doc.session_type == SessionType.LOCAL:
                 self._sweep_local(session)  # no job, no heartbeat: never ask a launcher
                 continue
@@ -238,7 +240,7 @@ class Housekeeper(Worker):
                 self.liveness.check(session)
                 continue
             for running in session.doc.running_statements:
-                statement = self.store.get_statement(datasource, running.query_id)
+                statement = self.store.statements.get(datasource, running.query_id)
                 if (
                     self.supervisor is not None
                     and statement is not None
@@ -275,14 +277,14 @@ class StalledIndexRepair:
     when it names a job, the launcher confirms that job is no longer running.
     """
 
-    def __init__(self, store: IndexStore, liveness: LivenessChecker, stall_s: float) -> None:
+    def __init__(self, store: Store, liveness: LivenessChecker, stall_s: float) -> None:
         self.store = store
         self.liveness = liveness
         self.stall_s = stall_s
         self.repaired = 0
 
     def sweep(self, datasource: str) -> None:
-        for stalled in self.store.find_index_states(datasource, TRANSITIONING):
+        for stalled in self.store.index_states.find(datasource, TRANSITIONING):
             found = self.owner_gone(datasource, stalled.doc)
             if found is None:
                 continue
@@ -295,7 +297,7 @@ class StalledIndexRepair:
         """Why the index's operation will never finish, and whether its owner was a streaming
         job; None while the owner may still be at work."""
         what = f"Left {state.state.value} by an operation that will not finish"
-        sessions = self.store.find_sessions(datasource, list(SessionState), job_id=state.job_id) if state.job_id else []
+        sessions = self.store.sessions.find(datasource, list(SessionState), job_id=state.job_id) if state.job_id else []
         if sessions:
             checked = [self.liveness.check(s).doc for s in sessions]
             if any(not is_terminal(s.state) for s in checked):
@@ -348,7 +350,7 @@ class StreamingHousekeeper(Worker):
 
     def __init__(
         self,
-        store: IndexStore,
+        store: Store,
         datasources: DatasourceRegistry,
         liveness: LivenessChecker,
         stop_stream: Callable[[Versioned[SessionDoc]], object],
@@ -360,16 +362,15 @@ class StreamingHousekeeper(Worker):
         self.datasources = datasources
         self.liveness = liveness
         self.stop_stream = stop_stream
-        self.owner = owner or secrets.token_hex(8)
-        self.lease_ms = int(interval_s * 2000)
+        self.lease = Lease(store, "streaming-housekeeping-lease", int(interval_s * 2000), owner)
         #: Streams stopped, by the reason given.
         self.stopped: list[str] = []
 
     def run_once(self) -> None:
         try:
-            if not self.store.acquire_lease(SLOTS_INDEX, "streaming-housekeeping-lease", self.owner, self.lease_ms):
+            if not self.lease.acquire():
                 return
-            sessions = self.store.find_sessions(None, [SessionState.NOT_STARTED, SessionState.RUNNING])
+            sessions = self.store.sessions.find(None, [SessionState.NOT_STARTED, SessionState.RUNNING])
         except AsyncQueryError as exc:
             log.warning("streaming housekeeping failed: %s", exc)
             return
@@ -386,10 +387,10 @@ class StreamingHousekeeper(Worker):
         if not self.liveness.staleness.is_fresh(doc) and is_terminal(self.liveness.check(session).doc.state):
             return  # dead: the housekeeping sweep fails its index with the cause
         datasource = self.datasources.find(doc.data_source_name)
-        for state in self.store.find_index_states(
+        for state in self.store.index_states.find(
             doc.data_source_name, [FlintIndexState.REFRESHING], job_id=doc.job_id
         ):
-            index_name = index_name_of(state.doc)
+            index_name = index_name_of(state.doc.latest_id, state.doc.index_name)
             why = self._why_stop(datasource, doc.data_source_name, index_name)
             if why is not None:
                 self._stop_stream_of(session, index_name, *why)
@@ -398,7 +399,7 @@ class StreamingHousekeeper(Worker):
         """The operation that stops the stream of ``index_name``, and why; None: let it run."""
         if datasource is None:
             return "drop", f"datasource {name} was deleted"
-        if not self.store.index_exists(index_name):
+        if not self.store.index.index_exists(index_name):
             return "drop", f"index {index_name} no longer exists"
         if datasource.status != "ACTIVE":
             return "alter to manual refresh", f"datasource {name} is disabled"
@@ -410,22 +411,11 @@ class StreamingHousekeeper(Worker):
         def work() -> None:
             self.stop_stream(session)
             if operation == "alter to manual refresh":
-                meta = self.store.index_metas(index_name).get(index_name)
+                meta = flint_meta(self.store.index, index_name)
                 if meta:
-                    options = {**dict(meta.get("options") or {}), "auto_refresh": "false"}
-                    self.store.put_index_meta(index_name, {**meta, "options": options})
+                    self.store.index.put_mapping_meta(index_name, {**meta, "options": manual_refresh_options(meta)})
 
         IndexTransaction(self.store, target).run(operation, work)
         self.stopped.append(reason)
         log.warning("stopped the stream of index %s (%s): %s", index_name, operation, reason)
 
-
-def index_name_of(state: FlintIndexStateDoc) -> str:
-    """The OpenSearch index a state document is of: its ``indexName`` (this product's field), or
-    its id decoded (the reference's documents have no ``indexName``; the id is its base64)."""
-    if state.index_name:
-        return state.index_name
-    try:
-        return base64.b64decode(state.latest_id, validate=True).decode("utf-8")
-    except (binascii.Error, UnicodeDecodeError):
-        return state.latest_id

@@ -19,7 +19,7 @@ from bench.sim import SimulatedSessions
 from bench.stats import percentile
 from query_core.models import ColumnSchema, LosslessResult, ResultDoc
 from query_core.states import StatementState
-from query_core.store import IndexStore
+from query_core.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ class UnexpectedSessionError(RuntimeError):
 
 
 def run_api_latency(
-    base_url: str, store: IndexStore, datasource: str, result_index: str, plan: ApiPlan
+    base_url: str, store: Store, datasource: str, result_index: str, plan: ApiPlan
 ) -> tuple[list[Figure], dict[str, Any]]:
     details: dict[str, Any] = {"plan": plan.__dict__}
     with SimulatedSessions(store, datasource, plan.sessions) as sim:
@@ -150,9 +150,9 @@ def _check_ok(result: LoadResult, what: str, expect: int = 200) -> None:
         raise RuntimeError(f"{what}: unexpected replies {bad}, {result.errors} connection errors: {sample}")
 
 
-def _finish_one(store: IndexStore, datasource: str, result_index: str, statement_id: str) -> str:
+def _finish_one(store: Store, datasource: str, result_index: str, statement_id: str) -> str:
     """Move one statement to success with a small result, as the job would."""
-    statement = store.get_statement(datasource, statement_id)
+    statement = store.statements.get(datasource, statement_id)
     if statement is None:
         raise RuntimeError(f"statement {statement_id} disappeared")
     rows = [[i, f"row {i}"] for i in range(10)]
@@ -161,6 +161,6 @@ def _finish_one(store: IndexStore, datasource: str, result_index: str, statement
         datarows=json.dumps(rows),
         total=len(rows),
     )
-    store.put_result(result_index, ResultDoc(query_id=statement_id, status="SUCCESS", lossless=lossless))
-    store.move_statement(statement, StatementState.SUCCESS)
+    store.results.put(result_index, ResultDoc(query_id=statement_id, status="SUCCESS", lossless=lossless))
+    store.statements.move(statement, StatementState.SUCCESS)
     return statement_id

@@ -73,7 +73,7 @@ from query_core.models import (
     now_millis,
 )
 from query_core.states import SessionState, SessionType, StatementState, is_terminal
-from query_core.store import IndexStore
+from query_core.store import Store, retry_on_conflict
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +135,7 @@ class ReferencePolicyService(AsyncQueryService):
         statement = self._statement(query_id)
         if is_terminal(statement.doc.state):
             return super().get(query_id)
-        session = self.store.get_session(statement.doc.data_source_name, statement.doc.session_id)
+        session = self.store.sessions.get(statement.doc.data_source_name, statement.doc.session_id)
         if session is not None:
             datasource = self.datasources.get(statement.doc.data_source_name)
             self.launcher_for(datasource).describe(session.doc.job_id)
@@ -170,7 +170,7 @@ class _Jobs:
     job_type = SessionType.BATCH
 
     def __init__(
-        self, store: IndexStore, datasource: str, pairs: list[tuple[str, str]], interval_ms: int = HEARTBEAT_MS
+        self, store: Store, datasource: str, pairs: list[tuple[str, str]], interval_ms: int = HEARTBEAT_MS
     ) -> None:
         self.store = store
         self.datasource = datasource
@@ -181,17 +181,17 @@ class _Jobs:
 
     def claim(self) -> None:
         for session_id, statement_id in self.pairs:
-            statement = self.store.get_statement(self.datasource, statement_id)
+            statement = self.store.statements.get(self.datasource, statement_id)
             if statement is None:
                 raise RuntimeError(f"statement {statement_id} is missing")
-            self.store.move_statement(statement, StatementState.RUNNING)
+            self.store.statements.move(statement, StatementState.RUNNING)
             self.beat(session_id, statement_id, claim=True)
 
     def beat(self, session_id: str, statement_id: str, claim: bool = False) -> None:
         fields = self.beat_fields(session_id, statement_id)
 
         def change(current: Any) -> Any:
-            return self.store.update_session(
+            return self.store.sessions.update(
                 current,
                 SessionState.RUNNING if claim else None,
                 last_update_time=now_millis(),
@@ -199,7 +199,7 @@ class _Jobs:
                 **fields,
             )
 
-        self.store.update_with_retry(lambda: self.store.get_session(self.datasource, session_id), change)
+        retry_on_conflict(lambda: self.store.sessions.get(self.datasource, session_id), change)
 
     def beat_fields(self, session_id: str, statement_id: str) -> dict[str, Any]:
         """What one heartbeat writes besides its time and interval: the running statement."""
@@ -228,10 +228,10 @@ class _Jobs:
         """Make every session look like its job stopped ``minutes`` ago."""
 
         def change(current: Any) -> Any:
-            return self.store.update_session(current, last_update_time=now_millis() - minutes * 60_000)
+            return self.store.sessions.update(current, last_update_time=now_millis() - minutes * 60_000)
 
         for session_id, _ in self.pairs:
-            self.store.update_with_retry(self._reader(session_id), change)
+            retry_on_conflict(self._reader(session_id), change)
 
     def finish(self, result_index: str) -> None:
         """What a batch job does at the end: write the result, the statement ``success``, the
@@ -242,10 +242,10 @@ class _Jobs:
     def succeed(self, result_index: str) -> None:
         """Each job's statement done: its result document first, then the statement ``success``."""
         for session_id, statement_id in self.pairs:
-            statement = self.store.get_statement(self.datasource, statement_id)
+            statement = self.store.statements.get(self.datasource, statement_id)
             if statement is None:
                 raise RuntimeError(f"statement {statement_id} is missing")
-            self.store.put_result(
+            self.store.results.put(
                 result_index,
                 ResultDoc(
                     query_id=statement_id,
@@ -259,19 +259,19 @@ class _Jobs:
                     lossless=LosslessResult(schema=[], datarows="[]", total=0),
                 ),
             )
-            self.store.move_statement(statement, StatementState.SUCCESS)
+            self.store.statements.move(statement, StatementState.SUCCESS)
 
     def end(self) -> None:
         """Each job ends its session ``dead`` (nothing left running)."""
 
         def end(current: Any) -> Any:
-            return self.store.update_session(current, SessionState.DEAD, running_statements=[])
+            return self.store.sessions.update(current, SessionState.DEAD, running_statements=[])
 
         for session_id, _ in self.pairs:
-            self.store.update_with_retry(self._reader(session_id), end)
+            retry_on_conflict(self._reader(session_id), end)
 
     def _reader(self, session_id: str) -> Callable[[], Versioned[SessionDoc] | None]:
-        return lambda: self.store.get_session(self.datasource, session_id)
+        return lambda: self.store.sessions.get(self.datasource, session_id)
 
 
 class _StreamingJobs(_Jobs):
@@ -283,7 +283,7 @@ class _StreamingJobs(_Jobs):
 
     def __init__(
         self,
-        store: IndexStore,
+        store: Store,
         datasource: str,
         pairs: list[tuple[str, str]],
         index_names: dict[str, str],
@@ -324,7 +324,7 @@ class _StreamingJobs(_Jobs):
 
 
 def run_getjobrun(
-    store: IndexStore, opensearch: OpenSearchConfig, data_dir: Path, plan: EmrPlan
+    store: Store, opensearch: OpenSearchConfig, data_dir: Path, plan: EmrPlan
 ) -> tuple[list[Figure], dict[str, Any]]:
     """Raises ImportError when the EMR Serverless launcher is not available."""
     launcher_class = _load_launcher()
@@ -375,7 +375,7 @@ def run_getjobrun(
         ended = sum(
             1
             for _, statement_id in pairs
-            if (s := store.get_statement(datasource.name, statement_id)) is not None and is_terminal(s.doc.state)
+            if (s := store.statements.get(datasource.name, statement_id)) is not None and is_terminal(s.doc.state)
         )
         batch = _run_batch(product, reference, counter, store, datasource, plan)
         interval_ms = plan.streaming_heartbeat_ms or settings.heartbeat_streaming_ms
@@ -435,7 +435,7 @@ def _run_batch(
     product: AsyncQueryService,
     reference: AsyncQueryService,
     counter: CallCounter,
-    store: IndexStore,
+    store: Store,
     datasource: Datasource,
     plan: EmrPlan,
 ) -> dict[str, Any]:
@@ -446,7 +446,7 @@ def _run_batch(
     for i in range(plan.batch_queries):
         query = f"REFRESH SKIPPING INDEX ON {datasource.name}.default.bench_emr_{i}"
         submitted = product.submit(SubmitRequest(datasource.name, "sql", query))
-        session = store.get_session(datasource.name, submitted.session_id)
+        session = store.sessions.get(datasource.name, submitted.session_id)
         if session is None or session.doc.session_type != SessionType.BATCH:
             found = "no session" if session is None else f"a {session.doc.session_type.value} session"
             raise RuntimeError(f"{query!r} was not run as a batch query: {found}")
@@ -519,7 +519,7 @@ def _run_streaming(
     reference: AsyncQueryService,
     counter: CallCounter,
     inspector: Any,
-    store: IndexStore,
+    store: Store,
     datasource: Datasource,
     plan: EmrPlan,
     cluster_name: str,
@@ -537,7 +537,7 @@ def _run_streaming(
             f"checkpoint_location = 's3://bench/checkpoints/stream_{i}')"
         )
         submitted = product.submit(SubmitRequest(datasource.name, "sql", query))
-        session = store.get_session(datasource.name, submitted.session_id)
+        session = store.sessions.get(datasource.name, submitted.session_id)
         if session is None or session.doc.session_type != SessionType.STREAMING:
             found = "no session" if session is None else f"a {session.doc.session_type.value} session"
             raise RuntimeError(f"{query!r} was not run as a streaming query: {found}")
@@ -571,7 +571,7 @@ def _run_streaming(
     progress = [
         s.doc.stream_progress.batches
         for sid, _ in pairs
-        if (s := store.get_session(datasource.name, sid)) is not None and s.doc.stream_progress is not None
+        if (s := store.sessions.get(datasource.name, sid)) is not None and s.doc.stream_progress is not None
     ]
     jobs.end()  # the streams stop (as after ALTER ... auto_refresh = false): their slots free
     return {
@@ -595,7 +595,7 @@ def _job_names(
     runs = {run["id"]: run.get("name", "") for run in inspector.list_job_runs(applicationId=app_id)["jobRuns"]}
     names = {}
     for session_id, _ in pairs:
-        session = service.store.get_session(datasource.name, session_id)
+        session = service.store.sessions.get(datasource.name, session_id)
         job_id = session.doc.job_id if session is not None else ""
         names[job_id] = runs.get(job_id, "")
     return names
@@ -675,7 +675,7 @@ def main(argv: list[str] | None = None) -> int:
         embedded = OsmemServer.start(addr="127.0.0.1:0", japanese=False)
         url = embedded.url
     opensearch = settings.opensearch(url)
-    store = IndexStore(opensearch)
+    store = Store.connect(opensearch)
     report = Report(meta={"quick": args.quick, "plan": plan.__dict__})
     started = time.perf_counter()
     try:

@@ -25,7 +25,7 @@ import httpx
 
 from async_query.settings import Settings
 from query_core.config import OpenSearchConfig
-from query_core.store import IndexStore
+from query_core.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ class BenchEnv:
         self.data_dir = Path()
         self.embedded: Any = None
         self.index_url = ""
-        self.store: IndexStore | None = None
+        self.store: Store | None = None
         self.opensearch: OpenSearchConfig | None = None
         self.proc: subprocess.Popen[bytes] | None = None
         self.base_url = ""
@@ -81,7 +81,7 @@ class BenchEnv:
             self.embedded = OsmemServer.start(addr="127.0.0.1:0", japanese=False)
             self.index_url = self.embedded.url
         self.opensearch = settings.opensearch(self.index_url)
-        self.store = IndexStore(self.opensearch)
+        self.store = Store.connect(self.opensearch)
         self.start_service()
 
     def start_service(self) -> None:
@@ -165,7 +165,7 @@ class BenchEnv:
 
     # -- helpers ----------------------------------------------------------------------------
 
-    def require_store(self) -> IndexStore:
+    def require_store(self) -> Store:
         if self.store is None:
             raise RuntimeError("the bench environment is not started")
         return self.store

@@ -24,7 +24,7 @@ from flint_repl_job.indexes.engine import FlintContext, FlintEngine
 from flint_repl_job.opensearch_source import DEFAULT_BATCH, index_body, register, to_source
 from query_core.config import OpenSearchConfig
 from query_core.flint import parse
-from query_core.store import IndexStore, quiet_driver_logs
+from query_core.store import Store, quiet_driver_logs
 
 log = logging.getLogger(__name__)
 CEILING = "bench_bulk_ceiling"
@@ -70,12 +70,12 @@ def run(engine: FlintEngine, sql: str) -> float:
     return time.monotonic() - began
 
 
-def bulk_ceiling(spark: Any, store: IndexStore) -> tuple[float, int]:
+def bulk_ceiling(spark: Any, store: Store) -> tuple[float, int]:
     """Seconds to bulk-index the covering index's documents from this one process."""
     frame = spark.read.table("default.events")
     body = index_body(frame.schema, {}, {})
-    store.delete_index(CEILING)
-    store.create_index(CEILING, body)
+    store.index.delete_index(CEILING)
+    store.index.create_index(CEILING, body)
     fields = frame.schema.fields
     docs: list[tuple[str | None, dict[str, Any]]] = [
         (str(row[0]), {f.name: to_source(row[i], f.dataType) for i, f in enumerate(fields)})
@@ -83,7 +83,7 @@ def bulk_ceiling(spark: Any, store: IndexStore) -> tuple[float, int]:
     ]
     began = time.monotonic()
     for start in range(0, len(docs), DEFAULT_BATCH):
-        store.bulk_index(CEILING, docs[start : start + DEFAULT_BATCH])
+        store.index.bulk_index(CEILING, docs[start : start + DEFAULT_BATCH])
     return time.monotonic() - began, len(docs)
 
 
@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
 
         server = OsmemServer.start(addr="127.0.0.1:0", japanese=False)
         url = server.url
-    store = IndexStore(OpenSearchConfig(url=url))
+    store = Store.connect(OpenSearchConfig(url=url))
     with tempfile.TemporaryDirectory(prefix="bench-flint-") as warehouse:
         spark = spark_session(warehouse, args.partitions)
         try:
@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
             # The ceiling first, and its index dropped before the refresh: the in-memory index server
             # holds one copy of the documents at a time (about 17 KB each in osmem).
             ceiling_s, docs = bulk_ceiling(spark, store)
-            store.delete_index(CEILING)
+            store.index.delete_index(CEILING)
             print(f"bulk ceiling measured: {docs:,} documents in {ceiling_s:.1f} s", flush=True)
             # A datasource of its own per run, so that a real cluster's leftovers never interfere.
             datasource = f"bench{secrets.token_hex(3)}"
@@ -119,12 +119,12 @@ def main(argv: list[str] | None = None) -> int:
             covering = f"flint_{datasource}_default_events_all_index"
             run(engine, "CREATE INDEX all ON default.events (id, region, qty, price, day) WITH (id_expression = 'id')")
             refresh_s = run(engine, "REFRESH INDEX all ON default.events")
-            indexed = sum(1 for _ in store.scan(covering))
-            store.delete_index(covering)
+            indexed = sum(1 for _ in store.index.scan(covering))
+            store.index.delete_index(covering)
             print(f"covering index refreshed: {indexed:,} documents in {refresh_s:.1f} s", flush=True)
             run(engine, "CREATE SKIPPING INDEX ON default.events (region VALUE_SET, qty MIN_MAX, id BLOOM_FILTER)")
             skipping_s = run(engine, "REFRESH SKIPPING INDEX ON default.events")
-            store.delete_index(f"flint_{datasource}_default_events_skipping_index")
+            store.index.delete_index(f"flint_{datasource}_default_events_skipping_index")
         finally:
             spark.stop()
             store.close()

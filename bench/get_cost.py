@@ -36,7 +36,7 @@ from async_query.settings import Settings
 from bench.report import Figure, Report
 from bench.sim import SimulatedSessions
 from query_core.config import OpenSearchConfig
-from query_core.store import IndexStore
+from query_core.store import IndexClient, Store
 
 SECTION = "GET cost"
 DS = "local"
@@ -65,7 +65,7 @@ class _Counted:
             reader.get = counted
 
 
-def _service(store: IndexStore, cfg: OpenSearchConfig, data_dir: Path, session_cache_ms: int) -> AsyncQueryService:
+def _service(store: Store, cfg: OpenSearchConfig, data_dir: Path, session_cache_ms: int) -> AsyncQueryService:
     settings = Settings(data_dir=data_dir, session_cache_ms=session_cache_ms)
     launcher = LocalLauncher(settings.data_dir, settings.cluster_name, "local[1]")
     return AsyncQueryService(settings, store, DatasourceRegistry([local_datasource(DS)]), {"local": launcher}, cfg)
@@ -83,9 +83,11 @@ def run_get_cost(index_url: str, gets: int = 5_000) -> list[Figure]:
     cfg = OpenSearchConfig(url=index_url)
     figures: list[Figure] = []
     with tempfile.TemporaryDirectory(prefix="aq-get-cost-") as tmp:
-        store = IndexStore(cfg)
-        assert store._reader is not None and store._async_reader is not None, "no lean reader for this cluster"
-        blocking, on_loop = _Counted(store._reader), _Counted(store._async_reader)
+        client = IndexClient(cfg)
+        store = Store(client)
+        reader, async_reader = client.lean_readers
+        assert reader is not None and async_reader is not None, "no lean reader for this cluster"
+        blocking, on_loop = _Counted(reader), _Counted(async_reader)
 
         def reads() -> int:
             return blocking.calls + on_loop.calls
@@ -126,7 +128,7 @@ def run_get_cost(index_url: str, gets: int = 5_000) -> list[Figure]:
     return figures
 
 
-def _finish(store: IndexStore, statement_id: str) -> None:
+def _finish(store: Store, statement_id: str) -> None:
     from bench.api_latency import _finish_one
 
     _finish_one(store, DS, local_datasource(DS).results, statement_id)

@@ -27,7 +27,7 @@ from bench.env import BenchEnv
 from bench.report import Figure, Report
 from bench.scale import ScalePlan, run_scale
 from bench.spark import IdleWindow, SparkBench, SparkPlan
-from query_core.store import IndexStore
+from query_core.store import Store
 
 log = logging.getLogger("bench.run")
 
@@ -76,7 +76,7 @@ def _section(report: Report, name: str, run: Callable[[], tuple[list[Figure], di
 
 
 def _scale_run(
-    base_url: str, store: IndexStore, plan: ScalePlan, jobs_dir: Path
+    base_url: str, store: Store, plan: ScalePlan, jobs_dir: Path
 ) -> Callable[[], tuple[list[Figure], dict[str, Any]]]:
     return lambda: run_scale(base_url, store, DATASOURCE, plan, jobs_dir)
 

@@ -31,7 +31,7 @@ from bench.report import Figure, Target
 from bench.sim import SimulatedSessions, StandInJobs, declared_dead, index_writes
 from bench.stats import percentile, summary
 from query_core.ids import request_index
-from query_core.store import IndexStore
+from query_core.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ class ScalePlan:
 
 
 def run_scale(
-    base_url: str, store: IndexStore, datasource: str, plan: ScalePlan, jobs_dir: Path | None = None
+    base_url: str, store: Store, datasource: str, plan: ScalePlan, jobs_dir: Path | None = None
 ) -> tuple[list[Figure], dict[str, Any]]:
     index = request_index(datasource)
     started = time.perf_counter()

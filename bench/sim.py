@@ -3,7 +3,7 @@
 Each simulated session is ``running`` with one ``running`` statement, and its heartbeat does what
 :class:`flint_repl_job.repl.Heartbeat` does: read the session by id, then one conditional write of
 ``lastUpdateTime``, ``runningStatements`` (with progress) and ``heartbeatIntervalMillis``. All
-writes go through :class:`query_core.store.IndexStore`, like the job's.
+writes go through :class:`query_core.store.Store`, like the job's.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from query_core.models import (
     now_millis,
 )
 from query_core.states import SessionState, SessionType, StatementState
-from query_core.store import IndexStore
+from query_core.store import IndexClient, Store, retry_on_conflict
 
 log = logging.getLogger(__name__)
 
@@ -69,12 +69,18 @@ class HeartbeatStats:
         return [lag for lag, due in zip(self.lag_ms, self.due_at, strict=True) if due >= since]
 
 
+def client_of(store: Store) -> IndexClient:
+    """The cluster client under ``store`` (benchmarks measure a real cluster, never the twin)."""
+    assert isinstance(store.index, IndexClient), "benchmarks run against an index cluster"
+    return store.index
+
+
 class SimulatedSessions:
     """``count`` live interactive sessions in ``datasource``, each running one statement."""
 
     def __init__(
         self,
-        store: IndexStore,
+        store: Store,
         datasource: str,
         count: int,
         interval_ms: int = 2_000,
@@ -97,36 +103,36 @@ class SimulatedSessions:
     # -- documents --------------------------------------------------------------------------
 
     def create(self, parallel: int = 8) -> list[SimSession]:
-        """Write the session and statement documents (a running session with a running statement)."""
+        """Write the session and statement documents as a running job leaves them (a running
+        session with a running statement: written as they stand, not moved there)."""
+        index = request_index(self.datasource)
 
         def make(i: int) -> SimSession:
             job_id = self._job_ids[i] if self._job_ids else f"bench-sim-{i}"
             sim = SimSession(new_id(self.datasource), new_id(self.datasource), job_id, now_millis())
-            self.store.create_session(
-                SessionDoc(
-                    session_id=sim.session_id,
-                    session_type=SessionType.INTERACTIVE,
-                    state=SessionState.RUNNING,
-                    data_source_name=self.datasource,
-                    application_id=self.application_id,
-                    job_id=job_id,
-                    job_start_time=sim.started_ms,
-                    heartbeat_interval_millis=self.interval_ms,
-                    running_statements=[self._running(sim)],
-                )
+            session = SessionDoc(
+                session_id=sim.session_id,
+                session_type=SessionType.INTERACTIVE,
+                state=SessionState.RUNNING,
+                data_source_name=self.datasource,
+                application_id=self.application_id,
+                job_id=job_id,
+                job_start_time=sim.started_ms,
+                heartbeat_interval_millis=self.interval_ms,
+                running_statements=[self._running(sim)],
             )
-            self.store.create_statement(
-                StatementDoc(
-                    statement_id=sim.statement_id,
-                    query_id=sim.statement_id,
-                    session_id=sim.session_id,
-                    query="SELECT count(*) FROM range(1000000000)",
-                    data_source_name=self.datasource,
-                    application_id=self.application_id,
-                    job_id=job_id,
-                    state=StatementState.RUNNING,
-                )
+            self.store.index.create(index, sim.session_id, session.to_source(), recheck=True)
+            statement = StatementDoc(
+                statement_id=sim.statement_id,
+                query_id=sim.statement_id,
+                session_id=sim.session_id,
+                query="SELECT count(*) FROM range(1000000000)",
+                data_source_name=self.datasource,
+                application_id=self.application_id,
+                job_id=job_id,
+                state=StatementState.RUNNING,
             )
+            self.store.index.create(index, sim.statement_id, statement.to_source())
             return sim
 
         with ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="sim-create") as pool:
@@ -146,12 +152,12 @@ class SimulatedSessions:
         def reread() -> Versioned[SessionDoc] | None:
             with self._lock:
                 self.stats.reads += 1
-            return self.store.get_session(self.datasource, sim.session_id)
+            return self.store.sessions.get(self.datasource, sim.session_id)
 
         def change(current: Versioned[SessionDoc]) -> Versioned[SessionDoc]:
             landed = now_millis()
             try:
-                return self.store.update_session(
+                return self.store.sessions.update(
                     current,
                     last_update_time=landed,
                     running_statements=[self._running(sim)],
@@ -163,7 +169,7 @@ class SimulatedSessions:
                     self.stats.conflicts += 1
                 raise
 
-        self.store.update_with_retry(reread, change)
+        retry_on_conflict(reread, change)
         with self._lock:
             self.stats.writes += 1
 
@@ -236,18 +242,18 @@ class SimulatedSessions:
             def change(current: Versioned[SessionDoc]) -> Versioned[SessionDoc] | None:
                 if current.doc.state != SessionState.RUNNING:
                     return None
-                return self.store.update_session(
+                return self.store.sessions.update(
                     current, SessionState.DEAD, running_statements=[], last_update_time=now_millis()
                 )
 
-            self.store.update_with_retry(lambda: self.store.get_session(self.datasource, sim.session_id), change)
+            retry_on_conflict(lambda: self.store.sessions.get(self.datasource, sim.session_id), change)
 
         with ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="sim-end") as pool:
             list(pool.map(finish, self.sessions))
         ours = {s.session_id for s in self.sessions}
 
         def none_live() -> bool:
-            live = self.store.find_sessions(self.datasource, [SessionState.RUNNING], size=10_000)
+            live = self.store.sessions.find(self.datasource, [SessionState.RUNNING], size=10_000)
             return not any(v.doc.session_id in ours for v in live)
 
         poll_until(none_live, timeout, 0.2)
@@ -276,7 +282,7 @@ class _HeartbeatChild:
         self._proc = ctx.Process(
             target=_beat_in_child,
             args=(
-                sim.store.cfg.model_dump_json(),
+                client_of(sim.store).cfg.model_dump_json(),
                 sim.datasource,
                 sim.sessions,
                 sim.interval_ms,
@@ -324,7 +330,7 @@ def _beat_in_child(
     conn: Any,
 ) -> None:
     """The child of :class:`_HeartbeatChild`: beat until told to stop, then send the stats."""
-    store = IndexStore(OpenSearchConfig.model_validate_json(cfg_json))
+    store = Store.connect(OpenSearchConfig.model_validate_json(cfg_json))
     sim = SimulatedSessions(store, datasource, len(sessions), interval_ms=interval_ms)
     sim.sessions = sessions
     sim.start(writers=writers)
@@ -382,38 +388,38 @@ class StandInJobs:
             proc.wait()
 
 
-def declared_dead(store: IndexStore, datasource: str, sims: list[SimSession]) -> tuple[int, int]:
+def declared_dead(store: Store, datasource: str, sims: list[SimSession]) -> tuple[int, int]:
     """(sessions ``dead``/``fail``, statements ``failed``) among ``sims``: real-time reads."""
     index = request_index(datasource)
     dead = failed = 0
     for start in range(0, len(sims), 500):
         chunk = sims[start : start + 500]
         ids = [s.session_id for s in chunk] + [s.statement_id for s in chunk]
-        found = store.get_many(index, ids)
+        found = store.index.get_many(index, ids)
         sessions, statements = found[: len(chunk)], found[len(chunk) :]
-        dead += sum(1 for d in sessions if d and d[0].get("state") in (SessionState.DEAD, SessionState.FAIL))
-        failed += sum(1 for d in statements if d and d[0].get("state") == StatementState.FAILED)
+        dead += sum(1 for d in sessions if d and d.source.get("state") in (SessionState.DEAD, SessionState.FAIL))
+        failed += sum(1 for d in statements if d and d.source.get("state") == StatementState.FAILED)
     return dead, failed
 
 
-def index_writes(store: IndexStore, index: str) -> int | None:
+def index_writes(store: Store, index: str) -> int | None:
     """Successful document writes the index server has counted for ``index`` (primaries).
 
     This is the server's own ``indexing.index_total`` (every create, index and update counts
     once); None when the server does not report it.
     """
     try:
-        stats: Any = store.client.indices.stats(index=index, metric="indexing")
+        stats: Any = client_of(store).driver.indices.stats(index=index, metric="indexing")
         return int(stats["_all"]["primaries"]["indexing"]["index_total"])
     except Exception:
         log.warning("index stats of %s are not available", index, exc_info=True)
         return None
 
 
-def doc_version(store: IndexStore, index: str, doc_id: str) -> int | None:
+def doc_version(store: Store, index: str, doc_id: str) -> int | None:
     """A document's ``_version``: it starts at 1 on create and grows by one with every write."""
     try:
-        found: Any = store.client.get(index=index, id=doc_id, _source="false")
+        found: Any = client_of(store).driver.get(index=index, id=doc_id, _source="false")
     except Exception:  # noqa: BLE001 - a missing document or index has no version
         return None
     return int(found["_version"]) if found.get("found") else None

@@ -30,7 +30,7 @@ from bench.stats import percentile, summary
 from query_core.ids import request_index
 from query_core.models import SessionDoc
 from query_core.states import StatementState, is_terminal
-from query_core.store import IndexStore
+from query_core.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ class IdleWindow:
 @dataclass
 class SparkBench:
     base_url: str
-    store: IndexStore
+    store: Store
     datasource: str
     result_index: str
     plan: SparkPlan
@@ -103,11 +103,11 @@ class SparkBench:
         return dict(reply.json())
 
     def state(self, query_id: str) -> StatementState | None:
-        found = self.store.get_statement(self.datasource, query_id)
+        found = self.store.statements.get(self.datasource, query_id)
         return None if found is None else found.doc.state
 
     def session(self) -> SessionDoc:
-        found = self.store.get_session(self.datasource, self.session_id)
+        found = self.store.sessions.get(self.datasource, self.session_id)
         if found is None:
             raise RuntimeError(f"session {self.session_id} disappeared")
         return found.doc

@@ -59,12 +59,13 @@ from async_query.service import AsyncQueryService
 from async_query.settings import Settings
 from bench.emr import serve_app
 from bench.report import Figure, Report, Target
+from bench.sim import client_of
 from bench.stats import percentile, summary
 from query_core.flint import latest_id
 from query_core.ids import request_index
 from query_core.models import SessionDoc
 from query_core.states import SessionState, SessionType
-from query_core.store import IndexStore, quiet_driver_logs
+from query_core.store import Query, Store, Term, quiet_driver_logs
 from tests.faults.procs import group_members, job_pid
 
 log = logging.getLogger(__name__)
@@ -191,7 +192,7 @@ class StreamingBench:
     figures: list[Figure] = field(default_factory=list)
 
     @property
-    def store(self) -> IndexStore:
+    def store(self) -> Store:
         return self.service.store
 
     @property
@@ -209,7 +210,7 @@ class StreamingBench:
         return f"last {len(text)} lines of {path}:\n" + "\n".join(text)
 
     def session_doc(self, session_id: str) -> SessionDoc | None:
-        found = self.store.get_session(DS, session_id)
+        found = self.store.sessions.get(DS, session_id)
         return found.doc if found is not None else None
 
     def _failure(self, what: str, session_id: str) -> BenchError:
@@ -242,7 +243,7 @@ class StreamingBench:
         began = time.perf_counter()
         submitted = self.client.submit(query)
         query_id = str(submitted["queryId"])
-        statement = self.store.get_statement(DS, query_id)
+        statement = self.store.statements.get(DS, query_id)
         session_id = statement.doc.session_id if statement is not None else ""
         session = self.session_doc(session_id) if session_id else None
         if session is None or session.session_type is not SessionType.STREAMING:
@@ -261,8 +262,7 @@ class StreamingBench:
     # -- the index and the session document ---------------------------------------------------
 
     def searchable(self, page: str) -> bool:
-        body = {"size": 1, "query": {"term": {"page": page}}}
-        return bool(self.store.search(INDEX, body))
+        return bool(self.store.index.search(INDEX, Query((Term("page", page),), size=1)))
 
     def wait_searchable(self, page: str) -> float:
         deadline = time.perf_counter() + FRESH_S
@@ -278,7 +278,7 @@ class StreamingBench:
             time.sleep(INDEX_POLL_S)
 
     def read_beat(self) -> Beat:
-        found: Any = self.store.client.get(index=request_index(DS), id=self.stream_session)
+        found: Any = client_of(self.store).driver.get(index=request_index(DS), id=self.stream_session)
         seen = time.perf_counter()
         doc = SessionDoc.model_validate(found["_source"])
         batches = doc.stream_progress.batches if doc.stream_progress is not None else 0
@@ -610,7 +610,7 @@ def system(work: Path) -> Iterator[tuple[AsyncQueryService, str]]:
         launcher = LocalLauncher(settings.data_dir, settings.cluster_name, "local[2]", catalog_conf=catalog)
         service = AsyncQueryService(
             settings,
-            IndexStore(opensearch),
+            Store.connect(opensearch),
             DatasourceRegistry([local_datasource(DS)]),
             {"local": launcher},
             opensearch,

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from flint_repl_job.config import JobConfig
 from flint_repl_job.executor import RunningQuery
 from query_core.models import RunningStatement, SessionDoc, StatementProgress, Versioned, now_millis
-from query_core.store import IndexStore
+from query_core.store import Store, retry_on_conflict
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +72,7 @@ class HeartbeatHost(Protocol):
         ...
 
     @property
-    def store(self) -> IndexStore: ...
+    def store(self) -> Store: ...
 
     @property
     def executor(self) -> ProgressSource: ...
@@ -234,9 +234,8 @@ class Heartbeat:
         def change(current: Versioned[SessionDoc]) -> Versioned[SessionDoc]:
             job.check_owner(current.doc)
             landed = now_millis()
-            return job.store.update_session(
+            return job.store.sessions.update(
                 current,
-                index=job.cfg.request_index,
                 last_update_time=landed,
                 running_statements=report,
                 heartbeat_interval_millis=next_ms,
@@ -244,7 +243,7 @@ class Heartbeat:
                 **extra,
             )
 
-        if job.store.update_with_retry(job.read_session, change) is None:
+        if retry_on_conflict(job.read_session, change) is None:
             raise SessionLostError(f"session {job.cfg.session_id} disappeared")
         self._reported_running = bool(report)
         self.writes += 1

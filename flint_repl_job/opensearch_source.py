@@ -1,7 +1,7 @@
 """PySpark data source ``opensearch``: Spark writes a DataFrame into an index and reads one back.
 
 Built on PySpark's own Python data source API (``pyspark.sql.datasource``), so no JVM connector is
-needed. All index calls go through :class:`query_core.store.IndexStore` (retries, error
+needed. All index calls go through :class:`query_core.store.IndexClient` (retries, error
 translation). Options, all strings, use the names of the reference's ``spark.datasource.flint.*``
 keys without the prefix:
 
@@ -61,7 +61,7 @@ from pyspark.sql.datasource import (
 
 from flint_repl_job.config import auth_kind
 from query_core.config import OpenSearchConfig
-from query_core.store import IndexStore
+from query_core.store import IndexClient
 
 log = logging.getLogger(__name__)
 
@@ -238,9 +238,9 @@ class OpenSearchDataSource(DataSource):
         return NAME
 
     def schema(self) -> st.StructType:
-        store = IndexStore(connection(dict(self.options)))
+        store = IndexClient(connection(dict(self.options)))
         try:
-            return schema_of(store.index_definition(self._index())["mappings"])
+            return schema_of(store.mappings(self._index()).get(self._index(), {}))
         finally:
             store.close()
 
@@ -279,7 +279,7 @@ class _IndexWrite:
             raise ValueError(f"id_column {self.id_column!r} is not a column of the data ({', '.join(schema.names)})")
         self.id_in_source = options.get("id_column_in_source", "true").lower() != "false"
         self.batch_size = int(options.get("batch_size", DEFAULT_BATCH))
-        store = IndexStore(connection(options))
+        store = IndexClient(connection(options))
         try:
             meta = json.loads(options.get("meta", "{}"))
             settings = json.loads(options.get("index_settings", "{}"))
@@ -291,7 +291,7 @@ class _IndexWrite:
             store.close()
 
     def write(self, iterator: Iterator[st.Row]) -> Written:
-        store = IndexStore(connection(self.options))
+        store = IndexClient(connection(self.options))
         fields = self.schema.fields
         id_at = self.schema.names.index(self.id_column) if self.id_column else -1
         written = 0
@@ -383,7 +383,7 @@ class OpenSearchReader(DataSourceReader):
         return [InputPartition(0)]
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
-        store = IndexStore(connection(self.options))
+        store = IndexClient(connection(self.options))
         try:
             for _, source in store.scan(self.index):
                 yield tuple(from_source(source.get(f.name), f.dataType) for f in self.schema.fields)

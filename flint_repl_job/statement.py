@@ -21,10 +21,9 @@ from typing import Any, Protocol
 from flint_repl_job.config import JobConfig
 from flint_repl_job.errors import classify
 from flint_repl_job.executor import QueryOutput, RunningQuery
-from query_core.errors import InvalidTransitionError, VersionConflictError
 from query_core.models import ResultDoc, StatementDoc, StatementProgress, Versioned, now_millis
 from query_core.states import StatementState, is_terminal
-from query_core.store import IndexStore
+from query_core.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +88,7 @@ class StatementRunner:
     def __init__(
         self,
         cfg: JobConfig,
-        store: IndexStore,
+        store: Store,
         executor: Executor,
         stop_event: threading.Event,
         *,
@@ -106,7 +105,7 @@ class StatementRunner:
         self.running_since = 0
 
     def read_statement(self, statement_id: str) -> Versioned[StatementDoc] | None:
-        return self.store.get_statement(self.cfg.datasource, statement_id, index=self.cfg.request_index)
+        return self.store.statements.get(self.cfg.datasource, statement_id)
 
     # -- running ----------------------------------------------------------------------------
 
@@ -117,12 +116,11 @@ class StatementRunner:
         if doc.lang.lower() not in LANGUAGES:
             error = f"Fail to run query. Cause: language {doc.lang!r} is not supported; use sql or ppl"
             return self.fail(statement, error)
-        try:
-            statement = self.store.move_statement(statement, StatementState.RUNNING, index=self.cfg.request_index)
-        except (VersionConflictError, InvalidTransitionError):
+        started = self.store.statements.start(statement)
+        if started is None:
             log.info("statement %s moved before it could start; skipping", doc.statement_id)
             return None
-        return self._execute(doc, statement)
+        return self._execute(doc, started)
 
     def run_untracked(self, doc: StatementDoc) -> Outcome:
         """Run a query without a statement document: no state moves, no cancel; the result only."""
@@ -204,22 +202,12 @@ class StatementRunner:
 
         Returns the state the statement ended in: ``state``, or the terminal state it was found in
         (``cancelled``, say)."""
-        self.store.put_result(self.cfg.result_index, result)
         if statement is None:
+            self.store.results.put(self.cfg.result_index, result)
             return Outcome(state, error)
-        statement_id = statement.doc.statement_id
-        found: list[StatementState] = []
-
-        def change(cur: Versioned[StatementDoc]) -> Versioned[StatementDoc] | None:
-            if is_terminal(cur.doc.state):
-                found.append(cur.doc.state)
-                return None
-            return self.store.move_statement(cur, state, index=self.cfg.request_index, error=error)
-
-        self.store.update_with_retry(lambda: self.read_statement(statement_id), change, first=statement)
-        if found and found[-1] != state:
-            log.info("statement %s was already %s; left as it is", statement_id, found[-1].value)
-            return Outcome(found[-1], "" if found[-1] == StatementState.CANCELLED else error)
+        settled = self.store.statements.settle(statement, state, error=error, result=(self.cfg.result_index, result))
+        if not settled.applied and is_terminal(settled.state):
+            return Outcome(settled.state, "" if settled.state == StatementState.CANCELLED else error)
         return Outcome(state, error)
 
     def result(

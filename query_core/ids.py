@@ -47,9 +47,21 @@ def datasource_of(any_id: str) -> str:
     return datasource
 
 
+#: The index names this product reads and writes (docs/documents.md): one request index and one
+#: result index per datasource, the datasources created over REST, and one deployment-wide index
+#: of lock documents (its name sorts with the request indexes, but no datasource can own it:
+#: datasource names start with a letter).
+REQUEST_INDEX_PREFIX = ".query_execution_request_"
+REQUEST_INDEX_PATTERN = REQUEST_INDEX_PREFIX + "*"
+RESULT_INDEX_PREFIX = "query_execution_result"
+RESULT_INDEX_PATTERN = RESULT_INDEX_PREFIX + "*"
+DATASOURCE_INDEX = ".ql-datasources"
+DEPLOYMENT_INDEX = REQUEST_INDEX_PREFIX + "_deployment"
+
+
 def request_index(datasource: str) -> str:
-    return f".query_execution_request_{datasource.lower()}"
+    return f"{REQUEST_INDEX_PREFIX}{datasource.lower()}"
 
 
 def default_result_index(datasource: str) -> str:
-    return f"query_execution_result_{datasource.lower()}"
+    return f"{RESULT_INDEX_PREFIX}_{datasource.lower()}"

@@ -1,6 +1,6 @@
 """Operations on a Flint index as transactions over its state document.
 
-Every operation (SPEC section 7) runs the same way, whoever runs it (the plugin for DROP and
+Every operation (the operations table of ``docs/documents.md``) runs the same way, whoever runs it (the plugin for DROP and
 ALTER, a batch job for CREATE, REFRESH and VACUUM): check the index's current state is one the
 operation may start from, move to its transitioning state with a conditional write, do the work,
 then commit the end state, or roll back to the state it started from with the error recorded.
@@ -25,7 +25,7 @@ from query_core.errors import ConflictError, InvalidTransitionError
 from query_core.flint.naming import latest_id
 from query_core.models import FlintIndexStateDoc, Versioned, now_millis
 from query_core.states import INDEX_OPERATIONS, FlintIndexState, IndexOperation
-from query_core.store import IndexStore
+from query_core.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -39,12 +39,11 @@ _F = FlintIndexState
 
 @dataclass(frozen=True)
 class IndexTarget:
-    """Which index a transaction is about, and where its state document lives."""
+    """Which index a transaction is about (its state document is in the request index of the
+    store the transaction is given: the datasource's own, or the one a job is bound to)."""
 
     datasource: str
     index_name: str
-    #: The request index holding the state document (None: the datasource's own).
-    request_index: str | None = None
 
     @property
     def latest_id(self) -> str:
@@ -58,7 +57,7 @@ class OperationSupersededError(InvalidTransitionError):
 class IndexTransaction:
     """Runs operations on one index; ``job_id``/``application_id`` are recorded as the owner."""
 
-    def __init__(self, store: IndexStore, target: IndexTarget, *, application_id: str = "", job_id: str = "") -> None:
+    def __init__(self, store: Store, target: IndexTarget, *, application_id: str = "", job_id: str = "") -> None:
         self.store = store
         self.target = target
         self.application_id = application_id
@@ -66,9 +65,7 @@ class IndexTransaction:
 
     def current(self) -> Versioned[FlintIndexStateDoc] | None:
         """The state document, read by id (real-time)."""
-        return self.store.get_index_state(
-            self.target.datasource, self.target.latest_id, index=self.target.request_index
-        )
+        return self.store.index_states.get(self.target.datasource, self.target.latest_id)
 
     def state(self) -> FlintIndexState:
         """The index's state; a missing document is ``empty``."""
@@ -139,8 +136,8 @@ class IndexTransaction:
                     index_name=self.target.index_name,
                     **fields,
                 )
-                return self.store.create_index_state(doc, index=self.target.request_index)
-            return self.store.move_index_state(current, state, index=self.target.request_index, **fields)
+                return self.store.index_states.create(doc)
+            return self.store.index_states.move(current, state, **fields)
         except ConflictError:
             raise InvalidTransitionError(
                 f"index {self.target.index_name} is being changed by another operation; try again"
@@ -155,13 +152,13 @@ class IndexTransaction:
         what: str,
     ) -> None:
         try:
-            self.store.move_index_state(moving, state, index=self.target.request_index, **self._owner(), **fields)
+            self.store.index_states.move(moving, state, **self._owner(), **fields)
         except ConflictError:
             self._superseded(moving, op, what)
 
     def _remove(self, moving: Versioned[FlintIndexStateDoc], op: IndexOperation) -> None:
         try:
-            self.store.delete_index_state(moving, index=self.target.request_index)
+            self.store.index_states.delete(moving)
         except ConflictError:
             self._superseded(moving, op, "commit")
 
@@ -209,12 +206,11 @@ def stall_repair(state: FlintIndexState, streaming: bool = False) -> FlintIndexS
 
 
 def repair_stalled(
-    store: IndexStore,
+    store: Store,
     stalled: Versioned[FlintIndexStateDoc],
     reason: str,
     *,
     streaming: bool = False,
-    request_index: str | None = None,
 ) -> Versioned[FlintIndexStateDoc] | None:
     """Move ``stalled`` to its repair state with ``reason`` as its error (conditionally: a
     document that moved meanwhile is left alone, None is returned)."""
@@ -222,8 +218,6 @@ def repair_stalled(
     if target is None:
         return None
     try:
-        return store.move_index_state(
-            stalled, target, index=request_index, error=reason[:MAX_INDEX_ERROR], last_update_time=now_millis()
-        )
+        return store.index_states.move(stalled, target, error=reason[:MAX_INDEX_ERROR], last_update_time=now_millis())
     except ConflictError:
         return None

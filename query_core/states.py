@@ -109,7 +109,7 @@ def _op(
     return IndexOperation(name, frozenset(start), via, end)
 
 
-#: The operations on Flint indexes (SPEC section 7), each with its start states, transitioning
+#: The operations on Flint indexes (docs/documents.md), each with its start states, transitioning
 #: state and end state. The transition table below is derived from it, so the two cannot disagree.
 INDEX_OPERATIONS: dict[str, IndexOperation] = {
     op.name: op
@@ -145,6 +145,23 @@ def _index_transitions() -> dict[FlintIndexState, frozenset[FlintIndexState]]:
 
 
 FLINT_INDEX_TRANSITIONS: dict[FlintIndexState, frozenset[FlintIndexState]] = _index_transitions()
+
+
+#: The states a new document of each kind may be created in: a statement waits, a session has not
+#: started, and an index's state document is created by the first write of an operation on an index
+#: that has none (which counts as ``empty``).
+#: (One set per kind: the kinds share state names, and StrEnum members equal their strings.)
+INITIAL_STATES: dict[type[Any], frozenset[Any]] = {
+    StatementState: frozenset({_S.WAITING}),
+    SessionState: frozenset({_Z.NOT_STARTED}),
+    FlintIndexState: FLINT_INDEX_TRANSITIONS[_F.EMPTY],
+}
+
+
+def check_initial(state: StatementState | SessionState | FlintIndexState, what: str = "document") -> None:
+    """Raise :class:`InvalidTransitionError` unless a new document may start in ``state``."""
+    if state not in INITIAL_STATES[type(state)]:
+        raise InvalidTransitionError(f"{what} cannot be created {state.value}")
 
 
 def can_remove_index_state(current: FlintIndexState) -> bool:

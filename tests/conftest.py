@@ -20,7 +20,7 @@ from async_query.launcher.base import Launcher
 from async_query.service import AsyncQueryService
 from async_query.settings import Settings
 from query_core.config import OpenSearchConfig
-from query_core.store import IndexStore
+from query_core.store import Store
 from tests.support import RecordingLauncher
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -80,8 +80,8 @@ def opensearch_config(index_url: str) -> OpenSearchConfig:
 
 
 @pytest.fixture
-def store(opensearch_config: OpenSearchConfig) -> Iterator[IndexStore]:
-    s = IndexStore(opensearch_config)
+def store(opensearch_config: OpenSearchConfig) -> Iterator[Store]:
+    s = Store.connect(opensearch_config)
     yield s
     s.close()
 
@@ -96,7 +96,7 @@ ServiceFactory = Callable[..., AsyncQueryService]
 
 @pytest.fixture
 def make_service(
-    store: IndexStore, datasource: Datasource, opensearch_config: OpenSearchConfig, tmp_path: Path
+    store: Store, datasource: Datasource, opensearch_config: OpenSearchConfig, tmp_path: Path
 ) -> Iterator[ServiceFactory]:
     """Build services on this test's index; ``launcher`` defaults to a RecordingLauncher."""
     made: list[AsyncQueryService] = []

@@ -8,13 +8,40 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import uvicorn
+from opensearchpy import OpenSearch
 
 from async_query.launcher.base import JobDescription, JobRequest, JobRunState, Launcher
+from query_core.models import FlintIndexStateDoc, SessionDoc, StatementDoc, Versioned
+from query_core.store import DocumentRepository, IndexClient, Store
 
 T = TypeVar("T")
+
+
+D = TypeVar("D", StatementDoc, SessionDoc, FlintIndexStateDoc)
+
+
+def seed(store: Store, doc: D) -> Versioned[D]:
+    """Write ``doc`` as it stands, in whatever state: a document another process (a job, another
+    plugin) left behind. The product itself creates documents in their initial states only."""
+    repo: DocumentRepository[Any] = (
+        store.statements if isinstance(doc, StatementDoc) else store.sessions if isinstance(doc, SessionDoc) else store.index_states
+    )
+    version = store.index.create(repo.index_for(doc.data_source_name), repo.doc_id(doc), doc.to_source(), recheck=True)
+    return Versioned(doc, version.seq_no, version.primary_term)
+
+
+def client_of(store: Store) -> IndexClient:
+    """The cluster client under ``store``, for tests that look at the index server itself."""
+    assert isinstance(store.index, IndexClient), "this test needs an index server, not the in-memory twin"
+    return store.index
+
+
+def driver(store: Store) -> OpenSearch:
+    """opensearch-py itself, for tests that read what the server holds (``_version``, stats)."""
+    return client_of(store).driver
 
 
 def free_port() -> int:
@@ -84,11 +111,8 @@ class StandInStream:
     plays a job that never answers (hung, or cut off from the index)."""
 
     def __init__(
-        self, store: object, datasource: str, session_id: str, latest_id: str, responsive: bool = True
+        self, store: Store, datasource: str, session_id: str, latest_id: str, responsive: bool = True
     ) -> None:
-        from query_core.store import IndexStore
-
-        assert isinstance(store, IndexStore)
         self.store = store
         self.datasource = datasource
         self.session_id = session_id
@@ -110,11 +134,11 @@ class StandInStream:
         from query_core.states import FlintIndexState, SessionState
 
         while not self._done.wait(0.05):
-            state = self.store.get_index_state(self.datasource, self.latest_id)
+            state = self.store.index_states.get(self.datasource, self.latest_id)
             if state is None or state.doc.state == FlintIndexState.REFRESHING or not self.responsive:
                 continue
-            session = self.store.get_session(self.datasource, self.session_id)
+            session = self.store.sessions.get(self.datasource, self.session_id)
             if session is not None:
-                self.store.update_session(session, SessionState.DEAD)
+                self.store.sessions.update(session, SessionState.DEAD)
             self.stopped.set()
             return

@@ -23,13 +23,13 @@ from typing import Any
 
 from query_core.config import OpenSearchConfig
 from query_core.errors import AsyncQueryError
-from query_core.store import IndexStore
+from query_core.ids import REQUEST_INDEX_PREFIX
+from query_core.store import IndexClient
 
 log = logging.getLogger(__name__)
 
 DEFINITION_SUFFIX = ".index.json"
 DOCUMENTS_SUFFIX = ".ndjson"
-REQUEST_INDEX_PREFIX = ".query_execution_request_"
 
 
 def _replace(path: Path, write: Any) -> None:
@@ -45,7 +45,7 @@ def _replace(path: Path, write: Any) -> None:
 class Snapshotter:
     """Copies changed indexes of a cluster into a seed directory."""
 
-    def __init__(self, store: IndexStore, directory: Path) -> None:
+    def __init__(self, store: IndexClient, directory: Path) -> None:
         self.store = store
         self.directory = directory
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -102,7 +102,7 @@ class EmbeddedIndex:
     def __init__(self, server: Any, directory: Path, interval_s: float) -> None:
         self.server = server
         self.url: str = server.url
-        self.store = IndexStore(OpenSearchConfig(url=self.url, retry_seconds=5.0))
+        self.store = IndexClient(OpenSearchConfig(url=self.url, retry_seconds=5.0))
         self.snapshotter = Snapshotter(self.store, directory)
         self.interval_s = interval_s
         self._stop = threading.Event()

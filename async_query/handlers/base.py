@@ -22,7 +22,8 @@ from async_query.workers import CancelSupervisor
 from query_core.config import OpenSearchConfig
 from query_core.errors import InvalidRequestError
 from query_core.models import SessionDoc, StatementDoc, Versioned
-from query_core.store import IndexStore
+from query_core.states import is_terminal
+from query_core.store import Store
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,7 @@ class HandlerContext:
     """What the service shares with its handlers (one of each per service)."""
 
     settings: Settings
-    store: IndexStore
+    store: Store
     datasources: DatasourceRegistry
     liveness: LivenessChecker
     supervisor: CancelSupervisor
@@ -109,12 +110,22 @@ class QueryHandler(Protocol):
         ...
 
 
+def fail_if_orphaned(
+    store: Store, statement: Versioned[StatementDoc], session: Versioned[SessionDoc] | None
+) -> Versioned[StatementDoc]:
+    """A statement that is not finished, in a session that is, never will be: fail it."""
+    if is_terminal(statement.doc.state) or session is None or not is_terminal(session.doc.state):
+        return statement
+    reason = session.doc.error or f"session {session.doc.session_id} is {session.doc.state.value}"
+    return store.statements.fail(statement, f"Session ended before the statement finished: {reason}")
+
+
 def render(context: HandlerContext, statement: Versioned[StatementDoc], session: Versioned[SessionDoc] | None) -> Reply:
     """The reply for a statement as its documents stand, reading its result when it succeeded."""
     result = None
     if needs_result(statement.doc):
         datasource = context.datasources.get(statement.doc.data_source_name)
-        result = context.store.get_result(datasource.results, statement.doc.query_id)
+        result = context.store.results.get(datasource.results, statement.doc.query_id)
     return statement_reply(statement, session, result)
 
 

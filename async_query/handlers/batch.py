@@ -21,10 +21,9 @@ from collections.abc import Callable
 from async_query.dispatch import Classified, QueryKind
 from async_query.handlers.base import HandlerContext, SubmitRequest, Submitted, statement_doc
 from async_query.handlers.job_session import JobSessionHandler, stopping_job_on_error
-from async_query.liveness import fail_statement
 from async_query.refresh_slots import Holder, RefreshSlots, limit_message
-from async_query.workers import index_name_of
 from query_core.errors import AsyncQueryError, TooManyRequestsError
+from query_core.flint.naming import index_name_of
 from query_core.ids import new_id
 from query_core.index_ops import IndexTarget, IndexTransaction
 from query_core.models import FlintIndexStateDoc, SessionDoc, StatementDoc, Versioned
@@ -67,7 +66,7 @@ class BatchHandler(JobSessionHandler):
             self.slots.release(slot, holder)
             raise
         with stopping_job_on_error(launcher, job_id):
-            statement = self.store.create_statement(
+            statement = self.store.statements.create(
                 statement_doc(
                     request,
                     datasource.name,
@@ -90,10 +89,10 @@ class BatchHandler(JobSessionHandler):
         """Write the session; if that fails, the statement (nobody knows its id yet) is failed
         so that it does not stay waiting without a session."""
         try:
-            self.store.create_session(session)
+            self.store.sessions.create(session)
         except AsyncQueryError as exc:
             try:
-                fail_statement(self.store, statement, f"The batch session could not be recorded: {exc}")
+                self.store.statements.fail(statement, f"The batch session could not be recorded: {exc}")
             except AsyncQueryError:
                 log.warning("cannot fail statement %s after its session write failed", statement.doc.query_id)
             raise
@@ -115,7 +114,7 @@ class BatchHandler(JobSessionHandler):
     def cancel(self, statement: Versioned[StatementDoc]) -> None:
         self.cancel_statement(statement)
         doc = statement.doc
-        session = self.store.get_session(doc.data_source_name, doc.session_id)
+        session = self.store.sessions.get(doc.data_source_name, doc.session_id)
         if session is None or is_terminal(session.doc.state):
             return
         self._stop_job(session)
@@ -129,7 +128,7 @@ class BatchHandler(JobSessionHandler):
         and left to the housekeeping sweep, which repairs it once the job's session has ended)."""
         stop = _once(lambda: self._ask_launcher_to_stop(session.doc))
         datasource = session.doc.data_source_name
-        refreshing = self.store.find_index_states(datasource, [FlintIndexState.REFRESHING], job_id=session.doc.job_id)
+        refreshing = self.store.index_states.find(datasource, [FlintIndexState.REFRESHING], job_id=session.doc.job_id)
         for state in refreshing:
             self._cancel_refresh(state, stop)
         try:
@@ -138,7 +137,7 @@ class BatchHandler(JobSessionHandler):
             log.warning("cannot stop job %s of session %s: %s", session.doc.job_id, session.doc.session_id, exc)
 
     def _cancel_refresh(self, state: Versioned[FlintIndexStateDoc], stop: Callable[[], None]) -> None:
-        target = IndexTarget(state.doc.data_source_name, index_name_of(state.doc))
+        target = IndexTarget(state.doc.data_source_name, index_name_of(state.doc.latest_id, state.doc.index_name))
         try:
             IndexTransaction(self.store, target).run("cancel refresh", stop)
             log.info("refresh of index %s cancelled: the index is active", target.index_name)

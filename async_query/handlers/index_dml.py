@@ -17,13 +17,11 @@ import concurrent.futures
 import logging
 import threading
 import time
-from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from async_query.dispatch import Classified, QueryKind
-from async_query.handlers.base import HandlerContext, SubmitRequest, Submitted, render, statement_doc
+from async_query.handlers.base import HandlerContext, SubmitRequest, Submitted, fail_if_orphaned, render, statement_doc
 from async_query.handlers.index_dml_ops import IndexDmlOperations, IndexDmlStatement
-from async_query.liveness import fail_statement
 from async_query.replies import Reply
 from query_core.errors import AsyncQueryError, InvalidRequestError
 from query_core.flint import AlterIndex, DropIndex
@@ -61,7 +59,7 @@ class IndexDmlHandler:
             raise InvalidRequestError(f"{classified.what} is not index DML")
         datasource = self.context.datasources.get(request.datasource)
         session_id, query_id = new_id(datasource.name), new_id(datasource.name)
-        session = self.store.create_session(
+        session = self.store.sessions.create(
             SessionDoc(
                 session_id=session_id,
                 session_type=SessionType.LOCAL,
@@ -70,7 +68,7 @@ class IndexDmlHandler:
             )
         )
         try:
-            created = self.store.create_statement(statement_doc(request, datasource.name, query_id, session_id))
+            created = self.store.statements.create(statement_doc(request, datasource.name, query_id, session_id))
         except AsyncQueryError as exc:
             self._end_session_quietly(session, f"The statement could not be recorded: {exc}")
             raise
@@ -130,71 +128,36 @@ class IndexDmlHandler:
         def start_session(current: Versioned[SessionDoc]) -> Versioned[SessionDoc] | None:
             if is_terminal(current.doc.state):
                 return None
-            return self.store.update_session(current, SessionState.RUNNING, last_update_time=now_millis())
+            return self.store.sessions.update(current, SessionState.RUNNING, last_update_time=now_millis())
 
-        def start_statement(current: Versioned[StatementDoc]) -> Versioned[StatementDoc] | None:
-            if current.doc.state != StatementState.WAITING:
-                return None
-            return self.store.move_statement(current, StatementState.RUNNING)
-
-        doc = statement.doc
-        running_session = self.store.update_with_retry(self._session_reader(session.doc), start_session, first=session)
+        running_session = self.store.sessions.change(session, start_session)
         if running_session is None:
             return None
-        reread = lambda: self.store.get_statement(doc.data_source_name, doc.statement_id)  # noqa: E731
-        running = self.store.update_with_retry(reread, start_statement, first=statement)
+        running = self.store.statements.start(statement)
         return (running, running_session) if running is not None else None
 
     def _finish(
         self, statement: Versioned[StatementDoc], session: Versioned[SessionDoc], error: str, run_ms: int
     ) -> None:
-        """The result first, then the statement's terminal state (SPEC section 4), then the session."""
+        """The result first, then the statement's terminal state, then the session."""
         doc = statement.doc
         datasource = self.context.datasources.get(doc.data_source_name)
-        self.store.put_result(datasource.results, _result(doc, error, run_ms))
-        if error:
-            fail_statement(self.store, statement, error)
-        else:
-            self._succeed(statement)
-        self._end_session(session, "")
+        state = StatementState.FAILED if error else StatementState.SUCCESS
+        self.store.statements.settle(statement, state, error=error, result=(datasource.results, _result(doc, error, run_ms)))
+        self.store.sessions.end(session, SessionState.DEAD)
         log.info("index DML query %s ended %s", doc.query_id, "failed: " + error if error else "success")
-
-    def _succeed(self, statement: Versioned[StatementDoc]) -> None:
-        doc = statement.doc
-
-        def change(current: Versioned[StatementDoc]) -> Versioned[StatementDoc] | None:
-            if is_terminal(current.doc.state):
-                return None
-            return self.store.move_statement(current, StatementState.SUCCESS)
-
-        reread = lambda: self.store.get_statement(doc.data_source_name, doc.statement_id)  # noqa: E731
-        self.store.update_with_retry(reread, change, first=statement)
-
-    def _end_session(self, session: Versioned[SessionDoc], error: str) -> None:
-        def change(current: Versioned[SessionDoc]) -> Versioned[SessionDoc] | None:
-            if is_terminal(current.doc.state):
-                return None
-            return self.store.update_session(current, SessionState.DEAD, error=error, last_update_time=now_millis())
-
-        self.store.update_with_retry(self._session_reader(session.doc), change, first=session)
 
     def _end_session_quietly(self, session: Versioned[SessionDoc], error: str) -> None:
         try:
-            self._end_session(session, error)
+            self.store.sessions.end(session, SessionState.DEAD, error)
         except AsyncQueryError as exc:
             log.warning("cannot end session %s: %s", session.doc.session_id, exc)
-
-    def _session_reader(self, doc: SessionDoc) -> Callable[[], Versioned[SessionDoc] | None]:
-        return lambda: self.store.get_session(doc.data_source_name, doc.session_id)
 
     # -- GET and DELETE ---------------------------------------------------------------------
 
     def get(self, statement: Versioned[StatementDoc], session: Versioned[SessionDoc] | None) -> Reply:
         """Documents only: a statement its ended session left unfinished is failed."""
-        if not is_terminal(statement.doc.state) and session is not None and is_terminal(session.doc.state):
-            reason = session.doc.error or f"session {session.doc.session_id} is {session.doc.state.value}"
-            statement = fail_statement(self.store, statement, f"Session ended before the statement finished: {reason}")
-        return render(self.context, statement, session)
+        return render(self.context, fail_if_orphaned(self.store, statement, session), session)
 
     def cancel(self, statement: Versioned[StatementDoc]) -> None:
         raise InvalidRequestError(CANNOT_CANCEL)

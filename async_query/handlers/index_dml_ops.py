@@ -18,68 +18,24 @@ options an ALTER to manual refresh may set are checked as the SQL plugin's
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
 
 from query_core.errors import AsyncQueryError, InvalidRequestError
-from query_core.flint import AlterIndex, DropIndex, OptionName, flint_index_name
+from query_core.flint import AlterIndex, DropIndex, flint_index_name
+from query_core.flint.metas import flint_meta
+from query_core.flint.refresh_options import manual_refresh_options
 from query_core.index_ops import IndexTarget, IndexTransaction
 from query_core.models import FlintIndexStateDoc, SessionDoc, Versioned
 from query_core.states import FlintIndexState, SessionState, SessionType, is_terminal
-from query_core.store import IndexStore
+from query_core.store import Store
 
 log = logging.getLogger(__name__)
-
-_AUTO = OptionName.AUTO_REFRESH.value
-_INCREMENTAL = OptionName.INCREMENTAL_REFRESH.value
-#: What an ALTER to manual refresh may set (the reference's lists, in its order).
-FULL_REFRESH_OPTIONS = (_AUTO, _INCREMENTAL)
-INCREMENTAL_REFRESH_OPTIONS = (
-    _AUTO,
-    _INCREMENTAL,
-    OptionName.WATERMARK_DELAY.value,
-    OptionName.CHECKPOINT_LOCATION.value,
-)
 
 IndexDmlStatement = DropIndex | AlterIndex
 
 
 def missing_index(index_name: str) -> str:
     return f"Couldn't fetch flint index: {index_name} details"
-
-
-def manual_refresh_options(meta: Mapping[str, Any], provided: Mapping[str, str]) -> dict[str, str]:
-    """The ``_meta.options`` of an index altered to manual refresh: its options with ``provided``
-    merged in and ``auto_refresh`` false. Raises :class:`InvalidRequestError` with the
-    reference's message when the index is not auto-refreshing or ``provided`` is not allowed."""
-    existing = {str(k): str(v) for k, v in dict(meta.get("options") or {}).items()}
-    if existing.get(_AUTO, "false").lower() != "true":
-        raise InvalidRequestError("auto_refresh option must be updated")
-    merged = {**existing, **provided}
-    if merged.get(_INCREMENTAL, "false").lower() == "true":
-        _check_allowed(provided, INCREMENTAL_REFRESH_OPTIONS, "incremental refresh")
-        _check_incremental(str(meta.get("kind", "")), merged)
-    else:
-        _check_allowed(provided, FULL_REFRESH_OPTIONS, "full refresh")
-    merged[_AUTO] = "false"
-    return merged
-
-
-def _check_allowed(provided: Mapping[str, str], allowed: tuple[str, ...], mode: str) -> None:
-    if not set(provided) <= set(allowed):
-        raise InvalidRequestError(f"Altering to {mode} only allows: [{', '.join(allowed)}] options")
-
-
-def _check_incremental(kind: str, merged: Mapping[str, str]) -> None:
-    missing = [OptionName.CHECKPOINT_LOCATION.value] if not merged.get(OptionName.CHECKPOINT_LOCATION.value) else []
-    if kind == "mv" and not merged.get(OptionName.WATERMARK_DELAY.value):
-        missing.append(OptionName.WATERMARK_DELAY.value)
-    if missing:
-        raise InvalidRequestError(
-            "Conversion to incremental refresh index cannot proceed due to missing attributes: "
-            + ", ".join(missing)
-            + "."
-        )
 
 
 class IndexDmlOperations:
@@ -94,9 +50,9 @@ class IndexDmlOperations:
 
     def __init__(
         self,
-        store: IndexStore,
+        store: Store,
         stop_job: Callable[[str, str], None],
-        stop_stream: Callable[[Versioned[SessionDoc]], object] | None = None,
+        stop_stream: Callable[[Versioned[SessionDoc]], object],
     ) -> None:
         self.store = store
         self.stop_job = stop_job
@@ -104,7 +60,7 @@ class IndexDmlOperations:
 
     def run(self, datasource: str, statement: IndexDmlStatement) -> None:
         index_name = flint_index_name(statement.index, datasource)
-        meta = self.store.index_metas(index_name).get(index_name)
+        meta = flint_meta(self.store.index, index_name)
         if not meta or "kind" not in meta:  # no such index, or not a Flint index (no Flint ``_meta``)
             raise InvalidRequestError(missing_index(index_name))
         transaction = IndexTransaction(self.store, IndexTarget(datasource, index_name))
@@ -123,10 +79,10 @@ class IndexDmlOperations:
     ) -> None:
         """Stop the stream, then rewrite ``_meta`` (read again: the rest of it is kept as it is)."""
         self._stop_refresh(datasource, before)
-        current = self.store.index_metas(index_name).get(index_name)
+        current = flint_meta(self.store.index, index_name)
         if not current:
             raise InvalidRequestError(missing_index(index_name))
-        self.store.put_index_meta(index_name, {**current, "options": manual_refresh_options(current, provided)})
+        self.store.index.put_mapping_meta(index_name, {**current, "options": manual_refresh_options(current, provided)})
 
     def _stop_refresh(self, datasource: str, before: Versioned[FlintIndexStateDoc] | None) -> None:
         """Stop the job the state document names, if its session is live.
@@ -138,10 +94,10 @@ class IndexDmlOperations:
         if before is None or not before.doc.job_id:
             return
         state = before.doc
-        sessions = self.store.find_sessions(datasource, list(SessionState), job_id=state.job_id)
+        sessions = self.store.sessions.find(datasource, list(SessionState), job_id=state.job_id)
         live = [s for s in sessions if not is_terminal(s.doc.state)]
         streaming = [s for s in live if s.doc.session_type == SessionType.STREAMING]
-        if streaming and self.stop_stream is not None:
+        if streaming:
             for session in streaming:
                 self.stop_stream(session)
             log.info("stopped the stream of job %s refreshing %s", state.job_id, state.index_name or state.latest_id)

@@ -14,11 +14,10 @@ from async_query.datasources import Datasource
 from async_query.dispatch import Classified, QueryKind
 from async_query.handlers.base import SubmitRequest, Submitted, statement_doc
 from async_query.handlers.job_session import JobSessionHandler, stopping_job_on_error
-from async_query.liveness import fail_statement
 from query_core.errors import AsyncQueryError, TooManyRequestsError
 from query_core.ids import datasource_of, new_id
 from query_core.models import SessionDoc, StatementDoc, Versioned
-from query_core.states import SessionType, StatementState, is_terminal
+from query_core.states import SessionType, StatementState
 
 
 class InteractiveHandler(JobSessionHandler):
@@ -42,7 +41,7 @@ class InteractiveHandler(JobSessionHandler):
             application_id=session.doc.application_id,
             job_id=session.doc.job_id,
         )
-        created = self.store.create_statement(statement)
+        created = self.store.statements.create(statement)
         self._signal_job(session, created)
         return Submitted(query_id, session.doc.session_id, self.kind)
 
@@ -52,23 +51,10 @@ class InteractiveHandler(JobSessionHandler):
         Should the session have ended in the instant since it was chosen, the statement is failed
         at once, so that it still reaches a terminal state.
         """
-        sid = statement.doc.statement_id
-        kept = self.settings.pending_ids_kept
-
-        def change(current: Versioned[SessionDoc]) -> Versioned[SessionDoc] | None:
-            if is_terminal(current.doc.state):
-                return None
-            ids = [*current.doc.pending_statement_ids, sid][-kept:]
-            return self.store.update_session(current, pending_statement_ids=ids)
-
-        written = self.store.update_with_retry(
-            lambda: self.store.get_session(session.doc.data_source_name, session.doc.session_id), change, first=session
-        )
+        written = self.store.sessions.append_pending(session, statement.doc.statement_id, self.settings.pending_ids_kept)
         if written is None:
-            fail_statement(
-                self.store,
-                statement,
-                f"Session {session.doc.session_id} ended before the statement could run; submit it again",
+            self.store.statements.fail(
+                statement, f"Session {session.doc.session_id} ended before the statement could run; submit it again"
             )
 
     def _usable_session(self, datasource: Datasource, session_id: str) -> Versioned[SessionDoc] | None:
@@ -78,7 +64,7 @@ class InteractiveHandler(JobSessionHandler):
                 return None
         except AsyncQueryError:
             return None
-        session = self.store.get_session(datasource.name, session_id)
+        session = self.store.sessions.get(datasource.name, session_id)
         if session is None or session.doc.session_type != SessionType.INTERACTIVE:
             return None
         return session if self.context.liveness.confirm_alive(session) else None
@@ -94,7 +80,7 @@ class InteractiveHandler(JobSessionHandler):
         session_id = new_id(datasource.name)
         launcher, job_id = self.start_job(datasource, session_id)
         with stopping_job_on_error(launcher, job_id):
-            return self.store.create_session(self.session_doc(datasource, session_id, launcher, job_id))
+            return self.store.sessions.create(self.session_doc(datasource, session_id, launcher, job_id))
 
     # -- DELETE -----------------------------------------------------------------------------
 

@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 from async_query.datasources import Datasource
 from async_query.dispatch import QueryKind
-from async_query.handlers.base import HandlerContext, render
+from async_query.handlers.base import HandlerContext, fail_if_orphaned, render
 from async_query.launcher.base import JobRequest, Launcher, job_conf
-from async_query.liveness import fail_statement
 from async_query.replies import Reply
-from query_core.errors import AsyncQueryError, InvalidTransitionError, QueryNotFoundError
+from query_core.errors import AsyncQueryError, QueryNotFoundError
 from query_core.models import SessionDoc, StatementDoc, Versioned
 from query_core.states import SessionState, SessionType, StatementState, is_terminal
 
@@ -49,7 +48,7 @@ class JobSessionHandler:
         A search (it lags new sessions by up to a refresh; it returns at most 10,000 hits), only
         on the paths that start a new job anyway.
         """
-        live = self.store.find_sessions(
+        live = self.store.sessions.find(
             None, [SessionState.NOT_STARTED, SessionState.RUNNING], size=min(limit * 4 + 100, 10_000)
         )
         is_fresh = self.context.liveness.staleness.is_fresh
@@ -113,10 +112,7 @@ class JobSessionHandler:
         self, statement: Versioned[StatementDoc], session: Versioned[SessionDoc] | None
     ) -> Versioned[StatementDoc]:
         """A statement that is not finished, in a session that is, never will be: fail it."""
-        if session is None or not is_terminal(session.doc.state):
-            return statement
-        reason = session.doc.error or f"session {session.doc.session_id} is {session.doc.state.value}"
-        return fail_statement(self.store, statement, f"Session ended before the statement finished: {reason}")
+        return fail_if_orphaned(self.store, statement, session)
 
     # -- DELETE -----------------------------------------------------------------------------
 
@@ -126,23 +122,12 @@ class JobSessionHandler:
         A finished statement is a 400; one deleted meanwhile is not found.
         """
         query_id = statement.doc.query_id
-        cancelled_from: list[StatementState] = []  # the state of the version the cancel was written over
-
-        def change(current: Versioned[StatementDoc]) -> Versioned[StatementDoc]:
-            if is_terminal(current.doc.state):
-                raise InvalidTransitionError(f"can't cancel query {query_id}: it is already {current.doc.state.value}")
-            cancelled = self.store.move_statement(current, StatementState.CANCELLED)
-            cancelled_from.append(current.doc.state)
-            return cancelled
-
-        if self.store.update_with_retry(self._rereader(statement.doc), change, first=statement) is None:
+        cancelled = self.store.statements.cancel(statement)
+        if cancelled is None:
             # The re-read after a lost race found nothing: the statement was deleted meanwhile.
             raise QueryNotFoundError(f"no async query with id {query_id}")
         log.info("cancelled query %s", query_id)
-        return cancelled_from[-1]
-
-    def _rereader(self, doc: StatementDoc) -> Callable[[], Versioned[StatementDoc] | None]:
-        return lambda: self.store.get_statement(doc.data_source_name, doc.statement_id)
+        return cancelled[1]
 
 
 @contextlib.contextmanager

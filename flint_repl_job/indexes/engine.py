@@ -62,11 +62,12 @@ from query_core.flint import (
     flint_index_name,
 )
 from query_core.flint.ast import CreateStatement
+from query_core.flint.metas import flint_meta, flint_metas
 from query_core.flint.naming import FLINT_INDEX_PREFIX, sanitize_index_name
 from query_core.index_ops import MAX_INDEX_ERROR, IndexTarget, IndexTransaction
 from query_core.models import now_millis
 from query_core.states import FlintIndexState, SessionState
-from query_core.store import IndexStore
+from query_core.store import Store
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -110,10 +111,9 @@ class FlintContext:
     """Where the job's Flint statements run and whom they are recorded as."""
 
     spark: SparkSession
-    store: IndexStore
+    store: Store
     opensearch: OpenSearchConfig
     datasource: str
-    request_index: str | None = None
     application_id: str = ""
     job_id: str = ""
 
@@ -169,14 +169,14 @@ class FlintEngine:
     # -- helpers ----------------------------------------------------------------------------
 
     def transaction(self, index_name: str) -> IndexTransaction:
-        target = IndexTarget(self.datasource, index_name, self.context.request_index)
+        target = IndexTarget(self.datasource, index_name)
         return IndexTransaction(
             self.store, target, application_id=self.context.application_id, job_id=self.context.job_id
         )
 
     def read_meta(self, index_name: str) -> IndexMeta | None:
         """The index's metadata, or None when the OpenSearch index does not exist."""
-        found = self.store.index_metas(index_name).get(index_name)
+        found = flint_meta(self.store.index, index_name)
         if found is None:
             return None
         meta = IndexMeta.from_meta(index_name, found)
@@ -215,7 +215,7 @@ class FlintEngine:
             self._check_stream(meta)
         elif meta.incremental_refresh and meta.kind is not IndexKind.SKIPPING:
             self._check_stream(meta, incremental=True)
-        if self.store.index_exists(meta.index_name):
+        if self.store.index.index_exists(meta.index_name):
             if statement.if_not_exists:
                 log.info("index %s exists: nothing to create", meta.index_name)
                 return _no_rows()
@@ -224,7 +224,7 @@ class FlintEngine:
             schema = self._output_schema(meta)
 
         def work() -> None:
-            self.store.create_index(meta.index_name, self._index_body(meta, schema))
+            self.store.index.create_index(meta.index_name, self._index_body(meta, schema))
 
         self.transaction(meta.index_name).run("create", work, via_fields={"job_start_time": now_millis()})
         if auto:
@@ -323,10 +323,9 @@ class FlintEngine:
         if current is None or current.doc.state is not FlintIndexState.ACTIVE:
             return
         try:
-            self.store.move_index_state(
+            self.store.index_states.move(
                 current,
                 FlintIndexState.ACTIVE,
-                index=self.context.request_index,
                 error=error[:MAX_INDEX_ERROR],
                 last_update_time=now_millis(),
             )
@@ -339,7 +338,7 @@ class FlintEngine:
         if self.stream_settings is None or not statement.options.auto_refresh:
             return self.not_here(statement)
         index_name = flint_index_name(statement.index, self.datasource)
-        raw = self.store.index_metas(index_name).get(index_name)
+        raw = flint_meta(self.store.index, index_name)
         meta = IndexMeta.from_meta(index_name, raw) if raw else None
         if raw is None or meta is None:
             raise FlintIndexError(f"Index {index_name} doesn't exist")
@@ -351,11 +350,11 @@ class FlintEngine:
         self._check_stream(altered)
 
         def work() -> None:
-            self.store.put_index_meta(index_name, {**raw, "options": options})
+            self.store.index.put_mapping_meta(index_name, {**raw, "options": options})
             try:
                 self._stream = self._start_stream(altered, fresh=False)
             except BaseException:
-                self.store.put_index_meta(index_name, raw)
+                self.store.index.put_mapping_meta(index_name, raw)
                 raise
 
         self._run_starting("alter to auto refresh", index_name, work)
@@ -386,7 +385,7 @@ class FlintEngine:
         index's stream has no live session (the move to ``recovering`` asked it to stop)."""
         deadline = time.monotonic() + RECOVER_WAIT_S
         live = [SessionState.NOT_STARTED, SessionState.RUNNING]
-        while self.store.find_sessions(self.datasource, live, job_id=job_id):
+        while self.store.sessions.find(self.datasource, live, job_id=job_id):
             if time.monotonic() >= deadline:
                 raise FlintIndexError(
                     f"job {job_id} still runs the stream of {index_name} after {RECOVER_WAIT_S:g} s; "
@@ -469,7 +468,7 @@ class FlintEngine:
         if meta.incremental_refresh and meta.kind is IndexKind.SKIPPING:
             from pyspark.sql import functions as sf
 
-            done = [source.get(FILE_PATH_COLUMN) for _, source in self.store.scan(meta.index_name)]
+            done = [source.get(FILE_PATH_COLUMN) for _, source in self.store.index.scan(meta.index_name)]
             if done:
                 frame = frame.where(~sf.col(FILE_PATH_COLUMN).isin(done))
             self.write(frame, meta, overwrite=False)
@@ -498,7 +497,7 @@ class FlintEngine:
             return _no_rows()
 
         def work() -> None:
-            self.store.delete_index(index_name)
+            self.store.index.delete_index(index_name)
             location = checkpoint_location(meta.options, index_name, self.settings()) if meta is not None else None
             if location:
                 self.delete_checkpoint(location)
@@ -512,7 +511,7 @@ class FlintEngine:
 
     def drop(self, statement: DropIndex) -> FlintOutput:
         index_name = flint_index_name(statement.index, self.datasource)
-        if not self.store.index_exists(index_name):
+        if not self.store.index.index_exists(index_name):
             log.info("Flint index to be deleted doesn't exist: %s", index_name)
             return _no_rows()
         self.transaction(index_name).run("drop", lambda: None)
@@ -535,7 +534,7 @@ class FlintEngine:
         """Flint indexes whose names start with ``flint_<parts joined by _>_``, sorted by name."""
         pattern = sanitize_index_name(FLINT_INDEX_PREFIX + "_".join(prefix_parts) + "_") + "*"
         found = []
-        for name, raw in sorted(self.store.index_metas(pattern).items()):
+        for name, raw in sorted(flint_metas(self.store.index, pattern).items()):
             meta = IndexMeta.from_meta(name, raw)
             if meta is not None:
                 found.append(meta)

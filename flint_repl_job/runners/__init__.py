@@ -23,7 +23,7 @@ from flint_repl_job.runners.batch import BatchJob
 from flint_repl_job.runners.interactive import InteractiveJob
 from flint_repl_job.runners.streaming import StreamingJob
 from query_core.states import SessionType
-from query_core.store import IndexStore, quiet_driver_logs
+from query_core.store import Store, quiet_driver_logs
 
 __all__ = ["RUNNERS", "BatchJob", "InteractiveJob", "SessionRunner", "StreamingJob", "main", "runner_for"]
 
@@ -71,7 +71,7 @@ def main(argv: list[str]) -> int:
             return EXIT_UNKNOWN_TYPE
         stop = threading.Event()
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
-        store = IndexStore(cfg.opensearch)
+        store = Store.connect(cfg.opensearch, cfg.request_index)
         executor = SparkExecutor(spark, cfg.datasource, flint_engine(spark, store, cfg))
         try:
             runner(cfg, store, executor, stop).run()
@@ -82,14 +82,13 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def flint_engine(spark: Any, store: IndexStore, cfg: JobConfig) -> FlintEngine:
+def flint_engine(spark: Any, store: Store, cfg: JobConfig) -> FlintEngine:
     """The engine of the job's Flint statements, writing as this job (its ids on the index states)."""
     context = FlintContext(
         spark=spark,
         store=store,
         opensearch=cfg.opensearch,
         datasource=cfg.datasource,
-        request_index=cfg.request_index,
         application_id=cfg.application_id,
         job_id=cfg.job_id,
     )

@@ -21,7 +21,7 @@ from flint_repl_job.heartbeat import Heartbeat, SessionLostError
 from flint_repl_job.statement import Executor, StatementRunner
 from query_core.models import SessionDoc, StatementDoc, Versioned, now_millis
 from query_core.states import SessionState, is_terminal
-from query_core.store import IndexStore
+from query_core.store import Store, retry_on_conflict
 
 log = logging.getLogger(__name__)
 
@@ -33,17 +33,19 @@ class SessionRunner(ABC):
     """One session's job, whatever its type."""
 
     def __init__(
-        self, cfg: JobConfig, store: IndexStore, executor: Executor, stop_event: threading.Event | None = None
+        self, cfg: JobConfig, store: Store, executor: Executor, stop_event: threading.Event | None = None
     ) -> None:
         self.cfg = cfg
-        self.store = store
+        # Every read and write of the session, its statements and index states goes to the
+        # request index the job was given.
+        self.store = store if store.request_index == cfg.request_index else store.bound_to(cfg.request_index)
         self.executor = executor
         self.stop_event = stop_event or threading.Event()
         #: Why the session must end ``fail`` although the work itself did not fail (see :meth:`fail`).
         self.failure = ""
         self.heartbeat = Heartbeat(self)
         self.statements = StatementRunner(
-            cfg, store, executor, self.stop_event, on_change=self.heartbeat.retime, failure=lambda: self.failure
+            cfg, self.store, executor, self.stop_event, on_change=self.heartbeat.retime, failure=lambda: self.failure
         )
 
     # -- what the heartbeat reports ---------------------------------------------------------
@@ -59,7 +61,7 @@ class SessionRunner(ABC):
     # -- session ownership ------------------------------------------------------------------
 
     def read_session(self) -> Versioned[SessionDoc] | None:
-        return self.store.get_session(self.cfg.datasource, self.cfg.session_id, index=self.cfg.request_index)
+        return self.store.sessions.get(self.cfg.datasource, self.cfg.session_id)
 
     def read_statement(self, statement_id: str) -> Versioned[StatementDoc] | None:
         return self.statements.read_statement(statement_id)
@@ -97,10 +99,9 @@ class SessionRunner(ABC):
         def change(current: Versioned[SessionDoc]) -> Versioned[SessionDoc]:
             self.check_owner(current.doc)
             now = now_millis()
-            return self.store.update_session(
+            return self.store.sessions.update(
                 current,
                 SessionState.RUNNING,
-                index=self.cfg.request_index,
                 job_id=self.cfg.job_id,
                 application_id=self.cfg.application_id,
                 job_start_time=now,
@@ -108,22 +109,13 @@ class SessionRunner(ABC):
                 heartbeat_interval_millis=self.cfg.heartbeat_idle_ms,
             )
 
-        self.store.update_with_retry(self.read_session, change)
+        retry_on_conflict(self.read_session, change)
 
     def end_session(self, state: SessionState, error: str = "") -> None:
-        def change(current: Versioned[SessionDoc]) -> Versioned[SessionDoc] | None:
-            if is_terminal(current.doc.state) or (current.doc.job_id and current.doc.job_id != self.cfg.job_id):
-                return None
-            return self.store.update_session(
-                current,
-                state,
-                index=self.cfg.request_index,
-                error=error,
-                running_statements=[],
-                last_update_time=now_millis(),
-            )
-
-        self.store.update_with_retry(self.read_session, change)
+        """End the session, unless it has ended or another job has taken it over."""
+        current = self.read_session()
+        if current is not None:
+            self.store.sessions.end(current, state, error, job_id=self.cfg.job_id)
 
     # -- the run ----------------------------------------------------------------------------
 

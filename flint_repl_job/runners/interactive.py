@@ -19,7 +19,7 @@ from flint_repl_job.statement import Executor
 from query_core.errors import AsyncQueryError, IndexUnavailableError
 from query_core.models import StatementDoc, Versioned, now_millis
 from query_core.states import SessionState, StatementState
-from query_core.store import IndexStore
+from query_core.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +28,7 @@ class InteractiveJob(SessionRunner):
     """An interactive session: statements one after another until it is idle too long."""
 
     def __init__(
-        self, cfg: JobConfig, store: IndexStore, executor: Executor, stop_event: threading.Event | None = None
+        self, cfg: JobConfig, store: Store, executor: Executor, stop_event: threading.Event | None = None
     ) -> None:
         super().__init__(cfg, store, executor, stop_event)
         self._finished_ids: set[str] = set()
@@ -79,9 +79,7 @@ class InteractiveJob(SessionRunner):
         if not waiting and time.monotonic() >= self._next_search:
             self._next_search = time.monotonic() + self.cfg.search_interval_ms / 1000
             try:
-                found = self.store.find_waiting_statements(
-                    self.cfg.datasource, self.cfg.session_id, index=self.cfg.request_index
-                )
+                found = self.store.statements.find_waiting(self.cfg.datasource, self.cfg.session_id)
             except AsyncQueryError as exc:
                 log.warning("search for waiting statements failed: %s", exc)
                 found = []

@@ -48,7 +48,7 @@ from query_core.flint import (
 from query_core.index_ops import MAX_INDEX_ERROR, IndexTarget, IndexTransaction
 from query_core.models import now_millis
 from query_core.states import INDEX_OPERATIONS, FlintIndexState, SessionState, StatementState
-from query_core.store import IndexStore
+from query_core.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +76,7 @@ class StreamingJob(BatchJob):
     """A streaming session: start the index's stream, then keep it running until told to stop."""
 
     def __init__(
-        self, cfg: JobConfig, store: IndexStore, executor: Executor, stop_event: threading.Event | None = None
+        self, cfg: JobConfig, store: Store, executor: Executor, stop_event: threading.Event | None = None
     ) -> None:
         super().__init__(cfg, store, executor, stop_event)
         self.stream: IndexStream | None = None
@@ -129,7 +129,7 @@ class StreamingJob(BatchJob):
     # -- watching the stream ----------------------------------------------------------------
 
     def index_transaction(self, index_name: str) -> IndexTransaction:
-        target = IndexTarget(self.cfg.datasource, index_name, self.cfg.request_index)
+        target = IndexTarget(self.cfg.datasource, index_name)
         return IndexTransaction(self.store, target, application_id=self.cfg.application_id, job_id=self.cfg.job_id)
 
     def watch(self, stream: IndexStream) -> tuple[SessionState, str]:
@@ -206,10 +206,9 @@ class StreamingJob(BatchJob):
         if current is not None and doc is not None and doc.state in FAIL_STREAM.start:
             if not doc.job_id or doc.job_id == self.cfg.job_id:
                 try:
-                    self.store.move_index_state(
+                    self.store.index_states.move(
                         current,
                         FAIL_STREAM.end or FlintIndexState.FAILED,
-                        index=self.cfg.request_index,
                         error=failure[:MAX_INDEX_ERROR],
                         last_update_time=now_millis(),
                     )

@@ -10,6 +10,7 @@ document in the request index has the id :func:`latest_id`.
 from __future__ import annotations
 
 import base64
+import binascii
 
 from query_core.flint.ast import IndexKind, IndexRef, QualifiedName
 
@@ -64,3 +65,14 @@ def _prefix(name: QualifiedName) -> str:
         raise ValueError(f"{name} is not qualified: qualify it with the datasource first")
     catalog, database, table = name.parts
     return f"{FLINT_INDEX_PREFIX}{catalog}_{database}_{table}"
+
+
+def index_name_of(latest: str, index_name: str = "") -> str:
+    """The OpenSearch index a state document is of: its ``indexName`` (this product's field), or
+    its ``latestId`` decoded (the reference's documents have no ``indexName``; the id is its base64)."""
+    if index_name:
+        return index_name
+    try:
+        return base64.b64decode(latest, validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        return latest

@@ -21,7 +21,7 @@ from async_query.launcher.local import LocalLauncher, catalog_settings
 from async_query.service import AsyncQueryService
 from async_query.settings import Settings
 from query_core.config import OpenSearchConfig
-from query_core.store import IndexStore
+from query_core.store import Store
 from tests.conftest import REAL_CLUSTER
 from tests.support import serve_http, wait_for
 
@@ -82,7 +82,7 @@ def e2e_service(
     )
     datasource = local_datasource(ds_name)
     launcher = LocalLauncher(cfg.data_dir, cfg.cluster_name, "local[2]", catalog_conf=catalog)
-    store = IndexStore(opensearch)
+    store = Store.connect(opensearch)
     return AsyncQueryService(cfg, store, DatasourceRegistry([datasource], store), {"local": launcher}, opensearch)
 
 

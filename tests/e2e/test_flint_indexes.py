@@ -74,11 +74,11 @@ def batch(api: Api, query: str) -> dict[str, Any]:
 
 
 def docs(service: AsyncQueryService, index: str) -> list[dict[str, Any]]:
-    return [source for _, source in service.store.scan(index)]
+    return [source for _, source in service.store.index.scan(index)]
 
 
 def index_state(service: AsyncQueryService, index: str) -> FlintIndexState | None:
-    found = service.store.get_index_state(DS, latest_id(index))
+    found = service.store.index_states.get(DS, latest_id(index))
     return found.doc.state if found is not None else None
 
 
@@ -109,13 +109,13 @@ def test_each_index_kind_lives_its_whole_life_through_the_api(
         session,
     )
     expected = {f: (pages, low, high) for f, pages, low, high in files["datarows"]}
-    skipping = dict(svc.store.scan(SKIPPING))
+    skipping = dict(svc.store.index.scan(SKIPPING))
     assert len(skipping) == len(expected) >= 2
     for doc_id, doc in skipping.items():
         assert doc_id == hashlib.sha1(doc["file_path"].encode()).hexdigest()
         assert (sorted(doc["page"]), doc["MinMax_n_0"], doc["MinMax_n_1"]) == expected[doc["file_path"]]
     assert sorted((d["page"], d["n"]) for d in docs(svc, COVERING)) == sorted((p, n) for p, _, n in VISITS)
-    assert {doc_id for doc_id, _ in svc.store.scan(COVERING)} == {f"{p}/{n}" for p, _, n in VISITS}
+    assert {doc_id for doc_id, _ in svc.store.index.scan(COVERING)} == {f"{p}/{n}" for p, _, n in VISITS}
     assert sorted((d["page"], d["total"]) for d in docs(svc, MV)) == [("/cart", 5), ("/home", 8), ("/pay", 2)]
 
     _, described = ok(api, f"DESC SKIPPING INDEX ON {DS}.default.visits", session)
@@ -147,7 +147,7 @@ def test_each_index_kind_lives_its_whole_life_through_the_api(
     batch(api, "VACUUM INDEX by_page ON visits")
     batch(api, "VACUUM MATERIALIZED VIEW per_page")
     for index in (SKIPPING, COVERING, MV):
-        assert not svc.store.index_exists(index)
+        assert not svc.store.index.index_exists(index)
         assert index_state(svc, index) is None
     assert not set(listed(api, session)) & {SKIPPING, COVERING, MV}
 
@@ -187,9 +187,9 @@ def test_a_refresh_cancelled_mid_run_returns_the_index_to_active(
     assert api.cancel(query_id).status_code == 204
     assert api.wait_status(query_id, TERMINAL, timeout=30)["status"] == "CANCELLED"
     wait_for(lambda: index_state(svc, SLOW_MV) is FlintIndexState.ACTIVE, timeout=60, what="the view back to active")
-    statement = svc.store.get_statement(DS, query_id)
+    statement = svc.store.statements.get(DS, query_id)
     assert statement is not None
-    session_doc = svc.store.get_session(DS, statement.doc.session_id)
+    session_doc = svc.store.sessions.get(DS, statement.doc.session_id)
     assert session_doc is not None
     pid = job_pid(svc.settings.data_dir, session_doc.doc.job_id)
     wait_for(lambda: not group_members(pid), timeout=60, what="the cancelled job to stop")
@@ -200,9 +200,9 @@ def test_a_batch_job_killed_mid_refresh_fails_its_query_and_the_index_recovers(
 ) -> None:
     svc = service[1]
     query_id = slow_refresh(api, svc)
-    statement = svc.store.get_statement(DS, query_id)
+    statement = svc.store.statements.get(DS, query_id)
     assert statement is not None
-    session_doc = svc.store.get_session(DS, statement.doc.session_id)
+    session_doc = svc.store.sessions.get(DS, statement.doc.session_id)
     assert session_doc is not None
     pid = job_pid(svc.settings.data_dir, session_doc.doc.job_id)
     os.killpg(pid, signal.SIGKILL)
@@ -216,5 +216,5 @@ def test_a_batch_job_killed_mid_refresh_fails_its_query_and_the_index_recovers(
         return index_state(svc, SLOW_MV) is FlintIndexState.ACTIVE
 
     wait_for(repaired, timeout=120, interval=1, what="the housekeeping sweep to repair the view")
-    state = svc.store.get_index_state(DS, latest_id(SLOW_MV))
+    state = svc.store.index_states.get(DS, latest_id(SLOW_MV))
     assert state is not None and session_doc.doc.job_id in state.doc.error

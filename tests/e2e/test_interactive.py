@@ -72,7 +72,7 @@ def test_second_query_runs_in_the_same_session_and_job(e2e: tuple[Api, AsyncQuer
     second, reply2 = api.run("SELECT 2 AS two", first["sessionId"])
     assert reply1["datarows"] == [[1]] and reply2["datarows"] == [[2]]
     assert second["sessionId"] == first["sessionId"]
-    statements = [service.store.get_statement(api.datasource, s["queryId"]) for s in (first, second)]
+    statements = [service.store.statements.get(api.datasource, s["queryId"]) for s in (first, second)]
     assert all(s is not None for s in statements)
     assert statements[0].doc.job_id == statements[1].doc.job_id != ""  # type: ignore[union-attr]
 
@@ -115,10 +115,10 @@ def test_cancel_waiting_then_running_statement(e2e: tuple[Api, AsyncQueryService
     after, reply = api.run("SELECT 'after' AS x", session, timeout=60)
     assert reply["status"] == "SUCCESS" and reply["datarows"] == [["after"]]
     assert after["sessionId"] == session
-    ids = {service.store.get_statement(api.datasource, q["queryId"]).doc.job_id for q in (long, after)}  # type: ignore[union-attr]
+    ids = {service.store.statements.get(api.datasource, q["queryId"]).doc.job_id for q in (long, after)}  # type: ignore[union-attr]
     assert len(ids) == 1
 
-    heartbeat_clear = lambda: not service.store.get_session(api.datasource, session).doc.running_statements  # type: ignore[union-attr]  # noqa: E731
+    heartbeat_clear = lambda: not service.store.sessions.get(api.datasource, session).doc.running_statements  # type: ignore[union-attr]  # noqa: E731
     wait_for(heartbeat_clear, timeout=30, what="the heartbeat to show nothing running")
     for q in (queued, long):
         assert api.get(q["queryId"])["status"] == "CANCELLED"
@@ -154,7 +154,7 @@ def test_inactive_session_ends_dead_and_a_post_gets_a_new_session_that_sees_its_
             sid = first["sessionId"]
 
             def dead() -> bool:
-                session = service.store.get_session(api.datasource, sid)
+                session = service.store.sessions.get(api.datasource, sid)
                 return session is not None and session.doc.state == SessionState.DEAD
 
             wait_for(dead, timeout=60, what="the idle session to end dead")

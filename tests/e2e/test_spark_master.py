@@ -19,7 +19,7 @@ from async_query.launcher.local import LocalLauncher
 from async_query.service import AsyncQueryService
 from async_query.settings import Settings
 from query_core.config import OpenSearchConfig
-from query_core.store import IndexStore
+from query_core.store import Store
 from tests.e2e.conftest import Api
 from tests.support import free_port, serve_http, wait_for
 
@@ -88,7 +88,7 @@ def test_a_datasource_with_a_master_runs_its_sessions_on_that_cluster(
     datasource = Datasource(name=DS, connector="local", properties={"master": cluster.url})
     launcher = LocalLauncher(settings.data_dir, settings.cluster_name, "local[2]")
     service = AsyncQueryService(
-        settings, IndexStore(opensearch), DatasourceRegistry([datasource]), {"local": launcher}, opensearch
+        settings, Store.connect(opensearch), DatasourceRegistry([datasource]), {"local": launcher}, opensearch
     )
     try:
         with serve_http(create_app(service)) as url:

@@ -95,7 +95,7 @@ def events(api: Api) -> Events:
 
 
 def docs(svc: AsyncQueryService, index: str) -> list[dict[str, Any]]:
-    return [source for _, source in svc.store.scan(index)] if svc.store.index_exists(index) else []
+    return [source for _, source in svc.store.index.scan(index)] if svc.store.index.index_exists(index) else []
 
 
 def covering_pages(svc: AsyncQueryService) -> list[tuple[str, int]]:
@@ -103,15 +103,15 @@ def covering_pages(svc: AsyncQueryService) -> list[tuple[str, int]]:
 
 
 def state_of(svc: AsyncQueryService, index: str) -> FlintIndexStateDoc:
-    found = svc.store.get_index_state(DS, latest_id(index))
+    found = svc.store.index_states.get(DS, latest_id(index))
     assert found is not None, index
     return found.doc
 
 
 def session_of(svc: AsyncQueryService, query_id: str) -> SessionDoc:
-    statement = svc.store.get_statement(DS, query_id)
+    statement = svc.store.statements.get(DS, query_id)
     assert statement is not None
-    session = svc.store.get_session(DS, statement.doc.session_id)
+    session = svc.store.sessions.get(DS, statement.doc.session_id)
     assert session is not None
     return session.doc
 
@@ -166,7 +166,7 @@ def test_alter_off_then_on_again_loses_and_duplicates_nothing(api: Api, svc: Asy
     before = state_of(svc, COVERING)
     ok(api, f"ALTER INDEX pages ON {TABLE} WITH (auto_refresh = false)")
     assert state_of(svc, COVERING).state is FlintIndexState.ACTIVE
-    stopped = svc.store.find_sessions(DS, [SessionState.DEAD], job_id=before.job_id)
+    stopped = svc.store.sessions.find(DS, [SessionState.DEAD], job_id=before.job_id)
     assert stopped and stopped[0].doc.error == ""  # the job stopped its stream itself
     assert svc.stream_stopper.cancelled == 0
 
@@ -221,7 +221,7 @@ def test_drop_stops_the_stream_and_vacuum_removes_index_and_checkpoint(api: Api,
     job_id = state_of(svc, MV).job_id
     ok(api, "DROP MATERIALIZED VIEW stream_counts")
     assert state_of(svc, MV).state is FlintIndexState.DELETED
-    [ended] = svc.store.find_sessions(DS, list(SessionState), job_id=job_id)
+    [ended] = svc.store.sessions.find(DS, list(SessionState), job_id=job_id)
     assert ended.doc.state is SessionState.DEAD and ended.doc.error == ""
     pid = job_pid(svc.settings.data_dir, job_id)
     wait_for(lambda: not group_members(pid), timeout=60, what="the streaming job to exit")
@@ -229,8 +229,8 @@ def test_drop_stops_the_stream_and_vacuum_removes_index_and_checkpoint(api: Api,
     checkpoint = Path(svc.launchers["local"].checkpoint_root) / MV
     assert checkpoint.exists()
     ok(api, "VACUUM MATERIALIZED VIEW stream_counts")
-    assert not svc.store.index_exists(MV)
-    assert svc.store.get_index_state(DS, latest_id(MV)) is None
+    assert not svc.store.index.index_exists(MV)
+    assert svc.store.index_states.get(DS, latest_id(MV)) is None
     assert not checkpoint.exists()
 
 
@@ -279,7 +279,7 @@ def test_the_streaming_housekeeper_stops_the_stream_of_a_deleted_datasource(
     svc.datasources.delete("lake")
     svc.streaming_housekeeper.run_once()
 
-    found = svc.store.get_index_state("lake", latest_id(index))
+    found = svc.store.index_states.get("lake", latest_id(index))
     assert found is not None and found.doc.state is FlintIndexState.DELETED
     assert svc.streaming_housekeeper.stopped == ["datasource lake was deleted"]
     pid = job_pid(svc.settings.data_dir, job_id)
@@ -287,8 +287,8 @@ def test_the_streaming_housekeeper_stops_the_stream_of_a_deleted_datasource(
 
 
 def session_of_ds(svc: AsyncQueryService, ds: str, query_id: str) -> SessionDoc:
-    statement = svc.store.get_statement(ds, query_id)
+    statement = svc.store.statements.get(ds, query_id)
     assert statement is not None
-    session = svc.store.get_session(ds, statement.doc.session_id)
+    session = svc.store.sessions.get(ds, statement.doc.session_id)
     assert session is not None
     return session.doc

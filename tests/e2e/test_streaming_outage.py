@@ -72,7 +72,7 @@ def test_a_stream_resumes_after_the_index_server_restarts(
             assert api.wait_status(submitted["queryId"], TERMINAL, timeout=180)["status"] == "SUCCESS"
 
             def pages() -> list[tuple[str, int]]:
-                return sorted((d["page"], d["n"]) for _, d in service.store.scan(INDEX))
+                return sorted((d["page"], d["n"]) for _, d in service.store.index.scan(INDEX))
 
             wait_for(lambda: pages() == sorted(rows), timeout=120, what="the first rows")
 
@@ -83,9 +83,9 @@ def test_a_stream_resumes_after_the_index_server_restarts(
             ok(api, "INSERT INTO " + TABLE + " VALUES ('/c', 3)", sid)
             rows.append(("/c", 3))
             wait_for(lambda: pages() == sorted(rows), timeout=120, interval=0.2, what="the row after the restart")
-            state = service.store.get_index_state(DS, latest_id(INDEX))
+            state = service.store.index_states.get(DS, latest_id(INDEX))
             assert state is not None and state.doc.state is FlintIndexState.REFRESHING
-            live = service.store.find_sessions(DS, [SessionState.RUNNING], job_id=state.doc.job_id)
+            live = service.store.sessions.find(DS, [SessionState.RUNNING], job_id=state.doc.job_id)
             assert len(live) == 1
     finally:
         service.close()

@@ -12,7 +12,7 @@ from async_query.datasources import DatasourceRegistry, local_datasource
 from async_query.launcher.local import LocalLauncher
 from async_query.service import AsyncQueryService
 from async_query.settings import Settings
-from query_core.store import IndexStore
+from query_core.store import Store
 from tests.conftest import REAL_CLUSTER
 
 
@@ -23,7 +23,7 @@ def fault_service(index_url: str, tmp: Path, ds_name: str = "local", **settings:
     opensearch = cfg.opensearch(index_url)
     datasource = local_datasource(ds_name)
     launcher = LocalLauncher(cfg.data_dir, cfg.cluster_name, cfg.spark_master)
-    store = IndexStore(opensearch)
+    store = Store.connect(opensearch)
     return AsyncQueryService(cfg, store, DatasourceRegistry([datasource]), {"local": launcher}, opensearch)
 
 

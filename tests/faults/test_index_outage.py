@@ -27,7 +27,7 @@ from async_query.service import AsyncQueryService
 from async_query.settings import Settings
 from query_core.ids import new_id, request_index
 from query_core.states import SessionState
-from query_core.store import IndexStore
+from query_core.store import Store
 from tests.e2e.conftest import TERMINAL, Api
 from tests.faults.conftest import close_service, fault_service
 from tests.faults.procs import FixedPortIndex, is_job_process, job_pid, kill_all_jobs
@@ -57,7 +57,7 @@ class Outage:
     def warm_session(self) -> str:
         """A running session of this module (started by the first test that needs one)."""
         for sid in self.sessions:
-            session = self.service.store.get_session(DS, sid)
+            session = self.service.store.sessions.get(DS, sid)
             if session is not None and session.doc.state == SessionState.RUNNING:
                 return sid
         submitted, reply = self.api.run("SELECT 1", timeout=120)
@@ -120,7 +120,7 @@ def _in_thread(fn: Any) -> tuple[threading.Thread, dict[str, Any]]:
 def test_job_rides_out_a_paused_index_server_and_no_accepted_statement_is_lost(outage: Outage) -> None:
     api, service, index = outage.api, outage.service, outage.index
     sid = outage.warm_session()
-    job_id = service.store.get_session(DS, sid).doc.job_id  # type: ignore[union-attr]
+    job_id = service.store.sessions.get(DS, sid).doc.job_id  # type: ignore[union-attr]
     pid = job_pid(service.settings.data_dir, job_id)
     retries_before = _retries(outage.job_log(sid))
 
@@ -160,7 +160,7 @@ def test_job_rides_out_a_paused_index_server_and_no_accepted_statement_is_lost(o
     # 2 s interval, stale after 6 s) and fresh. A heartbeat gone stale during the outage would make
     # the POST start a new session (see test_job_killed's stalled-job test).
     def idle_and_fresh() -> bool:
-        doc = service.store.get_session(DS, sid).doc  # type: ignore[union-attr]
+        doc = service.store.sessions.get(DS, sid).doc  # type: ignore[union-attr]
         return not doc.running_statements and doc.heartbeat_interval_millis == 2_000 and service.looks_alive(doc)
 
     wait_for(idle_and_fresh, timeout=30, what="an idle, fresh heartbeat")
@@ -184,7 +184,7 @@ def test_job_rides_out_a_paused_index_server_and_no_accepted_statement_is_lost(o
     # although its heartbeat went stale during the outage.
     assert _retries(outage.job_log(sid)) > retries_before
     assert is_job_process(pid, job_id)
-    session = service.store.get_session(DS, sid)
+    session = service.store.sessions.get(DS, sid)
     assert session is not None and session.doc.state == SessionState.RUNNING and session.doc.job_id == job_id
     after, e = api.run("SELECT 'e' AS tag", sid, timeout=60)
     assert after["sessionId"] == sid and e["datarows"] == [["e"]], e
@@ -234,7 +234,7 @@ def test_request_index_gets_its_mappings_back_after_the_index_server_lost_it(tmp
     try:
         settings = Settings(data_dir=tmp_path / "var", opensearch_retry_seconds=RETRY_S)
         opensearch = settings.opensearch(index.url)
-        store = IndexStore(opensearch)
+        store = Store.connect(opensearch)
         datasource = local_datasource()
         service = AsyncQueryService(
             settings, store, DatasourceRegistry([datasource]), {"local": RecordingLauncher()}, opensearch
@@ -254,7 +254,7 @@ def test_request_index_gets_its_mappings_back_after_the_index_server_lost_it(tmp
                     lambda: (
                         [
                             s.doc.statement_id
-                            for s in store.find_waiting_statements(DS, submitted["sessionId"])  # type: ignore[union-attr]
+                            for s in store.statements.find_waiting(DS, submitted["sessionId"])  # type: ignore[union-attr]
                         ]
                         == [submitted["queryId"]]
                     ),

@@ -43,7 +43,7 @@ class Jobs:
     def warm_session(self) -> str:
         """A running session of this module (the first test that needs one starts it)."""
         for sid in reversed(self.sessions):
-            session = self.service.store.get_session(self.ds, sid)
+            session = self.service.store.sessions.get(self.ds, sid)
             if session is not None and session.doc.state == SessionState.RUNNING:
                 return sid
         submitted, reply = self.api.run("SELECT 1", timeout=120)
@@ -52,7 +52,7 @@ class Jobs:
         return str(submitted["sessionId"])
 
     def job_of(self, sid: str) -> tuple[str, int]:
-        session = self.service.store.get_session(self.ds, sid)
+        session = self.service.store.sessions.get(self.ds, sid)
         assert session is not None and session.doc.job_id
         return session.doc.job_id, job_pid(self.data_dir, session.doc.job_id)
 
@@ -98,11 +98,11 @@ def test_killed_job_fails_its_statements_ends_its_session_and_a_new_session_take
     queued_reply = api.wait_status(queued["queryId"], TERMINAL, timeout=30)
     assert queued_reply["status"] == "FAILED" and sid in queued_reply["error"], queued_reply
 
-    ended = store.get_session(ds, sid)
+    ended = store.sessions.get(ds, sid)
     assert ended is not None and ended.doc.state == SessionState.DEAD, ended
     assert job_id in ended.doc.error and ended.doc.running_statements == []
     for q in (long, queued):
-        doc = store.get_statement(ds, q["queryId"])
+        doc = store.statements.get(ds, q["queryId"])
         assert doc is not None and doc.doc.state == StatementState.FAILED, doc
 
     # A client still holding the dead session's id gets a new session, and its query runs.
@@ -114,7 +114,7 @@ def test_killed_job_fails_its_statements_ends_its_session_and_a_new_session_take
     assert new_job != job_id
     # The dead session's statements stay failed.
     assert api.get(long["queryId"])["status"] == "FAILED"
-    assert store.get_statement(ds, long["queryId"]).doc.state == StatementState.FAILED  # type: ignore[union-attr]
+    assert store.statements.get(ds, long["queryId"]).doc.state == StatementState.FAILED  # type: ignore[union-attr]
 
 
 def test_stalled_job_keeps_its_session_for_post_as_it_does_for_get(jobs: Jobs) -> None:
@@ -127,14 +127,14 @@ def test_stalled_job_keeps_its_session_for_post_as_it_does_for_get(jobs: Jobs) -
     try:
 
         def stale() -> bool:
-            session = service.store.get_session(ds, sid)
+            session = service.store.sessions.get(ds, sid)
             return session is not None and not service.looks_alive(session.doc)
 
         wait_for(stale, timeout=30, what="the stalled job's heartbeat to go stale")
         # GET suspects the session, asks the launcher once, and keeps it: the job is there.
         assert service.launchers["local"].describe(job_id).state.value == "RUNNING"
         assert api.get(long["queryId"])["status"] == "RUNNING"
-        session = service.store.get_session(ds, sid)
+        session = service.store.sessions.get(ds, sid)
         assert session is not None and session.doc.state == SessionState.RUNNING
         # POST should come to the same conclusion, and keep the client in its session.
         again = api.submit("SELECT 'same session' AS x", sid)
@@ -166,7 +166,7 @@ def test_cancel_is_escalated_when_the_job_hangs_before_its_heartbeat_reports_the
             submitted = api.submit(SLEEP_10_MIN)
             qid, sid = submitted["queryId"], submitted["sessionId"]
             api.wait_status(qid, {"RUNNING"}, timeout=120)
-            session = service.store.get_session(module_ds_name, sid)
+            session = service.store.sessions.get(module_ds_name, sid)
             assert session is not None and not session.doc.running_statements  # not reported yet
             pid = job_pid(service.settings.data_dir, session.doc.job_id)
             os.killpg(pid, signal.SIGSTOP)  # the job hangs: it cannot honour the cancel
@@ -174,7 +174,7 @@ def test_cancel_is_escalated_when_the_job_hangs_before_its_heartbeat_reports_the
             assert api.cancel(qid).status_code == 204
 
             def ended() -> bool:
-                current = service.store.get_session(module_ds_name, sid)
+                current = service.store.sessions.get(module_ds_name, sid)
                 return current is not None and current.doc.state == SessionState.DEAD
 
             # Deadline 2 s; the supervisor checks every 0.2 s.

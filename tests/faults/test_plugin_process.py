@@ -21,7 +21,7 @@ from async_query.launcher.base import JobRunState
 from async_query.launcher.local import LocalLauncher
 from query_core.config import OpenSearchConfig
 from query_core.states import SessionState
-from query_core.store import IndexStore
+from query_core.store import Store
 from tests.e2e.conftest import TERMINAL, Api
 from tests.faults.procs import FixedPortIndex, PluginProcess, group_members, is_job_process, job_pid, kill_all_jobs
 from tests.support import free_port, wait_for
@@ -43,8 +43,8 @@ def index() -> Iterator[FixedPortIndex]:
 
 
 @pytest.fixture
-def store(index: FixedPortIndex) -> Iterator[IndexStore]:
-    s = IndexStore(OpenSearchConfig(url=index.url))
+def store(index: FixedPortIndex) -> Iterator[Store]:
+    s = Store.connect(OpenSearchConfig(url=index.url))
     yield s
     s.close()
 
@@ -83,14 +83,14 @@ def start_plugin(
     return plugin
 
 
-def session_job(store: IndexStore, data_dir: Path, sid: str) -> tuple[str, int]:
-    session = store.get_session(DS, sid)
+def session_job(store: Store, data_dir: Path, sid: str) -> tuple[str, int]:
+    session = store.sessions.get(DS, sid)
     assert session is not None and session.doc.job_id, session
     return session.doc.job_id, job_pid(data_dir, session.doc.job_id)
 
 
 def test_statement_survives_a_plugin_kill_and_a_new_plugin_serves_it(
-    index: FixedPortIndex, store: IndexStore, plugins: list[PluginProcess], tmp_path: Path
+    index: FixedPortIndex, store: Store, plugins: list[PluginProcess], tmp_path: Path
 ) -> None:
     data_dir = tmp_path / "var"
     port = free_port()
@@ -121,7 +121,7 @@ def test_statement_survives_a_plugin_kill_and_a_new_plugin_serves_it(
     again, reply = api.run("SELECT 'reused' AS x", sid, timeout=60)
     assert again["sessionId"] == sid
     assert reply["status"] == "SUCCESS" and reply["datarows"] == [["reused"]], reply
-    assert store.get_statement(DS, again["queryId"]).doc.job_id == job_id  # type: ignore[union-attr]
+    assert store.statements.get(DS, again["queryId"]).doc.job_id == job_id  # type: ignore[union-attr]
 
     # A stop of the new plugin does not touch the job it inherited from the killed one (it did
     # not start it); the test's teardown stops that orphan through its pid file.
@@ -140,7 +140,7 @@ def test_statement_survives_a_plugin_kill_and_a_new_plugin_serves_it(
     ],
 )
 def test_plugin_stopped_by_a_signal_stops_the_jobs_it_started(
-    sig: signal.Signals, index: FixedPortIndex, store: IndexStore, plugins: list[PluginProcess], tmp_path: Path
+    sig: signal.Signals, index: FixedPortIndex, store: Store, plugins: list[PluginProcess], tmp_path: Path
 ) -> None:
     plugin = start_plugin(plugins, index, tmp_path, free_port())
     submitted = Api(plugin.url, DS).submit("SELECT 1")
@@ -155,7 +155,7 @@ def test_plugin_stopped_by_a_signal_stops_the_jobs_it_started(
 
 
 def test_served_plugin_escalates_a_cancel_the_job_does_not_honour(
-    index: FixedPortIndex, store: IndexStore, plugins: list[PluginProcess], tmp_path: Path
+    index: FixedPortIndex, store: Store, plugins: list[PluginProcess], tmp_path: Path
 ) -> None:
     plugin = start_plugin(plugins, index, tmp_path, free_port(), cancel_deadline_s="2")
     api = Api(plugin.url, DS)
@@ -165,7 +165,7 @@ def test_served_plugin_escalates_a_cancel_the_job_does_not_honour(
     _, pid = session_job(store, tmp_path / "var", sid)
 
     def reported_running() -> bool:
-        session = store.get_session(DS, sid)
+        session = store.sessions.get(DS, sid)
         return session is not None and any(r.query_id == qid for r in session.doc.running_statements)
 
     # Once its heartbeat reports the statement running (what the supervisor watches), the job hangs
@@ -177,12 +177,12 @@ def test_served_plugin_escalates_a_cancel_the_job_does_not_honour(
         assert api.get(qid)["status"] == "CANCELLED"
 
         def ended() -> bool:
-            session = store.get_session(DS, sid)
+            session = store.sessions.get(DS, sid)
             return session is not None and session.doc.state == SessionState.DEAD
 
         # Deadline 2 s, then the supervisor cancels the job and ends the session.
         wait_for(ended, timeout=15, what="the supervisor to end the session of the hung job")
-        assert "did not stop within" in store.get_session(DS, sid).doc.error  # type: ignore[union-attr]
+        assert "did not stop within" in store.sessions.get(DS, sid).doc.error  # type: ignore[union-attr]
         wait_for(lambda: not group_members(pid), timeout=15, what="the hung job to be stopped")
     finally:
         if group_members(pid):

@@ -31,9 +31,9 @@ from query_core.models import (
     now_millis,
 )
 from query_core.states import SessionState, SessionType, StatementState
-from query_core.store import IndexStore
+from query_core.store import Store
 from tests.conftest import ServiceFactory
-from tests.support import RecordingLauncher, serve_http
+from tests.support import RecordingLauncher, driver, serve_http
 
 # -- fixtures and helpers --------------------------------------------------------------------------
 
@@ -83,29 +83,29 @@ def assert_error(resp: httpx.Response, status: int, error_type: str | None = Non
     return body
 
 
-def the_session(store: IndexStore, ds: str, session_id: str) -> Versioned[SessionDoc]:
-    found = store.get_session(ds, session_id)
+def the_session(store: Store, ds: str, session_id: str) -> Versioned[SessionDoc]:
+    found = store.sessions.get(ds, session_id)
     assert found is not None
     return found
 
 
-def the_statement(store: IndexStore, ds: str, query_id: str) -> Versioned[StatementDoc]:
-    found = store.get_statement(ds, query_id)
+def the_statement(store: Store, ds: str, query_id: str) -> Versioned[StatementDoc]:
+    found = store.statements.get(ds, query_id)
     assert found is not None
     return found
 
 
-def job_starts(store: IndexStore, ds: str, session_id: str, **fields: Any) -> Versioned[SessionDoc]:
+def job_starts(store: Store, ds: str, session_id: str, **fields: Any) -> Versioned[SessionDoc]:
     """What the job does when it starts: the session runs, with a fresh heartbeat."""
     now = now_millis()
     fields = {"last_update_time": now, "job_start_time": now, **fields}
-    return store.update_session(the_session(store, ds, session_id), SessionState.RUNNING, **fields)
+    return store.sessions.update(the_session(store, ds, session_id), SessionState.RUNNING, **fields)
 
 
-def move(store: IndexStore, ds: str, query_id: str, *states: StatementState, **fields: Any) -> Versioned[StatementDoc]:
+def move(store: Store, ds: str, query_id: str, *states: StatementState, **fields: Any) -> Versioned[StatementDoc]:
     current = the_statement(store, ds, query_id)
     for i, state in enumerate(states):
-        current = store.move_statement(current, state, **(fields if i == len(states) - 1 else {}))
+        current = store.statements.move(current, state, **(fields if i == len(states) - 1 else {}))
     return current
 
 
@@ -113,7 +113,7 @@ def move(store: IndexStore, ds: str, query_id: str, *states: StatementState, **f
 
 
 def test_post_creates_a_statement_and_a_session(
-    client: httpx.Client, store: IndexStore, ds_name: str, launcher: RecordingLauncher
+    client: httpx.Client, store: Store, ds_name: str, launcher: RecordingLauncher
 ) -> None:
     resp = post(client, ds_name, "SELECT 'it''s' AS x")
     assert resp.status_code == 201
@@ -127,8 +127,10 @@ def test_post_creates_a_statement_and_a_session(
     assert request.conf["spark.flint.job.sessionId"] == reply["sessionId"]
     assert request.conf["spark.flint.datasource.name"] == ds_name
 
-    # SPEC section 3: the reference's field names and state strings
-    statement, _, _ = store.get(request_index(ds_name), reply["queryId"]) or ({}, 0, 0)
+    # docs/documents.md: the reference's field names and state strings
+    found = store.index.get(request_index(ds_name), reply["queryId"])
+    assert found is not None
+    statement = found.source
     assert {
         "type",
         "state",
@@ -156,7 +158,9 @@ def test_post_creates_a_statement_and_a_session(
     assert statement["version"] == "1.0"
     assert isinstance(statement["submitTime"], int) and abs(statement["submitTime"] - now_millis()) < 60_000
 
-    session, _, _ = store.get(request_index(ds_name), reply["sessionId"]) or ({}, 0, 0)
+    found = store.index.get(request_index(ds_name), reply["sessionId"])
+    assert found is not None
+    session = found.source
     assert {
         "type",
         "sessionType",
@@ -183,7 +187,7 @@ def test_post_creates_a_statement_and_a_session(
     assert session["pendingStatementIds"] == [reply["queryId"]]
 
 
-def test_post_accepts_upper_case_lang_and_ppl(client: httpx.Client, store: IndexStore, ds_name: str) -> None:
+def test_post_accepts_upper_case_lang_and_ppl(client: httpx.Client, store: Store, ds_name: str) -> None:
     for lang, stored in (("SQL", "sql"), ("ppl", "ppl"), ("PPL", "ppl")):
         resp = client.post(BASE, json={"datasource": ds_name, "lang": lang, "query": "source=t | head 1"})
         assert resp.status_code == 201, resp.text
@@ -191,7 +195,7 @@ def test_post_accepts_upper_case_lang_and_ppl(client: httpx.Client, store: Index
 
 
 def test_post_reuses_a_live_session(
-    client: httpx.Client, store: IndexStore, ds_name: str, launcher: RecordingLauncher
+    client: httpx.Client, store: Store, ds_name: str, launcher: RecordingLauncher
 ) -> None:
     first = submit(client, ds_name)
     job_starts(store, ds_name, first["sessionId"])
@@ -214,26 +218,26 @@ def test_post_reuses_a_session_that_is_still_starting(
     assert len(launcher.started) == 1
 
 
-def _dead(store: IndexStore, ds: str, sid: str) -> None:
-    store.update_session(the_session(store, ds, sid), SessionState.DEAD)
+def _dead(store: Store, ds: str, sid: str) -> None:
+    store.sessions.update(the_session(store, ds, sid), SessionState.DEAD)
 
 
-def _fail(store: IndexStore, ds: str, sid: str) -> None:
-    store.update_session(the_session(store, ds, sid), SessionState.FAIL, error="job failed")
+def _fail(store: Store, ds: str, sid: str) -> None:
+    store.sessions.update(the_session(store, ds, sid), SessionState.FAIL, error="job failed")
 
 
-def _stale(store: IndexStore, ds: str, sid: str) -> None:
+def _stale(store: Store, ds: str, sid: str) -> None:
     job_starts(store, ds, sid, last_update_time=now_millis() - 3_600_000)
 
 
-def _never_started(store: IndexStore, ds: str, sid: str) -> None:
+def _never_started(store: Store, ds: str, sid: str) -> None:
     current = the_session(store, ds, sid)
-    store.update_session(current, last_update_time=now_millis() - 3_600_000)
+    store.sessions.update(current, last_update_time=now_millis() - 3_600_000)
 
 
 @pytest.mark.parametrize("end", [_dead, _fail], ids=["dead", "fail"])
 def test_post_replaces_an_ended_session(
-    client: httpx.Client, store: IndexStore, ds_name: str, launcher: RecordingLauncher, end: Any
+    client: httpx.Client, store: Store, ds_name: str, launcher: RecordingLauncher, end: Any
 ) -> None:
     first = submit(client, ds_name)
     end(store, ds_name, first["sessionId"])
@@ -247,7 +251,7 @@ def test_post_replaces_an_ended_session(
 
 @pytest.mark.parametrize("suspect", [_stale, _never_started], ids=["stale", "never_started"])
 def test_post_replaces_a_suspect_session_whose_job_is_gone(
-    client: httpx.Client, store: IndexStore, ds_name: str, launcher: RecordingLauncher, suspect: Any
+    client: httpx.Client, store: Store, ds_name: str, launcher: RecordingLauncher, suspect: Any
 ) -> None:
     first = submit(client, ds_name)
     suspect(store, ds_name, first["sessionId"])
@@ -268,7 +272,7 @@ def test_post_replaces_a_suspect_session_whose_job_is_gone(
 
 @pytest.mark.parametrize("suspect", [_stale, _never_started], ids=["stale", "never_started"])
 def test_post_reuses_a_suspect_session_whose_job_still_runs(
-    client: httpx.Client, store: IndexStore, ds_name: str, launcher: RecordingLauncher, suspect: Any
+    client: httpx.Client, store: Store, ds_name: str, launcher: RecordingLauncher, suspect: Any
 ) -> None:
     first = submit(client, ds_name)
     suspect(store, ds_name, first["sessionId"])
@@ -280,7 +284,7 @@ def test_post_reuses_a_suspect_session_whose_job_still_runs(
 
 
 def test_post_with_another_datasources_session_gets_a_new_one(
-    client: httpx.Client, store: IndexStore, ds_name: str, other_datasource: Datasource, launcher: RecordingLauncher
+    client: httpx.Client, store: Store, ds_name: str, other_datasource: Datasource, launcher: RecordingLauncher
 ) -> None:
     theirs = submit(client, other_datasource.name)
     job_starts(store, other_datasource.name, theirs["sessionId"])
@@ -291,9 +295,9 @@ def test_post_with_another_datasources_session_gets_a_new_one(
 
 
 def test_post_with_a_batch_session_gets_an_interactive_one(
-    client: httpx.Client, store: IndexStore, ds_name: str, launcher: RecordingLauncher
+    client: httpx.Client, store: Store, ds_name: str, launcher: RecordingLauncher
 ) -> None:
-    batch = store.create_session(
+    batch = store.sessions.create(
         SessionDoc(session_id=new_id(ds_name), data_source_name=ds_name, session_type=SessionType.BATCH)
     )
     job_starts(store, ds_name, batch.doc.session_id)
@@ -308,7 +312,7 @@ def test_post_with_a_batch_session_gets_an_interactive_one(
     ids=["garbage", "empty", "symbols", "huge", "unknown_well_formed"],
 )
 def test_post_with_an_unusable_session_id_gets_a_new_one(
-    client: httpx.Client, store: IndexStore, ds_name: str, launcher: RecordingLauncher, given: str
+    client: httpx.Client, store: Store, ds_name: str, launcher: RecordingLauncher, given: str
 ) -> None:
     if given == "unknown-well-formed":
         given = new_id(ds_name)
@@ -326,7 +330,7 @@ def test_get_waiting(client: httpx.Client, ds_name: str) -> None:
     assert get(client, reply["queryId"]) == {"status": "WAITING"}
 
 
-def test_get_running_with_progress(client: httpx.Client, store: IndexStore, ds_name: str) -> None:
+def test_get_running_with_progress(client: httpx.Client, store: Store, ds_name: str) -> None:
     reply = submit(client, ds_name)
     qid = reply["queryId"]
     move(store, ds_name, qid, StatementState.RUNNING)
@@ -341,7 +345,7 @@ def test_get_running_with_progress(client: httpx.Client, store: IndexStore, ds_n
     other = RunningStatement(
         query_id=new_id(ds_name), start_time=now_millis(), progress=StatementProgress(stages_total=9)
     )
-    store.update_session(the_session(store, ds_name, reply["sessionId"]), running_statements=[other, running])
+    store.sessions.update(the_session(store, ds_name, reply["sessionId"]), running_statements=[other, running])
     assert get(client, qid) == {
         "status": "RUNNING",
         "progress": {"stagesCompleted": 1, "stagesTotal": 3, "tasksCompleted": 7, "tasksTotal": 20},
@@ -364,7 +368,7 @@ TRICKY = 'say "hi", it\'s \\ ünïcödé 😀'
 
 
 def test_get_success_reads_the_lossless_result(
-    client: httpx.Client, store: IndexStore, ds_name: str, datasource: Datasource
+    client: httpx.Client, store: Store, ds_name: str, datasource: Datasource
 ) -> None:
     import datetime as dt
 
@@ -386,7 +390,7 @@ def test_get_success_reads_the_lossless_result(
     result, schema, lossless = encode(RESULT_SCHEMA, rows)
     move(store, ds_name, qid, StatementState.RUNNING)
     # the job writes the result before it marks the statement success
-    store.put_result(
+    store.results.put(
         datasource.results,
         ResultDoc(
             query_id=qid,
@@ -435,13 +439,13 @@ def test_get_success_reads_the_lossless_result(
 
 
 def test_get_success_from_a_reference_result_document(
-    client: httpx.Client, store: IndexStore, ds_name: str, datasource: Datasource
+    client: httpx.Client, store: Store, ds_name: str, datasource: Datasource
 ) -> None:
     """A result written by the reference job: no ``lossless`` field, single-quoted rows."""
     reply = submit(client, ds_name)
     qid = reply["queryId"]
     move(store, ds_name, qid, StatementState.RUNNING)
-    store.put(
+    store.index.put(
         datasource.results,
         qid,
         {
@@ -478,7 +482,7 @@ def test_get_success_from_a_reference_result_document(
 
 
 def test_get_success_without_its_result_is_a_clear_failure(
-    client: httpx.Client, store: IndexStore, ds_name: str
+    client: httpx.Client, store: Store, ds_name: str
 ) -> None:
     qid = submit(client, ds_name)["queryId"]
     move(store, ds_name, qid, StatementState.RUNNING, StatementState.SUCCESS)
@@ -512,7 +516,7 @@ def test_get_success_without_its_result_is_a_clear_failure(
 )
 def test_get_terminal_states(
     client: httpx.Client,
-    store: IndexStore,
+    store: Store,
     ds_name: str,
     states: tuple[StatementState, ...],
     error: str | None,
@@ -526,7 +530,7 @@ def test_get_terminal_states(
 @pytest.mark.parametrize("end", [SessionState.DEAD, SessionState.FAIL])
 @pytest.mark.parametrize("statement_state", [StatementState.WAITING, StatementState.RUNNING])
 def test_get_in_a_dead_session_is_failed_with_a_clear_error(
-    client: httpx.Client, store: IndexStore, ds_name: str, end: SessionState, statement_state: StatementState
+    client: httpx.Client, store: Store, ds_name: str, end: SessionState, statement_state: StatementState
 ) -> None:
     reply = submit(client, ds_name)
     qid, sid = reply["queryId"], reply["sessionId"]
@@ -534,7 +538,7 @@ def test_get_in_a_dead_session_is_failed_with_a_clear_error(
     if statement_state == StatementState.RUNNING:
         move(store, ds_name, qid, StatementState.RUNNING)
     error = "Spark driver ran out of memory" if end == SessionState.FAIL else ""
-    store.update_session(the_session(store, ds_name, sid), end, error=error)
+    store.sessions.update(the_session(store, ds_name, sid), end, error=error)
 
     body = get(client, qid)
     assert body["status"] == "FAILED"
@@ -545,11 +549,11 @@ def test_get_in_a_dead_session_is_failed_with_a_clear_error(
 
 
 def test_get_of_a_finished_statement_in_a_dead_session_keeps_its_state(
-    client: httpx.Client, store: IndexStore, ds_name: str
+    client: httpx.Client, store: Store, ds_name: str
 ) -> None:
     reply = submit(client, ds_name)
     move(store, ds_name, reply["queryId"], StatementState.RUNNING, StatementState.CANCELLED)
-    store.update_session(the_session(store, ds_name, reply["sessionId"]), SessionState.DEAD)
+    store.sessions.update(the_session(store, ds_name, reply["sessionId"]), SessionState.DEAD)
     assert get(client, reply["queryId"]) == {"status": "CANCELLED"}
 
 
@@ -557,7 +561,7 @@ def test_get_of_a_finished_statement_in_a_dead_session_keeps_its_state(
 
 
 @pytest.mark.parametrize("running", [False, True], ids=["waiting", "running"])
-def test_delete_then_get_cancelled(client: httpx.Client, store: IndexStore, ds_name: str, running: bool) -> None:
+def test_delete_then_get_cancelled(client: httpx.Client, store: Store, ds_name: str, running: bool) -> None:
     qid = submit(client, ds_name)["queryId"]
     if running:
         move(store, ds_name, qid, StatementState.RUNNING)
@@ -578,7 +582,7 @@ def test_delete_then_get_cancelled(client: httpx.Client, store: IndexStore, ds_n
     ids=["success", "failed", "timeout", "cancelled"],
 )
 def test_delete_of_a_finished_statement_is_refused(
-    client: httpx.Client, store: IndexStore, ds_name: str, states: tuple[StatementState, ...]
+    client: httpx.Client, store: Store, ds_name: str, states: tuple[StatementState, ...]
 ) -> None:
     qid = submit(client, ds_name)["queryId"]
     done = move(store, ds_name, qid, *states)
@@ -713,7 +717,7 @@ def test_malformed_ids(client: httpx.Client, method: str, query_id: str) -> None
 
 @pytest.mark.parametrize("method", ["GET", "DELETE"])
 def test_unknown_well_formed_ids(
-    client: httpx.Client, store: IndexStore, ds_name: str, method: str, other_datasource: Datasource
+    client: httpx.Client, store: Store, ds_name: str, method: str, other_datasource: Datasource
 ) -> None:
     # before the index exists, after it exists, and for a datasource that is not configured
     assert_error(client.request(method, f"{BASE}/{new_id(ds_name)}"), 400, "AsyncQueryNotFoundException")
@@ -735,19 +739,19 @@ def test_unknown_paths_and_methods(client: httpx.Client) -> None:
 # -- listing sessions --------------------------------------------------------------------------------
 
 
-def test_list_sessions(client: httpx.Client, store: IndexStore, ds_name: str, other_datasource: Datasource) -> None:
+def test_list_sessions(client: httpx.Client, store: Store, ds_name: str, other_datasource: Datasource) -> None:
     first = submit(client, ds_name)
     second = submit(client, ds_name)
     theirs = submit(client, other_datasource.name)
     job_starts(store, ds_name, first["sessionId"])
     qid = first["queryId"]
     move(store, ds_name, qid, StatementState.RUNNING)
-    store.update_session(
+    store.sessions.update(
         the_session(store, ds_name, first["sessionId"]),
         running_statements=[RunningStatement(query_id=qid, start_time=123, progress=StatementProgress(tasks_total=4))],
     )
     for ds in (ds_name, other_datasource.name):
-        store.client.indices.refresh(index=request_index(ds))
+        driver(store).indices.refresh(index=request_index(ds))
 
     resp = client.get(f"{BASE}/_sessions")
     assert resp.status_code == 200

@@ -31,9 +31,9 @@ from query_core.models import (
     now_millis,
 )
 from query_core.states import FlintIndexState, SessionState, SessionType, StatementState
-from query_core.store import IndexStore
+from query_core.store import Store
 from tests.conftest import ServiceFactory
-from tests.support import RecordingLauncher, wait_for
+from tests.support import RecordingLauncher, seed, wait_for
 
 REFRESH = "REFRESH SKIPPING INDEX ON local.default.http_logs"
 INDEX = "flint_local_default_http_logs_skipping_index"
@@ -54,24 +54,24 @@ def status(service: AsyncQueryService, query_id: str) -> dict[str, object]:
     return dict(json.loads(service.get(query_id)))
 
 
-def job_runs(store: IndexStore, ds: str, session_id: str, query_id: str, age_ms: int = 0) -> None:
+def job_runs(store: Store, ds: str, session_id: str, query_id: str, age_ms: int = 0) -> None:
     """What the job does first: claim the session, start the statement, heart-beat it."""
-    session = store.get_session(ds, session_id)
-    statement = store.get_statement(ds, query_id)
+    session = store.sessions.get(ds, session_id)
+    statement = store.statements.get(ds, query_id)
     assert session is not None and statement is not None
-    store.update_session(
+    store.sessions.update(
         session,
         SessionState.RUNNING,
         last_update_time=now_millis() - age_ms,
         heartbeat_interval_millis=1_000,
         running_statements=[RunningStatement(query_id=query_id, start_time=now_millis())],
     )
-    store.move_statement(statement, StatementState.RUNNING)
+    store.statements.move(statement, StatementState.RUNNING)
 
 
-def job_refreshes(store: IndexStore, ds: str, job_id: str, index: str = INDEX) -> None:
+def job_refreshes(store: Store, ds: str, job_id: str, index: str = INDEX) -> None:
     """The job's REFRESH transaction, mid-way: the index is refreshing, owned by the job."""
-    store.create_index_state(
+    seed(store,
         FlintIndexStateDoc(
             latest_id=latest_id(index),
             data_source_name=ds,
@@ -83,8 +83,8 @@ def job_refreshes(store: IndexStore, ds: str, job_id: str, index: str = INDEX) -
     )
 
 
-def index_state(store: IndexStore, ds: str, index: str = INDEX) -> FlintIndexStateDoc:
-    found = store.get_index_state(ds, latest_id(index))
+def index_state(store: Store, ds: str, index: str = INDEX) -> FlintIndexStateDoc:
+    found = store.index_states.get(ds, latest_id(index))
     assert found is not None
     return found.doc
 
@@ -93,7 +93,7 @@ def index_state(store: IndexStore, ds: str, index: str = INDEX) -> FlintIndexSta
 
 
 def test_post_writes_the_statement_and_session_and_launches_a_batch_job(
-    make_service: ServiceFactory, store: IndexStore
+    make_service: ServiceFactory, store: Store
 ) -> None:
     launcher = RecordingLauncher()
     service = make_service(launcher)
@@ -108,7 +108,7 @@ def test_post_writes_the_statement_and_session_and_launches_a_batch_job(
     assert request.conf["spark.flint.job.queryId"] == query_id
     assert request.conf["spark.flint.job.query"] == REFRESH
 
-    statement = store.get_statement(ds, query_id)
+    statement = store.statements.get(ds, query_id)
     assert statement is not None
     assert (statement.doc.state, statement.doc.session_id, statement.doc.query) == (
         StatementState.WAITING,
@@ -116,7 +116,7 @@ def test_post_writes_the_statement_and_session_and_launches_a_batch_job(
         REFRESH,
     )
     assert (statement.doc.job_id, statement.doc.application_id) == ("job-1", "test-app")
-    session = store.get_session(ds, session_id)
+    session = store.sessions.get(ds, session_id)
     assert session is not None
     assert session.doc.session_type == SessionType.BATCH and session.doc.state == SessionState.NOT_STARTED
     assert (session.doc.job_id, session.doc.application_id) == ("job-1", "test-app")
@@ -152,7 +152,7 @@ def test_a_query_too_long_for_a_command_line_is_left_to_the_statement_document(
 
 
 def test_a_failed_session_write_stops_the_job_and_fails_the_statement(
-    make_service: ServiceFactory, store: IndexStore, monkeypatch: pytest.MonkeyPatch
+    make_service: ServiceFactory, store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     launcher = RecordingLauncher()
     service = make_service(launcher)
@@ -161,12 +161,12 @@ def test_a_failed_session_write_stops_the_job_and_fails_the_statement(
     def refuse(doc: SessionDoc, **_: object) -> None:
         raise IndexUnavailableError("index down")
 
-    monkeypatch.setattr(store, "create_session", refuse)
+    monkeypatch.setattr(store.sessions, "create", refuse)
     with pytest.raises(IndexUnavailableError):
         submit(service)
     assert launcher.cancelled == ["job-1"]
     statement_id = launcher.started[0].conf["spark.flint.job.queryId"]
-    statement = store.get_statement(ds, statement_id)
+    statement = store.statements.get(ds, statement_id)
     assert statement is not None and statement.doc.state == StatementState.FAILED
     assert "could not be recorded: index down" in statement.doc.error
 
@@ -174,35 +174,35 @@ def test_a_failed_session_write_stops_the_job_and_fails_the_statement(
 # -- the limit of refreshing jobs ------------------------------------------------------------------
 
 
-def live_sessions(store: IndexStore, ds: str, count: int) -> bool:
-    return len(store.find_sessions(ds, [SessionState.NOT_STARTED, SessionState.RUNNING])) == count
+def live_sessions(store: Store, ds: str, count: int) -> bool:
+    return len(store.sessions.find(ds, [SessionState.NOT_STARTED, SessionState.RUNNING])) == count
 
 
 def test_the_limit_of_refreshing_jobs_counts_live_batch_and_streaming_sessions(
-    make_service: ServiceFactory, store: IndexStore
+    make_service: ServiceFactory, store: Store
 ) -> None:
     launcher = RecordingLauncher()
     service = make_service(launcher, max_refreshing_jobs=2)
     ds = service.datasources.all()[0].name
     _, first = submit(service)
-    store.create_session(SessionDoc(session_id=new_id(ds), data_source_name=ds, session_type=SessionType.STREAMING))
-    store.create_session(SessionDoc(session_id=new_id(ds), data_source_name=ds))  # interactive: not counted
+    store.sessions.create(SessionDoc(session_id=new_id(ds), data_source_name=ds, session_type=SessionType.STREAMING))
+    store.sessions.create(SessionDoc(session_id=new_id(ds), data_source_name=ds))  # interactive: not counted
     wait_for(lambda: live_sessions(store, ds, 3), what="the sessions to be searchable")
 
     with pytest.raises(TooManyRequestsError, match=r"^domain concurrent refresh job can not exceed 2$"):
         submit(service)
     assert len(launcher.started) == 1  # refused before anything was launched
 
-    ended = store.get_session(ds, first)
+    ended = store.sessions.get(ds, first)
     assert ended is not None
-    store.update_session(ended, SessionState.DEAD)
+    store.sessions.update(ended, SessionState.DEAD)
     wait_for(lambda: live_sessions(store, ds, 2), what="the ended session to be searchable")
     submit(service)
     assert len(launcher.started) == 2
 
 
 def test_the_limit_is_a_429_in_the_reference_shape(
-    client: httpx.Client, service: AsyncQueryService, store: IndexStore, ds_name: str
+    client: httpx.Client, service: AsyncQueryService, store: Store, ds_name: str
 ) -> None:
     for _ in range(service.settings.max_refreshing_jobs):
         assert client.post(BASE, json={"datasource": ds_name, "lang": "sql", "query": REFRESH}).status_code == 201
@@ -218,7 +218,7 @@ def test_the_limit_is_a_429_in_the_reference_shape(
 # -- GET ---------------------------------------------------------------------------------------------
 
 
-def test_get_reads_documents_only_while_the_heartbeat_is_fresh(make_service: ServiceFactory, store: IndexStore) -> None:
+def test_get_reads_documents_only_while_the_heartbeat_is_fresh(make_service: ServiceFactory, store: Store) -> None:
     launcher = RecordingLauncher()
     service = make_service(launcher)
     ds = service.datasources.all()[0]
@@ -228,7 +228,7 @@ def test_get_reads_documents_only_while_the_heartbeat_is_fresh(make_service: Ser
         assert status(service, query_id)["status"] == "RUNNING"
 
     # The job writes the result, then the terminal state, then ends its session.
-    store.put_result(
+    store.results.put(
         ds.results,
         ResultDoc(
             query_id=query_id,
@@ -237,12 +237,12 @@ def test_get_reads_documents_only_while_the_heartbeat_is_fresh(make_service: Ser
             lossless=LosslessResult(schema=[ColumnSchema(name="n", type="long")], datarows="[[7]]", total=1),
         ),
     )
-    statement = store.get_statement(ds.name, query_id)
+    statement = store.statements.get(ds.name, query_id)
     assert statement is not None
-    store.move_statement(statement, StatementState.SUCCESS)
-    session = store.get_session(ds.name, session_id)
+    store.statements.move(statement, StatementState.SUCCESS)
+    session = store.sessions.get(ds.name, session_id)
     assert session is not None
-    store.update_session(session, SessionState.DEAD)
+    store.sessions.update(session, SessionState.DEAD)
     for _ in range(50):
         assert status(service, query_id) == {
             "status": "SUCCESS",
@@ -254,7 +254,7 @@ def test_get_reads_documents_only_while_the_heartbeat_is_fresh(make_service: Ser
     assert launcher.described == []
 
 
-def test_a_batch_job_that_died_fails_its_statement_on_get(make_service: ServiceFactory, store: IndexStore) -> None:
+def test_a_batch_job_that_died_fails_its_statement_on_get(make_service: ServiceFactory, store: Store) -> None:
     launcher = RecordingLauncher(state=JobRunState.FAILED)
     service = make_service(launcher)
     ds = service.datasources.all()[0].name
@@ -263,7 +263,7 @@ def test_a_batch_job_that_died_fails_its_statement_on_get(make_service: ServiceF
     reply = status(service, query_id)
     assert reply["status"] == "FAILED" and "Session ended before the statement finished" in str(reply["error"])
     assert launcher.described == ["job-1"]
-    session = store.get_session(ds, session_id)
+    session = store.sessions.get(ds, session_id)
     assert session is not None and session.doc.state == SessionState.DEAD
 
 
@@ -271,7 +271,7 @@ def test_a_batch_job_that_died_fails_its_statement_on_get(make_service: ServiceF
 
 
 def test_delete_cancels_the_statement_stops_the_job_and_returns_the_index_to_active(
-    make_service: ServiceFactory, store: IndexStore
+    make_service: ServiceFactory, store: Store
 ) -> None:
     launcher = RecordingLauncher()
     service = make_service(launcher)
@@ -282,7 +282,7 @@ def test_delete_cancels_the_statement_stops_the_job_and_returns_the_index_to_act
     job_refreshes(store, ds, "job-1")
     other_index = "flint_local_default_other_idx_index"
     job_refreshes(store, ds, "job-2", other_index)  # another job's refresh: untouched
-    wait_for(lambda: len(store.find_index_states(ds, job_id="job-1")) == 1, what="the index state to be searchable")
+    wait_for(lambda: len(store.index_states.find(ds, job_id="job-1")) == 1, what="the index state to be searchable")
 
     service.cancel(query_id)
 
@@ -296,7 +296,7 @@ def test_delete_cancels_the_statement_stops_the_job_and_returns_the_index_to_act
     assert other_session != session_id
 
 
-def test_delete_of_a_waiting_batch_query_stops_its_job(make_service: ServiceFactory, store: IndexStore) -> None:
+def test_delete_of_a_waiting_batch_query_stops_its_job(make_service: ServiceFactory, store: Store) -> None:
     launcher = RecordingLauncher()
     service = make_service(launcher, cancel_deadline_s=0.0)
     ds = service.datasources.all()[0].name
@@ -306,18 +306,18 @@ def test_delete_of_a_waiting_batch_query_stops_its_job(make_service: ServiceFact
     assert status(service, query_id) == {"status": "CANCELLED"}
     # No heartbeat ever shows the job stopped: past the deadline the supervisor ends the session.
     service.supervisor.run_once()
-    session = store.get_session(ds, session_id)
+    session = store.sessions.get(ds, session_id)
     assert session is not None and session.doc.state == SessionState.DEAD
     assert status(service, query_id) == {"status": "CANCELLED"}  # cancelled stays cancelled
 
 
 def test_delete_of_a_finished_batch_query_is_a_400(
-    client: httpx.Client, service: AsyncQueryService, store: IndexStore, launcher: RecordingLauncher, ds_name: str
+    client: httpx.Client, service: AsyncQueryService, store: Store, launcher: RecordingLauncher, ds_name: str
 ) -> None:
     query_id, _ = submit(service)
-    statement = store.get_statement(ds_name, query_id)
+    statement = store.statements.get(ds_name, query_id)
     assert statement is not None
-    store.move_statement(statement, StatementState.FAILED, error="boom")
+    store.statements.move(statement, StatementState.FAILED, error="boom")
     with pytest.raises(InvalidTransitionError, match="it is already failed"):
         service.cancel(query_id)
     resp = client.delete(f"{BASE}/{query_id}")
@@ -337,7 +337,7 @@ class HangingLauncher(RecordingLauncher):
         self.release.wait(30)
 
 
-def test_delete_is_bounded_when_the_launcher_hangs(make_service: ServiceFactory, store: IndexStore) -> None:
+def test_delete_is_bounded_when_the_launcher_hangs(make_service: ServiceFactory, store: Store) -> None:
     """DELETE returns, the supervisor ends the session past the deadline, and the sweep then
     returns the index the job was refreshing to active, although the launcher never answers."""
     launcher = HangingLauncher()
@@ -346,7 +346,7 @@ def test_delete_is_bounded_when_the_launcher_hangs(make_service: ServiceFactory,
     query_id, session_id = submit(service)
     job_runs(store, ds, session_id, query_id)
     job_refreshes(store, ds, "job-1")
-    wait_for(lambda: len(store.find_index_states(ds, job_id="job-1")) == 1, what="the index state to be searchable")
+    wait_for(lambda: len(store.index_states.find(ds, job_id="job-1")) == 1, what="the index state to be searchable")
     try:
         began = time.monotonic()
         service.cancel(query_id)
@@ -363,9 +363,9 @@ def test_delete_is_bounded_when_the_launcher_hangs(make_service: ServiceFactory,
         service.supervisor.run_once()  # past the deadline, no heartbeat since the cancel
         assert time.monotonic() - began < 5
         assert service.supervisor.pending == 0 and launcher.cancelled == ["job-1", "job-1"]
-        session = store.get_session(ds, session_id)
+        session = store.sessions.get(ds, session_id)
         assert session is not None and session.doc.state == SessionState.DEAD
-        wait_for(lambda: store.find_sessions(ds, [SessionState.DEAD], job_id="job-1"), what="the end to be searchable")
+        wait_for(lambda: store.sessions.find(ds, [SessionState.DEAD], job_id="job-1"), what="the end to be searchable")
 
         service.housekeeper.run_once()
         state = index_state(store, ds)

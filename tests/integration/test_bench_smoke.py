@@ -23,7 +23,7 @@ from bench.stats import percentile, summary
 from query_core.config import OpenSearchConfig
 from query_core.ids import request_index
 from query_core.states import SessionState
-from query_core.store import IndexStore
+from query_core.store import Store
 from tests.conftest import ServiceFactory
 from tests.support import RecordingLauncher, serve_http
 
@@ -32,7 +32,7 @@ def _by_name(figures: list[Figure]) -> dict[str, Figure]:
     return {f.name: f for f in figures}
 
 
-def test_api_latency_section(make_service: ServiceFactory, store: IndexStore, datasource: Datasource) -> None:
+def test_api_latency_section(make_service: ServiceFactory, store: Store, datasource: Datasource) -> None:
     launcher = RecordingLauncher()
     service = make_service(launcher=launcher)
     plan = ApiPlan(posts=6, get_seconds=0.3, warmup_seconds=0.05, concurrency=(1, 2), sessions=2)
@@ -49,10 +49,10 @@ def test_api_latency_section(make_service: ServiceFactory, store: IndexStore, da
     # Every POST went into a simulated session: no job was launched.
     assert launcher.started == []
     # The simulated sessions were ended, and the search the session limit uses sees that.
-    assert store.find_sessions(datasource.name, [SessionState.RUNNING]) == []
+    assert store.sessions.find(datasource.name, [SessionState.RUNNING]) == []
 
 
-def test_scale_section(make_service: ServiceFactory, store: IndexStore, datasource: Datasource, tmp_path: Path) -> None:
+def test_scale_section(make_service: ServiceFactory, store: Store, datasource: Datasource, tmp_path: Path) -> None:
     service = make_service()
     plan = ScalePlan(sessions=12, interval_ms=400, clients=2, seconds=0.8, writers=2)
     jobs = tmp_path / "jobs"
@@ -75,7 +75,7 @@ def test_scale_section(make_service: ServiceFactory, store: IndexStore, datasour
     assert server is None or server >= details["heartbeat_writes_per_s_writers"] * 0.8
 
 
-def test_getjobrun_section(store: IndexStore, opensearch_config: OpenSearchConfig, tmp_path: Path) -> None:
+def test_getjobrun_section(store: Store, opensearch_config: OpenSearchConfig, tmp_path: Path) -> None:
     pytest.importorskip("moto")
     pytest.importorskip("async_query.launcher.emr")
     from bench.emr import EmrPlan, run_getjobrun
@@ -122,7 +122,7 @@ def test_getjobrun_section(store: IndexStore, opensearch_config: OpenSearchConfi
     assert named["GetJobRun per 1,000 GETs, reference policy, streaming queries"].value == 600
     # The streams were stopped: no session of the section is left running.
     assert all(
-        (session := store.get_session("benchemr", sid)) is not None and session.doc.state == SessionState.DEAD
+        (session := store.sessions.get("benchemr", sid)) is not None and session.doc.state == SessionState.DEAD
         for sid in streaming["session_ids"]
     )
 
@@ -139,7 +139,7 @@ def test_stand_in_jobs_are_running_to_the_local_launcher(tmp_path: Path) -> None
     assert [launcher.describe(j).state for j in jobs] == [JobRunState.UNKNOWN] * 3
 
 
-def test_declared_dead_counts_ended_sessions(store: IndexStore, datasource: Datasource) -> None:
+def test_declared_dead_counts_ended_sessions(store: Store, datasource: Datasource) -> None:
     sim = SimulatedSessions(store, datasource.name, 2)
     sims = sim.create()
     assert declared_dead(store, datasource.name, sims) == (0, 0)
@@ -147,7 +147,7 @@ def test_declared_dead_counts_ended_sessions(store: IndexStore, datasource: Data
     assert declared_dead(store, datasource.name, sims) == (2, 0)
 
 
-def test_simulated_heartbeat_is_one_write(store: IndexStore, datasource: Datasource) -> None:
+def test_simulated_heartbeat_is_one_write(store: Store, datasource: Datasource) -> None:
     sim = SimulatedSessions(store, datasource.name, 1)
     [one] = sim.create()
     index = request_index(datasource.name)
@@ -158,7 +158,7 @@ def test_simulated_heartbeat_is_one_write(store: IndexStore, datasource: Datasou
     after = index_writes(store, index)
     if writes_before is not None and after is not None:
         assert after - writes_before == 1
-    session = store.get_session(datasource.name, one.session_id)
+    session = store.sessions.get(datasource.name, one.session_id)
     assert session is not None
     assert session.doc.running_statements[0].query_id == one.statement_id
     assert session.doc.heartbeat_interval_millis == 2_000

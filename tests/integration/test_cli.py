@@ -46,7 +46,7 @@ from query_core.models import (
     StatementProgress,
 )
 from query_core.states import SessionState, StatementState
-from query_core.store import IndexStore
+from query_core.store import Store
 from tests.conftest import ServiceFactory
 from tests.support import RecordingLauncher, free_port, serve_http, wait_for
 
@@ -96,7 +96,7 @@ def api(make_service: ServiceFactory) -> Iterator[Api]:
 class FakeJob:
     """Moves one session's documents the way the job would."""
 
-    def __init__(self, store: IndexStore, datasource: Datasource) -> None:
+    def __init__(self, store: Store, datasource: Datasource) -> None:
         self.store = store
         self.ds = datasource
 
@@ -106,12 +106,12 @@ class FakeJob:
         return found[0]
 
     def run(self, query_id: str, progress: StatementProgress | None = None) -> None:
-        statement = wait_for(lambda: self.store.get_statement(self.ds.name, query_id), what="the statement")
-        self.store.move_statement(statement, StatementState.RUNNING)
-        session = self.store.get_session(self.ds.name, statement.doc.session_id)
+        statement = wait_for(lambda: self.store.statements.get(self.ds.name, query_id), what="the statement")
+        self.store.statements.move(statement, StatementState.RUNNING)
+        session = self.store.sessions.get(self.ds.name, statement.doc.session_id)
         assert session is not None
         running = [RunningStatement(query_id=query_id, start_time=statement.doc.submit_time, progress=progress)]
-        self.store.update_session(session, SessionState.RUNNING, running_statements=running)
+        self.store.sessions.update(session, SessionState.RUNNING, running_statements=running)
 
     def succeed(self, query_id: str, schema: list[tuple[str, str]], rows: list[list[Any]]) -> None:
         lossless = LosslessResult(
@@ -119,29 +119,29 @@ class FakeJob:
             datarows=json.dumps(rows, ensure_ascii=False),
             total=len(rows),
         )
-        self.store.put_result(self.ds.results, ResultDoc(query_id=query_id, status="SUCCESS", lossless=lossless))
+        self.store.results.put(self.ds.results, ResultDoc(query_id=query_id, status="SUCCESS", lossless=lossless))
         self._move(query_id, StatementState.SUCCESS)
 
     def fail(self, query_id: str, error: str) -> None:
         self._move(query_id, StatementState.FAILED, error=error)
 
     def _move(self, query_id: str, state: StatementState, **fields: Any) -> None:
-        current = self.store.get_statement(self.ds.name, query_id)
+        current = self.store.statements.get(self.ds.name, query_id)
         assert current is not None
-        self.store.move_statement(current, state, **fields)
+        self.store.statements.move(current, state, **fields)
 
 
 def _statement_ids(service: AsyncQueryService) -> list[str]:
     """Statement ids in the request index, found by the session documents' pending lists."""
     ids: list[str] = []
     for datasource in service.datasources.all():
-        for session in service.store.find_sessions(datasource.name, list(SessionState)):
+        for session in service.store.sessions.find(datasource.name, list(SessionState)):
             ids.extend(session.doc.pending_statement_ids)
     return ids
 
 
 @pytest.fixture
-def job(store: IndexStore, datasource: Datasource) -> FakeJob:
+def job(store: Store, datasource: Datasource) -> FakeJob:
     return FakeJob(store, datasource)
 
 
@@ -177,7 +177,7 @@ def test_submit_prints_query_and_session_ids(
     out = capsys.readouterr().out
     assert code == EXIT_OK
     lines = dict(line.split(": ", 1) for line in out.strip().splitlines())
-    statement = api.service.store.get_statement(datasource.name, lines["queryId"])
+    statement = api.service.store.statements.get(datasource.name, lines["queryId"])
     assert statement is not None
     assert statement.doc.session_id == lines["sessionId"]
     assert statement.doc.query == "SELECT 1"
@@ -305,14 +305,14 @@ def _launcher(api: Api) -> RecordingLauncher:
     return found
 
 
-def _end_session(store: IndexStore, datasource: str, session_id: str) -> None:
-    session = store.get_session(datasource, session_id)
+def _end_session(store: Store, datasource: str, session_id: str) -> None:
+    session = store.sessions.get(datasource, session_id)
     assert session is not None
-    store.update_session(session, SessionState.DEAD, error="the job exited")
+    store.sessions.update(session, SessionState.DEAD, error="the job exited")
 
 
 def test_second_submit_reuses_the_session(
-    api: Api, store: IndexStore, capsys: pytest.CaptureFixture[str], datasource: Datasource, state_dir: Path
+    api: Api, store: Store, capsys: pytest.CaptureFixture[str], datasource: Datasource, state_dir: Path
 ) -> None:
     first_query, first, err = _submit(capsys, api.url, datasource.name)
     assert err.strip() == f"sessionId: {first} (new)"
@@ -321,7 +321,7 @@ def test_second_submit_reuses_the_session(
     assert err.strip() == f"sessionId: {first} (reused)"
     assert len(_launcher(api).started) == 1, "one job for both queries"
     for query_id in (first_query, second_query):
-        statement = store.get_statement(datasource.name, query_id)
+        statement = store.statements.get(datasource.name, query_id)
         assert statement is not None and statement.doc.session_id == first
     saved = json.loads((state_dir / FILE_NAME).read_text())
     assert [(e["url"], e["datasource"], e["sessionId"]) for e in saved["sessions"]] == [
@@ -350,7 +350,7 @@ def test_submit_wait_reuses_the_session_and_keeps_stdout_for_the_result(
 
 
 def test_a_reply_naming_another_session_switches_the_stored_one(
-    api: Api, store: IndexStore, capsys: pytest.CaptureFixture[str], datasource: Datasource
+    api: Api, store: Store, capsys: pytest.CaptureFixture[str], datasource: Datasource
 ) -> None:
     _, first, _ = _submit(capsys, api.url, datasource.name)
     _end_session(store, datasource.name, first)
@@ -480,14 +480,14 @@ def test_a_reply_without_session_leaves_the_stored_one_alone(
 
 @pytest.mark.parametrize("lang", ["sql", "ppl"])
 def test_lang_is_passed_through(
-    api: Api, store: IndexStore, capsys: pytest.CaptureFixture[str], datasource: Datasource, lang: str
+    api: Api, store: Store, capsys: pytest.CaptureFixture[str], datasource: Datasource, lang: str
 ) -> None:
     query = "SELECT 1" if lang == "sql" else "source = t | head 1"
     code = main(["submit", query, "--url", api.url, "--datasource", datasource.name, "--lang", lang])
     captured = capsys.readouterr()
     assert code == EXIT_OK, captured.err
     query_id = dict(line.split(": ", 1) for line in captured.out.strip().splitlines())["queryId"]
-    statement = store.get_statement(datasource.name, query_id)
+    statement = store.statements.get(datasource.name, query_id)
     assert statement is not None and statement.doc.lang == lang and statement.doc.query == query
 
 
@@ -526,13 +526,13 @@ def test_get_unknown_query_is_readable(api: Api, capsys: pytest.CaptureFixture[s
 
 
 def test_cancel_then_cancel_again(
-    api: Api, store: IndexStore, capsys: pytest.CaptureFixture[str], datasource: Datasource
+    api: Api, store: Store, capsys: pytest.CaptureFixture[str], datasource: Datasource
 ) -> None:
     with AsyncQueryClient(api.url) as client:
         query_id = client.submit("SELECT 1", datasource.name)["queryId"]
     assert main(["cancel", query_id, "--url", api.url]) == EXIT_OK
     assert capsys.readouterr().out.strip() == f"cancelled {query_id}"
-    statement = store.get_statement(datasource.name, query_id)
+    statement = store.statements.get(datasource.name, query_id)
     assert statement is not None and statement.doc.state == StatementState.CANCELLED
 
     assert main(["cancel", query_id, "--url", api.url]) == EXIT_API_ERROR

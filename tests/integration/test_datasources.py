@@ -95,7 +95,7 @@ def test_queries_on_a_rest_datasource_use_its_launcher_and_never_share_sessions(
     lake = client.post(Q, json={"datasource": "lake", "lang": "sql", "query": "SELECT 1"}).json()
     assert len(emr.started) == 1 and emr.started[0].datasource.name == "lake"
     assert emr.started[0].result_index == "query_execution_result_lake"
-    statement = service.store.get_statement("lake", lake["queryId"])
+    statement = service.store.statements.get("lake", lake["queryId"])
     assert statement is not None and statement.doc.application_id == "app-emr"
     local = service.datasources.all()[0].name
     other = client.post(

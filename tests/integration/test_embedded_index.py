@@ -10,28 +10,28 @@ from pathlib import Path
 
 from async_query.embedded.index import EmbeddedIndex
 from query_core.config import OpenSearchConfig
-from query_core.store import IndexStore
+from query_core.store import IndexClient
 from tests.support import wait_for
 
 REQUESTS = ".query_execution_request_local"
 RESULTS = "query_execution_result_local"
 
 
-def client_of(embedded: EmbeddedIndex) -> IndexStore:
-    return IndexStore(OpenSearchConfig(url=embedded.url, retry_seconds=2.0))
+def client_of(embedded: EmbeddedIndex) -> IndexClient:
+    return IndexClient(OpenSearchConfig(url=embedded.url, retry_seconds=2.0))
 
 
-def fill(store: IndexStore) -> None:
+def fill(store: IndexClient) -> None:
     store.create(
         REQUESTS, "s1", {"type": "statement", "state": "waiting", "query": "SELECT 'it''s' -- é", "submitTime": 1}
     )
     store.create(REQUESTS, "s2", {"type": "statement", "state": "waiting", "query": "SELECT 2", "submitTime": 2})
     found = store.get(REQUESTS, "s1")
     assert found is not None
-    store.update_if(REQUESTS, "s1", {"state": "success"}, found[1], found[2])
+    store.update_if(REQUESTS, "s1", {"state": "success"}, found.version)
     store.put(RESULTS, "s1", {"status": "SUCCESS", "result": ["{'a':1}"], "schema": [], "extra": {"n": [1, None]}})
     store.create("scratch", "x", {"n": 1})
-    store.client.indices.delete(index="scratch")
+    store.driver.indices.delete(index="scratch")
 
 
 def test_a_graceful_stop_keeps_every_document_and_mapping(tmp_path: Path) -> None:
@@ -46,10 +46,10 @@ def test_a_graceful_stop_keeps_every_document_and_mapping(tmp_path: Path) -> Non
     try:
         store = client_of(again)
         s1, s2 = store.get(REQUESTS, "s1"), store.get(REQUESTS, "s2")
-        assert s1 is not None and s1[0]["state"] == "success" and s1[0]["query"] == "SELECT 'it''s' -- é"
-        assert s2 is not None and s2[0]["state"] == "waiting"
+        assert s1 is not None and s1.source["state"] == "success" and s1.source["query"] == "SELECT 'it''s' -- é"
+        assert s2 is not None and s2.source["state"] == "waiting"
         result = store.get(RESULTS, "s1")
-        assert result is not None and result[0]["extra"] == {"n": [1, None]}
+        assert result is not None and result.source["extra"] == {"n": [1, None]}
         assert store.index_definition(REQUESTS)["mappings"] == mapping
         assert mapping["dynamic"] in (False, "false")
         assert "scratch" not in store.write_marks()  # a deleted index stays deleted
@@ -72,7 +72,7 @@ def test_a_crash_loses_at_most_the_last_interval(tmp_path: Path) -> None:
     try:
         store = client_of(again)
         s1 = store.get(REQUESTS, "s1")
-        assert s1 is not None and s1[0]["state"] == "success"
+        assert s1 is not None and s1.source["state"] == "success"
         assert store.get(RESULTS, "s1") is not None
         store.close()
     finally:
@@ -114,14 +114,14 @@ def test_a_snapshot_never_holds_a_success_without_its_result(tmp_path: Path) -> 
                     store.put(RESULTS, "q", {"status": "SUCCESS"})
                     found = store.get(REQUESTS, "q")
                     assert found is not None
-                    store.update_if(REQUESTS, "q", {"state": "success"}, found[1], found[2])
+                    store.update_if(REQUESTS, "q", {"state": "success"}, found.version)
                 super()._write_index(name)
 
         racing = JobWritesMidSnapshot(embedded.store, tmp_path / "index")
         racing._marks = dict(embedded.snapshotter._marks)
         found = store.get(REQUESTS, "q")
         assert found is not None
-        store.update_if(REQUESTS, "q", {"n": 1}, found[1], found[2])  # the request index changed
+        store.update_if(REQUESTS, "q", {"n": 1}, found.version)  # the request index changed
 
         assert racing.snapshot() == [REQUESTS, RESULTS]
         on_disk = (tmp_path / "index" / f"{RESULTS}.ndjson").read_text().splitlines()

@@ -15,9 +15,10 @@ from flint_repl_job.indexes.engine import FlintContext, FlintEngine, FlintIndexE
 from query_core.config import OpenSearchConfig
 from query_core.errors import InvalidTransitionError
 from query_core.flint import parse
+from query_core.flint.metas import flint_metas
 from query_core.flint.naming import latest_id
 from query_core.states import FlintIndexState
-from query_core.store import IndexStore
+from query_core.store import Store
 
 pytestmark = pytest.mark.spark
 
@@ -40,7 +41,7 @@ def sales(spark: Any) -> Iterator[list[tuple[Any, ...]]]:
 
 
 @pytest.fixture
-def engine(spark: Any, store: IndexStore, opensearch_config: OpenSearchConfig, sales: Any) -> FlintEngine:
+def engine(spark: Any, store: Store, opensearch_config: OpenSearchConfig, sales: Any) -> FlintEngine:
     return FlintEngine(FlintContext(spark, store, opensearch_config, DS, application_id="app-1", job_id="job-1"))
 
 
@@ -50,12 +51,12 @@ def run(engine: FlintEngine, sql: str) -> FlintOutput:
     return engine.run(statement)
 
 
-def documents(store: IndexStore, index: str) -> dict[str, dict[str, Any]]:
-    return dict(store.scan(index))
+def documents(store: Store, index: str) -> dict[str, dict[str, Any]]:
+    return dict(store.index.scan(index))
 
 
-def state(store: IndexStore, index: str) -> FlintIndexState | None:
-    found = store.get_index_state(DS, latest_id(index))
+def state(store: Store, index: str) -> FlintIndexState | None:
+    found = store.index_states.get(DS, latest_id(index))
     return found.doc.state if found is not None else None
 
 
@@ -70,7 +71,7 @@ def per_file(spark: Any) -> dict[str, list[Any]]:
     return files
 
 
-def test_a_skipping_index_holds_one_document_per_file(engine: FlintEngine, store: IndexStore, spark: Any) -> None:
+def test_a_skipping_index_holds_one_document_per_file(engine: FlintEngine, store: Store, spark: Any) -> None:
     run(
         engine,
         f"CREATE SKIPPING INDEX ON {DS}.default.sales "
@@ -78,7 +79,7 @@ def test_a_skipping_index_holds_one_document_per_file(engine: FlintEngine, store
     )
     assert state(store, SKIPPING) is FlintIndexState.ACTIVE
     assert documents(store, SKIPPING) == {}  # CREATE without auto refresh makes the empty index
-    meta = store.index_metas(SKIPPING)[SKIPPING]
+    meta = flint_metas(store.index, SKIPPING)[SKIPPING]
     assert meta["kind"] == "skipping" and meta["name"] == SKIPPING and meta["source"] == "lake.default.sales"
     assert meta["latestId"] == latest_id(SKIPPING)
     assert meta["options"] == {"auto_refresh": "false", "incremental_refresh": "false"}
@@ -117,7 +118,7 @@ def test_a_skipping_index_holds_one_document_per_file(engine: FlintEngine, store
         )
         assert all(might_contain(bloom, h[0]) for h in hashes)
 
-    state_doc = store.get_index_state(DS, latest_id(SKIPPING))
+    state_doc = store.index_states.get(DS, latest_id(SKIPPING))
     assert (
         state_doc is not None and state_doc.doc.last_refresh_complete_time > state_doc.doc.last_refresh_start_time > 0
     )
@@ -141,11 +142,11 @@ def test_a_skipping_index_holds_one_document_per_file(engine: FlintEngine, store
     run(engine, f"DROP SKIPPING INDEX ON {DS}.default.sales")
     assert state(store, SKIPPING) is FlintIndexState.DELETED
     run(engine, f"VACUUM SKIPPING INDEX ON {DS}.default.sales")
-    assert state(store, SKIPPING) is None and not store.index_exists(SKIPPING)
+    assert state(store, SKIPPING) is None and not store.index.index_exists(SKIPPING)
 
 
 def test_a_covering_index_holds_the_listed_columns_of_matching_rows(
-    engine: FlintEngine, store: IndexStore, sales: list[tuple[Any, ...]]
+    engine: FlintEngine, store: Store, sales: list[tuple[Any, ...]]
 ) -> None:
     run(
         engine,
@@ -156,7 +157,7 @@ def test_a_covering_index_holds_the_listed_columns_of_matching_rows(
     docs = documents(store, COVERING)
     expected = {f"{r[1]}-{r[2]}": {"region": r[1], "qty": r[2]} for r in sales if r[2] > 10}
     assert docs == expected
-    meta = store.index_metas(COVERING)[COVERING]
+    meta = flint_metas(store.index, COVERING)[COVERING]
     assert meta["name"] == "by_region" and meta["properties"]["filterCondition"] == "qty > 10"
     run(engine, "REFRESH INDEX by_region ON default.sales")  # a full refresh rewrites, never duplicates
     assert documents(store, COVERING) == expected
@@ -167,18 +168,18 @@ def test_a_covering_index_holds_the_listed_columns_of_matching_rows(
     assert run(engine, f"SHOW INDEXES ON {DS}.default.sales").rows == [("by_region",)]
     run(engine, "DROP INDEX by_region ON default.sales")
     run(engine, "VACUUM INDEX by_region ON default.sales")
-    assert not store.index_exists(COVERING)
+    assert not store.index.index_exists(COVERING)
 
 
 def test_a_materialized_view_holds_its_query_output(
-    engine: FlintEngine, store: IndexStore, sales: list[tuple[Any, ...]]
+    engine: FlintEngine, store: Store, sales: list[tuple[Any, ...]]
 ) -> None:
     run(
         engine,
         f"CREATE MATERIALIZED VIEW {DS}.default.per_year AS "
         f"SELECT year, count(*) AS n, sum(qty) AS total FROM {DS}.default.sales GROUP BY year",
     )
-    meta = store.index_metas(MV)[MV]
+    meta = flint_metas(store.index, MV)[MV]
     assert meta["kind"] == "mv" and meta["name"] == "lake.default.per_year"
     assert meta["properties"]["sourceTables"] == ["lake.default.sales"]
     assert [c["columnName"] for c in meta["indexedColumns"]] == ["year", "n", "total"]
@@ -203,7 +204,7 @@ def test_a_materialized_view_holds_its_query_output(
     assert state(store, MV) is None
 
 
-def test_errors_use_the_reference_words(engine: FlintEngine, store: IndexStore) -> None:
+def test_errors_use_the_reference_words(engine: FlintEngine, store: Store) -> None:
     with pytest.raises(FlintIndexError, match=r"Table lake\.default\.nope is not found"):
         run(engine, "CREATE SKIPPING INDEX ON nope (year PARTITION)")
     with pytest.raises(FlintIndexError, match="Column colour does not exist"):
@@ -214,7 +215,7 @@ def test_errors_use_the_reference_words(engine: FlintEngine, store: IndexStore) 
     assert state(store, SKIPPING) is None  # nothing was started
 
 
-def test_statements_run_from_a_worker_thread_as_the_job_runs_them(engine: FlintEngine, store: IndexStore) -> None:
+def test_statements_run_from_a_worker_thread_as_the_job_runs_them(engine: FlintEngine, store: Store) -> None:
     """The job runs each statement in a worker thread, where Spark finds the index data source
     only if the engine makes its session the thread's active one."""
     from concurrent.futures import ThreadPoolExecutor

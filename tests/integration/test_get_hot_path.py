@@ -20,21 +20,21 @@ from query_core.errors import IndexUnavailableError
 from query_core.models import RunningStatement, SessionDoc, StatementProgress, Versioned, now_millis
 from query_core.realtime import ReadNotServed, RealtimeReader
 from query_core.states import SessionState, StatementState
-from query_core.store import IndexStore
+from query_core.store import Store
 from tests.conftest import ServiceFactory
-from tests.support import RecordingLauncher
+from tests.support import RecordingLauncher, client_of, driver
 
 # -- the lean reader --------------------------------------------------------------------------
 
 
-def test_the_lean_reader_answers_as_the_driver_does(store: IndexStore, index_url: str) -> None:
-    store.create("lean-read", "a", {"type": "x", "n": 1})
+def test_the_lean_reader_answers_as_the_driver_does(store: Store, index_url: str) -> None:
+    store.index.create("lean-read", "a", {"type": "x", "n": 1})
     reader = RealtimeReader(OpenSearchConfig(url=index_url))
     found = reader.get("lean-read", "a")
-    driver = store.client.get(index="lean-read", id="a")
+    through_driver = driver(store).get(index="lean-read", id="a")
     assert found is not None
     assert {k: found[k] for k in ("_id", "_source", "_seq_no", "_primary_term", "found")} == {
-        k: driver[k] for k in ("_id", "_source", "_seq_no", "_primary_term", "found")
+        k: through_driver[k] for k in ("_id", "_source", "_seq_no", "_primary_term", "found")
     }
     assert reader.get("lean-read", "missing") is None
     assert reader.get("no-such-index", "a") is None
@@ -88,28 +88,28 @@ def fake_server(reply: bytes | None) -> Iterator[tuple[str, list[int]]]:
     ids=["status", "closed", "not-a-document"],
 )
 def test_a_reply_the_lean_reader_cannot_vouch_for_is_read_again_through_the_driver(
-    store: IndexStore, reply: bytes
+    store: Store, reply: bytes
 ) -> None:
-    store.create("lean-read", "a", {"type": "x", "n": 2})
+    store.index.create("lean-read", "a", {"type": "x", "n": 2})
     with fake_server(reply) as (url, accepted):
         lean = RealtimeReader(OpenSearchConfig(url=url))
         with pytest.raises(ReadNotServed):
             lean.get("lean-read", "a")
         # The store's lean reader (a fresh one: its own connection) talks to the fake; its driver
         # to the index server.
-        store._reader = RealtimeReader(OpenSearchConfig(url=url))
-        found = store.get("lean-read", "a")
-    assert found is not None and found[0] == {"type": "x", "n": 2}
+        client_of(store)._reader = RealtimeReader(OpenSearchConfig(url=url))
+        found = store.index.get("lean-read", "a")
+    assert found is not None and found.source == {"type": "x", "n": 2}
     assert len(accepted) == 2
 
 
-def test_a_lean_read_that_times_out_is_retried_by_the_policy_not_read_again_at_once(store: IndexStore) -> None:
+def test_a_lean_read_that_times_out_is_retried_by_the_policy_not_read_again_at_once(store: Store) -> None:
     with fake_server(None) as (url, accepted):
         silent = OpenSearchConfig(url=url, request_timeout=0.3, retry_attempts=2, retry_seconds=5)
-        slow = IndexStore(silent)
+        slow = Store.connect(silent)
         try:
             with pytest.raises(IndexUnavailableError):
-                slow.get("lean-read", "a")
+                slow.index.get("lean-read", "a")
         finally:
             slow.close()
     # Two attempts of the policy, each one lean read that timed out: no driver read after a timeout.
@@ -118,10 +118,10 @@ def test_a_lean_read_that_times_out_is_retried_by_the_policy_not_read_again_at_o
 
 def test_an_event_loop_read_that_times_out_is_a_503_not_a_second_wait() -> None:
     with fake_server(None) as (url, accepted):
-        silent = IndexStore(OpenSearchConfig(url=url, request_timeout=0.3, retry_attempts=3, retry_seconds=5))
+        silent = Store.connect(OpenSearchConfig(url=url, request_timeout=0.3, retry_attempts=3, retry_seconds=5))
         try:
             with pytest.raises(IndexUnavailableError):
-                asyncio.run(silent.get_statement_and_session_async("local", "a"))
+                asyncio.run(silent.statement_and_session_async("local", "a"))
         finally:
             silent.close()
     assert len(accepted) == 1
@@ -130,12 +130,12 @@ def test_an_event_loop_read_that_times_out_is_a_503_not_a_second_wait() -> None:
 # -- the session cache ------------------------------------------------------------------------
 
 
-def job_heartbeat(job_store: IndexStore, ds: str, session_id: str, query_id: str, done: int) -> None:
+def job_heartbeat(job_store: Store, ds: str, session_id: str, query_id: str, done: int) -> None:
     """A heartbeat written by the job, another process with its own connection."""
-    current = job_store.get_session(ds, session_id)
+    current = job_store.sessions.get(ds, session_id)
     assert current is not None
     progress = StatementProgress(tasks_total=10, tasks_completed=done)
-    job_store.update_session(
+    job_store.sessions.update(
         current,
         SessionState.RUNNING,
         last_update_time=now_millis(),
@@ -149,24 +149,24 @@ def reply(service: AsyncQueryService, query_id: str) -> dict[str, object]:
 
 
 @pytest.fixture
-def job_store(opensearch_config: OpenSearchConfig) -> Iterator[IndexStore]:
-    other = IndexStore(opensearch_config)
+def job_store(opensearch_config: OpenSearchConfig) -> Iterator[Store]:
+    other = Store.connect(opensearch_config)
     yield other
     other.close()
 
 
-def start_running(service: AsyncQueryService, job_store: IndexStore) -> tuple[str, str, str]:
+def start_running(service: AsyncQueryService, job_store: Store) -> tuple[str, str, str]:
     ds = service.datasources.all()[0].name
     submitted = service.submit(SubmitRequest(ds, "sql", "SELECT 1"))
-    statement = job_store.get_statement(ds, submitted.query_id)
+    statement = job_store.statements.get(ds, submitted.query_id)
     assert statement is not None
-    job_store.move_statement(statement, StatementState.RUNNING)
+    job_store.statements.move(statement, StatementState.RUNNING)
     job_heartbeat(job_store, ds, submitted.session_id, submitted.query_id, done=1)
     return ds, submitted.query_id, submitted.session_id
 
 
 def test_get_takes_the_session_from_the_cache_but_the_statement_always_from_the_index(
-    make_service: ServiceFactory, job_store: IndexStore
+    make_service: ServiceFactory, job_store: Store
 ) -> None:
     service = make_service(session_cache_ms=600_000)  # long enough that the test never races it
     ds, query_id, session_id = start_running(service, job_store)
@@ -181,14 +181,14 @@ def test_get_takes_the_session_from_the_cache_but_the_statement_always_from_the_
     assert reply(service, query_id)["progress"]["tasksCompleted"] == 1  # type: ignore[index]
 
     # The statement's state is read on every GET: its end shows at once.
-    statement = job_store.get_statement(ds, query_id)
+    statement = job_store.statements.get(ds, query_id)
     assert statement is not None
-    job_store.move_statement(statement, StatementState.FAILED, error="boom")
+    job_store.statements.move(statement, StatementState.FAILED, error="boom")
     assert reply(service, query_id) == {"status": "FAILED", "error": "boom"}
 
 
 def test_a_session_write_of_this_process_is_never_answered_with_an_older_copy(
-    make_service: ServiceFactory, store: IndexStore, job_store: IndexStore
+    make_service: ServiceFactory, store: Store, job_store: Store
 ) -> None:
     service = make_service(session_cache_ms=600_000)
     ds, query_id, session_id = start_running(service, job_store)
@@ -197,7 +197,7 @@ def test_a_session_write_of_this_process_is_never_answered_with_an_older_copy(
     assert reply(service, query_id)["progress"]["tasksCompleted"] == 7  # type: ignore[index]
 
 
-def test_with_the_cache_off_every_get_reads_the_session(make_service: ServiceFactory, job_store: IndexStore) -> None:
+def test_with_the_cache_off_every_get_reads_the_session(make_service: ServiceFactory, job_store: Store) -> None:
     service = make_service(session_cache_ms=0)
     ds, query_id, session_id = start_running(service, job_store)
     reply(service, query_id)
@@ -209,23 +209,23 @@ def test_with_the_cache_off_every_get_reads_the_session(make_service: ServiceFac
 
 
 def test_a_stale_session_whose_job_runs_is_asked_about_once_per_interval_not_per_get(
-    make_service: ServiceFactory, store: IndexStore
+    make_service: ServiceFactory, store: Store
 ) -> None:
     launcher = RecordingLauncher()
     service = make_service(launcher, liveness_cache_s=0.0, session_cache_ms=0)
     ds = service.datasources.all()[0].name
     submitted = service.submit(SubmitRequest(ds, "sql", "SELECT 1"))
-    session = store.get_session(ds, submitted.session_id)
+    session = store.sessions.get(ds, submitted.session_id)
     assert session is not None
     # Running, advertising a 60 s interval, last beat 10 minutes ago: suspect on every GET.
-    stale: Versioned[SessionDoc] = store.update_session(
+    stale: Versioned[SessionDoc] = store.sessions.update(
         session, SessionState.RUNNING, last_update_time=now_millis() - 600_000, heartbeat_interval_millis=60_000
     )
     assert not service.looks_alive(stale.doc)
     for _ in range(100):
         assert reply(service, submitted.query_id)["status"] == "WAITING"
     assert launcher.described == [stale.doc.job_id]
-    after = store.get_session(ds, submitted.session_id)
+    after = store.sessions.get(ds, submitted.session_id)
     assert after is not None and after.doc.state == SessionState.RUNNING
 
 
@@ -233,7 +233,7 @@ def test_a_stale_session_whose_job_runs_is_asked_about_once_per_interval_not_per
 
 
 def test_a_statement_going_in_a_live_session_is_answered_on_the_event_loop(
-    make_service: ServiceFactory, job_store: IndexStore
+    make_service: ServiceFactory, job_store: Store
 ) -> None:
     service = make_service()
     _, query_id, _ = start_running(service, job_store)
@@ -244,7 +244,7 @@ def test_a_statement_going_in_a_live_session_is_answered_on_the_event_loop(
 
 
 def test_what_may_block_is_left_to_a_worker_thread(
-    make_service: ServiceFactory, store: IndexStore, job_store: IndexStore
+    make_service: ServiceFactory, store: Store, job_store: Store
 ) -> None:
     launcher = RecordingLauncher()
     service = make_service(launcher, session_cache_ms=0)
@@ -252,16 +252,16 @@ def test_what_may_block_is_left_to_a_worker_thread(
     assert asyncio.run(service.get_without_blocking(query_id)) is not None
 
     # A stale heartbeat needs the launcher: not on the loop, and the loop asked it nothing.
-    session = job_store.get_session(ds, session_id)
+    session = job_store.sessions.get(ds, session_id)
     assert session is not None
-    job_store.update_session(session, last_update_time=now_millis() - 600_000)
+    job_store.sessions.update(session, last_update_time=now_millis() - 600_000)
     assert asyncio.run(service.get_without_blocking(query_id)) is None
     assert launcher.described == []
 
     # A finished statement not yet in the reply cache needs its result read.
-    statement = job_store.get_statement(ds, query_id)
+    statement = job_store.statements.get(ds, query_id)
     assert statement is not None
-    job_store.move_statement(statement, StatementState.FAILED, error="boom")
+    job_store.statements.move(statement, StatementState.FAILED, error="boom")
     assert asyncio.run(service.get_without_blocking(query_id)) is None
     assert reply(service, query_id)["status"] == "FAILED"  # the worker-thread path; now cached
     assert json.loads(asyncio.run(service.get_without_blocking(query_id)) or b"{}") == {
@@ -275,10 +275,11 @@ def test_what_may_block_is_left_to_a_worker_thread(
 
 
 def test_with_no_lean_reader_every_get_takes_the_worker_thread(
-    make_service: ServiceFactory, store: IndexStore, job_store: IndexStore
+    make_service: ServiceFactory, store: Store, job_store: Store
 ) -> None:
     service = make_service()
     _, query_id, _ = start_running(service, job_store)
-    store._reader = store._async_reader = None  # as for a SigV4-signed cluster
+    client = client_of(store)
+    client._reader = client._async_reader = None  # as for a SigV4-signed cluster
     assert asyncio.run(service.get_without_blocking(query_id)) is None
     assert reply(service, query_id)["status"] == "RUNNING"

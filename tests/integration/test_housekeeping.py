@@ -6,21 +6,22 @@ from async_query.workers import DAY_MS, Housekeeper, Lease
 from query_core.ids import new_id, request_index
 from query_core.models import ResultDoc, SessionDoc, StatementDoc, now_millis
 from query_core.states import SessionState
-from query_core.store import IndexStore
+from query_core.store import Store
 from tests.conftest import ServiceFactory
+from tests.support import seed
 
 
-def test_housekeeping_deletes_only_old_documents(make_service: ServiceFactory, store: IndexStore) -> None:
+def test_housekeeping_deletes_only_old_documents(make_service: ServiceFactory, store: Store) -> None:
     service = make_service()
     ds = service.datasources.all()[0]
     now = now_millis()
     old_sid, new_sid = new_id(ds.name), new_id(ds.name)
-    store.create_session(
+    seed(store,
         SessionDoc(
             session_id=old_sid, data_source_name=ds.name, state=SessionState.DEAD, last_update_time=now - 31 * DAY_MS
         )
     )
-    store.create_session(
+    seed(store,
         SessionDoc(
             session_id=new_sid, data_source_name=ds.name, state=SessionState.DEAD, last_update_time=now - 29 * DAY_MS
         )
@@ -29,7 +30,7 @@ def test_housekeeping_deletes_only_old_documents(make_service: ServiceFactory, s
     for label, age_days in (("old", 31), ("new", 29)):
         qid = new_id(ds.name)
         ids[label] = qid
-        store.create_statement(
+        seed(store,
             StatementDoc(
                 statement_id=qid,
                 query_id=qid,
@@ -43,20 +44,20 @@ def test_housekeeping_deletes_only_old_documents(make_service: ServiceFactory, s
     for label, age_days in (("old", 61), ("new", 59)):
         qid = new_id(ds.name)
         results[label] = qid
-        store.put_result(ds.results, ResultDoc(query_id=qid, status="SUCCESS", update_time=now - age_days * DAY_MS))
+        store.results.put(ds.results, ResultDoc(query_id=qid, status="SUCCESS", update_time=now - age_days * DAY_MS))
 
     service.housekeeper.run_once()
 
-    assert store.get_statement(ds.name, ids["old"]) is None
-    assert store.get_statement(ds.name, ids["new"]) is not None
-    assert store.get_session(ds.name, old_sid) is None
-    assert store.get_session(ds.name, new_sid) is not None
-    assert store.get_result(ds.results, results["old"]) is None
-    assert store.get_result(ds.results, results["new"]) is not None
+    assert store.statements.get(ds.name, ids["old"]) is None
+    assert store.statements.get(ds.name, ids["new"]) is not None
+    assert store.sessions.get(ds.name, old_sid) is None
+    assert store.sessions.get(ds.name, new_sid) is not None
+    assert store.results.get(ds.results, results["old"]) is None
+    assert store.results.get(ds.results, results["new"]) is not None
     assert service.housekeeper.deleted == 3
 
 
-def test_only_one_process_holds_the_housekeeping_lease(make_service: ServiceFactory, store: IndexStore) -> None:
+def test_only_one_process_holds_the_housekeeping_lease(make_service: ServiceFactory, store: Store) -> None:
     service = make_service()
     ds = service.datasources.all()[0]
     first = Lease(store, "housekeeping-lease", lease_ms=60_000, owner="plugin-a")
@@ -67,7 +68,7 @@ def test_only_one_process_holds_the_housekeeping_lease(make_service: ServiceFact
 
     other = Housekeeper(store, service.datasources, service.liveness, 60, 30, 60, second)
     qid = new_id(ds.name)
-    store.create_statement(
+    store.statements.create(
         StatementDoc(
             statement_id=qid,
             query_id=qid,
@@ -78,12 +79,12 @@ def test_only_one_process_holds_the_housekeeping_lease(make_service: ServiceFact
         )
     )
     other.run_once()
-    assert store.get_statement(ds.name, qid) is not None  # plugin-b holds no lease: it did nothing
+    assert store.statements.get(ds.name, qid) is not None  # plugin-b holds no lease: it did nothing
     assert other.deleted == 0
 
 
-def test_an_expired_lease_is_taken_over(store: IndexStore) -> None:
+def test_an_expired_lease_is_taken_over(store: Store) -> None:
     index = request_index("local")
-    assert store.acquire_lease(index, "lease", "a", lease_ms=-1)  # expires at once
-    assert store.acquire_lease(index, "lease", "b", lease_ms=60_000)
-    assert not store.acquire_lease(index, "lease", "a", lease_ms=60_000)
+    assert store.locks.acquire_lease(index, "lease", "a", lease_ms=-1)  # expires at once
+    assert store.locks.acquire_lease(index, "lease", "b", lease_ms=60_000)
+    assert not store.locks.acquire_lease(index, "lease", "a", lease_ms=60_000)

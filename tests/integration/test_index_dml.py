@@ -15,12 +15,13 @@ from async_query.launcher.base import JobRunState
 from async_query.service import AsyncQueryService, SubmitRequest
 from async_query.workers import DAY_MS
 from query_core.flint import latest_id
+from query_core.flint.metas import flint_metas
 from query_core.ids import new_id
 from query_core.models import FlintIndexStateDoc, SessionDoc, StatementDoc, now_millis
 from query_core.states import FlintIndexState, SessionState, SessionType, StatementState
-from query_core.store import IndexStore
+from query_core.store import Store
 from tests.conftest import ServiceFactory
-from tests.support import RecordingLauncher, StandInStream, wait_for
+from tests.support import RecordingLauncher, StandInStream, seed, wait_for
 
 F = FlintIndexState
 INDEX = "flint_local_default_http_logs_skipping_index"
@@ -34,7 +35,7 @@ def service(make_service: ServiceFactory) -> AsyncQueryService:
     return make_service()
 
 
-def flint_index(store: IndexStore, auto_refresh: bool, **options: str) -> dict[str, Any]:
+def flint_index(store: Store, auto_refresh: bool, **options: str) -> dict[str, Any]:
     """A Flint index as the job creates it: the OpenSearch index with its ``_meta``."""
     meta = {
         "version": "1.0.0",
@@ -46,12 +47,12 @@ def flint_index(store: IndexStore, auto_refresh: bool, **options: str) -> dict[s
         "latestId": latest_id(INDEX),
         "properties": {"env": {"SERVERLESS_EMR_JOB_ID": "job-s"}},
     }
-    assert store.create_index(INDEX, {"mappings": {"_meta": meta, "properties": {"file_path": {"type": "keyword"}}}})
+    assert store.index.create_index(INDEX, {"mappings": {"_meta": meta, "properties": {"file_path": {"type": "keyword"}}}})
     return meta
 
 
-def index_at(store: IndexStore, ds: str, state: F, job_id: str = "", age_ms: int = 0, index: str = INDEX) -> None:
-    store.create_index_state(
+def index_at(store: Store, ds: str, state: F, job_id: str = "", age_ms: int = 0, index: str = INDEX) -> None:
+    seed(store,
         FlintIndexStateDoc(
             latest_id=latest_id(index),
             data_source_name=ds,
@@ -64,11 +65,11 @@ def index_at(store: IndexStore, ds: str, state: F, job_id: str = "", age_ms: int
 
 
 def job_session(
-    store: IndexStore, ds: str, job_id: str, session_type: SessionType, state: SessionState, age_ms: int = 0
+    store: Store, ds: str, job_id: str, session_type: SessionType, state: SessionState, age_ms: int = 0
 ) -> str:
     """The session document of a job (as the plugin and the job's heartbeat leave it)."""
     session_id = new_id(ds)
-    store.create_session(
+    seed(store,
         SessionDoc(
             session_id=session_id,
             session_type=session_type,
@@ -80,12 +81,12 @@ def job_session(
             error="stream stopped: source gone" if state == SessionState.FAIL else "",
         )
     )
-    wait_for(lambda: store.find_sessions(ds, [state], job_id=job_id), what="the session to be searchable")
+    wait_for(lambda: store.sessions.find(ds, [state], job_id=job_id), what="the session to be searchable")
     return session_id
 
 
-def state_of(store: IndexStore, ds: str, index: str = INDEX) -> FlintIndexStateDoc:
-    found = store.get_index_state(ds, latest_id(index))
+def state_of(store: Store, ds: str, index: str = INDEX) -> FlintIndexStateDoc:
+    found = store.index_states.get(ds, latest_id(index))
     assert found is not None
     return found.doc
 
@@ -102,10 +103,10 @@ def run(service: AsyncQueryService, query: str) -> tuple[str, dict[str, Any]]:
     return query_id, wait_for(finished, timeout=30, what=f"{query} to finish")
 
 
-def ended_local_session(store: IndexStore, ds: str, query_id: str) -> SessionDoc:
-    statement = store.get_statement(ds, query_id)
+def ended_local_session(store: Store, ds: str, query_id: str) -> SessionDoc:
+    statement = store.statements.get(ds, query_id)
     assert statement is not None
-    session = store.get_session(ds, statement.doc.session_id)
+    session = store.sessions.get(ds, statement.doc.session_id)
     assert session is not None and session.doc.session_type == SessionType.LOCAL
     assert session.doc.state == SessionState.DEAD
     return session.doc
@@ -115,7 +116,7 @@ def ended_local_session(store: IndexStore, ds: str, query_id: str) -> SessionDoc
 
 
 def test_drop_moves_an_active_index_to_deleted_and_ends_its_query(
-    make_service: ServiceFactory, store: IndexStore
+    make_service: ServiceFactory, store: Store
 ) -> None:
     launcher = RecordingLauncher()
     service = make_service(launcher)
@@ -128,14 +129,14 @@ def test_drop_moves_an_active_index_to_deleted_and_ends_its_query(
 
     assert reply == EMPTY_SUCCESS
     assert state_of(store, ds.name).state == F.DELETED
-    assert store.index_exists(INDEX)  # the data stays until VACUUM, as in the reference
+    assert store.index.index_exists(INDEX)  # the data stays until VACUUM, as in the reference
     assert launcher.started == [] and launcher.cancelled == []  # the batch job that built it has ended
-    result = store.get_result(ds.results, query_id)
+    result = store.results.get(ds.results, query_id)
     assert result is not None and result.status == "SUCCESS" and result.error == "" and result.session_id == ""
     ended_local_session(store, ds.name, query_id)
 
 
-def test_drop_of_a_refreshing_index_asks_its_stream_to_stop(make_service: ServiceFactory, store: IndexStore) -> None:
+def test_drop_of_a_refreshing_index_asks_its_stream_to_stop(make_service: ServiceFactory, store: Store) -> None:
     launcher = RecordingLauncher()
     service = make_service(launcher)
     ds = service.datasources.all()[0].name
@@ -153,7 +154,7 @@ def test_drop_of_a_refreshing_index_asks_its_stream_to_stop(make_service: Servic
 
 
 def test_a_stream_that_does_not_stop_when_asked_is_cancelled_after_the_deadline(
-    make_service: ServiceFactory, store: IndexStore
+    make_service: ServiceFactory, store: Store
 ) -> None:
     launcher = RecordingLauncher()
     service = make_service(launcher, stream_stop_timeout_s=0.5)
@@ -168,38 +169,38 @@ def test_a_stream_that_does_not_stop_when_asked_is_cancelled_after_the_deadline(
     assert reply == EMPTY_SUCCESS
     assert launcher.cancelled == ["job-s"]
     assert state_of(store, ds).state == F.DELETED
-    session = store.get_session(ds, session_id)
+    session = store.sessions.get(ds, session_id)
     assert session is not None and session.doc.state == SessionState.DEAD
     assert session.doc.error == "the job did not stop its stream within 0.5 s of being asked; it was cancelled"
 
 
 def test_drop_of_a_missing_index_fails_with_the_reference_message(
-    make_service: ServiceFactory, store: IndexStore
+    make_service: ServiceFactory, store: Store
 ) -> None:
     service = make_service()
     ds = service.datasources.all()[0]
     query_id, reply = run(service, "DROP SKIPPING INDEX ON nope")
     message = "Couldn't fetch flint index: flint_local_default_nope_skipping_index details"
     assert reply == {"status": "FAILED", "error": message}
-    assert store.get_index_state(ds.name, latest_id("flint_local_default_nope_skipping_index")) is None
-    result = store.get_result(ds.results, query_id)
+    assert store.index_states.get(ds.name, latest_id("flint_local_default_nope_skipping_index")) is None
+    result = store.results.get(ds.results, query_id)
     assert result is not None and result.status == "FAILED" and result.error == message
     ended_local_session(store, ds.name, query_id)
 
 
 def test_drop_of_an_opensearch_index_that_is_no_flint_index_is_refused(
-    make_service: ServiceFactory, store: IndexStore
+    make_service: ServiceFactory, store: Store
 ) -> None:
     service = make_service()
     ds = service.datasources.all()[0].name
-    assert store.create_index(INDEX, {"mappings": {"properties": {"a": {"type": "keyword"}}}})  # no Flint _meta
+    assert store.index.create_index(INDEX, {"mappings": {"properties": {"a": {"type": "keyword"}}}})  # no Flint _meta
     _, reply = run(service, DROP)
     assert reply == {"status": "FAILED", "error": f"Couldn't fetch flint index: {INDEX} details"}
-    assert store.get_index_state(ds, latest_id(INDEX)) is None
+    assert store.index_states.get(ds, latest_id(INDEX)) is None
 
 
 def test_drop_of_an_index_already_deleted_fails_and_changes_nothing(
-    make_service: ServiceFactory, store: IndexStore
+    make_service: ServiceFactory, store: Store
 ) -> None:
     service = make_service()
     ds = service.datasources.all()[0].name
@@ -214,7 +215,7 @@ def test_drop_of_an_index_already_deleted_fails_and_changes_nothing(
 
 
 def test_alter_to_manual_stops_the_stream_and_rewrites_the_options(
-    make_service: ServiceFactory, store: IndexStore
+    make_service: ServiceFactory, store: Store
 ) -> None:
     launcher = RecordingLauncher()
     service = make_service(launcher)
@@ -232,7 +233,7 @@ def test_alter_to_manual_stops_the_stream_and_rewrites_the_options(
     assert reply == EMPTY_SUCCESS
     assert launcher.cancelled == []
     assert state_of(store, ds).state == F.ACTIVE
-    stored = store.index_metas(INDEX)[INDEX]
+    stored = flint_metas(store.index, INDEX)[INDEX]
     assert stored["options"] == {
         "auto_refresh": "false",
         "incremental_refresh": "false",
@@ -260,7 +261,7 @@ def test_alter_to_manual_stops_the_stream_and_rewrites_the_options(
     ids=["not auto refresh", "option not allowed", "incremental without checkpoint"],
 )
 def test_a_refused_alter_fails_with_the_reference_message_and_changes_nothing(
-    make_service: ServiceFactory, store: IndexStore, query: str, auto_refresh: bool, message: str
+    make_service: ServiceFactory, store: Store, query: str, auto_refresh: bool, message: str
 ) -> None:
     launcher = RecordingLauncher()
     service = make_service(launcher)
@@ -274,11 +275,11 @@ def test_a_refused_alter_fails_with_the_reference_message_and_changes_nothing(
     assert reply == {"status": "FAILED", "error": message}
     assert launcher.cancelled == []
     assert state_of(store, ds).state == (F.REFRESHING if auto_refresh else F.ACTIVE)
-    assert store.index_metas(INDEX)[INDEX] == meta
+    assert flint_metas(store.index, INDEX)[INDEX] == meta
 
 
 def test_an_alter_ends_in_bounded_time_even_when_neither_job_nor_launcher_answers(
-    make_service: ServiceFactory, store: IndexStore
+    make_service: ServiceFactory, store: Store
 ) -> None:
     """The job is told twice (its index moved, then its session ended), so the operation goes on
     and the job stops itself whenever it can reach the index again."""
@@ -300,14 +301,14 @@ def test_an_alter_ends_in_bounded_time_even_when_neither_job_nor_launcher_answer
 
     assert reply == EMPTY_SUCCESS
     assert state_of(store, ds).state == F.ACTIVE
-    assert store.index_metas(INDEX)[INDEX]["options"]["auto_refresh"] == "false"
-    session = store.get_session(ds, session_id)
+    assert flint_metas(store.index, INDEX)[INDEX]["options"]["auto_refresh"] == "false"
+    session = store.sessions.get(ds, session_id)
     assert session is not None and session.doc.state == SessionState.DEAD
     assert session.doc.error.endswith("(the cancel failed: job job-s cannot be cancelled now)")
 
 
 def test_an_alter_whose_batch_refresh_cannot_be_stopped_rolls_back(
-    make_service: ServiceFactory, store: IndexStore
+    make_service: ServiceFactory, store: Store
 ) -> None:
     """A job of another kind holding the index (no stop protocol) is stopped by its launcher:
     when that fails, the operation rolls back."""
@@ -329,7 +330,7 @@ def test_an_alter_whose_batch_refresh_cannot_be_stopped_rolls_back(
     assert reply == {"status": "FAILED", "error": "job job-s cannot be cancelled now"}
     state = state_of(store, ds)
     assert state.state == F.REFRESHING and state.error == "job job-s cannot be cancelled now"
-    assert store.index_metas(INDEX)[INDEX] == meta
+    assert flint_metas(store.index, INDEX)[INDEX] == meta
 
 
 # -- DELETE and the service's end --------------------------------------------------------------------
@@ -345,12 +346,12 @@ def test_delete_of_index_dml_is_a_400(client: httpx.Client, service: AsyncQueryS
     wait_for(lambda: client.get(f"{BASE}/{query_id}").json()["status"] == "FAILED", what="the DROP to fail")
 
 
-def test_a_query_submitted_while_the_service_closes_still_ends(make_service: ServiceFactory, store: IndexStore) -> None:
+def test_a_query_submitted_while_the_service_closes_still_ends(make_service: ServiceFactory, store: Store) -> None:
     service = make_service()
     ds = service.datasources.all()[0].name
     service.close()
     query_id = service.submit(SubmitRequest(ds, "sql", DROP)).query_id
-    statement = store.get_statement(ds, query_id)
+    statement = store.statements.get(ds, query_id)
     assert statement is not None and statement.doc.state == StatementState.FAILED
     assert "stopped before the index DML query could run" in statement.doc.error
     ended_local_session(store, ds, query_id)
@@ -359,10 +360,10 @@ def test_a_query_submitted_while_the_service_closes_still_ends(make_service: Ser
 # -- housekeeping: stalled DML -----------------------------------------------------------------------
 
 
-def dml_left_by_a_stopped_plugin(store: IndexStore, ds: str, age_ms: int) -> tuple[str, str]:
+def dml_left_by_a_stopped_plugin(store: Store, ds: str, age_ms: int) -> tuple[str, str]:
     """A local session and its statement, as a plugin that stopped mid-DROP left them."""
     session_id, query_id = new_id(ds), new_id(ds)
-    store.create_session(
+    seed(store,
         SessionDoc(
             session_id=session_id,
             session_type=SessionType.LOCAL,
@@ -372,35 +373,35 @@ def dml_left_by_a_stopped_plugin(store: IndexStore, ds: str, age_ms: int) -> tup
             pending_statement_ids=[query_id],
         )
     )
-    statement = store.create_statement(
+    statement = seed(store,
         StatementDoc(statement_id=query_id, query_id=query_id, session_id=session_id, query=DROP, data_source_name=ds)
     )
-    store.move_statement(statement, StatementState.RUNNING)
+    store.statements.move(statement, StatementState.RUNNING)
     return session_id, query_id
 
 
 def test_the_sweep_ends_index_dml_left_unfinished_past_its_timeout(
-    make_service: ServiceFactory, store: IndexStore
+    make_service: ServiceFactory, store: Store
 ) -> None:
     launcher = RecordingLauncher(state=JobRunState.UNKNOWN)
     service = make_service(launcher, index_dml_timeout_s=60)
     ds = service.datasources.all()[0].name
     old_session, old_query = dml_left_by_a_stopped_plugin(store, ds, age_ms=120_000)
     new_session, new_query = dml_left_by_a_stopped_plugin(store, ds, age_ms=10_000)
-    wait_for(lambda: len(store.find_sessions(ds, [SessionState.RUNNING])) == 2, what="the sessions to be searchable")
+    wait_for(lambda: len(store.sessions.find(ds, [SessionState.RUNNING])) == 2, what="the sessions to be searchable")
 
     service.housekeeper.run_once()
 
-    old = store.get_statement(ds, old_query)
+    old = store.statements.get(ds, old_query)
     assert old is not None and old.doc.state == StatementState.FAILED
     assert "Index DML query did not finish within 60 s" in old.doc.error
     assert json.loads(service.get(old_query))["status"] == "FAILED"
-    session = store.get_session(ds, old_session)
+    session = store.sessions.get(ds, old_session)
     assert session is not None and session.doc.state == SessionState.DEAD
     # Within its timeout, a DML query is left to the process running it; no launcher is asked.
-    fresh = store.get_statement(ds, new_query)
+    fresh = store.statements.get(ds, new_query)
     assert fresh is not None and fresh.doc.state == StatementState.RUNNING
-    still = store.get_session(ds, new_session)
+    still = store.sessions.get(ds, new_session)
     assert still is not None and still.doc.state == SessionState.RUNNING
     assert launcher.described == []
 
@@ -413,7 +414,7 @@ def names(count: int) -> list[str]:
 
 
 def test_the_sweep_repairs_indexes_whose_owner_is_gone_and_only_those(
-    make_service: ServiceFactory, store: IndexStore
+    make_service: ServiceFactory, store: Store
 ) -> None:
     launcher = RecordingLauncher(state=JobRunState.RUNNING)
     service = make_service(launcher, index_op_stall_s=60)
@@ -436,7 +437,7 @@ def test_the_sweep_repairs_indexes_whose_owner_is_gone_and_only_those(
     }
     for index, (state, job, age, _) in cases.items():
         index_at(store, ds, state, job_id=job, age_ms=age, index=index)
-    wait_for(lambda: len(store.find_index_states(ds)) == len(cases), what="the index states to be searchable")
+    wait_for(lambda: len(store.index_states.find(ds)) == len(cases), what="the index states to be searchable")
 
     service.housekeeper.run_once()
 
@@ -453,7 +454,7 @@ def test_the_sweep_repairs_indexes_whose_owner_is_gone_and_only_those(
 
 
 def test_an_index_whose_job_has_no_session_is_repaired_once_the_launcher_says_it_ended(
-    make_service: ServiceFactory, store: IndexStore
+    make_service: ServiceFactory, store: Store
 ) -> None:
     launcher = RecordingLauncher(state=JobRunState.CANCELLED)
     service = make_service(launcher, index_op_stall_s=60)
@@ -461,7 +462,7 @@ def test_an_index_whose_job_has_no_session_is_repaired_once_the_launcher_says_it
     recent, stalled = names(2)
     index_at(store, ds, F.REFRESHING, job_id="foreign-1", age_ms=10_000, index=recent)
     index_at(store, ds, F.REFRESHING, job_id="foreign-2", age_ms=120_000, index=stalled)
-    wait_for(lambda: len(store.find_index_states(ds)) == 2, what="the index states to be searchable")
+    wait_for(lambda: len(store.index_states.find(ds)) == 2, what="the index states to be searchable")
 
     service.housekeeper.run_once()
 
@@ -473,18 +474,18 @@ def test_an_index_whose_job_has_no_session_is_repaired_once_the_launcher_says_it
 
 
 def test_an_index_whose_stale_owner_is_confirmed_dead_is_repaired(
-    make_service: ServiceFactory, store: IndexStore
+    make_service: ServiceFactory, store: Store
 ) -> None:
     launcher = RecordingLauncher(state=JobRunState.FAILED)
     service = make_service(launcher)
     ds = service.datasources.all()[0].name
     session_id = job_session(store, ds, "job-1", SessionType.BATCH, SessionState.RUNNING, age_ms=DAY_MS)
     index_at(store, ds, F.CREATING, job_id="job-1")
-    wait_for(lambda: store.find_index_states(ds), what="the index state to be searchable")
+    wait_for(lambda: store.index_states.find(ds), what="the index state to be searchable")
 
     service.housekeeper.run_once()
 
-    session = store.get_session(ds, session_id)
+    session = store.sessions.get(ds, session_id)
     assert session is not None and session.doc.state == SessionState.DEAD
     state = state_of(store, ds)
     assert state.state == F.EMPTY and "job job-1" in state.error and "ended dead" in state.error

@@ -20,7 +20,8 @@ from query_core.index_ops import (
 )
 from query_core.models import FlintIndexStateDoc, Versioned
 from query_core.states import FlintIndexState
-from query_core.store import IndexStore
+from query_core.store import Store
+from tests.support import seed
 
 F = FlintIndexState
 NAME = "flint_local_default_http_logs_skipping_index"
@@ -31,21 +32,21 @@ def target(ds: str) -> IndexTarget:
 
 
 def at(
-    store: IndexStore, ds: str, state: FlintIndexState, job_id: str = "", error: str = ""
+    store: Store, ds: str, state: FlintIndexState, job_id: str = "", error: str = ""
 ) -> Versioned[FlintIndexStateDoc]:
     """A state document put in ``state`` directly (as if earlier operations had left it there)."""
     doc = FlintIndexStateDoc(
         latest_id=latest_id(NAME), data_source_name=ds, index_name=NAME, state=state, job_id=job_id, error=error
     )
-    return store.create_index_state(doc)
+    return seed(store, doc)
 
 
-def stored(store: IndexStore, ds: str) -> FlintIndexStateDoc | None:
-    found = store.get_index_state(ds, latest_id(NAME))
+def stored(store: Store, ds: str) -> FlintIndexStateDoc | None:
+    found = store.index_states.get(ds, latest_id(NAME))
     return found.doc if found is not None else None
 
 
-def test_a_create_commits_active_with_its_owner_and_fields(store: IndexStore, ds_name: str) -> None:
+def test_a_create_commits_active_with_its_owner_and_fields(store: Store, ds_name: str) -> None:
     seen: list[FlintIndexState] = []
     txn = IndexTransaction(store, target(ds_name), application_id="app-1", job_id="job-1")
 
@@ -67,7 +68,7 @@ def test_a_create_commits_active_with_its_owner_and_fields(store: IndexStore, ds
     )
 
 
-def test_a_failed_refresh_rolls_back_to_where_it_started_with_the_error(store: IndexStore, ds_name: str) -> None:
+def test_a_failed_refresh_rolls_back_to_where_it_started_with_the_error(store: Store, ds_name: str) -> None:
     at(store, ds_name, F.ACTIVE)
 
     def work() -> None:
@@ -81,7 +82,7 @@ def test_a_failed_refresh_rolls_back_to_where_it_started_with_the_error(store: I
     assert doc.error == "source table is gone" and doc.job_id == "job-2"
 
 
-def test_end_fields_given_as_a_function_are_taken_after_the_work(store: IndexStore, ds_name: str) -> None:
+def test_end_fields_given_as_a_function_are_taken_after_the_work(store: Store, ds_name: str) -> None:
     at(store, ds_name, F.ACTIVE)
     done: list[str] = []
 
@@ -97,7 +98,7 @@ def test_end_fields_given_as_a_function_are_taken_after_the_work(store: IndexSto
     assert doc is not None and doc.state == F.ACTIVE and doc.last_refresh_complete_time == 42
 
 
-def test_an_operation_refused_in_the_current_state_does_nothing(store: IndexStore, ds_name: str) -> None:
+def test_an_operation_refused_in_the_current_state_does_nothing(store: Store, ds_name: str) -> None:
     at(store, ds_name, F.DELETED)
     ran: list[bool] = []
     with pytest.raises(InvalidTransitionError, match=f"cannot refresh {NAME}: it is deleted"):
@@ -106,7 +107,7 @@ def test_an_operation_refused_in_the_current_state_does_nothing(store: IndexStor
     assert stored(store, ds_name).state == F.DELETED  # type: ignore[union-attr]
 
 
-def test_a_second_operation_on_the_same_index_is_refused_while_the_first_runs(store: IndexStore, ds_name: str) -> None:
+def test_a_second_operation_on_the_same_index_is_refused_while_the_first_runs(store: Store, ds_name: str) -> None:
     at(store, ds_name, F.ACTIVE)
     inside, release = threading.Event(), threading.Event()
     errors: list[BaseException] = []
@@ -135,7 +136,7 @@ def test_a_second_operation_on_the_same_index_is_refused_while_the_first_runs(st
     assert doc is not None and doc.state == F.ACTIVE and doc.job_id == "first"
 
 
-def test_two_operations_reading_the_same_version_one_wins(store: IndexStore, ds_name: str) -> None:
+def test_two_operations_reading_the_same_version_one_wins(store: Store, ds_name: str) -> None:
     """Both pass the start check on the same version; the conditional move lets one through."""
     at(store, ds_name, F.ACTIVE)
     loser = IndexTransaction(store, target(ds_name), job_id="loser")
@@ -152,15 +153,15 @@ def test_two_operations_reading_the_same_version_one_wins(store: IndexStore, ds_
 
 @pytest.mark.parametrize("work_fails", [False, True], ids=["would commit", "would roll back"])
 def test_a_superseded_operation_neither_commits_nor_rolls_back(
-    store: IndexStore, ds_name: str, work_fails: bool
+    store: Store, ds_name: str, work_fails: bool
 ) -> None:
     """A DELETE moved the refresh to cancelling while it ran: the refresh leaves the document alone."""
     at(store, ds_name, F.ACTIVE)
 
     def work() -> None:
-        current = store.get_index_state(ds_name, latest_id(NAME))
+        current = store.index_states.get(ds_name, latest_id(NAME))
         assert current is not None
-        store.move_index_state(current, F.CANCELLING, error="cancelled by the user")
+        store.index_states.move(current, F.CANCELLING, error="cancelled by the user")
         if work_fails:
             raise RuntimeError("killed")
 
@@ -170,7 +171,7 @@ def test_a_superseded_operation_neither_commits_nor_rolls_back(
     assert doc is not None and doc.state == F.CANCELLING and doc.error == "cancelled by the user"
 
 
-def test_a_vacuum_removes_the_state_document_and_a_create_starts_again(store: IndexStore, ds_name: str) -> None:
+def test_a_vacuum_removes_the_state_document_and_a_create_starts_again(store: Store, ds_name: str) -> None:
     at(store, ds_name, F.DELETED)
     txn = IndexTransaction(store, target(ds_name), job_id="vacuumer")
     txn.run("vacuum", lambda: None)
@@ -180,7 +181,7 @@ def test_a_vacuum_removes_the_state_document_and_a_create_starts_again(store: In
     assert stored(store, ds_name).state == F.ACTIVE  # type: ignore[union-attr]
 
 
-def test_an_operation_without_a_transitioning_state_commits_after_its_work(store: IndexStore, ds_name: str) -> None:
+def test_an_operation_without_a_transitioning_state_commits_after_its_work(store: Store, ds_name: str) -> None:
     at(store, ds_name, F.ACTIVE, error="old error")
     IndexTransaction(store, target(ds_name), job_id="stream").run("start auto refresh", lambda: None)
     doc = stored(store, ds_name)
@@ -207,7 +208,7 @@ def test_the_repairs_cover_every_transitioning_state() -> None:
 
 @pytest.mark.parametrize(("state", "expected"), list(EXPECTED_REPAIRS.items()), ids=[s.value for s in EXPECTED_REPAIRS])
 def test_repair_stalled_moves_each_state_with_the_reason(
-    store: IndexStore, ds_name: str, state: FlintIndexState, expected: FlintIndexState
+    store: Store, ds_name: str, state: FlintIndexState, expected: FlintIndexState
 ) -> None:
     stalled = at(store, ds_name, state, job_id="gone")
     repaired = repair_stalled(store, stalled, "job gone ended dead")
@@ -216,17 +217,17 @@ def test_repair_stalled_moves_each_state_with_the_reason(
     assert doc is not None and doc.state == expected and doc.error == "job gone ended dead"
 
 
-def test_repair_of_a_dead_stream_fails_the_index(store: IndexStore, ds_name: str) -> None:
+def test_repair_of_a_dead_stream_fails_the_index(store: Store, ds_name: str) -> None:
     stalled = at(store, ds_name, F.REFRESHING, job_id="stream")
     repaired = repair_stalled(store, stalled, "stream died", streaming=True)
     assert repaired is not None and stored(store, ds_name).state == F.FAILED  # type: ignore[union-attr]
 
 
-def test_repair_leaves_alone_a_document_that_moved_meanwhile_and_a_stable_one(store: IndexStore, ds_name: str) -> None:
+def test_repair_leaves_alone_a_document_that_moved_meanwhile_and_a_stable_one(store: Store, ds_name: str) -> None:
     stalled = at(store, ds_name, F.REFRESHING)
-    store.move_index_state(stalled, F.ACTIVE)  # the owner committed after the sweep read it
+    store.index_states.move(stalled, F.ACTIVE)  # the owner committed after the sweep read it
     assert repair_stalled(store, stalled, "too late") is None
     doc = stored(store, ds_name)
     assert doc is not None and doc.state == F.ACTIVE and doc.error == ""
-    current = store.get_index_state(ds_name, latest_id(NAME))
+    current = store.index_states.get(ds_name, latest_id(NAME))
     assert current is not None and repair_stalled(store, current, "stable") is None

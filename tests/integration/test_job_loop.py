@@ -21,8 +21,8 @@ from flint_repl_job.repl import InteractiveJob
 from query_core.ids import default_result_index, new_id, request_index
 from query_core.models import LosslessResult, SessionDoc, StatementDoc, StatementProgress
 from query_core.states import SessionState, StatementState
-from query_core.store import IndexStore
-from tests.support import wait_for
+from query_core.store import Store
+from tests.support import driver, wait_for
 
 JOB_ID = "job-1"
 
@@ -74,7 +74,7 @@ def job_config(ds: str, session_id: str, index: str | None = None, **fields: Any
     )
 
 
-def seed(store: IndexStore, ds: str, index: str | None = None, signal: bool = True) -> tuple[SessionDoc, StatementDoc]:
+def seed(store: Store, ds: str, index: str | None = None, signal: bool = True) -> tuple[SessionDoc, StatementDoc]:
     """A session as the plugin writes it before its job starts, and one waiting statement (listed
     in the session's real-time list when ``signal``; the reference plugin writes no such list)."""
     index = index or request_index(ds)
@@ -88,15 +88,15 @@ def seed(store: IndexStore, ds: str, index: str | None = None, signal: bool = Tr
         job_id=JOB_ID,
         pending_statement_ids=[query_id] if signal else [],
     )
-    store.create(index, session_id, session.to_source())
-    store.create(index, query_id, statement.to_source())
+    store.index.create(index, session_id, session.to_source())
+    store.index.create(index, query_id, statement.to_source())
     return session, statement
 
 
-def source(store: IndexStore, index: str, doc_id: str) -> dict[str, Any]:
-    found = store.get(index, doc_id)
+def source(store: Store, index: str, doc_id: str) -> dict[str, Any]:
+    found = store.index.get(index, doc_id)
     assert found is not None, f"{index}/{doc_id} is missing"
-    return found[0]
+    return found.source
 
 
 class RunningJob:
@@ -131,7 +131,7 @@ def running_jobs() -> Iterator[list[RunningJob]]:
 
 
 def test_beats_go_on_without_progress_when_progress_fails(
-    store: IndexStore, ds_name: str, running_jobs: list[RunningJob]
+    store: Store, ds_name: str, running_jobs: list[RunningJob]
 ) -> None:
     """A progress call that raises (Py4J lost the JVM side, say) must not end the heartbeat: the
     session keeps beating, and reports the running statement without progress."""
@@ -156,7 +156,7 @@ def test_beats_go_on_without_progress_when_progress_fails(
 
 
 def test_a_heartbeat_that_keeps_failing_ends_the_session_with_its_reason(
-    store: IndexStore, ds_name: str, running_jobs: list[RunningJob]
+    store: Store, ds_name: str, running_jobs: list[RunningJob]
 ) -> None:
     """Here the request index maps ``runningStatements`` as a keyword (an index created by some
     other version, say): the server refuses every beat that reports a running statement. The job
@@ -164,7 +164,7 @@ def test_a_heartbeat_that_keeps_failing_ends_the_session_with_its_reason(
     index = request_index(ds_name)
     body = index_mappings.load("request_index")
     body["mappings"]["properties"]["runningStatements"] = {"type": "keyword"}
-    store.client.indices.create(index=index, body=body)
+    driver(store).indices.create(index=index, body=body)
     session, statement = seed(store, ds_name)
     job = InteractiveJob(job_config(ds_name, session.session_id), store, StubExecutor(finish=False))
     running_jobs.append(RunningJob(job))
@@ -179,13 +179,13 @@ def test_a_heartbeat_that_keeps_failing_ends_the_session_with_its_reason(
     assert failed["error"].startswith("Session ended while the statement was running: Session failed: heartbeat")
 
 
-def test_the_job_uses_the_request_index_it_is_given(store: IndexStore, ds_name: str) -> None:
+def test_the_job_uses_the_request_index_it_is_given(store: Store, ds_name: str) -> None:
     """``spark.flint.job.requestIndex`` names the request index (the reference plugin may use
     another than the datasource's): the session is claimed and the statement run there. The
     statement is found by search, as a statement of the reference plugin is."""
     index = f".query_execution_request_custom_{ds_name}"
     session, statement = seed(store, ds_name, index=index, signal=False)
-    store.client.indices.refresh(index=index)
+    driver(store).indices.refresh(index=index)
     executor = StubExecutor()
     job = InteractiveJob(job_config(ds_name, session.session_id, index=index), store, executor)
 
@@ -198,9 +198,9 @@ def test_the_job_uses_the_request_index_it_is_given(store: IndexStore, ds_name: 
     assert executor.started == [statement.query_id]
     done = source(store, index, statement.statement_id)
     assert done["state"] == StatementState.SUCCESS.value
-    result = store.get_result(default_result_index(ds_name), statement.query_id)
+    result = store.results.get(default_result_index(ds_name), statement.query_id)
     assert result is not None and result.status == "SUCCESS"
 
     job.end_session(SessionState.DEAD)
     assert source(store, index, session.session_id)["state"] == SessionState.DEAD.value
-    assert not store.client.indices.exists(index=request_index(ds_name))  # nothing where the name points
+    assert not driver(store).indices.exists(index=request_index(ds_name))  # nothing where the name points

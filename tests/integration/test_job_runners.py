@@ -21,12 +21,11 @@ from flint_repl_job.executor import QueryOutput, RunningQuery
 from flint_repl_job.runners import RUNNERS, BatchJob, InteractiveJob, StreamingJob, main, runner_for
 from flint_repl_job.runners.base import SessionRunner
 from flint_repl_job.runners.streaming import NOT_SUPPORTED
-from query_core.config import OpenSearchConfig
-from query_core.ids import default_result_index, new_id, request_index
+from query_core.ids import RESULT_INDEX_PREFIX, default_result_index, new_id, request_index
 from query_core.jobconf import JobConf, render_conf
-from query_core.models import ResultDoc, SessionDoc, StatementDoc, Versioned
+from query_core.models import SessionDoc, StatementDoc
 from query_core.states import SessionState, SessionType, StatementState
-from query_core.store import IndexStore
+from query_core.store import MemoryIndex, Store, Version
 from tests.integration.test_job_loop import JOB_ID, StubExecutor, job_config, source
 from tests.support import wait_for
 
@@ -45,34 +44,43 @@ class FailingExecutor(StubExecutor):
         return RunningQuery(query_id, future)
 
 
-class RecordingStore(IndexStore):
-    """An ``IndexStore`` that notes the order of result writes and statement moves."""
+class RecordingIndex(MemoryIndex):
+    """The in-memory index, noting the order of result writes and statement moves."""
 
-    def __init__(self, cfg: OpenSearchConfig) -> None:
-        super().__init__(cfg)
+    def __init__(self) -> None:
+        super().__init__()
         self.events: list[str] = []
 
-    def put_result(self, result_index: str, doc: ResultDoc) -> None:
-        self.events.append(f"result {doc.status}")
-        super().put_result(result_index, doc)
+    def put(self, index: str, doc_id: str, source: dict[str, Any]) -> Version:
+        if index.startswith(RESULT_INDEX_PREFIX):
+            self.events.append(f"result {source['status']}")
+        return super().put(index, doc_id, source)
 
-    def move_statement(
-        self, current: Versioned[StatementDoc], state: StatementState, *, index: str | None = None, **fields: Any
-    ) -> Versioned[StatementDoc]:
-        moved = super().move_statement(current, state, index=index, **fields)
-        self.events.append(f"statement {state.value}")
-        return moved
+    def update_if(self, index: str, doc_id: str, partial: dict[str, Any], version: Version) -> Version:
+        current = self.get(index, doc_id)
+        written = super().update_if(index, doc_id, partial, version)
+        if current is not None and current.source.get("type") == "statement":
+            self.events.append(f"statement {partial['state']}")
+        return written
+
+
+class RecordingStore(Store):
+    def __init__(self) -> None:
+        self.recording = RecordingIndex()
+        super().__init__(self.recording)
+
+    @property
+    def events(self) -> list[str]:
+        return self.recording.events
 
 
 @pytest.fixture
-def recording_store(opensearch_config: OpenSearchConfig) -> Any:
-    s = RecordingStore(opensearch_config)
-    yield s
-    s.close()
+def recording_store() -> RecordingStore:
+    return RecordingStore()
 
 
 def seed(
-    store: IndexStore, ds: str, session_type: SessionType, with_statement: bool = True
+    store: Store, ds: str, session_type: SessionType, with_statement: bool = True
 ) -> tuple[SessionDoc, StatementDoc]:
     """A session and its one statement as the plugin writes them before launching a batch or
     streaming job (the statement only when ``with_statement``)."""
@@ -82,9 +90,9 @@ def seed(
         statement_id=query_id, query_id=query_id, session_id=session_id, query="SELECT 1", data_source_name=ds
     )
     session = SessionDoc(session_id=session_id, data_source_name=ds, job_id=JOB_ID, session_type=session_type)
-    store.create(index, session_id, session.to_source())
+    store.index.create(index, session_id, session.to_source())
     if with_statement:
-        store.create(index, query_id, statement.to_source())
+        store.index.create(index, query_id, statement.to_source())
     return session, statement
 
 
@@ -105,7 +113,7 @@ def test_batch_runs_its_statement_to_success(recording_store: RecordingStore, ds
     assert executor.started == [statement.query_id]
     index = request_index(ds_name)
     assert source(store, index, statement.statement_id)["state"] == StatementState.SUCCESS.value
-    result = store.get_result(default_result_index(ds_name), statement.query_id)
+    result = store.results.get(default_result_index(ds_name), statement.query_id)
     assert result is not None and result.status == "SUCCESS" and result.job_type == "batch"
     assert result.result == ["{'x':1}"]
     # The result document is written before the statement's terminal state.
@@ -125,14 +133,14 @@ def test_a_failed_batch_statement_fails_the_session_with_its_error(
     index = request_index(ds_name)
     failed = source(store, index, statement.statement_id)
     assert failed["state"] == StatementState.FAILED.value and "boom" in failed["error"]
-    result = store.get_result(default_result_index(ds_name), statement.query_id)
+    result = store.results.get(default_result_index(ds_name), statement.query_id)
     assert result is not None and result.status == "FAILED" and "boom" in result.error
     assert store.events == ["statement running", "result FAILED", "statement failed"]
     ended = source(store, index, session.session_id)
     assert ended["state"] == SessionState.FAIL.value and ended["error"] == failed["error"]
 
 
-def test_a_batch_statement_cancelled_while_running_stops_and_stays_cancelled(store: IndexStore, ds_name: str) -> None:
+def test_a_batch_statement_cancelled_while_running_stops_and_stays_cancelled(store: Store, ds_name: str) -> None:
     session, statement = seed(store, ds_name, SessionType.BATCH)
     executor = StubExecutor(finish=False)
     job = BatchJob(config(ds_name, session, statement, SessionType.BATCH), store, executor)
@@ -141,9 +149,9 @@ def test_a_batch_statement_cancelled_while_running_stops_and_stays_cancelled(sto
     thread.start()
     try:
         wait_for(lambda: executor.started, timeout=10, what="the statement to start")
-        current = store.get_statement(ds_name, statement.statement_id)
+        current = store.statements.get(ds_name, statement.statement_id)
         assert current is not None
-        store.move_statement(current, StatementState.CANCELLED)  # the plugin's DELETE
+        store.statements.move(current, StatementState.CANCELLED)  # the plugin's DELETE
         thread.join(timeout=15)
         assert not thread.is_alive(), "the batch job did not stop after its statement was cancelled"
     finally:
@@ -154,16 +162,16 @@ def test_a_batch_statement_cancelled_while_running_stops_and_stays_cancelled(sto
     assert outcome == {"value": SessionState.DEAD}
     index = request_index(ds_name)
     assert source(store, index, statement.statement_id)["state"] == StatementState.CANCELLED.value
-    assert store.get_result(default_result_index(ds_name), statement.query_id) is None
+    assert store.results.get(default_result_index(ds_name), statement.query_id) is None
     ended = source(store, index, session.session_id)
     assert ended["state"] == SessionState.DEAD.value and ended["runningStatements"] == []
 
 
-def test_a_batch_statement_cancelled_before_the_job_starts_is_not_run(store: IndexStore, ds_name: str) -> None:
+def test_a_batch_statement_cancelled_before_the_job_starts_is_not_run(store: Store, ds_name: str) -> None:
     session, statement = seed(store, ds_name, SessionType.BATCH)
-    current = store.get_statement(ds_name, statement.statement_id)
+    current = store.statements.get(ds_name, statement.statement_id)
     assert current is not None
-    store.move_statement(current, StatementState.CANCELLED)
+    store.statements.move(current, StatementState.CANCELLED)
     executor = StubExecutor()
 
     assert BatchJob(config(ds_name, session, statement, SessionType.BATCH), store, executor).run() == SessionState.DEAD
@@ -182,14 +190,14 @@ def test_batch_falls_back_to_the_query_conf_without_a_statement_document(
 
     assert job.run() == SessionState.DEAD
     assert executor.started == [statement.query_id]
-    result = store.get_result(default_result_index(ds_name), statement.query_id)
+    result = store.results.get(default_result_index(ds_name), statement.query_id)
     assert result is not None and result.status == "SUCCESS" and result.query_text == "SELECT 2"
     assert store.events == ["result SUCCESS"]  # the result only: no statement document appears
-    assert store.get(request_index(ds_name), statement.statement_id) is None
+    assert store.index.get(request_index(ds_name), statement.statement_id) is None
     assert source(store, request_index(ds_name), session.session_id)["state"] == SessionState.DEAD.value
 
 
-def test_batch_without_a_statement_or_a_query_fails_the_session(store: IndexStore, ds_name: str) -> None:
+def test_batch_without_a_statement_or_a_query_fails_the_session(store: Store, ds_name: str) -> None:
     session, statement = seed(store, ds_name, SessionType.BATCH, with_statement=False)
     executor = StubExecutor()
     job = BatchJob(config(ds_name, session, statement, SessionType.BATCH), store, executor)
@@ -201,7 +209,7 @@ def test_batch_without_a_statement_or_a_query_fails_the_session(store: IndexStor
     assert statement.query_id in ended["error"] and "spark.flint.job.query" in ended["error"]
 
 
-def test_batch_heartbeats_while_its_statement_runs(store: IndexStore, ds_name: str) -> None:
+def test_batch_heartbeats_while_its_statement_runs(store: Store, ds_name: str) -> None:
     session, statement = seed(store, ds_name, SessionType.BATCH)
     executor = StubExecutor(finish=False)
     job = BatchJob(config(ds_name, session, statement, SessionType.BATCH), store, executor)
@@ -275,7 +283,7 @@ class FakeSpark:
 class RecordingRunner(SessionRunner):
     built: list[tuple[JobConfig, threading.Event]] = []
 
-    def __init__(self, cfg: JobConfig, store: IndexStore, executor: Any, stop_event: threading.Event | None = None):
+    def __init__(self, cfg: JobConfig, store: Store, executor: Any, stop_event: threading.Event | None = None):
         RecordingRunner.built.append((cfg, stop_event or threading.Event()))
 
     def run(self) -> SessionState | None:

@@ -21,13 +21,13 @@ from query_core.errors import QueryNotFoundError, TooManyRequestsError
 from query_core.ids import request_index
 from query_core.models import RunningStatement, SessionDoc, StatementDoc, StatementProgress, Versioned, now_millis
 from query_core.states import SessionState, StatementState
-from query_core.store import IndexStore
+from query_core.store import Store
 from tests.conftest import ServiceFactory
-from tests.support import RecordingLauncher, wait_for
+from tests.support import RecordingLauncher, driver, wait_for
 
 
 def heartbeat(
-    store: IndexStore,
+    store: Store,
     service: AsyncQueryService,
     session_id: str,
     age_ms: int = 0,
@@ -36,7 +36,7 @@ def heartbeat(
 ) -> Versioned[SessionDoc]:
     """Write a heartbeat as the job would (``age_ms`` in the past)."""
     ds = service.datasources.all()[0].name
-    current = store.get_session(ds, session_id)
+    current = store.sessions.get(ds, session_id)
     assert current is not None
     report = [
         RunningStatement(
@@ -44,7 +44,7 @@ def heartbeat(
         )
         for q in running or []
     ]
-    return store.update_session(
+    return store.sessions.update(
         current,
         state,
         last_update_time=now_millis() - age_ms,
@@ -63,7 +63,7 @@ def status(service: AsyncQueryService, query_id: str) -> dict[str, object]:
     return dict(json.loads(service.get(query_id)))
 
 
-def test_no_launcher_call_for_1000_gets_of_healthy_sessions(make_service: ServiceFactory, store: IndexStore) -> None:
+def test_no_launcher_call_for_1000_gets_of_healthy_sessions(make_service: ServiceFactory, store: Store) -> None:
     launcher = RecordingLauncher()
     service = make_service(launcher)
     queries = []
@@ -77,7 +77,7 @@ def test_no_launcher_call_for_1000_gets_of_healthy_sessions(make_service: Servic
 
 
 def test_a_dead_job_is_confirmed_once_for_50_concurrent_pollers(
-    make_service: ServiceFactory, store: IndexStore
+    make_service: ServiceFactory, store: Store
 ) -> None:
     launcher = RecordingLauncher(state=JobRunState.FAILED)
     service = make_service(launcher)
@@ -88,7 +88,7 @@ def test_a_dead_job_is_confirmed_once_for_50_concurrent_pollers(
     assert len(launcher.described) == 1
     assert {r["status"] for r in replies} == {"FAILED"}
     assert "is failed" in str(replies[0]["error"])
-    session = store.get_session(service.datasources.all()[0].name, sid)
+    session = store.sessions.get(service.datasources.all()[0].name, sid)
     assert session is not None and session.doc.state == SessionState.DEAD
 
 
@@ -137,7 +137,7 @@ def waiting_on_a_future(thread: threading.Thread) -> bool:
 
 
 def test_a_describe_that_raises_anything_releases_the_callers_waiting_for_it(
-    make_service: ServiceFactory, store: IndexStore
+    make_service: ServiceFactory, store: Store
 ) -> None:
     """Two GETs of a stale session share one describe. When it raises an unexpected error, the
     one waiting for it returns at once (the job's state is unknown: the statement is left as it
@@ -158,11 +158,11 @@ def test_a_describe_that_raises_anything_releases_the_callers_waiting_for_it(
     assert waiter == {"value": {"status": "WAITING"}}
     assert owner == {"value": {"status": "WAITING"}}
     assert launcher.described == ["job-1"]  # one call for both
-    session = store.get_session(service.datasources.all()[0].name, sid)
+    session = store.sessions.get(service.datasources.all()[0].name, sid)
     assert session is not None and session.doc.state == SessionState.RUNNING  # unknown is not dead
 
 
-def test_a_stale_session_whose_job_still_runs_is_left_alone(make_service: ServiceFactory, store: IndexStore) -> None:
+def test_a_stale_session_whose_job_still_runs_is_left_alone(make_service: ServiceFactory, store: Store) -> None:
     launcher = RecordingLauncher(state=JobRunState.RUNNING)
     service = make_service(launcher)
     qid, sid = submit(service)
@@ -173,19 +173,19 @@ def test_a_stale_session_whose_job_still_runs_is_left_alone(make_service: Servic
 
 
 def test_a_session_that_never_starts_is_confirmed_dead_after_its_start_limit(
-    make_service: ServiceFactory, store: IndexStore
+    make_service: ServiceFactory, store: Store
 ) -> None:
     launcher = RecordingLauncher(state=JobRunState.UNKNOWN)
     service = make_service(launcher, session_start_timeout_s=0.0)
     qid, sid = submit(service)
     reply = status(service, qid)
     assert reply["status"] == "FAILED" and "Session ended before the statement finished" in str(reply["error"])
-    session = store.get_session(service.datasources.all()[0].name, sid)
+    session = store.sessions.get(service.datasources.all()[0].name, sid)
     assert session is not None and session.doc.state == SessionState.DEAD
     assert launcher.described == ["job-1"]
 
 
-def test_a_post_naming_a_dead_session_gets_a_new_one(make_service: ServiceFactory, store: IndexStore) -> None:
+def test_a_post_naming_a_dead_session_gets_a_new_one(make_service: ServiceFactory, store: Store) -> None:
     launcher = RecordingLauncher(state=JobRunState.CANCELLED)
     service = make_service(launcher)
     _, sid = submit(service)
@@ -194,13 +194,13 @@ def test_a_post_naming_a_dead_session_gets_a_new_one(make_service: ServiceFactor
     assert sid2 != sid and len(launcher.started) == 2
 
 
-def delete_statement(store: IndexStore, ds: str, query_id: str) -> None:
+def delete_statement(store: Store, ds: str, query_id: str) -> None:
     """Delete a statement document as housekeeping (or an operator) would."""
-    store.client.delete(index=request_index(ds), id=query_id, refresh=True)
+    driver(store).delete(index=request_index(ds), id=query_id, refresh=True)
 
 
 def test_cancel_of_a_statement_deleted_before_the_write_is_not_found(
-    make_service: ServiceFactory, store: IndexStore, monkeypatch: pytest.MonkeyPatch
+    make_service: ServiceFactory, store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     service = make_service()
     qid, _ = submit(service)
@@ -218,47 +218,43 @@ def test_cancel_of_a_statement_deleted_before_the_write_is_not_found(
 
 
 def test_cancel_of_a_statement_deleted_before_the_reread_is_not_found(
-    make_service: ServiceFactory, store: IndexStore, monkeypatch: pytest.MonkeyPatch
+    make_service: ServiceFactory, store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The first conditional write loses to the job (it started the statement); the re-read
     then finds nothing, because the document was deleted meanwhile."""
     service = make_service()
     qid, _ = submit(service)
     ds = service.datasources.all()[0].name
-    read, rereader = service._statement, service.interactive._rereader
+    statements = service.store.statements
+    read, reread = service._statement, statements.reread
 
     def read_then_start(query_id: str) -> Versioned[StatementDoc]:
         found = read(query_id)
-        store.move_statement(found, StatementState.RUNNING)  # the job, between the read and the write
+        store.statements.move(found, StatementState.RUNNING)  # the job, between the read and the write
         return found
 
-    def delete_then_reread(doc: StatementDoc) -> Callable[[], Versioned[StatementDoc] | None]:
-        reread = rereader(doc)
-
-        def call() -> Versioned[StatementDoc] | None:
-            delete_statement(store, ds, doc.statement_id)
-            return reread()
-
-        return call
+    def delete_then_reread(doc: StatementDoc) -> Versioned[StatementDoc] | None:
+        delete_statement(store, ds, doc.statement_id)
+        return reread(doc)
 
     monkeypatch.setattr(service, "_statement", read_then_start)
-    monkeypatch.setattr(service.interactive, "_rereader", delete_then_reread)
+    monkeypatch.setattr(statements, "reread", delete_then_reread)
     with pytest.raises(QueryNotFoundError, match=f"no async query with id {qid}"):
         service.cancel(qid)
     assert service.supervisor.pending == 0  # nothing left to supervise
 
 
 def test_cancel_of_a_statement_the_job_ignores_escalates_after_the_deadline(
-    make_service: ServiceFactory, store: IndexStore
+    make_service: ServiceFactory, store: Store
 ) -> None:
     launcher = RecordingLauncher()
     service = make_service(launcher, cancel_deadline_s=1.0)
     qid, sid = submit(service)
     other, _ = submit(service, "SELECT 2", sid)
     ds = service.datasources.all()[0].name
-    statement = store.get_statement(ds, qid)
+    statement = store.statements.get(ds, qid)
     assert statement is not None
-    store.move_statement(statement, StatementState.RUNNING)
+    store.statements.move(statement, StatementState.RUNNING)
     heartbeat(store, service, sid, running=[qid])  # the job reports it running, and keeps doing so
 
     service.supervisor.start()
@@ -269,7 +265,7 @@ def test_cancel_of_a_statement_the_job_ignores_escalates_after_the_deadline(
     took = time.monotonic() - started
     assert took >= 1.0  # not before the deadline
     assert launcher.cancelled == ["job-1"] and service.supervisor.escalations == 1
-    session = store.get_session(ds, sid)
+    session = store.sessions.get(ds, sid)
     assert session is not None and session.doc.state == SessionState.DEAD
     assert "did not stop" in session.doc.error
     assert status(service, qid)["status"] == "CANCELLED"  # stays cancelled
@@ -277,13 +273,13 @@ def test_cancel_of_a_statement_the_job_ignores_escalates_after_the_deadline(
     assert reply["status"] == "FAILED" and "did not stop" in str(reply["error"])
 
 
-def test_cancel_the_job_honours_needs_no_escalation(make_service: ServiceFactory, store: IndexStore) -> None:
+def test_cancel_the_job_honours_needs_no_escalation(make_service: ServiceFactory, store: Store) -> None:
     launcher = RecordingLauncher()
     service = make_service(launcher, cancel_deadline_s=0.5)
     qid, sid = submit(service)
-    statement = store.get_statement(service.datasources.all()[0].name, qid)
+    statement = store.statements.get(service.datasources.all()[0].name, qid)
     assert statement is not None
-    store.move_statement(statement, StatementState.RUNNING)
+    store.statements.move(statement, StatementState.RUNNING)
     heartbeat(store, service, sid, running=[qid])
     service.cancel(qid)
     service.supervisor.run_once()
@@ -295,7 +291,7 @@ def test_cancel_the_job_honours_needs_no_escalation(make_service: ServiceFactory
 
 
 def test_session_limit_refuses_new_sessions_but_never_submissions_into_live_ones(
-    make_service: ServiceFactory, store: IndexStore
+    make_service: ServiceFactory, store: Store
 ) -> None:
     service = make_service(RecordingLauncher(), max_sessions=2)
     _, first = submit(service)
@@ -310,7 +306,7 @@ def test_session_limit_refuses_new_sessions_but_never_submissions_into_live_ones
 
 
 def test_a_cancel_nobody_watches_is_picked_up_by_the_housekeeping_sweep(
-    make_service: ServiceFactory, store: IndexStore
+    make_service: ServiceFactory, store: Store
 ) -> None:
     """A plugin restarted after a DELETE still bounds the cancel: the sweep finds the heartbeat
     listing a cancelled statement and supervises it."""
@@ -318,9 +314,9 @@ def test_a_cancel_nobody_watches_is_picked_up_by_the_housekeeping_sweep(
     before_restart = make_service(launcher)
     qid, sid = submit(before_restart)
     ds = before_restart.datasources.all()[0].name
-    statement = store.get_statement(ds, qid)
+    statement = store.statements.get(ds, qid)
     assert statement is not None
-    store.move_statement(store.move_statement(statement, StatementState.RUNNING), StatementState.CANCELLED)
+    store.statements.move(store.statements.move(statement, StatementState.RUNNING), StatementState.CANCELLED)
     heartbeat(store, before_restart, sid, running=[qid])
 
     after_restart = make_service(launcher, cancel_deadline_s=0.0)
@@ -329,7 +325,7 @@ def test_a_cancel_nobody_watches_is_picked_up_by_the_housekeeping_sweep(
     assert after_restart.supervisor.pending == 1
     after_restart.supervisor.run_once()
     assert launcher.cancelled == ["job-1"]
-    session = store.get_session(ds, sid)
+    session = store.sessions.get(ds, sid)
     assert session is not None and session.doc.state == SessionState.DEAD
 
 

@@ -15,7 +15,7 @@ from async_query.launcher.emr import EmrServerlessLauncher
 from async_query.service import AsyncQueryService, SubmitRequest
 from query_core.models import RunningStatement, now_millis
 from query_core.states import SessionState
-from query_core.store import IndexStore
+from query_core.store import Store
 from tests.conftest import ServiceFactory
 
 REGION = "us-east-1"
@@ -50,11 +50,11 @@ def submit(service: AsyncQueryService, session_id: str | None = None) -> tuple[s
     return done.query_id, done.session_id
 
 
-def beat(store: IndexStore, session_id: str, age_ms: int, running: list[str]) -> None:
-    current = store.get_session("lake", session_id)
+def beat(store: Store, session_id: str, age_ms: int, running: list[str]) -> None:
+    current = store.sessions.get("lake", session_id)
     assert current is not None
     report = [RunningStatement(query_id=q, start_time=now_millis()) for q in running]
-    store.update_session(
+    store.sessions.update(
         current,
         SessionState.RUNNING,
         last_update_time=now_millis() - age_ms,
@@ -64,7 +64,7 @@ def beat(store: IndexStore, session_id: str, age_ms: int, running: list[str]) ->
 
 
 def test_zero_get_job_run_calls_for_1000_gets_of_healthy_sessions(
-    emr_service: tuple[AsyncQueryService, Any], store: IndexStore
+    emr_service: tuple[AsyncQueryService, Any], store: Store
 ) -> None:
     service, emr = emr_service
     get_job_run = Counter(emr, "GetJobRun")
@@ -81,11 +81,11 @@ def test_zero_get_job_run_calls_for_1000_gets_of_healthy_sessions(
 
 
 def test_one_get_job_run_confirms_a_dead_job_for_50_concurrent_pollers(
-    emr_service: tuple[AsyncQueryService, Any], store: IndexStore
+    emr_service: tuple[AsyncQueryService, Any], store: Store
 ) -> None:
     service, emr = emr_service
     qid, sid = submit(service)
-    session = store.get_session("lake", sid)
+    session = store.sessions.get("lake", sid)
     assert session is not None
     emr.cancel_job_run(applicationId=session.doc.application_id, jobRunId=session.doc.job_id)
     beat(store, sid, 60_000, [qid])  # the job stopped heart-beating a minute ago
@@ -95,7 +95,7 @@ def test_one_get_job_run_confirms_a_dead_job_for_50_concurrent_pollers(
     assert get_job_run.calls == 1
     assert {r["status"] for r in replies} == {"FAILED"}
     assert "is cancelled" in replies[0]["error"]
-    ended = store.get_session("lake", sid)
+    ended = store.sessions.get("lake", sid)
     assert ended is not None and ended.doc.state == SessionState.DEAD
     _, new_sid = submit(service, sid)
     assert new_sid != sid

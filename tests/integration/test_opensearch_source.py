@@ -9,7 +9,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from query_core.store import IndexStore
+from query_core.store import Store
+from tests.support import client_of
 
 pytestmark = pytest.mark.spark
 INDEX = "flint_local_default_sales_items_index"
@@ -50,22 +51,22 @@ def frame(spark: Any, n: int, partitions: int = 4) -> Any:
 
 
 def test_a_frame_is_written_in_parallel_with_its_mapping_and_meta(
-    spark: Any, index_url: str, store: IndexStore
+    spark: Any, index_url: str, store: Store
 ) -> None:
     meta = '{"kind": "covering", "name": "items", "source": "local.default.sales"}'
     frame(spark, 1000).write.format("opensearch").options(**options(index_url, id_column="id", meta=meta)).mode(
         "append"
     ).save()
-    definition = store.index_definition(INDEX)["mappings"]
+    definition = client_of(store).index_definition(INDEX)["mappings"]
     assert definition["_meta"] == {"kind": "covering", "name": "items", "source": "local.default.sales"}
     props = definition["properties"]
     assert props["id"] == {"type": "keyword"} and props["n"] == {"type": "long"}
     assert props["day"]["type"] == "date" and props["at"]["type"] == "date"
     assert props["inner"]["properties"]["k"] == {"type": "integer"}
-    assert store.write_marks()[INDEX][1] == 1000
-    found = store.get(INDEX, "id-14")
+    assert client_of(store).write_marks()[INDEX][1] == 1000
+    found = store.index.get(INDEX, "id-14")
     assert found is not None
-    assert found[0] == {
+    assert found.source == {
         "id": "id-14",
         "n": 14,
         "x": 21.0,
@@ -82,7 +83,7 @@ def test_a_frame_is_written_in_parallel_with_its_mapping_and_meta(
     frame(spark, 1000, partitions=3).write.format("opensearch").options(**options(index_url, id_column="id")).mode(
         "append"
     ).save()
-    assert store.write_marks()[INDEX][1] == 1000
+    assert client_of(store).write_marks()[INDEX][1] == 1000
 
     back = spark.read.format("opensearch").options(**options(index_url)).load()
     assert set(back.columns) >= {"id", "n", "day", "at"}
@@ -91,15 +92,15 @@ def test_a_frame_is_written_in_parallel_with_its_mapping_and_meta(
     assert got["id-3"] == (3, dt.date(2024, 1, 4), dt.datetime(2024, 5, 1, 12, 30, 18, 250000))
 
 
-def test_overwrite_empties_the_index_first(spark: Any, index_url: str, store: IndexStore) -> None:
+def test_overwrite_empties_the_index_first(spark: Any, index_url: str, store: Store) -> None:
     write = frame(spark, 50).write.format("opensearch").options(**options(index_url, id_column="id"))
     write.mode("append").save()
     frame(spark, 5).write.format("opensearch").options(**options(index_url, id_column="id")).mode("overwrite").save()
-    assert store.write_marks()[INDEX][1] == 5
+    assert client_of(store).write_marks()[INDEX][1] == 5
 
 
-def test_a_refused_document_fails_the_write_with_its_reason(spark: Any, index_url: str, store: IndexStore) -> None:
-    store.create_index(INDEX, {"mappings": {"properties": {"n": {"type": "long"}}}})
+def test_a_refused_document_fails_the_write_with_its_reason(spark: Any, index_url: str, store: Store) -> None:
+    store.index.create_index(INDEX, {"mappings": {"properties": {"n": {"type": "long"}}}})
     bad = spark.createDataFrame([("a", "not a number")], "id STRING, n STRING")
     with pytest.raises(Exception, match="refused"):
         bad.write.format("opensearch").options(**options(index_url, id_column="id")).mode("append").save()

@@ -13,7 +13,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from query_core.store import IndexStore
+from query_core.store import Store
+from tests.support import client_of
 
 pytestmark = pytest.mark.spark
 INDEX = "flint_local_default_events_stream"
@@ -87,12 +88,12 @@ def run(frame: Any, checkpoint: Path, index_url: str, mode: str = "append", **ex
     return query
 
 
-def documents(store: IndexStore) -> dict[str, dict[str, Any]]:
-    return dict(store.scan(INDEX))
+def documents(store: Store) -> dict[str, dict[str, Any]]:
+    return dict(store.index.scan(INDEX))
 
 
 def test_each_run_writes_the_new_files_once_and_a_replayed_batch_overwrites_itself(
-    spark: Any, index_url: str, store: IndexStore, tmp_path: Path
+    spark: Any, index_url: str, store: Store, tmp_path: Path
 ) -> None:
     source, checkpoint = tmp_path / "in", tmp_path / "checkpoint"
     put_file(source, "part-0", events(range(0, 30)))
@@ -102,7 +103,7 @@ def test_each_run_writes_the_new_files_once_and_a_replayed_batch_overwrites_itse
 
     first = run(stream, checkpoint, index_url, id_column="id", meta=meta, batch_size="7")
     assert [p["numInputRows"] for p in first.recentProgress if p["numInputRows"]] == [50]
-    definition = store.index_definition(INDEX)["mappings"]
+    definition = client_of(store).index_definition(INDEX)["mappings"]
     assert definition["_meta"] == {"kind": "mv", "name": "events_stream", "source": "local.default.events"}
     props = definition["properties"]
     assert props["id"] == {"type": "keyword"} and props["n"] == {"type": "long"} and props["x"] == {"type": "double"}
@@ -116,10 +117,10 @@ def test_each_run_writes_the_new_files_once_and_a_replayed_batch_overwrites_itse
 
     # New files: the next run, from the same checkpoint, writes only those.
     put_file(source, "part-2", events(range(50, 65)))
-    writes_before = store.write_marks()[INDEX][0]
+    writes_before = client_of(store).write_marks()[INDEX][0]
     second = run(stream, checkpoint, index_url, id_column="id", meta=meta, batch_size="7")
     assert [p["numInputRows"] for p in second.recentProgress if p["numInputRows"]] == [15]
-    assert store.write_marks()[INDEX] == (writes_before + 15, 65)
+    assert client_of(store).write_marks()[INDEX] == (writes_before + 15, 65)
     found = documents(store)
     assert sorted(found) == sorted(f"id-{i}" for i in range(65))
     assert found["id-57"] == expected_event(57) and found["id-3"] == expected_event(3)
@@ -132,12 +133,12 @@ def test_each_run_writes_the_new_files_once_and_a_replayed_batch_overwrites_itse
     (commits / f".{last}.crc").unlink(missing_ok=True)
     replay = run(stream, checkpoint, index_url, id_column="id", meta=meta, batch_size="7")
     assert [(p["batchId"], p["numInputRows"]) for p in replay.recentProgress if p["numInputRows"]] == [(last, 15)]
-    assert store.write_marks()[INDEX] == (writes_before + 30, 65)
+    assert client_of(store).write_marks()[INDEX] == (writes_before + 30, 65)
     assert documents(store) == found
 
 
 def test_an_aggregation_in_complete_mode_keeps_one_document_per_key_with_its_latest_count(
-    spark: Any, index_url: str, store: IndexStore, tmp_path: Path
+    spark: Any, index_url: str, store: Store, tmp_path: Path
 ) -> None:
     source, checkpoint = tmp_path / "in", tmp_path / "checkpoint"
     put_file(source, "part-0", keyed(["a", "b", "a", "c", "a"]))
@@ -149,7 +150,7 @@ def test_an_aggregation_in_complete_mode_keeps_one_document_per_key_with_its_lat
         "b": {"key": "b", "count": 1},
         "c": {"key": "c", "count": 1},
     }
-    assert store.index_definition(INDEX)["mappings"]["properties"]["count"] == {"type": "long"}
+    assert client_of(store).index_definition(INDEX)["mappings"]["properties"]["count"] == {"type": "long"}
 
     put_file(source, "part-1", keyed(["b", "d", "a", "b"]))
     run(counts, checkpoint, index_url, mode="complete", id_column="key")
@@ -159,11 +160,11 @@ def test_an_aggregation_in_complete_mode_keeps_one_document_per_key_with_its_lat
         "c": {"key": "c", "count": 1},
         "d": {"key": "d", "count": 1},
     }
-    assert store.write_marks()[INDEX][1] == 4
+    assert client_of(store).write_marks()[INDEX][1] == 4
 
 
 def test_update_mode_and_complete_mode_without_ids_are_refused(
-    spark: Any, index_url: str, store: IndexStore, tmp_path: Path
+    spark: Any, index_url: str, store: Store, tmp_path: Path
 ) -> None:
     source = tmp_path / "in"
     put_file(source, "part-0", keyed(["a", "b", "a"]))
@@ -175,4 +176,4 @@ def test_update_mode_and_complete_mode_without_ids_are_refused(
     # Without ids, every micro-batch of the complete mode would add the whole result again.
     with pytest.raises(Exception, match="needs the option id_column"):
         run(counts, tmp_path / "complete", index_url, mode="complete")
-    assert not store.index_exists(INDEX)
+    assert not store.index.index_exists(INDEX)

@@ -75,7 +75,7 @@ def test_code_zip_holds_the_three_packages_and_nothing_else(tmp_path: Path) -> N
         "flint_repl_job/__init__.py",
         "flint_repl_job/main.py",
         "flint_repl_job/repl.py",
-        "query_core/store.py",
+        "query_core/store/client.py",
         "index_mappings/__init__.py",
         "index_mappings/request_index.json",
         "index_mappings/result_index.json",

@@ -14,9 +14,9 @@ from query_core.flint import FlintSyntaxError, parse
 from query_core.ids import new_id
 from query_core.models import SessionDoc, StatementDoc
 from query_core.states import SessionState, SessionType, StatementState
-from query_core.store import IndexStore
+from query_core.store import Store
 from tests.conftest import ServiceFactory
-from tests.support import RecordingLauncher
+from tests.support import RecordingLauncher, seed
 
 
 @pytest.fixture
@@ -42,9 +42,9 @@ def reference_error(resp: httpx.Response, error_type: str) -> str:
     return details
 
 
-def nothing_written(service: AsyncQueryService, store: IndexStore, ds: str, launcher: RecordingLauncher) -> None:
+def nothing_written(service: AsyncQueryService, store: Store, ds: str, launcher: RecordingLauncher) -> None:
     assert launcher.started == []
-    assert store.find_sessions(ds, list(SessionState)) == []
+    assert store.sessions.find(ds, list(SessionState)) == []
 
 
 STREAMING = {
@@ -59,7 +59,7 @@ STREAMING = {
 
 @pytest.mark.parametrize(("query", "index"), list(STREAMING.values()), ids=list(STREAMING))
 def test_streaming_statements_launch_a_streaming_job_named_by_its_index(
-    client: httpx.Client, store: IndexStore, ds_name: str, launcher: RecordingLauncher, query: str, index: str
+    client: httpx.Client, store: Store, ds_name: str, launcher: RecordingLauncher, query: str, index: str
 ) -> None:
     resp = post(client, ds_name, query)
     assert resp.status_code == 201, resp.text
@@ -69,9 +69,9 @@ def test_streaming_statements_launch_a_streaming_job_named_by_its_index(
     assert request.job_name("async-query") == f"async-query:streaming:{index.format(ds=ds_name)}"
     assert request.conf["spark.flint.job.type"] == "streaming"
     assert request.conf["spark.flint.index.checkpoint.mandatory"] == "true"  # this launcher names no root
-    statement = store.get_statement(ds_name, resp.json()["queryId"])
+    statement = store.statements.get(ds_name, resp.json()["queryId"])
     assert statement is not None and statement.doc.state == StatementState.WAITING
-    session = store.get_session(ds_name, statement.doc.session_id)
+    session = store.sessions.get(ds_name, statement.doc.session_id)
     assert session is not None and session.doc.session_type == SessionType.STREAMING
     assert session.doc.job_id == "job-1"
 
@@ -88,7 +88,7 @@ def test_streaming_statements_launch_a_streaming_job_named_by_its_index(
 )
 def test_batch_and_index_dml_statements_are_accepted_without_a_session_id(
     client: httpx.Client,
-    store: IndexStore,
+    store: Store,
     ds_name: str,
     launcher: RecordingLauncher,
     query: str,
@@ -99,9 +99,9 @@ def test_batch_and_index_dml_statements_are_accepted_without_a_session_id(
     assert resp.status_code == 201, resp.text
     assert set(resp.json()) == {"queryId"}
     assert len(launcher.started) == launches
-    statement = store.get_statement(ds_name, resp.json()["queryId"])
+    statement = store.statements.get(ds_name, resp.json()["queryId"])
     assert statement is not None and statement.doc.query == query
-    session = store.get_session(ds_name, statement.doc.session_id)
+    session = store.sessions.get(ds_name, statement.doc.session_id)
     assert session is not None and session.doc.session_type == session_type
 
 
@@ -119,7 +119,7 @@ def test_batch_and_index_dml_statements_are_accepted_without_a_session_id(
 def test_a_malformed_flint_statement_is_a_400_with_the_parsers_position(
     client: httpx.Client,
     service: AsyncQueryService,
-    store: IndexStore,
+    store: Store,
     ds_name: str,
     launcher: RecordingLauncher,
     query: str,
@@ -156,13 +156,13 @@ def test_interactive_queries_are_accepted_as_before(
     assert len(launcher.started) == 1
 
 
-def statement_in(store: IndexStore, ds: str, session_type: SessionType | None, **fields: Any) -> str:
+def statement_in(store: Store, ds: str, session_type: SessionType | None, **fields: Any) -> str:
     """A statement written by hand into a session of ``session_type`` (None: no session document)."""
     session_id = new_id(ds)
     if session_type is not None:
-        store.create_session(SessionDoc(session_id=session_id, data_source_name=ds, session_type=session_type))
+        seed(store, SessionDoc(session_id=session_id, data_source_name=ds, session_type=session_type))
     query_id = new_id(ds)
-    store.create_statement(
+    seed(store,
         StatementDoc(
             statement_id=query_id, query_id=query_id, session_id=session_id, query="x", data_source_name=ds, **fields
         )
@@ -182,7 +182,7 @@ def statement_in(store: IndexStore, ds: str, session_type: SessionType | None, *
     ],
 )
 def test_get_and_delete_route_on_the_recorded_session_type(
-    client: httpx.Client, store: IndexStore, ds_name: str, session_type: SessionType, refusal: str
+    client: httpx.Client, store: Store, ds_name: str, session_type: SessionType, refusal: str
 ) -> None:
     query_id = statement_in(store, ds_name, session_type)
     assert client.get(f"{BASE}/{query_id}").json() == {"status": "WAITING"}
@@ -194,7 +194,7 @@ def test_get_and_delete_route_on_the_recorded_session_type(
 
 
 def test_a_statement_without_a_session_document_is_interactive(
-    client: httpx.Client, store: IndexStore, ds_name: str
+    client: httpx.Client, store: Store, ds_name: str
 ) -> None:
     """As the reference's statements are when their session document is gone: GET and DELETE work."""
     query_id = statement_in(store, ds_name, None)

@@ -17,11 +17,12 @@ from async_query.refresh_slots import SLOTS_INDEX, Holder, RefreshSlots
 from async_query.service import AsyncQueryService, SubmitRequest
 from query_core.errors import LauncherError, TooManyRequestsError
 from query_core.flint import latest_id
+from query_core.flint.metas import flint_metas
 from query_core.models import FlintIndexStateDoc, SessionDoc, now_millis
 from query_core.states import FlintIndexState, SessionState, SessionType
-from query_core.store import IndexStore
+from query_core.store import Store
 from tests.conftest import ServiceFactory
-from tests.support import RecordingLauncher, StandInStream, wait_for
+from tests.support import RecordingLauncher, StandInStream, seed, wait_for
 
 CREATE = "CREATE INDEX idx{n} ON local.default.t (a) WITH (auto_refresh = true)"
 F = FlintIndexState
@@ -36,7 +37,7 @@ def create(service: AsyncQueryService, n: int = 0, ds: str | None = None) -> str
 
 
 def test_two_plugin_processes_never_take_more_slots_than_the_limit(
-    make_service: ServiceFactory, store: IndexStore
+    make_service: ServiceFactory, store: Store
 ) -> None:
     """Two services on one index (two plugin processes) race 12 CREATEs for 3 slots: exactly 3 run,
     although none of the new sessions is searchable when the others count."""
@@ -69,7 +70,7 @@ def test_two_plugin_processes_never_take_more_slots_than_the_limit(
 
 
 def test_a_slot_frees_when_its_session_ends_or_its_launch_fails(
-    make_service: ServiceFactory, store: IndexStore
+    make_service: ServiceFactory, store: Store
 ) -> None:
     class FailingOnce(RecordingLauncher):
         failed = False
@@ -88,37 +89,37 @@ def test_a_slot_frees_when_its_session_ends_or_its_launch_fails(
     with pytest.raises(TooManyRequestsError):
         create(service, 1)
 
-    statement = store.get_statement(ds, first)
+    statement = store.statements.get(ds, first)
     assert statement is not None
-    session = store.get_session(ds, statement.doc.session_id)
+    session = store.sessions.get(ds, statement.doc.session_id)
     assert session is not None
-    store.update_session(session, SessionState.DEAD)
-    wait_for(lambda: not store.find_sessions(ds, [SessionState.NOT_STARTED]), what="the end to be searchable")
+    store.sessions.update(session, SessionState.DEAD)
+    wait_for(lambda: not store.sessions.find(ds, [SessionState.NOT_STARTED]), what="the end to be searchable")
     create(service, 2)  # no write released the slot: the ended session did
 
 
-def test_a_slot_taken_for_a_session_never_recorded_is_free_after_the_grace(store: IndexStore, ds_name: str) -> None:
+def test_a_slot_taken_for_a_session_never_recorded_is_free_after_the_grace(store: Store, ds_name: str) -> None:
     slots = RefreshSlots(store, lambda: 1)
     assert slots.take(Holder(ds_name, "never-written")) == 0
     with pytest.raises(TooManyRequestsError):
         slots.take(Holder(ds_name, "second"))
-    found = store.get(SLOTS_INDEX, "refresh-slot-0")
+    found = store.index.get(SLOTS_INDEX, "refresh-slot-0")
     assert found is not None
-    store.update_if(SLOTS_INDEX, "refresh-slot-0", {"lastUpdateTime": now_millis() - 600_000}, found[1], found[2])
+    store.index.update_if(SLOTS_INDEX, "refresh-slot-0", {"lastUpdateTime": now_millis() - 600_000}, found.version)
     assert slots.take(Holder(ds_name, "second")) == 0
 
 
 def test_a_slot_held_by_a_job_that_died_silently_is_taken_once_its_launcher_confirms(
-    make_service: ServiceFactory, store: IndexStore
+    make_service: ServiceFactory, store: Store
 ) -> None:
     launcher = RecordingLauncher()
     service = make_service(launcher, max_refreshing_jobs=1)
     ds = service.datasources.all()[0].name
-    statement = store.get_statement(ds, create(service))
+    statement = store.statements.get(ds, create(service))
     assert statement is not None
-    session = store.get_session(ds, statement.doc.session_id)
+    session = store.sessions.get(ds, statement.doc.session_id)
     assert session is not None
-    store.update_session(
+    store.sessions.update(
         session, SessionState.RUNNING, last_update_time=now_millis() - 600_000, heartbeat_interval_millis=1_000
     )
     launcher.state = JobRunState.FAILED  # killed: no heartbeat, and the launcher knows
@@ -126,7 +127,7 @@ def test_a_slot_held_by_a_job_that_died_silently_is_taken_once_its_launcher_conf
     create(service, 1)
 
     assert launcher.described == ["job-1"]
-    ended = store.get_session(ds, statement.doc.session_id)
+    ended = store.sessions.get(ds, statement.doc.session_id)
     assert ended is not None and ended.doc.state == SessionState.DEAD
     assert len(launcher.started) == 2
 
@@ -135,17 +136,17 @@ def test_a_slot_held_by_a_job_that_died_silently_is_taken_once_its_launcher_conf
 
 
 def test_get_of_a_streaming_query_asks_the_launcher_nothing_while_the_heartbeat_is_fresh(
-    make_service: ServiceFactory, store: IndexStore
+    make_service: ServiceFactory, store: Store
 ) -> None:
     launcher = RecordingLauncher()
     service = make_service(launcher)
     ds = service.datasources.all()[0].name
     query_id = create(service)
-    statement = store.get_statement(ds, query_id)
+    statement = store.statements.get(ds, query_id)
     assert statement is not None
-    session = store.get_session(ds, statement.doc.session_id)
+    session = store.sessions.get(ds, statement.doc.session_id)
     assert session is not None
-    store.update_session(session, SessionState.RUNNING, last_update_time=now_millis(), heartbeat_interval_millis=60_000)
+    store.sessions.update(session, SessionState.RUNNING, last_update_time=now_millis(), heartbeat_interval_millis=60_000)
     for _ in range(1_000):
         assert json.loads(service.get(query_id))["status"] == "WAITING"
     assert launcher.described == []
@@ -154,10 +155,10 @@ def test_get_of_a_streaming_query_asks_the_launcher_nothing_while_the_heartbeat_
 # -- the streaming housekeeper -------------------------------------------------------------------------
 
 
-def streaming_index(store: IndexStore, ds: str, index: str, job_id: str) -> str:
+def streaming_index(store: Store, ds: str, index: str, job_id: str) -> str:
     """A live streaming session refreshing ``index`` (as the job leaves them); its session id."""
-    assert store.create_index(index, {"mappings": {"_meta": {"kind": "covering", "options": {"auto_refresh": "true"}}}})
-    session = store.create_session(
+    assert store.index.create_index(index, {"mappings": {"_meta": {"kind": "covering", "options": {"auto_refresh": "true"}}}})
+    session = seed(store,
         SessionDoc(
             session_id=f"s-{index}",
             session_type=SessionType.STREAMING,
@@ -167,17 +168,17 @@ def streaming_index(store: IndexStore, ds: str, index: str, job_id: str) -> str:
             heartbeat_interval_millis=60_000,
         )
     )
-    store.create_index_state(
+    seed(store,
         FlintIndexStateDoc(
             latest_id=latest_id(index), data_source_name=ds, index_name=index, state=F.REFRESHING, job_id=job_id
         )
     )
-    wait_for(lambda: store.find_index_states(ds, [F.REFRESHING], job_id=job_id), what="the index to be searchable")
+    wait_for(lambda: store.index_states.find(ds, [F.REFRESHING], job_id=job_id), what="the index to be searchable")
     return session.doc.session_id
 
 
 def test_the_streaming_housekeeper_stops_streams_whose_datasource_or_index_went(
-    make_service: ServiceFactory, store: IndexStore, datasource: Datasource
+    make_service: ServiceFactory, store: Store, datasource: Datasource
 ) -> None:
     service = make_service(RecordingLauncher(), stream_stop_timeout_s=10)
     configured = datasource.name
@@ -192,7 +193,7 @@ def test_the_streaming_housekeeper_stops_streams_whose_datasource_or_index_went(
     sessions = {name: streaming_index(store, ds, index, job) for name, (ds, index, job) in streams.items()}
     service.datasources.delete("gone")
     service.datasources.update(Datasource(name="paused", connector="local", status="DISABLED"))
-    store.delete_index(streams["index gone"][1])
+    store.index.delete_index(streams["index gone"][1])
 
     jobs = [StandInStream(store, ds, sessions[name], latest_id(index)) for name, (ds, index, _) in streams.items()]
     for job in jobs:
@@ -205,13 +206,13 @@ def test_the_streaming_housekeeper_stops_streams_whose_datasource_or_index_went(
 
     def state(name: str) -> F:
         ds, index, _ = streams[name]
-        found = store.get_index_state(ds, latest_id(index))
+        found = store.index_states.get(ds, latest_id(index))
         assert found is not None
         return found.doc.state
 
     assert state("deleted") == F.DELETED
     assert state("disabled") == F.ACTIVE
-    assert store.index_metas(streams["disabled"][1])[streams["disabled"][1]]["options"]["auto_refresh"] == "false"
+    assert flint_metas(store.index, streams["disabled"][1])[streams["disabled"][1]]["options"]["auto_refresh"] == "false"
     assert state("index gone") == F.DELETED
     assert state("healthy") == F.REFRESHING
     assert sorted(service.streaming_housekeeper.stopped) == [

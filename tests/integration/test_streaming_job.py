@@ -30,12 +30,13 @@ from flint_repl_job.indexes.streaming import (
 from flint_repl_job.runners.streaming import StreamingJob
 from query_core.config import OpenSearchConfig
 from query_core.flint import parse
+from query_core.flint.metas import flint_metas
 from query_core.flint.naming import latest_id
 from query_core.ids import default_result_index, new_id, request_index
 from query_core.models import FlintIndexStateDoc, SessionDoc, StatementDoc, Versioned
 from query_core.states import FlintIndexState, SessionState, SessionType, StatementState
-from query_core.store import IndexStore
-from tests.support import wait_for
+from query_core.store import Store
+from tests.support import driver, wait_for
 
 pytestmark = pytest.mark.spark
 
@@ -83,7 +84,7 @@ def lake(spark: Any, ds_name: str) -> Iterator[Lake]:
 class Jobs:
     """Streaming jobs of one test, each ``run()`` in a thread; stopped when the test ends."""
 
-    def __init__(self, spark: Any, store: IndexStore, opensearch: OpenSearchConfig, ds: str, root: Path) -> None:
+    def __init__(self, spark: Any, store: Store, opensearch: OpenSearchConfig, ds: str, root: Path) -> None:
         self.spark, self.store, self.opensearch, self.ds, self.root = spark, store, opensearch, ds, root
         self.running: list[tuple[StreamingJob, threading.Thread, dict[str, Any]]] = []
 
@@ -97,8 +98,8 @@ class Jobs:
         session = SessionDoc(
             session_id=session_id, data_source_name=self.ds, job_id=job_id, session_type=SessionType.STREAMING
         )
-        self.store.create(index, query_id, statement.to_source())
-        self.store.create(index, session_id, session.to_source())
+        self.store.index.create(index, query_id, statement.to_source())
+        self.store.index.create(index, session_id, session.to_source())
         settings: dict[str, Any] = {
             "checkpoint_root": str(self.root),
             "checkpoint_mandatory": True,
@@ -148,7 +149,7 @@ class Jobs:
 
 
 @pytest.fixture
-def jobs(spark: Any, store: IndexStore, opensearch_config: OpenSearchConfig, ds_name: str, tmp_path: Path) -> Any:
+def jobs(spark: Any, store: Store, opensearch_config: OpenSearchConfig, ds_name: str, tmp_path: Path) -> Any:
     found = Jobs(spark, store, opensearch_config, ds_name, tmp_path / "checkpoints")
     yield found
     found.stop_all()
@@ -157,33 +158,33 @@ def jobs(spark: Any, store: IndexStore, opensearch_config: OpenSearchConfig, ds_
 # -- reading documents ------------------------------------------------------------------------------
 
 
-def doc(store: IndexStore, ds: str, doc_id: str) -> dict[str, Any]:
-    found = store.get(request_index(ds), doc_id)
+def doc(store: Store, ds: str, doc_id: str) -> dict[str, Any]:
+    found = store.index.get(request_index(ds), doc_id)
     assert found is not None, f"{doc_id} is missing"
-    return found[0]
+    return found.source
 
 
-def index_state(store: IndexStore, ds: str, index_name: str) -> Versioned[FlintIndexStateDoc] | None:
-    return store.get_index_state(ds, latest_id(index_name))
+def index_state(store: Store, ds: str, index_name: str) -> Versioned[FlintIndexStateDoc] | None:
+    return store.index_states.get(ds, latest_id(index_name))
 
 
-def statement_ended(store: IndexStore, ds: str, statement: StatementDoc) -> dict[str, Any] | None:
+def statement_ended(store: Store, ds: str, statement: StatementDoc) -> dict[str, Any] | None:
     found = doc(store, ds, statement.statement_id)
     return found if found["state"] not in (StatementState.WAITING.value, StatementState.RUNNING.value) else None
 
 
-def documents(store: IndexStore, index: str) -> list[dict[str, Any]]:
-    if not store.index_exists(index):
+def documents(store: Store, index: str) -> list[dict[str, Any]]:
+    if not store.index.index_exists(index):
         return []
-    store.client.indices.refresh(index=index)
-    return [source for _, source in store.scan(index)]
+    driver(store).indices.refresh(index=index)
+    return [source for _, source in store.index.scan(index)]
 
 
-def ids_indexed(store: IndexStore, index: str) -> list[int]:
+def ids_indexed(store: Store, index: str) -> list[int]:
     return sorted(int(d["id"]) for d in documents(store, index))
 
 
-def wait_ids(store: IndexStore, index: str, expected: list[int]) -> None:
+def wait_ids(store: Store, index: str, expected: list[int]) -> None:
     wait_for(lambda: ids_indexed(store, index) == expected, timeout=TIMEOUT, interval=0.2, what=f"ids {expected}")
 
 
@@ -195,7 +196,7 @@ def rows(ids: range) -> list[tuple[Any, ...]]:
 
 
 def test_covering_index_stays_fresh_stops_when_altered_and_resumes_without_gaps_or_duplicates(
-    lake: Lake, jobs: Jobs, store: IndexStore, ds_name: str
+    lake: Lake, jobs: Jobs, store: Store, ds_name: str
 ) -> None:
     ds = ds_name
     table = lake.table("events", "id BIGINT, name STRING, grp INT")
@@ -206,12 +207,12 @@ def test_covering_index_stays_fresh_stops_when_altered_and_resumes_without_gaps_
 
     ended = wait_for(lambda: statement_ended(store, ds, statement), timeout=TIMEOUT, what="the CREATE to end")
     assert ended["state"] == StatementState.SUCCESS.value, ended
-    result = store.get_result(default_result_index(ds), statement.query_id)
+    result = store.results.get(default_result_index(ds), statement.query_id)
     assert result is not None and result.status == "SUCCESS" and result.result == []
     state = index_state(store, ds, index)
     assert state is not None and state.doc.state is F.REFRESHING and state.doc.job_id == "job-1"
     assert state.doc.job_start_time > 0
-    meta = store.index_metas(index)[index]
+    meta = flint_metas(store.index, index)[index]
     assert meta["options"]["auto_refresh"] == "true"
     wait_ids(store, index, list(range(3)))
 
@@ -246,15 +247,15 @@ def test_covering_index_stays_fresh_stops_when_altered_and_resumes_without_gaps_
     # its stream between batches and ends its session dead, leaving the state document alone.
     current = index_state(store, ds, index)
     assert current is not None
-    updating = store.move_index_state(current, F.UPDATING)
+    updating = store.index_states.move(current, F.UPDATING)
     assert jobs.join(job) == SessionState.DEAD
     done = doc(store, ds, session.session_id)
     assert done["state"] == SessionState.DEAD.value and done["error"] == ""
     after = index_state(store, ds, index)
     assert after is not None and (after.seq_no, after.doc.state) == (updating.seq_no, F.UPDATING)
     # ... and the plugin commits its ALTER: active, auto_refresh false.
-    store.move_index_state(after, F.ACTIVE)
-    store.put_index_meta(index, {**meta, "options": {**meta["options"], "auto_refresh": "false"}})
+    store.index_states.move(after, F.ACTIVE)
+    store.index.put_mapping_meta(index, {**meta, "options": {**meta["options"], "auto_refresh": "false"}})
 
     # Rows arriving meanwhile, then ALTER back to auto refresh: a new job resumes from the
     # checkpoint: every row once, none missing.
@@ -265,7 +266,7 @@ def test_covering_index_stays_fresh_stops_when_altered_and_resumes_without_gaps_
     assert ended["state"] == StatementState.SUCCESS.value, ended
     state = index_state(store, ds, index)
     assert state is not None and state.doc.state is F.REFRESHING and state.doc.job_id == "job-2"
-    assert store.index_metas(index)[index]["options"]["auto_refresh"] == "true"
+    assert flint_metas(store.index, index)[index]["options"]["auto_refresh"] == "true"
     wait_ids(store, index, list(range(15)))
     lake.append("events", rows(range(15, 17)))
     wait_ids(store, index, list(range(17)))
@@ -280,7 +281,7 @@ def test_covering_index_stays_fresh_stops_when_altered_and_resumes_without_gaps_
 
 
 def test_windowed_materialized_view_emits_each_window_once_after_the_watermark(
-    lake: Lake, jobs: Jobs, store: IndexStore, ds_name: str
+    lake: Lake, jobs: Jobs, store: Store, ds_name: str
 ) -> None:
     ds = ds_name
     table = lake.table("clicks", "id BIGINT, at TIMESTAMP")
@@ -312,7 +313,7 @@ def test_windowed_materialized_view_emits_each_window_once_after_the_watermark(
 
 
 def test_a_stream_that_dies_fails_the_index_and_the_session_with_its_cause(
-    lake: Lake, jobs: Jobs, store: IndexStore, ds_name: str
+    lake: Lake, jobs: Jobs, store: Store, ds_name: str
 ) -> None:
     ds = ds_name
     table = lake.table("broken", "id BIGINT, name STRING, grp INT")
@@ -350,10 +351,10 @@ def test_a_stream_that_dies_fails_the_index_and_the_session_with_its_cause(
 
     # DROP, as the plugin does it: the stream stops; then VACUUM (a batch job) removes the index
     # and its default checkpoint (<root>/<index>: the index names no checkpoint_location).
-    deleting = store.move_index_state(state, F.DELETING)
+    deleting = store.index_states.move(state, F.DELETING)
     assert jobs.join(recover) == SessionState.DEAD
     assert doc(store, ds, session2.session_id)["error"] == ""
-    store.move_index_state(deleting, F.DELETED)
+    store.index_states.move(deleting, F.DELETED)
     checkpoint = jobs.root / index
     assert checkpoint.is_dir()
     lake.spark.conf.set(CHECKPOINT_ROOT_KEY, str(jobs.root))
@@ -364,11 +365,11 @@ def test_a_stream_that_dies_fails_the_index_and_the_session_with_its_cause(
         FlintEngine(context).run(vacuum)
     finally:
         lake.spark.conf.unset(CHECKPOINT_ROOT_KEY)
-    assert not checkpoint.exists() and not store.index_exists(index)
+    assert not checkpoint.exists() and not store.index.index_exists(index)
     assert index_state(store, ds, index) is None
 
 
-def test_a_dropped_source_table_fails_the_stream(lake: Lake, jobs: Jobs, store: IndexStore, ds_name: str) -> None:
+def test_a_dropped_source_table_fails_the_stream(lake: Lake, jobs: Jobs, store: Store, ds_name: str) -> None:
     ds = ds_name
     table = lake.table("gone", "id BIGINT, name STRING, grp INT")
     lake.append("gone", rows(range(0, 2)))
@@ -402,7 +403,7 @@ def test_a_dropped_source_table_fails_the_stream(lake: Lake, jobs: Jobs, store: 
     ],
 )
 def test_refused_covering_options(
-    lake: Lake, jobs: Jobs, store: IndexStore, ds_name: str, with_: str, fields: dict[str, Any], message: str
+    lake: Lake, jobs: Jobs, store: Store, ds_name: str, with_: str, fields: dict[str, Any], message: str
 ) -> None:
     table = lake.table("refused", "id BIGINT, name STRING, grp INT")
     job, session, statement = jobs.start(f"CREATE INDEX cov ON {table} (id) WITH ({with_})", **fields)
@@ -411,11 +412,11 @@ def test_refused_covering_options(
     assert failed["state"] == StatementState.FAILED.value and message in failed["error"]
     assert doc(store, ds_name, session.session_id)["state"] == SessionState.FAIL.value
     index = f"flint_{ds_name}_default_refused_cov_index"
-    assert not store.index_exists(index) and index_state(store, ds_name, index) is None
+    assert not store.index.index_exists(index) and index_state(store, ds_name, index) is None
 
 
 def test_an_aggregating_view_without_watermark_delay_is_refused(
-    lake: Lake, jobs: Jobs, store: IndexStore, ds_name: str
+    lake: Lake, jobs: Jobs, store: Store, ds_name: str
 ) -> None:
     table = lake.table("agg", "id BIGINT, at TIMESTAMP")
     create = (
@@ -426,11 +427,11 @@ def test_an_aggregating_view_without_watermark_delay_is_refused(
     assert jobs.join(job) == SessionState.FAIL
     failed = doc(store, ds_name, statement.statement_id)
     assert failed["state"] == StatementState.FAILED.value and WATERMARK_REQUIRED in failed["error"]
-    assert not store.index_exists(f"flint_{ds_name}_default_agg_mv")
+    assert not store.index.index_exists(f"flint_{ds_name}_default_agg_mv")
 
 
 def test_a_stream_that_cannot_start_leaves_the_index_active_with_the_error(
-    lake: Lake, jobs: Jobs, store: IndexStore, ds_name: str
+    lake: Lake, jobs: Jobs, store: Store, ds_name: str
 ) -> None:
     table = lake.table("unstarted", "id BIGINT, name STRING, grp INT")
     create = f"CREATE INDEX cov ON {table} (id) WITH (auto_refresh = true, refresh_interval = 'now and then')"
@@ -446,7 +447,7 @@ def test_a_stream_that_cannot_start_leaves_the_index_active_with_the_error(
 
 
 def test_a_manual_incremental_refresh_of_a_covering_index_adds_only_new_rows(
-    lake: Lake, store: IndexStore, opensearch_config: OpenSearchConfig, ds_name: str, tmp_path: Path
+    lake: Lake, store: Store, opensearch_config: OpenSearchConfig, ds_name: str, tmp_path: Path
 ) -> None:
     table = lake.table("increments", "id BIGINT, name STRING, grp INT")
     lake.append("increments", rows(range(0, 4)))
@@ -473,7 +474,7 @@ def test_a_manual_incremental_refresh_of_a_covering_index_adds_only_new_rows(
 
 
 def test_an_aggregating_view_in_complete_mode_keeps_one_document_per_key(
-    lake: Lake, jobs: Jobs, store: IndexStore, ds_name: str
+    lake: Lake, jobs: Jobs, store: Store, ds_name: str
 ) -> None:
     table = lake.table("per_group", "id BIGINT, name STRING, grp INT")
     lake.append("per_group", rows(range(0, 4)))  # groups 0, 1, 2, 0
@@ -493,6 +494,6 @@ def test_an_aggregating_view_in_complete_mode_keeps_one_document_per_key(
     wait_for(lambda: counts() == {0: 2, 1: 1, 2: 1}, timeout=TIMEOUT, interval=0.2, what="the first counts")
     lake.append("per_group", rows(range(4, 6)))  # groups 1, 2
     wait_for(lambda: counts() == {0: 2, 1: 2, 2: 2}, timeout=TIMEOUT, interval=0.2, what="the new counts")
-    assert sorted(doc_id for doc_id, _ in store.scan(index)) == ["0", "1", "2"]
+    assert sorted(doc_id for doc_id, _ in store.index.scan(index)) == ["0", "1", "2"]
     job.stop_event.set()
     assert jobs.join(job) == SessionState.DEAD

@@ -1,9 +1,8 @@
-"""The heartbeat's extension (a streaming session's own interval and fields), without an index."""
+"""The heartbeat's extension (a streaming session's own interval and fields), on the in-memory index."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
@@ -11,6 +10,7 @@ from flint_repl_job.config import JobConfig
 from flint_repl_job.executor import RunningQuery
 from flint_repl_job.heartbeat import Heartbeat
 from query_core.models import SessionDoc, StatementProgress, StreamProgress, Versioned
+from query_core.store import Store
 
 CFG = JobConfig(
     session_id="s-1",
@@ -23,30 +23,13 @@ CFG = JobConfig(
 )
 
 
-class Store:
-    """Records the fields of each session write."""
-
-    def __init__(self) -> None:
-        self.writes: list[dict[str, Any]] = []
-
-    def update_with_retry(
-        self, reread: Callable[[], Versioned[Any] | None], change: Callable[[Versioned[Any]], Versioned[Any] | None]
-    ) -> Versioned[Any] | None:
-        current = reread()
-        assert current is not None
-        return change(current)
-
-    def update_session(
-        self, current: Versioned[SessionDoc], state: Any = None, *, index: str | None = None, **fields: Any
-    ) -> Versioned[SessionDoc]:
-        self.writes.append(fields)
-        return current
-
-
 class Host:
+    """A runner's side of the heartbeat over the in-memory twin of the index."""
+
     def __init__(self) -> None:
         self.cfg = CFG
-        self.store: Any = Store()
+        self.store = Store.in_memory().bound_to(CFG.request_index)
+        self.store.sessions.create(SessionDoc(session_id="s-1", data_source_name="lake"))
         self.executor = self
         self.stop_event = threading.Event()
         self.running: RunningQuery | None = None
@@ -56,8 +39,13 @@ class Host:
     def progress(self, query_id: str) -> StatementProgress:
         return StatementProgress()
 
-    def read_session(self) -> Versioned[SessionDoc]:
-        return Versioned(SessionDoc(session_id="s-1", data_source_name="lake"), 1, 1)
+    def read_session(self) -> Versioned[SessionDoc] | None:
+        return self.store.sessions.get("lake", "s-1")
+
+    def session(self) -> SessionDoc:
+        found = self.read_session()
+        assert found is not None
+        return found.doc
 
     def check_owner(self, session: SessionDoc) -> None:
         pass
@@ -86,19 +74,23 @@ def test_without_an_extension_a_beat_is_as_before() -> None:
     beat = Heartbeat(host)
     assert beat.interval_ms() == CFG.heartbeat_idle_ms
     beat.beat()
-    [fields] = host.store.writes
-    assert fields["heartbeat_interval_millis"] == CFG.heartbeat_idle_ms and "stream_progress" not in fields
+    session = host.session()
+    assert beat.writes == 1 and session.heartbeat_interval_millis == CFG.heartbeat_idle_ms
+    assert session.stream_progress is None
 
 
 def test_a_stream_sets_the_quiet_interval_and_rides_on_each_beat() -> None:
     host, stream = Host(), Stream()
     beat = Heartbeat(host, extension=stream)
     assert beat.interval_ms() == CFG.heartbeat_streaming_ms
+    seen = []
     for batch in (3, 9):
         stream.batch = batch
         beat.beat()
-    assert [w["stream_progress"].batch_id for w in host.store.writes] == [3, 9]
-    assert {w["heartbeat_interval_millis"] for w in host.store.writes} == {CFG.heartbeat_streaming_ms}
+        session = host.session()
+        assert session.stream_progress is not None
+        seen.append((session.stream_progress.batch_id, session.heartbeat_interval_millis))
+    assert seen == [(3, CFG.heartbeat_streaming_ms), (9, CFG.heartbeat_streaming_ms)]
     assert beat.writes == 2
 
     # A statement running takes the short interval; a stream gone, the idle one.
@@ -107,13 +99,14 @@ def test_a_stream_sets_the_quiet_interval_and_rides_on_each_beat() -> None:
     host.running, stream.active = None, False
     beat.beat()
     assert beat.interval_ms() == CFG.heartbeat_idle_ms
-    assert host.store.writes[-1]["heartbeat_interval_millis"] == CFG.heartbeat_idle_ms
+    assert host.session().heartbeat_interval_millis == CFG.heartbeat_idle_ms
 
 
 def test_a_failing_extension_does_not_stop_the_beat() -> None:
     host = Host()
     beat = Heartbeat(host, extension=Stream(fail=True))
     beat.beat()
-    [fields] = host.store.writes
-    assert "stream_progress" not in fields and fields["heartbeat_interval_millis"] == CFG.heartbeat_streaming_ms
+    session = host.session()
+    assert beat.writes == 1 and session.stream_progress is None
+    assert session.heartbeat_interval_millis == CFG.heartbeat_streaming_ms
     assert host.failed == []

@@ -1,0 +1,122 @@
+"""All index access: one index client, a repository per document kind, and an in-memory twin.
+
+- :mod:`.connector`: the small interface the repositories are written against, and typed queries;
+- :mod:`.client`: :class:`IndexClient`, an OpenSearch cluster behind that interface (the only
+  user of opensearch-py: transport, retries, error translation, conditional writes);
+- :mod:`.memory`: :class:`MemoryIndex`, the in-memory twin for unit tests, held to the same
+  contract tests;
+- one repository per document kind: :mod:`.statements`, :mod:`.sessions`, :mod:`.results`,
+  :mod:`.index_states`, :mod:`.datasources`, :mod:`.locks`; the stateful kinds share
+  :mod:`.documents` (the one conditional write that moves a document, checked by the transition
+  table in :mod:`query_core.states`).
+
+:class:`Store` bundles the repositories over one connector; no module above this package talks to a
+connector's documents except through a repository (Flint data indexes, which are not documents of
+this product, are the connector's own calls). The documents and their states are described in
+``docs/documents.md``.
+"""
+
+from __future__ import annotations
+
+from query_core.config import OpenSearchConfig
+from query_core.ids import request_index
+from query_core.models import SessionDoc, StatementDoc, Versioned
+from query_core.store.client import IndexClient, quiet_driver_logs, translate
+from query_core.store.connector import Found, IndexConnector, Query, Range, Term, Terms, Version
+from query_core.store.datasources import DatasourceRepository
+from query_core.store.documents import DocumentRepository, retry_on_conflict
+from query_core.store.index_states import IndexStateRepository
+from query_core.store.locks import LockRepository
+from query_core.store.memory import MemoryIndex
+from query_core.store.results import ResultRepository
+from query_core.store.sessions import SessionRepository
+from query_core.store.statements import Settled, StatementRepository
+
+__all__ = [
+    "DatasourceRepository",
+    "DocumentRepository",
+    "Found",
+    "IndexClient",
+    "IndexConnector",
+    "IndexStateRepository",
+    "LockRepository",
+    "MemoryIndex",
+    "Query",
+    "Range",
+    "ResultRepository",
+    "SessionRepository",
+    "Settled",
+    "StatementRepository",
+    "Store",
+    "Term",
+    "Terms",
+    "Version",
+    "quiet_driver_logs",
+    "retry_on_conflict",
+    "translate",
+]
+
+
+class Store:
+    """The repositories of every document kind, over one connector.
+
+    ``request_index`` binds the statement, session and index-state repositories to one request
+    index (a job's, which it is told); without it each datasource's own is used.
+    """
+
+    def __init__(self, index: IndexConnector, request_index: str | None = None) -> None:
+        self.index = index
+        self.request_index = request_index
+        self.results = ResultRepository(index)
+        self.statements = StatementRepository(index, request_index, self.results)
+        self.sessions = SessionRepository(index, request_index)
+        self.index_states = IndexStateRepository(index, request_index)
+        self.datasources = DatasourceRepository(index)
+        self.locks = LockRepository(index)
+
+    @classmethod
+    def connect(cls, cfg: OpenSearchConfig, request_index: str | None = None) -> Store:
+        """A store over the cluster ``cfg`` names."""
+        return cls(IndexClient(cfg), request_index)
+
+    @classmethod
+    def in_memory(cls, refresh_interval_s: float = 1.0) -> Store:
+        """A store over a fresh in-memory twin (unit tests)."""
+        return cls(MemoryIndex(refresh_interval_s))
+
+    def bound_to(self, request_index: str) -> Store:
+        """The same connector, its documents in ``request_index``."""
+        return Store(self.index, request_index)
+
+    # -- GET's hot path: a statement and its session at once ----------------------------------
+
+    def statement_and_session(
+        self, datasource: str, statement_id: str, session_id: str | None = None
+    ) -> tuple[Versioned[StatementDoc] | None, Versioned[SessionDoc] | None]:
+        """A statement, and its session when ``session_id`` is given, read in real time together."""
+        found = self.index.get_many(self._index_of(datasource), _ids(statement_id, session_id))
+        return self._pair(found, session_id)
+
+    async def statement_and_session_async(
+        self, datasource: str, statement_id: str, session_id: str | None = None
+    ) -> tuple[Versioned[StatementDoc] | None, Versioned[SessionDoc] | None]:
+        """The same on the event loop; :class:`~query_core.realtime.ReadNotServed` when it cannot
+        be read that way (the caller then reads the blocking way, with retries)."""
+        found = await self.index.get_many_async(self._index_of(datasource), _ids(statement_id, session_id))
+        return self._pair(found, session_id)
+
+    def _index_of(self, datasource: str) -> str:
+        return self.request_index or request_index(datasource)
+
+    def _pair(
+        self, found: list[Found | None], session_id: str | None
+    ) -> tuple[Versioned[StatementDoc] | None, Versioned[SessionDoc] | None]:
+        session = self.sessions.parse(found[1]) if session_id is not None else None
+        return self.statements.parse(found[0]), session
+
+    def close(self) -> None:
+        self.index.close()
+
+
+def _ids(statement_id: str, session_id: str | None) -> list[str]:
+    return [statement_id] if session_id is None else [statement_id, session_id]

@@ -1,0 +1,601 @@
+"""The index client: the one user of opensearch-py (an :class:`~query_core.store.connector.IndexConnector`).
+
+- The product's own indexes (request, result, datasource) are created lazily, from
+  ``index_mappings``, the first time a write finds them missing; an index template per kind makes
+  an index the cluster creates by itself get the same mappings.
+- Writes are create-only, or conditional on ``_seq_no``/``_primary_term``; a lost race surfaces as
+  :class:`~query_core.errors.ConflictError` and the caller re-reads.
+- Reads by id are real-time, on a lean connection where it can answer (:mod:`query_core.realtime`).
+- Transient failures (connection refused/reset, timeouts, 429, 502/503/504) are retried with
+  ``tenacity``, bounded in attempts and time, then raised as ``IndexUnavailableError``; every
+  other driver error is translated into the product's exception hierarchy (:func:`translate`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator, Sequence
+from functools import partial
+from typing import Any, TypeVar
+
+from opensearchpy import OpenSearch
+from opensearchpy import exceptions as os_exc
+from tenacity import RetryCallState
+
+import index_mappings
+from query_core.config import OpenSearchConfig
+from query_core.errors import (
+    AsyncQueryError,
+    DocumentExistsError,
+    IndexOperationError,
+    IndexUnavailableError,
+    InvalidRequestError,
+    VersionConflictError,
+)
+from query_core.ids import DATASOURCE_INDEX, REQUEST_INDEX_PATTERN, REQUEST_INDEX_PREFIX, RESULT_INDEX_PATTERN
+from query_core.realtime import AsyncRealtimeReader, ReadNotServed, ReadTimedOut, RealtimeReader
+from query_core.retry import bounded_retrying
+from query_core.store.connector import Filter, Found, Query, Term, Terms, Version, WriteListener, tell
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+_TRANSIENT_STATUS = frozenset({429, 502, 503, 504})
+
+
+def quiet_driver_logs() -> None:
+    """opensearch-py logs every request (INFO) and every 404 (WARNING); this module reports what
+    matters itself, translated. Called by the programs (service and job), not on import."""
+    logging.getLogger("opensearch").setLevel(logging.ERROR)
+
+
+def _is_transient(exc: BaseException) -> bool:
+    if isinstance(exc, os_exc.ConnectionError):  # includes ConnectionTimeout and refused/reset
+        return True
+    return isinstance(exc, os_exc.TransportError) and exc.status_code in _TRANSIENT_STATUS
+
+
+def _reason(exc: os_exc.TransportError) -> str:
+    info = exc.info
+    if isinstance(info, dict):
+        err = info.get("error")
+        if isinstance(err, dict):
+            return f"{err.get('type', 'error')}: {err.get('reason', '')}"
+    return str(exc.error)
+
+
+def translate(exc: Exception, what: str) -> AsyncQueryError:
+    """One opensearch-py exception as the product's exception."""
+    if isinstance(exc, os_exc.ConflictError):
+        if "document already exists" in _reason(exc):
+            return DocumentExistsError(f"{what}: document already exists")
+        return VersionConflictError(f"{what}: {_reason(exc)}")
+    if _is_transient(exc):
+        return IndexUnavailableError(f"{what}: index server unavailable ({type(exc).__name__})")
+    if isinstance(exc, os_exc.RequestError):
+        return InvalidRequestError(f"{what}: {_reason(exc)}")
+    if isinstance(exc, os_exc.TransportError):
+        return IndexOperationError(f"{what}: {exc.status_code} {_reason(exc)}")
+    return IndexOperationError(f"{what}: {type(exc).__name__}")
+
+
+def build_client(cfg: OpenSearchConfig) -> OpenSearch:
+    """An opensearch-py client with its own retries off (:class:`IndexClient` retries with tenacity)."""
+    kwargs: dict[str, Any] = {
+        "hosts": [cfg.url],
+        "timeout": cfg.request_timeout,
+        "max_retries": 0,
+        "retry_on_timeout": False,
+        "pool_maxsize": cfg.pool_maxsize,
+        "http_compress": False,
+    }
+    if cfg.scheme == "https":
+        kwargs["verify_certs"] = cfg.verify_certs
+        kwargs["ssl_show_warn"] = cfg.verify_certs
+        if cfg.ca_certs:
+            kwargs["ca_certs"] = cfg.ca_certs
+    if cfg.auth == "basic":
+        kwargs["http_auth"] = (cfg.username, cfg.password)
+    elif cfg.auth == "sigv4":
+        import boto3
+        from opensearchpy import AWSV4SignerAuth, RequestsHttpConnection
+
+        credentials = boto3.Session().get_credentials()
+        kwargs["http_auth"] = AWSV4SignerAuth(credentials, cfg.region, "es")
+        kwargs["connection_class"] = RequestsHttpConnection
+    return OpenSearch(**kwargs)
+
+
+class IndexClient:
+    """An OpenSearch cluster as an :class:`~query_core.store.connector.IndexConnector`."""
+
+    def __init__(self, cfg: OpenSearchConfig, client: OpenSearch | None = None) -> None:
+        self.cfg = cfg
+        self._client = client if client is not None else build_client(cfg)
+        self._known_indexes: set[str] = set()
+        self._known_templates: set[str] = set()
+        # The lean reader only for a client built here: a client handed in (a test's, say) is
+        # used as it is, for every call.
+        self._reader = RealtimeReader(cfg) if client is None and RealtimeReader.usable(cfg) else None
+        self._async_reader = AsyncRealtimeReader(self._reader) if self._reader is not None else None
+        self.write_listeners: list[WriteListener] = []
+
+    @property
+    def driver(self) -> OpenSearch:
+        """The opensearch-py client itself, for tests and benchmarks that look at the server (its
+        stats, a document's ``_version``); the product never uses it outside this module."""
+        return self._client
+
+    @property
+    def lean_readers(self) -> tuple[RealtimeReader | None, AsyncRealtimeReader | None]:
+        """The lean real-time readers (None where the cluster is read through the driver)."""
+        return self._reader, self._async_reader
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    def _call(self, what: str, fn: Callable[[], T]) -> T:
+        """Run one driver call with bounded retries of transient failures; translate errors.
+
+        The first attempt is made directly: the retry machinery is set up only once a transient
+        failure asks for it (it costs as much as a fast read's own parsing, on every call).
+        """
+        started = time.monotonic()
+        try:
+            return fn()
+        except os_exc.OpenSearchException as exc:
+            if isinstance(exc, os_exc.ConnectionError):
+                self._forget_indexes()
+            if not _is_transient(exc):
+                raise translate(exc, what) from exc
+            failed_first: os_exc.OpenSearchException | None = exc
+        log.warning("index call %s failed (%s)", what, type(failed_first).__name__)
+
+        def again() -> T:
+            nonlocal failed_first
+            if failed_first is not None:  # attempt 1 is the one that just failed
+                first, failed_first = failed_first, None
+                raise first
+            return fn()
+
+        def before_sleep(state: RetryCallState) -> None:
+            exc = state.outcome.exception() if state.outcome else None
+            if isinstance(exc, os_exc.ConnectionError):
+                self._forget_indexes()
+            if state.attempt_number > 1:
+                log.warning("index call %s failed (%s), retry %d", what, type(exc).__name__, state.attempt_number)
+
+        retrying = bounded_retrying(
+            _is_transient,
+            attempts=self.cfg.retry_attempts,
+            # The time bound counts from the first attempt, made before the retrying started.
+            seconds=self.cfg.retry_seconds - (time.monotonic() - started),
+            first_wait=0.05,
+            max_wait=2.0,
+            jitter=0.1,
+            before_sleep=before_sleep,
+        )
+        try:
+            return retrying(again)
+        except os_exc.OpenSearchException as exc:
+            if isinstance(exc, os_exc.ConnectionError):
+                self._forget_indexes()
+            raise translate(exc, what) from exc
+
+    def _forget_indexes(self) -> None:
+        """After losing the connection, check indexes and templates again before the next write:
+        the server may have restarted without them (an in-memory one does)."""
+        self._known_indexes.clear()
+        self._known_templates.clear()
+
+    def _ensure_template(self, kind: index_mappings.IndexKind) -> None:
+        """An index template for the kind, so that an index the cluster creates by itself (on a
+        write after the index was lost, say) still gets our mappings. Once per kind per process;
+        a cluster that refuses templates (no permission) is logged and otherwise ignored."""
+        if kind in self._known_templates:
+            return
+        name = f"async-query-{kind.replace('_', '-')}"
+        template = {
+            "index_patterns": [_TEMPLATE_PATTERNS[kind]],
+            "priority": 100,
+            "template": index_mappings.load(kind),
+        }
+
+        def put_if_missing() -> None:
+            if not self._client.indices.exists_index_template(name=name):
+                self._client.indices.put_index_template(name=name, body=template)
+
+        try:
+            self._call(f"put template {kind}", put_if_missing)
+        except (IndexUnavailableError, InvalidRequestError, IndexOperationError) as exc:
+            log.warning("cannot install the index template for %s: %s", kind, exc)
+        self._known_templates.add(kind)
+
+    def _ensure_index(self, index: str, recheck: bool = False) -> None:
+        if recheck:
+            self._known_indexes.discard(index)
+            self._known_templates.discard(_index_kind(index))
+        if index in self._known_indexes:
+            return
+        kind = _index_kind(index)
+        self._ensure_template(kind)
+
+        def create() -> None:
+            if self._client.indices.exists(index=index):
+                return
+            try:
+                self._client.indices.create(index=index, body=index_mappings.load(kind))
+                log.info("created index %s", index)
+            except os_exc.RequestError as exc:
+                if "resource_already_exists" not in str(exc.error):
+                    raise
+
+        self._call(f"create index {index}", create)
+        self._known_indexes.add(index)
+
+    def _write(self, index: str, what: str, fn: Callable[[], T], recheck: bool = False) -> T:
+        """A write, after making sure its index exists with our mappings.
+
+        The check runs once per index per process, and again when ``recheck`` asks (new sessions
+        do: an index server that lost its indexes also lost every session). It must come first:
+        a cluster creates a missing index on a first write by itself, with dynamic mappings that
+        break our queries.
+        """
+        self._ensure_index(index, recheck)
+        return self._call(what, fn)
+
+    # -- documents --------------------------------------------------------------------------
+
+    def create(self, index: str, doc_id: str, source: dict[str, Any], *, recheck: bool = False) -> Version:
+        """Create-only write; :class:`DocumentExistsError` when the id is taken (a retry of this
+        very write that finds its own document there counts as written)."""
+        attempts = 0
+
+        def call() -> dict[str, Any]:
+            nonlocal attempts
+            attempts += 1
+            try:
+                return self._client.index(index=index, id=doc_id, body=source, op_type="create")
+            except os_exc.ConflictError:
+                if attempts > 1 and self._source_is(index, doc_id, source):
+                    return self._client.get(index=index, id=doc_id, _source="false")  # our own retry
+                raise
+
+        try:
+            res = self._write(index, f"create {index}/{doc_id}", call, recheck)
+        finally:
+            tell(self.write_listeners, doc_id)
+        return _version(res)
+
+    def _source_is(self, index: str, doc_id: str, source: dict[str, Any]) -> bool:
+        try:
+            found = self._client.get(index=index, id=doc_id)
+        except os_exc.OpenSearchException:
+            return False
+        return bool(found.get("_source") == source)
+
+    def put(self, index: str, doc_id: str, source: dict[str, Any]) -> Version:
+        res = self._write(
+            index, f"put {index}/{doc_id}", lambda: self._client.index(index=index, id=doc_id, body=source)
+        )
+        return _version(res)
+
+    def get(self, index: str, doc_id: str) -> Found | None:
+        """Real-time get by id: on a lean connection (:mod:`query_core.realtime`), and through the
+        driver when that cannot answer for sure; a timeout of either is retried as any transient
+        failure is."""
+        reader = self._reader
+
+        def call() -> dict[str, Any] | None:
+            if reader is not None:
+                try:
+                    return reader.get(index, doc_id)
+                except ReadNotServed:
+                    pass
+            try:
+                return self._client.get(index=index, id=doc_id)
+            except os_exc.NotFoundError:
+                return None
+
+        return _found(self._call(f"get {index}/{doc_id}", call))
+
+    def get_many(self, index: str, doc_ids: Sequence[str]) -> list[Found | None]:
+        """Real-time reads of several documents: two reads on the lean connection cost less than
+        one multi-get through the driver, which is used without it."""
+        if self._reader is not None:
+            return [self.get(index, doc_id) for doc_id in doc_ids]
+
+        def call() -> dict[str, Any]:
+            try:
+                return self._client.mget(index=index, body={"ids": list(doc_ids)})
+            except os_exc.NotFoundError:
+                return {"docs": []}
+
+        docs = {d["_id"]: d for d in self._call(f"mget {index}", call).get("docs", []) if d.get("found")}
+        return [_found(docs.get(doc_id)) for doc_id in doc_ids]
+
+    async def get_many_async(self, index: str, doc_ids: Sequence[str]) -> list[Found | None]:
+        """Real-time reads on the event loop, concurrently. :class:`ReadNotServed` when they cannot
+        be had that way (no lean reader, or any failure); a read that times out is
+        :class:`IndexUnavailableError`, as a blocking one would be after its retries."""
+        reader = self._async_reader
+        if reader is None:
+            raise ReadNotServed("no lean reader")
+        try:
+            if len(doc_ids) == 1:
+                replies = [await reader.get(index, doc_ids[0])]
+            else:
+                import asyncio
+
+                replies = list(await asyncio.gather(*(reader.get(index, doc_id) for doc_id in doc_ids)))
+        except ReadTimedOut as exc:
+            raise IndexUnavailableError(f"get {index}/{doc_ids[0]}: index server unavailable ({exc})") from exc
+        return [_found(reply) for reply in replies]
+
+    def update_if(self, index: str, doc_id: str, partial: dict[str, Any], version: Version) -> Version:
+        """Partial update applied only if the document is still at ``version``. A document deleted
+        meanwhile is no longer at that version either: that too is a :class:`VersionConflictError`."""
+
+        def call() -> dict[str, Any]:
+            try:
+                return self._client.update(
+                    index=index,
+                    id=doc_id,
+                    body={"doc": partial},
+                    if_seq_no=version.seq_no,
+                    if_primary_term=version.primary_term,
+                )
+            except os_exc.NotFoundError as exc:
+                raise VersionConflictError(f"update {index}/{doc_id}: {_reason(exc)}") from exc
+
+        try:
+            res = self._call(f"update {index}/{doc_id}", call)
+        finally:
+            tell(self.write_listeners, doc_id)
+        return _version(res)
+
+    def delete_if(self, index: str, doc_id: str, version: Version) -> None:
+        def call() -> None:
+            try:
+                self._client.delete(
+                    index=index, id=doc_id, if_seq_no=version.seq_no, if_primary_term=version.primary_term
+                )
+            except os_exc.NotFoundError as exc:
+                raise VersionConflictError(f"delete {index}/{doc_id}: {_reason(exc)}") from exc
+
+        try:
+            self._call(f"delete {index}/{doc_id}", call)
+        finally:
+            tell(self.write_listeners, doc_id)
+
+    def delete(self, index: str, doc_id: str) -> bool:
+        def call() -> bool:
+            try:
+                self._client.delete(index=index, id=doc_id)
+                return True
+            except os_exc.NotFoundError:
+                return False
+
+        try:
+            return self._call(f"delete {index}/{doc_id}", call)
+        finally:
+            tell(self.write_listeners, doc_id)
+
+    def search(self, index: str, query: Query) -> list[Found]:
+        """A search (it sees writes only after a refresh); a missing index is an empty answer."""
+        body = _search_body(query)
+
+        def call() -> dict[str, Any]:
+            try:
+                return self._client.search(index=index, body=body, seq_no_primary_term=True)
+            except os_exc.NotFoundError:
+                return {"hits": {"hits": []}}
+
+        res = self._call(f"search {index}", call)
+        return [Found(h["_id"], h["_source"], Version(h["_seq_no"], h["_primary_term"])) for h in res["hits"]["hits"]]
+
+    def delete_by_query(self, index: str, query: Query) -> int:
+        body = {"query": _query_dsl(query.filters)}
+
+        def call() -> dict[str, Any]:
+            try:
+                return self._client.delete_by_query(index=index, body=body, conflicts="proceed")
+            except os_exc.NotFoundError:
+                return {"deleted": 0}
+
+        return int(self._call(f"delete_by_query {index}", call).get("deleted", 0))
+
+    def refresh(self, index: str) -> None:
+        def call() -> None:
+            try:
+                self._client.indices.refresh(index=index)
+            except os_exc.NotFoundError:
+                pass
+
+        self._call(f"refresh {index}", call)
+
+    # -- whole indexes ------------------------------------------------------------------------
+
+    def index_exists(self, index: str) -> bool:
+        return bool(self._call(f"exists {index}", lambda: self._client.indices.exists(index=index)))
+
+    def create_index(self, index: str, body: dict[str, Any]) -> bool:
+        def create() -> bool:
+            try:
+                self._client.indices.create(index=index, body=body)
+                return True
+            except os_exc.RequestError as exc:
+                if "resource_already_exists" in str(exc.error):
+                    return False
+                raise
+
+        return self._call(f"create index {index}", create)
+
+    def delete_index(self, index: str) -> bool:
+        def call() -> bool:
+            try:
+                self._client.indices.delete(index=index)
+                return True
+            except os_exc.NotFoundError:
+                return False
+
+        return self._call(f"delete index {index}", call)
+
+    def mappings(self, pattern: str) -> dict[str, dict[str, Any]]:
+        def call() -> dict[str, Any]:
+            try:
+                return dict(self._client.indices.get_mapping(index=pattern, allow_no_indices=True))
+            except os_exc.NotFoundError:
+                return {}
+
+        found = self._call(f"get mapping {pattern}", call)
+        return {name: dict(entry.get("mappings", {})) for name, entry in found.items()}
+
+    def put_mapping_meta(self, index: str, meta: dict[str, Any]) -> None:
+        self._call(f"put mapping {index}", lambda: self._client.indices.put_mapping(index=index, body={"_meta": meta}))
+
+    def delete_all(self, index: str) -> int:
+        call = partial(
+            self._client.delete_by_query, index=index, body={"query": {"match_all": {}}}, conflicts="proceed"
+        )
+        return int(self._call(f"delete_by_query {index}", call).get("deleted", 0))
+
+    def bulk_index(self, index: str, docs: Sequence[tuple[str | None, dict[str, Any]]]) -> int:
+        """Index documents (id None: the server picks one) in one ``_bulk`` request per try.
+
+        Items refused for a transient reason (429, 5xx) are sent again, boundedly, like a failed
+        request; an item refused for good (a mapping conflict, say) raises ``IndexOperationError``
+        with its reason. With ids, a retried write overwrites itself: nothing is duplicated.
+        Returns how many documents were indexed.
+        """
+        pending = list(docs)
+        attempts = 0
+        while pending:
+            attempts += 1
+            body: list[dict[str, Any]] = []
+            for doc_id, source in pending:
+                body += [{"index": {"_index": index, **({"_id": doc_id} if doc_id is not None else {})}}, source]
+            res = self._call(f"bulk {index}", partial(self._client.bulk, body=body))
+            retry: list[tuple[str | None, dict[str, Any]]] = []
+            for item, doc in zip(res.get("items", []), pending, strict=True):
+                result = item.get("index", {})
+                status = int(result.get("status", 500))
+                if status < 300:
+                    continue
+                if status not in _TRANSIENT_STATUS or attempts >= self.cfg.retry_attempts:
+                    error = result.get("error", {})
+                    reason = (
+                        f"{error.get('type', 'error')}: {error.get('reason', '')}" if isinstance(error, dict) else error
+                    )
+                    raise IndexOperationError(
+                        f"bulk {index}: document {doc[0] or '(new)'} refused ({status}): {reason}"
+                    )
+                retry.append(doc)
+            if retry:
+                log.warning("bulk %s: %d of %d documents refused for now, retrying", index, len(retry), len(pending))
+                time.sleep(min(2.0, 0.05 * 2**attempts))
+            pending = retry
+        return len(docs)
+
+    def scan(self, index: str, batch: int = 1000) -> Iterator[tuple[str, dict[str, Any]]]:
+        """Every document of the index as (id, source), in batches of a scroll."""
+        page = self._call(
+            f"scan {index}",
+            lambda: self._client.search(index=index, body={"size": batch, "sort": ["_doc"]}, scroll="1m"),
+        )
+        scroll_id = page.get("_scroll_id")
+        try:
+            while page["hits"]["hits"]:
+                for hit in page["hits"]["hits"]:
+                    yield hit["_id"], hit["_source"]
+                if not scroll_id:
+                    return
+                page = self._call(f"scan {index}", partial(self._client.scroll, scroll_id=scroll_id, scroll="1m"))
+                scroll_id = page.get("_scroll_id", scroll_id)
+        finally:
+            if scroll_id:
+                try:
+                    self._client.clear_scroll(scroll_id=scroll_id)
+                except os_exc.OpenSearchException:
+                    pass
+
+    # -- the connection ---------------------------------------------------------------------
+
+    def ping(self) -> bool:
+        try:
+            return bool(self._client.ping())
+        except os_exc.OpenSearchException:
+            return False
+
+    def close(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
+        self._client.close()
+
+    # -- whole-cluster figures (the embedded index's snapshots) -------------------------------
+
+    def write_marks(self) -> dict[str, tuple[int, int]]:
+        """Per index, a mark that changes with every write: (writes so far, documents)."""
+        stats = self._call("index stats", lambda: self._client.indices.stats())
+        marks = {}
+        for name, entry in stats.get("indices", {}).items():
+            primaries = entry.get("primaries", {})
+            writes = int(primaries.get("indexing", {}).get("index_total", 0))
+            marks[name] = (writes, int(primaries.get("docs", {}).get("count", 0)))
+        return marks
+
+    def index_definition(self, index: str) -> dict[str, Any]:
+        """The index's mappings and settings, without what the cluster assigns (uuid, dates...)."""
+        found = self._call(f"get index {index}", lambda: self._client.indices.get(index=index))[index]
+        settings = {k: v for k, v in found.get("settings", {}).get("index", {}).items() if k not in _ASSIGNED_SETTINGS}
+        return {"settings": {"index": settings}, "mappings": found.get("mappings", {})}
+
+
+def _version(res: dict[str, Any]) -> Version:
+    return Version(int(res["_seq_no"]), int(res["_primary_term"]))
+
+
+def _found(res: dict[str, Any] | None) -> Found | None:
+    if res is None or not res.get("found"):
+        return None
+    return Found(str(res["_id"]), res["_source"], _version(res))
+
+
+def _filter_dsl(item: Filter) -> dict[str, Any]:
+    if isinstance(item, Term):
+        return {"term": {item.field: item.value}}
+    if isinstance(item, Terms):
+        return {"terms": {item.field: list(item.values)}}
+    bounds = {k: v for k, v in (("gte", item.gte), ("lt", item.lt)) if v is not None}
+    return {"range": {item.field: bounds}}
+
+
+def _query_dsl(filters: tuple[Filter, ...]) -> dict[str, Any]:
+    if not filters:
+        return {"match_all": {}}
+    return {"bool": {"filter": [_filter_dsl(f) for f in filters]}}
+
+
+def _search_body(query: Query) -> dict[str, Any]:
+    body: dict[str, Any] = {"size": query.size, "query": _query_dsl(query.filters)}
+    if query.sort:
+        body["sort"] = [{name: {"order": order}} for name, order in query.sort]
+    return body
+
+
+def _index_kind(index: str) -> index_mappings.IndexKind:
+    if index.startswith(REQUEST_INDEX_PREFIX):
+        return "request_index"
+    if index == DATASOURCE_INDEX:
+        return "datasource_index"
+    return "result_index"
+
+
+#: Index settings the cluster assigns itself; an index created from a snapshot gets new ones.
+_ASSIGNED_SETTINGS = frozenset({"uuid", "creation_date", "provided_name", "version", "replication", "resize"})
+
+_TEMPLATE_PATTERNS: dict[str, str] = {
+    "request_index": REQUEST_INDEX_PATTERN,
+    "result_index": RESULT_INDEX_PATTERN,
+    "datasource_index": DATASOURCE_INDEX,
+}

@@ -1,0 +1,229 @@
+"""The index client against a real HTTP index server: what the in-memory twin cannot show (lazy
+creation of the product's indexes with their mappings, fields it does not know surviving a partial
+update, bounded retries of transient failures, client errors not retried)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from osmem_server import OsmemServer
+
+import index_mappings
+from query_core.config import OpenSearchConfig
+from query_core.errors import IndexUnavailableError, InvalidRequestError
+from query_core.ids import new_id, request_index
+from query_core.models import ResultDoc, SessionDoc, StatementDoc, Versioned
+from query_core.states import StatementState
+from query_core.store import Store
+from tests.support import driver, free_port
+
+
+def statement(ds: str, session_id: str, **fields: Any) -> StatementDoc:
+    sid = new_id(ds)
+    return StatementDoc(
+        statement_id=sid, query_id=sid, session_id=session_id, query="SELECT 1", data_source_name=ds, **fields
+    )
+
+
+def session(ds: str, **fields: Any) -> SessionDoc:
+    return SessionDoc(session_id=new_id(ds), data_source_name=ds, **fields)
+
+
+def test_a_move_writes_only_what_changed(store: Store, ds_name: str) -> None:
+    v0 = store.statements.create(statement(ds_name, new_id(ds_name)))
+    # someone else's field, unknown to the model, survives a partial update
+    driver(store).update(
+        index=request_index(ds_name),
+        id=v0.doc.statement_id,
+        body={"doc": {"foreignField": "kept"}},
+        if_seq_no=v0.seq_no,
+        if_primary_term=v0.primary_term,
+        refresh=False,
+    )
+    current = store.statements.get(ds_name, v0.doc.statement_id)
+    assert current is not None
+    store.statements.move(current, StatementState.RUNNING)
+    found = store.index.get(request_index(ds_name), v0.doc.statement_id)
+    assert found is not None
+    source = found.source
+    assert source["state"] == "running"
+    assert source["foreignField"] == "kept"
+    assert source["query"] == "SELECT 1"
+
+
+# -- lazy index creation ---------------------------------------------------------------------------
+
+
+def test_request_index_is_created_lazily_from_index_mappings(store: Store, ds_name: str) -> None:
+    index = request_index(ds_name)
+    assert not driver(store).indices.exists(index=index)
+    store.statements.create(statement(ds_name, new_id(ds_name)))
+    assert driver(store).indices.exists(index=index)
+    mapping = driver(store).indices.get_mapping(index=index)[index]["mappings"]
+    assert str(mapping["dynamic"]).lower() == "false"
+    props = mapping["properties"]
+    assert props["submitTime"]["type"] == "date"
+    assert props["submitTime"]["format"] == "strict_date_time||epoch_millis"
+    assert props["lastUpdateTime"]["type"] == "date"
+    assert props["state"]["type"] == "keyword"
+    assert props["query"]["type"] == "text"
+    expected = index_mappings.load("request_index")["mappings"]["properties"]
+    assert {k: v["type"] for k, v in props.items()} == {k: v["type"] for k, v in expected.items()}
+    settings = driver(store).indices.get_settings(index=index)[index]["settings"]["index"]
+    assert str(settings["number_of_shards"]) == "1"
+    assert settings["auto_expand_replicas"] == "0-2"
+
+
+def test_result_index_is_created_lazily_from_index_mappings(store: Store, ds_name: str) -> None:
+    index = f"query_execution_result_{ds_name}"
+    qid = new_id(ds_name)
+    store.results.put(
+        index,
+        ResultDoc(
+            query_id=qid, status="SUCCESS", result=["{'a':1}"], schema=["{'column_name':'a','data_type':'integer'}"]
+        ),
+    )
+    mapping = driver(store).indices.get_mapping(index=index)[index]["mappings"]
+    props = mapping["properties"]
+    assert props["result"].get("enabled") in (False, "false")
+    assert props["schema"].get("enabled") in (False, "false")
+    assert props["updateTime"]["type"] == "date"
+    assert props["queryRunTime"]["type"] == "long"
+    assert props["status"]["type"] == "keyword"
+    found = store.results.get(index, qid)
+    assert found is not None and found.result == ["{'a':1}"] and found.status == "SUCCESS"
+
+
+def test_a_custom_request_index_gets_the_request_index_mappings(store: Store, ds_name: str) -> None:
+    index = f".query_execution_request_custom_{ds_name}"
+    store.bound_to(index).sessions.create(session(ds_name))
+    props = driver(store).indices.get_mapping(index=index)[index]["mappings"]["properties"]
+    assert props["submitTime"]["type"] == "date"
+
+
+# -- transient failures ------------------------------------------------------------------------------
+
+
+class _RetryEvents(logging.Handler):
+    """Sets an event when the index module logs that it is retrying a call."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.retrying = threading.Event()
+        self.count = 0
+        #: The highest retry number logged for any one call.
+        self.max_retry = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "retry" in record.getMessage():
+            self.count += 1
+            if isinstance(record.args, tuple) and record.args and isinstance(record.args[-1], int):
+                self.max_retry = max(self.max_retry, record.args[-1])
+            self.retrying.set()
+
+
+@pytest.fixture
+def retry_events() -> Iterator[_RetryEvents]:
+    handler = _RetryEvents()
+    logger = logging.getLogger("query_core.store")
+    logger.addHandler(handler)
+    try:
+        yield handler
+    finally:
+        logger.removeHandler(handler)
+
+
+def _in_thread(fn: Callable[[], Any]) -> tuple[threading.Thread, dict[str, Any]]:
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = fn()
+        except Exception as exc:  # noqa: BLE001 - handed to the test
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, outcome
+
+
+def test_retry_on_transient_failure_survives_a_server_restart(retry_events: _RetryEvents) -> None:
+    port = free_port()
+    addr = f"127.0.0.1:{port}"
+    server = OsmemServer.start(addr=addr, japanese=False)
+    restarted: OsmemServer | None = None
+    store = Store.connect(
+        OpenSearchConfig(url=f"http://{addr}", retry_seconds=30, retry_attempts=1000, request_timeout=5)
+    )
+    try:
+        assert store.index.ping()
+        server.close()
+        assert not store.index.ping()
+
+        doc = statement("local", new_id("local"))
+        thread, outcome = _in_thread(lambda: store.statements.create(doc))
+        assert retry_events.retrying.wait(timeout=10), "the call did not retry"
+        assert thread.is_alive() and not outcome
+
+        restarted = OsmemServer.start(addr=addr, japanese=False)
+        thread.join(timeout=20)
+        assert not thread.is_alive()
+        assert "error" not in outcome, outcome.get("error")
+        assert isinstance(outcome["value"], Versioned)
+        found = store.statements.get("local", doc.statement_id)
+        assert found is not None and found.doc == doc
+        # the index it created on the new server has our mappings
+        index = request_index("local")
+        props = driver(store).indices.get_mapping(index=index)[index]["mappings"]["properties"]
+        assert props["submitTime"]["type"] == "date"
+    finally:
+        store.close()
+        server.close()
+        if restarted is not None:
+            restarted.close()
+
+
+def test_retries_are_bounded_in_time(retry_events: _RetryEvents) -> None:
+    port = free_port()  # nothing listens there
+    store = Store.connect(
+        OpenSearchConfig(url=f"http://127.0.0.1:{port}", retry_seconds=1.0, retry_attempts=1000, request_timeout=1)
+    )
+    try:
+        started = time.monotonic()
+        with pytest.raises(IndexUnavailableError) as err:
+            store.statements.get("local", new_id("local"))
+        elapsed = time.monotonic() - started
+    finally:
+        store.close()
+    assert 0.9 <= elapsed < 6.0
+    assert retry_events.count >= 2
+    assert err.value.http_status == 503
+
+
+def test_retries_are_bounded_in_attempts(retry_events: _RetryEvents) -> None:
+    port = free_port()
+    store = Store.connect(
+        OpenSearchConfig(url=f"http://127.0.0.1:{port}", retry_seconds=60, retry_attempts=3, request_timeout=1)
+    )
+    try:
+        started = time.monotonic()
+        with pytest.raises(IndexUnavailableError):
+            store.statements.create(statement("local", new_id("local")))
+        elapsed = time.monotonic() - started
+    finally:
+        store.close()
+    assert retry_events.max_retry == 2  # three attempts per call, two sleeps between them
+    assert elapsed < 10
+
+
+def test_client_errors_are_not_retried(store: Store, ds_name: str, retry_events: _RetryEvents) -> None:
+    store.sessions.create(session(ds_name))
+    with pytest.raises(InvalidRequestError):
+        driver_error = store.index.create_index(request_index(ds_name) + "-Bad-Name", {})  # upper case is refused
+        assert driver_error is None
+    assert retry_events.count == 0
