@@ -2,26 +2,32 @@
 
 Datasources come from a configuration file (read-only at run time) and from the REST API, which
 keeps them in the ``.ql-datasources`` index so every plugin process sees them. Lookups are on
-every request, so index-backed ones are cached for a few seconds.
+every request, so index-backed ones are cached for a few seconds, in a bounded cache (a name that
+names nothing is remembered too, so a client asking for many names cannot make one index read per
+request, nor grow the cache without bound).
 """
 
 from __future__ import annotations
 
 import json
 import re
-import threading
-import time
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.alias_generators import to_camel
 
+from async_query.caches import Cache
 from query_core.errors import DocumentExistsError, InvalidRequestError, UnknownDatasourceError
-from query_core.ids import DATASOURCE_NAME, default_result_index
+from query_core.ids import DATASOURCE_NAME, RESULT_INDEX_PREFIX, default_result_index
 from query_core.store import Store
 
-RESULT_INDEX_PREFIX = "query_execution_result"
+
+class _Missing:
+    """What the lookup cache keeps for a name that names no datasource."""
+
+
+MISSING = _Missing()
 #: The masters ``spark-submit`` takes in client mode (``properties.master`` of a local datasource).
 SPARK_MASTER = re.compile(r"local(\[(\*|\d+)(,\d+)?\])?|(spark|mesos)://[\w.,:\[\]-]+|yarn|k8s://\S+")
 Connector = Literal["local", "emr-serverless"]
@@ -96,12 +102,13 @@ def parse_datasource(raw: Any) -> Datasource:
 class DatasourceRegistry:
     """The datasources this deployment serves, by name."""
 
-    def __init__(self, configured: list[Datasource], store: Store | None = None, cache_s: float = 5.0) -> None:
+    def __init__(
+        self, configured: list[Datasource], store: Store | None = None, cache_s: float = 5.0, entries: int = 1000
+    ) -> None:
         self._configured = {d.name: d for d in configured}
         self._store = store
-        self._cache_s = cache_s
-        self._cache: dict[str, tuple[float, Datasource | None]] = {}
-        self._lock = threading.Lock()
+        #: Stored datasources as read (None: there is none of that name), for ``cache_s`` seconds.
+        self._cache: Cache[str, Datasource | _Missing] = Cache(entries, ttl_s=cache_s)
 
     def get(self, name: str) -> Datasource:
         found = self._configured.get(name) or self._stored(name)
@@ -118,23 +125,19 @@ class DatasourceRegistry:
         or stored and read recently); None otherwise, also when it may exist."""
         found = self._configured.get(name)
         if found is None:
-            with self._lock:
-                cached = self._cache.get(name)
-            if cached is not None and time.monotonic() - cached[0] < self._cache_s:
-                found = cached[1]
+            cached = self._cache.get(name)
+            found = cached if isinstance(cached, Datasource) else None
         return found if found is not None and found.status == "ACTIVE" else None
 
     def _stored(self, name: str) -> Datasource | None:
         if self._store is None or not DATASOURCE_NAME.match(name):
             return None
-        with self._lock:
-            cached = self._cache.get(name)
-        if cached is not None and time.monotonic() - cached[0] < self._cache_s:
-            return cached[1]
+        cached = self._cache.get(name)
+        if cached is not None:
+            return cached if isinstance(cached, Datasource) else None
         source = self._store.datasources.get(name)
         found = Datasource.model_validate(source) if source else None
-        with self._lock:
-            self._cache[name] = (time.monotonic(), found)
+        self._cache.put(name, found if found is not None else MISSING)
         return found
 
     def all(self) -> list[Datasource]:
@@ -173,8 +176,7 @@ class DatasourceRegistry:
         return self._store
 
     def _forget(self, name: str) -> None:
-        with self._lock:
-            self._cache.pop(name, None)
+        self._cache.pop(name)
 
     @classmethod
     def from_file(cls, path: Path, store: Store | None = None) -> DatasourceRegistry:

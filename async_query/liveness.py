@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 
+from async_query.caches import Cache
 from async_query.launcher.base import JobDescription, Launcher
 from query_core.errors import AsyncQueryError
 from query_core.models import SessionDoc, Versioned, now_millis
@@ -25,6 +25,8 @@ from query_core.store import Store
 log = logging.getLogger(__name__)
 
 
+#: How many launcher answers are kept (one per suspect session).
+ANSWERS_KEPT = 10_000
 #: The most a job's advertised lateness may stretch its staleness limit, in heartbeat intervals:
 #: beats that late are an overloaded index or machine, or a job that stopped beating.
 MAX_LAG_INTERVALS = 4
@@ -83,8 +85,8 @@ class LivenessChecker:
         self.cache_s = cache_s
         self._lock = threading.Lock()
         self._inflight: dict[str, Future[JobDescription | None]] = {}
-        #: Session id -> (monotonic expiry, the launcher's answer).
-        self._cache: dict[str, tuple[float, JobDescription]] = {}
+        #: The launcher's answers, by session id (each kept for :meth:`_keep_s`).
+        self._answers: Cache[str, JobDescription] = Cache(ANSWERS_KEPT)
 
     def check(self, session: Versioned[SessionDoc]) -> Versioned[SessionDoc]:
         """The session, moved to ``dead`` if its job is confirmed gone."""
@@ -125,9 +127,9 @@ class LivenessChecker:
         """One launcher call per session at a time, its answer reused for ``cache_s`` seconds."""
         key = doc.session_id
         with self._lock:
-            cached = self._cache.get(key)
-            if cached is not None and time.monotonic() < cached[0]:
-                return cached[1]
+            cached = self._answers.get(key)
+            if cached is not None:
+                return cached
             future = self._inflight.get(key)
             owner = future is None
             if future is None:
@@ -147,9 +149,7 @@ class LivenessChecker:
             with self._lock:
                 self._inflight.pop(key, None)
                 if described is not None:
-                    self._cache[key] = (time.monotonic() + self._keep_s(doc, described), described)
-                    if len(self._cache) > 10_000:
-                        self._cache.clear()
+                    self._answers.put(key, described, ttl_s=self._keep_s(doc, described))
             future.set_result(described)
         return described
 

@@ -1,46 +1,18 @@
 """Reply rendering: the JSON bodies of POST and GET, byte for byte as the wire contract has them.
 
 GET replies are bytes, not dicts: a SUCCESS reply splices the result's stored rows (exact JSON
-text) without re-parsing them. Finished replies never change, so they are cached (:class:`LruCache`).
+text) without re-parsing them. Finished replies never change, so the service caches them.
 """
 
 from __future__ import annotations
 
 import json
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 from async_query.dispatch import QueryKind
 from query_core.models import ResultDoc, SessionDoc, StatementDoc, Versioned
 from query_core.states import StatementState, is_terminal
-
-V = TypeVar("V")
-
-
-class LruCache(Generic[V]):
-    """A bounded map, least recently used out first, for facts that never change (finished
-    replies, the session of a query)."""
-
-    def __init__(self, entries: int) -> None:
-        self.entries = entries
-        self._items: OrderedDict[str, V] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: str) -> V | None:
-        with self._lock:
-            value = self._items.get(key)
-            if value is not None:
-                self._items.move_to_end(key)
-            return value
-
-    def put(self, key: str, value: V) -> None:
-        with self._lock:
-            self._items[key] = value
-            self._items.move_to_end(key)
-            while len(self._items) > self.entries:
-                self._items.popitem(last=False)
 
 
 @dataclass(frozen=True)

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import threading
 
+from async_query.caches import Cache
 from async_query.datasources import Datasource, DatasourceRegistry
 from async_query.dispatch import QueryKind, classify, kind_of_session
 from async_query.handlers import HandlerContext, QueryHandler, SubmitRequest, Submitted, handlers_for
 from async_query.handlers.interactive import InteractiveHandler
-from async_query.handlers.job_session import JobSessionHandler
 from async_query.launcher.base import Launcher, stop_job_within
 from async_query.liveness import LivenessChecker, Staleness
-from async_query.replies import LruCache, success_reply
+from async_query.replies import success_reply
 from async_query.session_cache import SessionCache
 from async_query.settings import Settings
 from async_query.streams import StreamStopper
@@ -32,7 +32,7 @@ from query_core.realtime import ReadNotServed
 from query_core.states import SessionState, is_terminal
 from query_core.store import Store
 
-__all__ = ["AsyncQueryService", "LruCache", "SubmitRequest", "Submitted", "success_reply"]
+__all__ = ["AsyncQueryService", "SubmitRequest", "Submitted", "success_reply"]
 
 
 class AsyncQueryService:
@@ -57,12 +57,13 @@ class AsyncQueryService:
         self.launchers = launchers
         #: The connection the jobs use (it may differ from the plugin's, e.g. a public endpoint).
         self.opensearch = opensearch
-        self.replies: LruCache[bytes] = LruCache(settings.reply_cache_entries)
+        #: Finished replies (they never change), bounded by their bytes.
+        self.replies: Cache[str, bytes] = Cache(settings.reply_cache_bytes, sizeof=len)
         #: Which session a query runs in (it never changes), so GET can read both at once.
-        self.session_of_query: LruCache[str] = LruCache(settings.reply_cache_entries * 10)
+        self.session_of_query: Cache[str, str] = Cache(settings.reply_cache_entries * 10)
         #: The kind of a session's queries (its ``sessionType`` never changes), so that GET and
         #: DELETE route without reading the session when the handler does not need it.
-        self.kind_of_session_id: LruCache[QueryKind] = LruCache(settings.reply_cache_entries * 10)
+        self.kind_of_session_id: Cache[str, QueryKind] = Cache(settings.reply_cache_entries * 10)
         #: Sessions as GET last read them (see :mod:`async_query.session_cache`).
         self.session_cache = SessionCache(settings.session_cache_ms / 1000, settings.reply_cache_entries)
         store.index.write_listeners.append(self.session_cache.forget)
@@ -194,6 +195,12 @@ class AsyncQueryService:
         return self.store.sessions.get(statement.doc.data_source_name, statement.doc.session_id)
 
     # -- GET --------------------------------------------------------------------------------
+    #
+    # One shape, two ways of waiting: a finished reply comes from the cache; otherwise the
+    # statement (and its session, when this process knows which it is) is read by id, and its
+    # handler answers. The REST layer first tries :meth:`get_without_blocking` on the event loop,
+    # which answers only what its handler says needs no blocking call, then :meth:`get` in a
+    # worker thread.
 
     def get(self, query_id: str) -> bytes:
         """The JSON reply for GET (bytes: the result rows are passed through as stored)."""
@@ -203,26 +210,19 @@ class AsyncQueryService:
         statement, session = self._statement_and_session(query_id)
         # A statement still going is answered with its session (liveness, progress).
         session = self._session_for_routing(statement, session, needed=not is_terminal(statement.doc.state))
-        reply = self.handler_of(statement.doc, session).get(statement, session)
-        if reply.final:
-            self.replies.put(query_id, reply.body)
-        return reply.body
+        return self._answer(statement, session)
 
     async def get_without_blocking(self, query_id: str) -> bytes | None:
-        """GET's reply when it can be had on the event loop: a finished reply from the cache, or a
-        statement still going in a live session, read without a worker thread (see
-        :meth:`JobSessionHandler.answers_without_blocking`). None: call :meth:`get` in a worker
-        thread (anything else, or a read the lean connection could not serve)."""
+        """GET's reply when it can be had on the event loop: a finished reply from the cache, or
+        one its handler answers without blocking (:meth:`QueryHandler.answers_without_blocking`),
+        read on the event loop. None: call :meth:`get` in a worker thread."""
         cached = self.replies.get(query_id)
         if cached is not None:
             return cached
-        session_id = self.session_of_query.get(query_id)
-        if session_id is None:
+        known = self._known_session(query_id)
+        if known is None:
             return None
-        datasource = datasource_of(query_id)  # the id was served before: it decodes
-        if self.datasources.known(datasource) is None:  # finding out may need an index read
-            return None
-        session = self.session_cache.get(session_id)
+        datasource, session_id, session = known
         generation = self.session_cache.generation()
         try:
             statement, read = await self.store.statement_and_session_async(
@@ -230,17 +230,40 @@ class AsyncQueryService:
             )
         except ReadNotServed:
             return None
-        if read is not None:
-            self.session_cache.put(read, generation)
-            session = read
+        session = self._keep_session(read, generation) or session
         if statement is None or session is None:
             return None
         handler = self.handler_of(statement.doc, session)
-        if not (
-            isinstance(handler, JobSessionHandler) and handler.answers_without_blocking(statement.doc, session.doc)
-        ):
+        if not handler.answers_without_blocking(statement.doc, session.doc):
             return None
-        return handler.get(statement, session).body
+        return self._answer(statement, session, handler)
+
+    def _answer(
+        self,
+        statement: Versioned[StatementDoc],
+        session: Versioned[SessionDoc] | None,
+        handler: QueryHandler | None = None,
+    ) -> bytes:
+        reply = (handler or self.handler_of(statement.doc, session)).get(statement, session)
+        if reply.final:
+            self.replies.put(statement.doc.query_id, reply.body)
+        return reply.body
+
+    def _known_session(self, query_id: str) -> tuple[str, str, Versioned[SessionDoc] | None] | None:
+        """The datasource and session of a query this process has seen, and the session as read
+        moments ago (if it was); None when finding out may need a blocking read."""
+        session_id = self.session_of_query.get(query_id)
+        if session_id is None:
+            return None
+        datasource = datasource_of(query_id)  # the id was served before: it decodes
+        if self.datasources.known(datasource) is None:
+            return None
+        return datasource, session_id, self.session_cache.get(session_id)
+
+    def _keep_session(self, read: Versioned[SessionDoc] | None, generation: int) -> Versioned[SessionDoc] | None:
+        if read is not None:
+            self.session_cache.put(read, generation)
+        return read
 
     def _datasource_of_query(self, query_id: str) -> str:
         datasource = datasource_of(query_id)
@@ -270,12 +293,10 @@ class AsyncQueryService:
         if session is not None:
             return self._statement(query_id), session
         generation = self.session_cache.generation()
-        found, session = self.store.statement_and_session(datasource, query_id, session_id)
+        found, read = self.store.statement_and_session(datasource, query_id, session_id)
         if found is None:
             raise QueryNotFoundError(f"no async query with id {query_id}")
-        if session is not None:
-            self.session_cache.put(session, generation)
-        return found, session
+        return found, self._keep_session(read, generation)
 
     # -- listing ----------------------------------------------------------------------------
 

@@ -4,7 +4,7 @@ What a session contributes to a GET of a running statement (heartbeat freshness,
 once per heartbeat interval (seconds), while a statement may be polled many times a second by
 many clients. So GET reads the statement by id every time (its state is never answered stale) and
 takes the session from here when this process read it less than ``max_age_s`` ago. A write of
-this process to a session (the store's write listeners) drops its entry, so this process never
+this process to a session (the connector's write listeners) drops its entry, so this process never
 acts on a copy older than its own last write.
 """
 
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import OrderedDict
 
+from async_query.caches import Cache
 from query_core.models import SessionDoc, Versioned
 
 
@@ -22,8 +22,7 @@ class SessionCache:
 
     def __init__(self, max_age_s: float, entries: int = 10_000) -> None:
         self.max_age_s = max_age_s
-        self.entries = entries
-        self._items: OrderedDict[str, tuple[float, Versioned[SessionDoc]]] = OrderedDict()
+        self._items: Cache[str, Versioned[SessionDoc]] = Cache(entries, ttl_s=max_age_s)
         self._lock = threading.Lock()
         #: Bumped by every :meth:`forget`: a read that started before a write of this process
         #: must not be kept after it.
@@ -35,33 +34,25 @@ class SessionCache:
 
     def get(self, session_id: str) -> Versioned[SessionDoc] | None:
         """The session read less than ``max_age_s`` ago, or None."""
-        if self.max_age_s <= 0:
-            return None
-        with self._lock:
-            item = self._items.get(session_id)
-        if item is None or time.monotonic() - item[0] >= self.max_age_s:
-            return None
-        return item[1]
+        return self._items.get(session_id) if self.max_age_s > 0 else None
 
     def put(self, session: Versioned[SessionDoc], generation: int, read_at: float | None = None) -> None:
-        """Keep ``session``, read at ``read_at`` (monotonic; default now) in ``generation``,
-        unless this process wrote a session since, or a newer version of it is already kept."""
-        if self.max_age_s <= 0:
+        """Keep ``session``, read in ``generation`` at ``read_at`` (monotonic; default now), unless
+        this process wrote a session since, or a newer version of it is already kept. Its age
+        counts from the read."""
+        age = 0.0 if read_at is None else time.monotonic() - read_at
+        if self.max_age_s - age <= 0:
             return
-        at = time.monotonic() if read_at is None else read_at
         key = session.doc.session_id
         with self._lock:
             if generation != self._generation:
                 return
             kept = self._items.get(key)
-            if kept is not None and kept[1].seq_no > session.seq_no:
+            if kept is not None and kept.seq_no > session.seq_no:
                 return
-            self._items[key] = (at, session)
-            self._items.move_to_end(key)
-            while len(self._items) > self.entries:
-                self._items.popitem(last=False)
+            self._items.put(key, session, ttl_s=self.max_age_s - age)
 
     def forget(self, session_id: str) -> None:
         with self._lock:
             self._generation += 1
-            self._items.pop(session_id, None)
+            self._items.pop(session_id)

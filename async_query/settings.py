@@ -110,7 +110,9 @@ class Settings(BaseSettings):
     # -- the REST layer -------------------------------------------------------------------------
     max_query_chars: int = 1_000_000
     max_body_bytes: int = 2_000_000
-    #: Finished queries' replies kept in memory (they never change).
+    #: Bytes of finished queries' replies kept in memory (they never change).
+    reply_cache_bytes: int = 64 * 1024 * 1024
+    #: Queries whose session and kind are remembered (ten times this many), for GET's routing.
     reply_cache_entries: int = 10_000
     #: How old a session document GET may use (milliseconds; 0 reads it with every GET). A
     #: session changes once per heartbeat; the statement itself is read by id on every GET.

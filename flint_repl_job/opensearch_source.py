@@ -46,7 +46,6 @@ import json
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import Any
 
 from pyspark.sql import types as st
@@ -60,6 +59,7 @@ from pyspark.sql.datasource import (
 )
 
 from flint_repl_job.config import auth_kind
+from flint_repl_job.values import Timestamps, to_json_value
 from query_core.config import OpenSearchConfig
 from query_core.store import IndexClient
 
@@ -188,25 +188,9 @@ def schema_of(mapping: dict[str, Any]) -> st.StructType:
 
 
 def to_source(value: Any, data_type: st.DataType) -> Any:
-    """A Spark value as a JSON value of a document."""
-    if value is None:
-        return None
-    if isinstance(data_type, st.StructType):
-        return {f.name: to_source(value[i], f.dataType) for i, f in enumerate(data_type.fields)}
-    if isinstance(data_type, st.ArrayType):
-        return [to_source(v, data_type.elementType) for v in value]
-    if isinstance(data_type, st.MapType):
-        return {str(k): to_source(v, data_type.valueType) for k, v in value.items()}
-    if isinstance(value, Decimal):
-        return float(value)
-    if isinstance(value, (bytes, bytearray)):
-        return base64.b64encode(bytes(value)).decode("ascii")
-    if isinstance(value, dt.datetime):
-        aware = value if value.tzinfo else value.replace(tzinfo=dt.UTC)
-        return aware.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
-    if isinstance(value, dt.date):
-        return value.isoformat()
-    return value
+    """A Spark value as a JSON value of a document: the job's one value encoder, timestamps in
+    ISO 8601 as a ``date`` field takes them (:mod:`flint_repl_job.values`)."""
+    return to_json_value(value, data_type, Timestamps.INDEX)
 
 
 def from_source(value: Any, data_type: st.DataType) -> Any:

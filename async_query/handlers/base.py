@@ -101,6 +101,11 @@ class QueryHandler(Protocol):
         """The GET reply for ``statement``, read with its session (``None``: no session document)."""
         ...
 
+    def answers_without_blocking(self, statement: StatementDoc, session: SessionDoc) -> bool:
+        """Whether :meth:`get` of ``statement`` in ``session`` is CPU work alone (no launcher call,
+        no write, no result read), so that it may run on the event loop."""
+        ...
+
     def cancel(self, statement: Versioned[StatementDoc]) -> None:
         """Cancel ``statement``, or raise a 400 saying why it cannot be."""
         ...

@@ -159,6 +159,10 @@ class IndexDmlHandler:
         """Documents only: a statement its ended session left unfinished is failed."""
         return render(self.context, fail_if_orphaned(self.store, statement, session), session)
 
+    def answers_without_blocking(self, statement: StatementDoc, session: SessionDoc) -> bool:
+        """A statement still going, in a session still going: rendered from the documents alone."""
+        return not is_terminal(statement.state) and not is_terminal(session.state)
+
     def cancel(self, statement: Versioned[StatementDoc]) -> None:
         raise InvalidRequestError(CANNOT_CANCEL)
 

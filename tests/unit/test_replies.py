@@ -7,7 +7,7 @@ import json
 import pytest
 
 from async_query.dispatch import QueryKind
-from async_query.replies import LruCache, statement_reply, submitted_reply
+from async_query.replies import statement_reply, submitted_reply
 from query_core.models import (
     ColumnSchema,
     LosslessResult,
@@ -77,12 +77,3 @@ def test_success_splices_the_stored_rows() -> None:
         == b'{"status":"SUCCESS","schema":[{"name":"a","type":"long"}],"datarows":[[1],[2]],"total":2,"size":2}'
     )
     assert reply.final
-
-
-def test_lru_cache_drops_the_least_recently_used() -> None:
-    cache: LruCache[int] = LruCache(2)
-    cache.put("a", 1)
-    cache.put("b", 2)
-    assert cache.get("a") == 1
-    cache.put("c", 3)
-    assert cache.get("b") is None and cache.get("a") == 1 and cache.get("c") == 3
