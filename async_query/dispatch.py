@@ -4,7 +4,7 @@ A query is classified once, at POST, with the one Flint parser (:func:`query_cor
 that the job also runs it with; GET and DELETE never re-parse: they find the handler from the
 ``sessionType`` of the statement's session document (:func:`kind_of_session`).
 
-The rules are SPEC section 7's dispatch table, tried in order, first match wins (:data:`DISPATCH`).
+The rules are the dispatch table of ``docs/flint.md``, tried in order, first match wins (:data:`DISPATCH`).
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ class Rule:
     kind: QueryKind
 
 
-#: SPEC section 7's dispatch, first match wins. Two statement forms the table does not name are
+#: The dispatch of ``docs/flint.md``, first match wins. Two statement forms the table does not name are
 #: placed here on purpose: RECOVER INDEX JOB restarts an index's streaming refresh, so it is
 #: streaming; ANALYZE SKIPPING INDEX only reads and answers rows, like DESCRIBE, so it is
 #: interactive (as in the reference, where it falls through to the default).

@@ -27,7 +27,7 @@ class Reply:
 
 
 def submitted_reply(kind: QueryKind, query_id: str, session_id: str | None) -> dict[str, Any]:
-    """The POST reply: ``sessionId`` only for interactive queries (SPEC sections 2 and 7), which
+    """The POST reply: ``sessionId`` only for interactive queries (``docs/api.md``), which
     clients keep and send back; other kinds' sessions are not for reuse."""
     if kind is QueryKind.INTERACTIVE:
         return {"queryId": query_id, "sessionId": session_id}

@@ -82,7 +82,7 @@ class Settings(BaseSettings):
     #: Live interactive sessions allowed per deployment; a new one beyond it is a 429.
     max_sessions: int = 10
     #: Live batch and streaming jobs (index refreshes) allowed per deployment; a new one beyond it
-    #: is a 429 (SPEC section 8).
+    #: is a 429 (``docs/api.md``).
     max_refreshing_jobs: int = 5
     #: How long a request waits for the launcher to accept a stop (DELETE of a batch query, DROP
     #: and ALTER stopping a refresh job); past it the request goes on and the stop is retried by

@@ -11,7 +11,7 @@ simulated jobs that heart-beat through the index, as a real job on EMR Serverles
 * stale (informational): the heartbeats stop and are back-dated; the product should confirm each
   suspected death with one call per session, whatever the number of GETs.
 
-Then the same for batch queries (``REFRESH SKIPPING INDEX``, SPEC section 7): each POST is
+Then the same for batch queries (``REFRESH SKIPPING INDEX``, docs/flint.md): each POST is
 classified ``batch`` and launches a job of its own (``StartJobRun`` on moto) with a ``batch``
 session; simulated jobs claim those sessions and heart-beat their running statement, as above.
 
@@ -21,7 +21,7 @@ session; simulated jobs claim those sessions and heart-beat their running statem
 * finished batch queries (informational): the jobs write each result, move the statement to
   ``success`` and end their session ``dead``; GETs then cost 0 calls under both policies.
 
-Then streaming queries (``CREATE INDEX ... WITH (auto_refresh = true)``, SPEC section 7): each POST
+Then streaming queries (``CREATE INDEX ... WITH (auto_refresh = true)``, docs/flint.md): each POST
 is classified ``streaming`` and launches a job of its own named ``<cluster>:streaming:<index>``
 (checked on moto) with a ``streaming`` session. Simulated streaming jobs play the whole life of
 such a query, and the GETs are spread over it, under both policies in each phase:

@@ -6,7 +6,7 @@ metadata (a :class:`ConfKey`). The plugin renders a ``JobConf`` with :func:`rend
 (``flint_repl_job.config.JobConfig.load``). ``read_conf(render_conf(c).get) == c`` for every
 valid ``c``.
 
-The keys are the reference's (SPEC section 5: ``spark.flint.job.*``, ``spark.flint.datasource.name``,
+The keys are the reference's (``docs/job.md``: ``spark.flint.job.*``, ``spark.flint.datasource.name``,
 ``spark.datasource.flint.*``, ``spark.flint.deployment.excludeJobs``) plus this product's
 additions (heartbeat intervals, index retry bounds, search interval, session wait, verifyCerts).
 Defaults are the reference's where it has one; a job started without a key (by the reference

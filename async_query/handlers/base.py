@@ -59,7 +59,7 @@ def statement_doc(
 @dataclass(frozen=True)
 class Submitted:
     """What a POST created. ``session_id`` is the session document the statement belongs to
-    (every kind has one, SPEC section 3); the reply shows it only for interactive queries
+    (every kind has one, ``docs/documents.md``); the reply shows it only for interactive queries
     (:func:`async_query.replies.submitted_reply`)."""
 
     query_id: str

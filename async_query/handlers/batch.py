@@ -6,7 +6,7 @@ before it reads the statement, so it always finds both; a failed write stops the
 carries no ``sessionId``. GET is the interactive one: the job heart-beats its session, so a GET
 reads documents only while the heartbeat is fresh.
 
-DELETE cancels the statement and stops the job (SPEC section 7). An index the job is refreshing
+DELETE cancels the statement and stops the job (``docs/flint.md``). An index the job is refreshing
 (its state document names the job and is ``refreshing``) goes back to ``active`` through the
 "cancel refresh" operation (``refreshing → cancelling → active``, the work being the stop). Every
 launcher call is bounded in time, and the cancel supervisor watches the statement: a job still

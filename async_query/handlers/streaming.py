@@ -22,7 +22,7 @@ from query_core.flint import RecoverIndexJob, flint_index_name
 from query_core.models import StatementDoc, Versioned
 from query_core.states import SessionType
 
-#: DELETE's refusal (SPEC section 7, the reference's message): a stream is stopped by ALTER or VACUUM.
+#: DELETE's refusal (``docs/flint.md``, the reference's message): a stream is stopped by ALTER or VACUUM.
 CANNOT_CANCEL = (
     "can't cancel index DML query, using ALTER auto_refresh=off statement to stop job, "
     "using VACUUM statement to stop job and delete data"

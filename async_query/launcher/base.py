@@ -140,7 +140,7 @@ def job_conf(
     checkpoint_root: str = "",
     checkpoint_mandatory: bool = True,
 ) -> tuple[dict[str, str], dict[str, str]]:
-    """The job's Spark conf keys (SPEC section 5, :mod:`query_core.jobconf`), and the secret ones apart.
+    """The job's Spark conf keys (``docs/job.md``, :mod:`query_core.jobconf`), and the secret ones apart.
 
     Every setting of the contract is sent explicitly, so the plugin's settings win over the job's
     defaults; the datasource's own Spark conf comes last and wins over both. ``query_id`` and

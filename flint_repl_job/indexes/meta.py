@@ -1,7 +1,7 @@
 """A Flint index's metadata, as the reference keeps it in the index mapping's ``_meta``.
 
-OpenSearch Dashboards and the reference read it, so its shape follows the reference (SPEC
-section 7): ``version``, ``name``, ``kind``, ``source``, ``indexedColumns``, ``options`` (a string
+OpenSearch Dashboards and the reference read it, so its shape follows the reference
+(``docs/flint.md``): ``version``, ``name``, ``kind``, ``source``, ``indexedColumns``, ``options`` (a string
 map with ``auto_refresh`` and ``incremental_refresh`` filled in), ``latestId`` and ``properties``
 (``env`` with the job's application and job-run ids, ``filterCondition`` of a covering index,
 ``sourceTables`` of a materialized view).

@@ -1,4 +1,4 @@
-"""Auto refresh: a Flint index kept fresh by a Structured Streaming query (SPEC 5 and 7).
+"""Auto refresh: a Flint index kept fresh by a Structured Streaming query (``docs/job.md``, ``docs/flint.md``).
 
 The stream reads the index's source tables as streams (``spark.readStream.table``: schema and
 files from the catalog) and writes into the index through this project's ``opensearch`` data

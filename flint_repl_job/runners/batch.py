@@ -1,4 +1,4 @@
-"""The batch runner (SPEC 5): the job's one statement.
+"""The batch runner (``docs/job.md``): the job's one statement.
 
 The plugin writes the session and the statement documents before it launches the job. The job
 claims the session, reads the statement named by ``spark.flint.job.queryId`` from the request

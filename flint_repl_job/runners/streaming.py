@@ -1,4 +1,4 @@
-"""The streaming runner (SPEC 5): an auto-refreshed Flint index's job.
+"""The streaming runner (``docs/job.md``): an auto-refreshed Flint index's job.
 
 The plugin writes a statement (``CREATE ... WITH (auto_refresh = true)``, ``ALTER ... WITH
 (auto_refresh = true)`` or ``RECOVER INDEX JOB``) and a ``streaming`` session, then launches this

@@ -1,7 +1,7 @@
 """The plugin as a real ``async-query serve`` process: killed with -9 mid-statement and replaced,
 stopped by a signal, and relied on to supervise a cancel that the job does not honour.
 
-The plugin keeps no state of its own (SPEC section 9): the job runs in its own process group and
+The plugin keeps no state of its own (docs/documents.md): the job runs in its own process group and
 outlives the plugin; a new plugin on the same data directory and index answers for the statement,
 reuses the session, and can still describe the job through the launcher's pid file.
 """

@@ -1,4 +1,4 @@
-"""The REST wire contract (SPEC section 2) over real HTTP, with documents in a real index server.
+"""The REST wire contract (docs/api.md) over real HTTP, with documents in a real index server.
 
 No Spark: the service starts sessions through a RecordingLauncher, and the tests play the job's
 part by moving documents through the store as the job would.

@@ -1,5 +1,5 @@
 """Query kinds over real HTTP: what the classifier refuses today, and GET/DELETE routed by the
-``sessionType`` the documents record (SPEC section 7). No Spark: a RecordingLauncher starts nothing."""
+``sessionType`` the documents record (docs/flint.md). No Spark: a RecordingLauncher starts nothing."""
 
 from __future__ import annotations
 

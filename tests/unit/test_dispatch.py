@@ -1,4 +1,4 @@
-"""The classifier: every statement form of SPEC section 7 lands in its query kind, first match wins."""
+"""The classifier: every statement form of docs/flint.md lands in its query kind, first match wins."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from query_core.states import SessionType
 
 INTER, BATCH, STREAM, DML = QueryKind.INTERACTIVE, QueryKind.BATCH, QueryKind.STREAMING, QueryKind.INDEX_DML
 
-#: (query, kind) for every statement form of SPEC section 7, with and without the options that
+#: (query, kind) for every statement form of docs/flint.md, with and without the options that
 #: change its kind.
 FLINT_FORMS: list[tuple[str, QueryKind]] = [
     # skipping index

@@ -1,4 +1,4 @@
-"""The Flint statement parser: every statement form of SPEC section 7, and plain Spark SQL left alone."""
+"""The Flint statement parser: every statement form of docs/flint.md, and plain Spark SQL left alone."""
 
 from __future__ import annotations
 

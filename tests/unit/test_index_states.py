@@ -1,5 +1,5 @@
 """The Flint index state machine: every operation's start, transitioning and end states, its
-rollback, and every allowed and refused move (SPEC section 7, written out independently)."""
+rollback, and every allowed and refused move (docs/documents.md, written out independently)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from query_core.states import (
 
 F = FlintIndexState
 
-# operation: (start states, via, end) as SPEC section 7's table gives them.
+# operation: (start states, via, end) as docs/documents.md's table gives them.
 EXPECTED_OPERATIONS: dict[str, tuple[set[FlintIndexState], FlintIndexState | None, FlintIndexState | None]] = {
     "create": ({F.EMPTY, F.DELETED}, F.CREATING, F.ACTIVE),
     "start auto refresh": ({F.ACTIVE}, None, F.REFRESHING),

@@ -1,4 +1,4 @@
-"""The job's configuration from Spark conf keys (SPEC section 5)."""
+"""The job's configuration from Spark conf keys (docs/job.md)."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ from query_core.config import OpenSearchConfig
 from query_core.jobconf import DEFAULTS, KEYS, SETTINGS, JobConf, JobConfError, read_conf, render_conf
 from query_core.states import SessionType
 
-#: The keys SPEC section 5 names (the reference's).
+#: The keys docs/job.md names (the reference's).
 REFERENCE_KEYS = {
     "spark.flint.job.sessionId",
     "spark.flint.job.requestIndex",

@@ -23,7 +23,7 @@ St = StatementState
 Se = SessionState
 State = TypeVar("State", StatementState, SessionState)
 
-# The expected table, written out independently of the product's (SPEC section 3):
+# The expected table, written out independently of the product's (docs/documents.md):
 # waiting -> running -> success | failed | timeout; waiting | running -> cancelled;
 # a statement that waits too long fails (waiting -> failed) or times out (waiting -> timeout).
 STATEMENT_ALLOWED: set[tuple[StatementState, StatementState]] = {

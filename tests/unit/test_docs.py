@@ -1,0 +1,79 @@
+"""The contract pages in ``docs/`` say what the code does: the tables there are checked against the
+tables in the code, and the code's pointers to docs name pages that exist."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+from query_core.jobconf import JobConf
+from query_core.states import INDEX_OPERATIONS, SESSION_TRANSITIONS, STATEMENT_TRANSITIONS
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs"
+PRODUCT = ("async_query", "flint_repl_job", "query_core", "index_mappings")
+
+
+def tables(page: str, first_header: str) -> list[list[list[str]]]:
+    """The rows of each table of ``page`` whose header starts with ``first_header``, in order."""
+    lines = (DOCS / page).read_text(encoding="utf-8").splitlines()
+    found = []
+    for start in (i for i, line in enumerate(lines) if line.startswith(f"| {first_header} |")):
+        table = []
+        for line in lines[start + 2 :]:
+            if not line.startswith("|"):
+                break
+            table.append([cell.strip() for cell in line.strip("|").split("|")])
+        found.append(table)
+    assert found, f"no table headed {first_header!r} in {page}"
+    return found
+
+
+def rows(page: str, first_header: str) -> list[list[str]]:
+    [table] = tables(page, first_header)
+    return table
+
+
+def states_in(cell: str) -> set[str]:
+    return set(re.findall(r"`([a-z_]+)`", cell))
+
+
+def test_every_conf_key_is_documented() -> None:
+    documented = {re.sub(r"`", "", row[0]) for row in rows("job.md", "key")}
+    keys = {f.metadata["conf_key"].key for f in dataclasses.fields(JobConf) if "conf_key" in f.metadata}
+    assert keys == documented
+
+
+def test_the_statement_and_session_tables_are_the_code_s() -> None:
+    statements, sessions = tables("documents.md", "from")
+    for documented, table in ((statements, STATEMENT_TRANSITIONS), (sessions, SESSION_TRANSITIONS)):
+        found = {next(iter(states_in(row[0]))): states_in(row[1]) for row in documented}
+        assert found == {s.value: {t.value for t in targets} for s, targets in table.items()}
+
+
+def test_the_operations_table_is_the_code_s() -> None:
+    documented = {
+        row[0]: (states_in(row[1]), states_in(row[2]), states_in(row[3])) for row in rows("documents.md", "operation")
+    }
+    expected = {
+        op.name: (
+            {s.value for s in op.start},
+            {op.via.value} if op.via else set(),
+            {op.end.value} if op.end else set(),
+        )
+        for op in INDEX_OPERATIONS.values()
+    }
+    assert documented == expected
+
+
+def test_the_code_points_to_pages_that_exist_and_to_nothing_outside_the_repository() -> None:
+    pointed: set[str] = set()
+    for package in PRODUCT:
+        for path in (ROOT / package).rglob("*.py"):
+            text = path.read_text(encoding="utf-8")
+            assert "SPEC" not in text, f"{path} points to a document outside the repository"
+            pointed |= set(re.findall(r"docs/([a-z_-]+\.md)", text))
+    assert pointed, "the code points to its contracts"
+    missing = sorted(page for page in pointed if not (DOCS / page).exists())
+    assert not missing
