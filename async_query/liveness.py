@@ -58,9 +58,9 @@ class Staleness:
     def is_fresh(self, session: SessionDoc, now: int | None = None) -> bool:
         now = now if now is not None else now_millis()
         if session.state == SessionState.RUNNING:
-            return now - session.last_update_time <= self.limit_ms(session)
+            return now - session.last_update_time < self.limit_ms(session)
         if session.state == SessionState.NOT_STARTED:
-            return now - session.last_update_time <= self.start_timeout_s * 1000
+            return now - session.last_update_time < self.start_timeout_s * 1000
         return False
 
 

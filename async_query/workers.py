@@ -134,8 +134,13 @@ class CancelSupervisor(Worker):
         if session is None or is_terminal(session.doc.state):
             return True
         listed = any(r.query_id == item.query_id for r in session.doc.running_statements)
-        if not listed and session.doc.last_update_time >= item.cancelled_at_ms:
-            return True  # a heartbeat written after the cancel shows the statement stopped
+        if (
+            not listed
+            and session.doc.state == SessionState.RUNNING
+            and session.doc.last_update_time >= item.cancelled_at_ms
+        ):
+            return True  # a heartbeat written after the cancel shows the statement stopped (a session
+            # not started yet has written none)
         if time.monotonic() < item.deadline:
             return False
         error = f"Statement {item.query_id} did not stop within {self.deadline_s:g} s of its cancel; the session's job was cancelled"
@@ -219,11 +224,15 @@ class Housekeeper(Worker):
         requests = request_index(datasource)
         request_cutoff = now - int(self.request_days * DAY_MS)
         index = self.store.index
-        deleted = index.delete_by_query(requests, Query((Term("type", "statement"), Range("submitTime", lt=request_cutoff))))
+        deleted = index.delete_by_query(
+            requests, Query((Term("type", "statement"), Range("submitTime", lt=request_cutoff)))
+        )
         deleted += index.delete_by_query(
             requests, Query((Term("type", "session"), Range("lastUpdateTime", lt=request_cutoff)))
         )
-        deleted += index.delete_by_query(result_index, Query((Range("updateTime", lt=now - int(self.result_days * DAY_MS)),)))
+        deleted += index.delete_by_query(
+            result_index, Query((Range("updateTime", lt=now - int(self.result_days * DAY_MS)),))
+        )
         if deleted:
             log.info("housekeeping deleted %d old documents of datasource %s", deleted, datasource)
         return deleted
@@ -418,4 +427,3 @@ class StreamingHousekeeper(Worker):
         IndexTransaction(self.store, target).run(operation, work)
         self.stopped.append(reason)
         log.warning("stopped the stream of index %s (%s): %s", index_name, operation, reason)
-

@@ -13,15 +13,17 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
+from async_query.api import create_app
 from async_query.datasources import Datasource, DatasourceRegistry, local_datasource
 from async_query.launcher.base import Launcher
 from async_query.service import AsyncQueryService
 from async_query.settings import Settings
 from query_core.config import OpenSearchConfig
 from query_core.store import Store
-from tests.support import RecordingLauncher
+from tests.support import RecordingLauncher, serve_http
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 REAL_CLUSTER = os.environ.get("OPENSEARCH_URL", "")
@@ -117,3 +119,21 @@ def make_service(
     yield make
     for service in made:
         service.close()
+
+
+# The two below serve the modules that define a ``service`` fixture built with a RecordingLauncher.
+
+
+@pytest.fixture
+def launcher(service: AsyncQueryService) -> RecordingLauncher:
+    """The recording launcher of the module's ``service``."""
+    found = service.launchers["local"]
+    assert isinstance(found, RecordingLauncher)
+    return found
+
+
+@pytest.fixture
+def client(service: AsyncQueryService) -> Iterator[httpx.Client]:
+    """An HTTP client of the module's ``service``, served on a free loopback port."""
+    with serve_http(create_app(service)) as url, httpx.Client(base_url=url, timeout=30) as c:
+        yield c

@@ -8,13 +8,8 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import pytest
 from moto import mock_aws
-
-from async_query.api import create_app
-from async_query.service import AsyncQueryService
-from tests.support import RecordingLauncher, serve_http
 
 AWS_REGION = "us-east-1"
 
@@ -35,24 +30,6 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setenv("AWS_DEFAULT_REGION", AWS_REGION)
     with mock_aws():
         yield
-
-
-# The two below serve the modules that define a ``service`` fixture built with a RecordingLauncher.
-
-
-@pytest.fixture
-def launcher(service: AsyncQueryService) -> RecordingLauncher:
-    """The recording launcher of the module's ``service``."""
-    found = service.launchers["local"]
-    assert isinstance(found, RecordingLauncher)
-    return found
-
-
-@pytest.fixture
-def client(service: AsyncQueryService) -> Iterator[httpx.Client]:
-    """An HTTP client of the module's ``service``, served on a free loopback port."""
-    with serve_http(create_app(service)) as url, httpx.Client(base_url=url, timeout=30) as c:
-        yield c
 
 
 @pytest.fixture(scope="session")

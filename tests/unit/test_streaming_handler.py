@@ -22,7 +22,7 @@ from query_core.models import FlintIndexStateDoc, SessionDoc, now_millis
 from query_core.states import FlintIndexState, SessionState, SessionType
 from query_core.store import Store
 from tests.conftest import ServiceFactory
-from tests.support import RecordingLauncher, StandInStream, seed, wait_for
+from tests.support import RecordingLauncher, StandInStream, seed
 
 CREATE = "CREATE INDEX idx{n} ON local.default.t (a) WITH (auto_refresh = true)"
 F = FlintIndexState
@@ -94,7 +94,8 @@ def test_a_slot_frees_when_its_session_ends_or_its_launch_fails(
     session = store.sessions.get(ds, statement.doc.session_id)
     assert session is not None
     store.sessions.update(session, SessionState.DEAD)
-    wait_for(lambda: not store.sessions.find(ds, [SessionState.NOT_STARTED]), what="the end to be searchable")
+    store.index.refresh("*")  # what follows finds them by a search
+    assert not store.sessions.find(ds, [SessionState.NOT_STARTED])
     create(service, 2)  # no write released the slot: the ended session did
 
 
@@ -173,7 +174,8 @@ def streaming_index(store: Store, ds: str, index: str, job_id: str) -> str:
             latest_id=latest_id(index), data_source_name=ds, index_name=index, state=F.REFRESHING, job_id=job_id
         )
     )
-    wait_for(lambda: store.index_states.find(ds, [F.REFRESHING], job_id=job_id), what="the index to be searchable")
+    store.index.refresh("*")  # what follows finds them by a search
+    assert store.index_states.find(ds, [F.REFRESHING], job_id=job_id)
     return session.doc.session_id
 
 

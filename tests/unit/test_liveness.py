@@ -18,12 +18,12 @@ from async_query.launcher.base import JobDescription, JobRunState
 from async_query.launcher.local import LocalLauncher
 from async_query.service import AsyncQueryService, SubmitRequest
 from query_core.errors import QueryNotFoundError, TooManyRequestsError
-from query_core.ids import request_index
+from query_core.ids import REQUEST_INDEX_PATTERN, request_index
 from query_core.models import RunningStatement, SessionDoc, StatementDoc, StatementProgress, Versioned, now_millis
 from query_core.states import SessionState, StatementState
 from query_core.store import Store
 from tests.conftest import ServiceFactory
-from tests.support import RecordingLauncher, driver, wait_for
+from tests.support import RecordingLauncher, wait_for
 
 
 def heartbeat(
@@ -196,7 +196,7 @@ def test_a_post_naming_a_dead_session_gets_a_new_one(make_service: ServiceFactor
 
 def delete_statement(store: Store, ds: str, query_id: str) -> None:
     """Delete a statement document as housekeeping (or an operator) would."""
-    driver(store).delete(index=request_index(ds), id=query_id, refresh=True)
+    store.index.delete(request_index(ds), query_id)
 
 
 def test_cancel_of_a_statement_deleted_before_the_write_is_not_found(
@@ -296,11 +296,13 @@ def test_session_limit_refuses_new_sessions_but_never_submissions_into_live_ones
     service = make_service(RecordingLauncher(), max_sessions=2)
     _, first = submit(service)
     _, second = submit(service)
+    store.index.refresh(REQUEST_INDEX_PATTERN)  # the limit is counted by a search
     with pytest.raises(TooManyRequestsError, match="can not exceed 2"):
         submit(service)
     _, again = submit(service, "SELECT 3", first)
     assert again == first
     heartbeat(store, service, second, state=SessionState.DEAD)
+    store.index.refresh(REQUEST_INDEX_PATTERN)
     _, third = submit(service)
     assert third not in (first, second)
 
@@ -321,6 +323,7 @@ def test_a_cancel_nobody_watches_is_picked_up_by_the_housekeeping_sweep(
 
     after_restart = make_service(launcher, cancel_deadline_s=0.0)
     assert after_restart.supervisor.pending == 0
+    store.index.refresh(REQUEST_INDEX_PATTERN)  # the sweep finds sessions by a search
     after_restart.housekeeper.run_once()
     assert after_restart.supervisor.pending == 1
     after_restart.supervisor.run_once()

@@ -14,15 +14,15 @@ from typing import Any
 
 import pytest
 
-import index_mappings
 from flint_repl_job.config import JobConfig
 from flint_repl_job.executor import QueryCancelledError, QueryOutput, RunningQuery
 from flint_repl_job.repl import InteractiveJob
+from query_core.errors import InvalidRequestError
 from query_core.ids import default_result_index, new_id, request_index
 from query_core.models import LosslessResult, SessionDoc, StatementDoc, StatementProgress
 from query_core.states import SessionState, StatementState
-from query_core.store import Store
-from tests.support import driver, wait_for
+from query_core.store import MemoryIndex, Store, Version
+from tests.support import wait_for
 
 JOB_ID = "job-1"
 
@@ -155,16 +155,23 @@ def test_beats_go_on_without_progress_when_progress_fails(
     assert source(store, index, session.session_id)["error"] == ""
 
 
+class RefusesRunningStatements(MemoryIndex):
+    """An index refusing, for good, any write that reports a running statement (a mapping conflict)."""
+
+    def update_if(self, index: str, doc_id: str, partial: dict[str, Any], version: Version) -> Version:
+        if partial.get("runningStatements"):
+            raise InvalidRequestError("mapper_parsing_exception: failed to parse field [runningStatements]")
+        return super().update_if(index, doc_id, partial, version)
+
+
 def test_a_heartbeat_that_keeps_failing_ends_the_session_with_its_reason(
-    store: Store, ds_name: str, running_jobs: list[RunningJob]
+    ds_name: str, running_jobs: list[RunningJob]
 ) -> None:
-    """Here the request index maps ``runningStatements`` as a keyword (an index created by some
-    other version, say): the server refuses every beat that reports a running statement. The job
-    must not run on without a heartbeat: it ends the session ``fail`` with the reason."""
+    """Here the index refuses every beat that reports a running statement (a request index whose
+    mapping some other version created, say, with ``runningStatements`` a keyword). The job must
+    not run on without a heartbeat: it ends the session ``fail`` with the reason."""
     index = request_index(ds_name)
-    body = index_mappings.load("request_index")
-    body["mappings"]["properties"]["runningStatements"] = {"type": "keyword"}
-    driver(store).indices.create(index=index, body=body)
+    store = Store(RefusesRunningStatements())
     session, statement = seed(store, ds_name)
     job = InteractiveJob(job_config(ds_name, session.session_id), store, StubExecutor(finish=False))
     running_jobs.append(RunningJob(job))
@@ -185,7 +192,7 @@ def test_the_job_uses_the_request_index_it_is_given(store: Store, ds_name: str) 
     statement is found by search, as a statement of the reference plugin is."""
     index = f".query_execution_request_custom_{ds_name}"
     session, statement = seed(store, ds_name, index=index, signal=False)
-    driver(store).indices.refresh(index=index)
+    store.index.refresh(index)
     executor = StubExecutor()
     job = InteractiveJob(job_config(ds_name, session.session_id, index=index), store, executor)
 
@@ -203,4 +210,4 @@ def test_the_job_uses_the_request_index_it_is_given(store: Store, ds_name: str) 
 
     job.end_session(SessionState.DEAD)
     assert source(store, index, session.session_id)["state"] == SessionState.DEAD.value
-    assert not driver(store).indices.exists(index=request_index(ds_name))  # nothing where the name points
+    assert not store.index.index_exists(request_index(ds_name))  # nothing where the name points

@@ -26,8 +26,8 @@ from query_core.jobconf import JobConf, render_conf
 from query_core.models import SessionDoc, StatementDoc
 from query_core.states import SessionState, SessionType, StatementState
 from query_core.store import MemoryIndex, Store, Version
-from tests.integration.test_job_loop import JOB_ID, StubExecutor, job_config, source
 from tests.support import wait_for
+from tests.unit.test_job_loop import JOB_ID, StubExecutor, job_config, source
 
 
 class FailingExecutor(StubExecutor):

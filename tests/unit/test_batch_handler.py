@@ -33,7 +33,7 @@ from query_core.models import (
 from query_core.states import FlintIndexState, SessionState, SessionType, StatementState
 from query_core.store import Store
 from tests.conftest import ServiceFactory
-from tests.support import RecordingLauncher, seed, wait_for
+from tests.support import RecordingLauncher, seed
 
 REFRESH = "REFRESH SKIPPING INDEX ON local.default.http_logs"
 INDEX = "flint_local_default_http_logs_skipping_index"
@@ -187,7 +187,8 @@ def test_the_limit_of_refreshing_jobs_counts_live_batch_and_streaming_sessions(
     _, first = submit(service)
     store.sessions.create(SessionDoc(session_id=new_id(ds), data_source_name=ds, session_type=SessionType.STREAMING))
     store.sessions.create(SessionDoc(session_id=new_id(ds), data_source_name=ds))  # interactive: not counted
-    wait_for(lambda: live_sessions(store, ds, 3), what="the sessions to be searchable")
+    store.index.refresh("*")  # what follows finds them by a search
+    assert live_sessions(store, ds, 3)
 
     with pytest.raises(TooManyRequestsError, match=r"^domain concurrent refresh job can not exceed 2$"):
         submit(service)
@@ -196,7 +197,8 @@ def test_the_limit_of_refreshing_jobs_counts_live_batch_and_streaming_sessions(
     ended = store.sessions.get(ds, first)
     assert ended is not None
     store.sessions.update(ended, SessionState.DEAD)
-    wait_for(lambda: live_sessions(store, ds, 2), what="the ended session to be searchable")
+    store.index.refresh("*")  # what follows finds them by a search
+    assert live_sessions(store, ds, 2)
     submit(service)
     assert len(launcher.started) == 2
 
@@ -206,7 +208,8 @@ def test_the_limit_is_a_429_in_the_reference_shape(
 ) -> None:
     for _ in range(service.settings.max_refreshing_jobs):
         assert client.post(BASE, json={"datasource": ds_name, "lang": "sql", "query": REFRESH}).status_code == 201
-    wait_for(lambda: live_sessions(store, ds_name, 5), what="the sessions to be searchable")
+    store.index.refresh("*")  # what follows finds them by a search
+    assert live_sessions(store, ds_name, 5)
     resp = client.post(BASE, json={"datasource": ds_name, "lang": "sql", "query": REFRESH})
     assert resp.status_code == 429
     assert resp.json()["error"]["reason"] == "Too Many Requests"
@@ -282,7 +285,8 @@ def test_delete_cancels_the_statement_stops_the_job_and_returns_the_index_to_act
     job_refreshes(store, ds, "job-1")
     other_index = "flint_local_default_other_idx_index"
     job_refreshes(store, ds, "job-2", other_index)  # another job's refresh: untouched
-    wait_for(lambda: len(store.index_states.find(ds, job_id="job-1")) == 1, what="the index state to be searchable")
+    store.index.refresh("*")  # what follows finds them by a search
+    assert len(store.index_states.find(ds, job_id="job-1")) == 1
 
     service.cancel(query_id)
 
@@ -346,7 +350,8 @@ def test_delete_is_bounded_when_the_launcher_hangs(make_service: ServiceFactory,
     query_id, session_id = submit(service)
     job_runs(store, ds, session_id, query_id)
     job_refreshes(store, ds, "job-1")
-    wait_for(lambda: len(store.index_states.find(ds, job_id="job-1")) == 1, what="the index state to be searchable")
+    store.index.refresh("*")  # what follows finds them by a search
+    assert len(store.index_states.find(ds, job_id="job-1")) == 1
     try:
         began = time.monotonic()
         service.cancel(query_id)
@@ -365,7 +370,8 @@ def test_delete_is_bounded_when_the_launcher_hangs(make_service: ServiceFactory,
         assert service.supervisor.pending == 0 and launcher.cancelled == ["job-1", "job-1"]
         session = store.sessions.get(ds, session_id)
         assert session is not None and session.doc.state == SessionState.DEAD
-        wait_for(lambda: store.sessions.find(ds, [SessionState.DEAD], job_id="job-1"), what="the end to be searchable")
+        store.index.refresh("*")  # what follows finds them by a search
+        assert store.sessions.find(ds, [SessionState.DEAD], job_id="job-1")
 
         service.housekeeper.run_once()
         state = index_state(store, ds)
