@@ -78,6 +78,8 @@ class Reply:
     chunked: bool = False
     declared: int | None = None
     hold: threading.Event | None = None
+    #: After the first chunk, wait (up to 10 s) for the gateway to close the connection.
+    await_close: bool = False
 
 
 class Upstream:
@@ -88,6 +90,8 @@ class Upstream:
         self.answer: Callable[[Seen], Reply] = lambda seen: Reply()
         #: Set when the first chunk of a chunked request body has arrived.
         self.first_chunk = threading.Event()
+        #: Set when the gateway closed a connection whose reply was not finished.
+        self.dropped = threading.Event()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -144,6 +148,12 @@ class Upstream:
                 for i, chunk in enumerate(reply.chunks):
                     if i == 1 and reply.hold is not None:
                         assert reply.hold.wait(30), "the test never released the reply"
+                    if i == 1 and reply.await_close:
+                        self.close_connection = True
+                        self.connection.settimeout(10)
+                        if self.rfile.read(1) == b"":
+                            upstream.dropped.set()
+                        return
                     self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk) if reply.chunked else chunk)
                     self.wfile.flush()
                 if reply.chunked:
@@ -366,6 +376,21 @@ def test_a_chunked_reply_streams_back(service: AsyncQueryService, upstream: Upst
         first = next(parts)
         release.set()
         assert first + b"".join(parts) == b'{"hits":[1,2,3]}'
+
+
+def test_a_caller_leaving_mid_reply_drops_the_upstream_connection(
+    service: AsyncQueryService, upstream: Upstream
+) -> None:
+    """A reply nobody reads any more stops being read from the cluster (here the cluster would
+    otherwise wait for ever to send the rest)."""
+    upstream.answer = lambda seen: Reply(chunks=[b'{"hits":[', b"]}"], chunked=True, await_close=True)
+    with through(service, upstream.url) as client:
+        with client.stream("GET", "/logs/_search") as reply:
+            assert next(reply.iter_raw()) == b'{"hits":['
+        # Leaving the block closed the caller's connection mid-reply.
+        wait_for(upstream.dropped.is_set, timeout=15, what="the gateway to drop the upstream connection")
+        upstream.answer = lambda seen: Reply()
+        assert client.get("/_cluster/health").json() == {"ok": True}
 
 
 def test_a_large_reply_is_passed_whole(gateway: httpx.Client, direct: httpx.Client) -> None:
