@@ -27,6 +27,7 @@ import httpx
 import pytest
 
 from async_query.api import BASE, create_app
+from async_query.cli import main
 from async_query.datasources import Datasource, DatasourceRegistry
 from async_query.gateway import (
     Gateway,
@@ -455,6 +456,7 @@ def test_hop_by_hop_headers_are_dropped_both_ways(service: AsyncQueryService, up
         "Proxy-Connection": "keep-alive",
         "TE": "trailers",
         "Upgrade": "h2c",
+        "Expect": "100-continue",
         "X-Opaque-Id": "dashboards-1",
         "securitytenant": "global",
     }
@@ -463,7 +465,7 @@ def test_hop_by_hop_headers_are_dropped_both_ways(service: AsyncQueryService, up
     assert reply.status_code == 200 and reply.json() == {"a": 1}
     (seen,) = upstream.seen
     sent = {k.lower() for k, _ in seen.headers}
-    for dropped in ("x-caller-hop", "keep-alive", "proxy-authorization", "proxy-connection", "te", "upgrade"):
+    for dropped in ("x-caller-hop", "keep-alive", "proxy-authorization", "proxy-connection", "te", "upgrade", "expect"):
         assert dropped not in sent, dropped
     assert "connection" not in sent or seen.header("connection") == ["keep-alive"]  # the pool's own
     assert seen.header("x-opaque-id") == ["dashboards-1"] and seen.header("securitytenant") == ["global"]
@@ -524,9 +526,17 @@ def test_a_refusal_is_answered_in_the_error_shape_and_sends_nothing(
     assert own.status_code == 200  # the service's own paths never ask the policy
 
 
-def test_a_sigv4_cluster_is_refused_at_start() -> None:
+def test_a_sigv4_cluster_is_refused_at_start(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     with pytest.raises(GatewayConfigError, match="SigV4"):
         service_credentials(OpenSearchConfig(url="https://search.example:443", auth="sigv4"))
+    monkeypatch.setenv("OPENSEARCH_URL", "https://search.example:443")
+    monkeypatch.setenv("ASYNC_QUERY_OPENSEARCH_AUTH", "sigv4")
+    monkeypatch.setenv("ASYNC_QUERY_DATA_DIR", str(tmp_path / "var"))
+    assert main(["serve", "--gateway", "--port", str(free_port())]) == 2
+    assert "cannot pass requests to a SigV4-signed cluster" in capsys.readouterr().err
+    assert not (tmp_path / "var").exists()  # refused before anything started
 
 
 # -- an upstream that is down, hangs, or breaks off ------------------------------------------------
