@@ -58,7 +58,7 @@ class GatewayPlan:
     bulk_mb: float = 10.0
     doc_bytes: int = 1024
     #: Timed pairs (direct, through) of the bulk and of the large reply, after one to warm up.
-    bulks: int = 6
+    bulks: int = 10
 
     @classmethod
     def quick(cls) -> GatewayPlan:
