@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -235,15 +236,6 @@ CONFIG_DOC = {
     "migrationVersion": {"config": "7.9.0"},
     "updated_at": "2026-01-01T00:00:00.000Z",
 }
-BULK = (
-    b'{"index":{"_index":".kibana_1","_id":"index-pattern:logs"}}\n'
-    b'{"index-pattern":{"title":"logs-*","timeFieldName":"@timestamp"},"type":"index-pattern",'
-    b'"references":[],"updated_at":"2026-01-01T00:00:00.000Z"}\n'
-    b'{"index":{"_index":"logs-2026.01.01","_id":"1"}}\n'
-    b'{"@timestamp":"2026-01-01T00:00:00Z","message":"GET /index.html 200","level":"info"}\n'
-    b'{"create":{"_index":"logs-2026.01.01","_id":"2"}}\n'
-    b'{"@timestamp":"2026-01-01T00:00:01Z","message":"GET /missing 404","level":"warn"}\n'
-)
 SEARCH = {
     "size": 100,
     "from": 0,
@@ -251,21 +243,67 @@ SEARCH = {
     "query": {"bool": {"filter": [{"term": {"type": "index-pattern"}}]}},
 }
 
-#: (method, path, body bytes or JSON, extra headers), in the order Dashboards would send them.
-DASHBOARDS_CALLS: list[tuple[str, str, Any, dict[str, str]]] = [
-    ("GET", "/", None, {}),
-    ("GET", "/_cluster/health", None, {}),
-    ("HEAD", "/.kibana_1", None, {}),
-    ("PUT", "/.kibana_1", KIBANA_INDEX, {}),
-    ("HEAD", "/.kibana_1", None, {}),
-    ("PUT", "/.kibana_1/_doc/config:2.17.0?refresh=true", CONFIG_DOC, {}),
-    ("GET", "/.kibana_1/_doc/config:2.17.0", None, {}),
-    ("GET", "/.kibana_1/_doc/config:missing", None, {}),
-    ("POST", "/_bulk?refresh=true", BULK, NDJSON),
-    ("POST", "/.kibana_1/_search", SEARCH, {}),
-    ("POST", "/logs-*/_search?ignore_unavailable=true", {"query": {"match_all": {}}, "sort": ["_id"]}, {}),
-    ("GET", "/_cluster/health?wait_for_status=yellow&timeout=30s", None, {}),
-]
+
+@dataclass(frozen=True)
+class Names:
+    """The indexes a test writes: fixed names on a fresh osmem clone, names of the test's own on
+    a shared real cluster (where ``.kibana_1`` may be a real Dashboards' index)."""
+
+    kibana: str = ".kibana_1"
+    logs: str = "logs-2026.01.01"
+    big: str = "big"
+    chunks: str = "chunks"
+    wide: str = "wide"
+
+    def all(self) -> list[str]:
+        return [self.kibana, self.logs, self.big, self.chunks, self.wide]
+
+    def bulk(self) -> bytes:
+        """A ``_bulk`` as Dashboards sends one (a saved object) next to two log lines."""
+        return (
+            f'{{"index":{{"_index":"{self.kibana}","_id":"index-pattern:logs"}}}}\n'
+            '{"index-pattern":{"title":"logs-*","timeFieldName":"@timestamp"},"type":"index-pattern",'
+            '"references":[],"updated_at":"2026-01-01T00:00:00.000Z"}\n'
+            f'{{"index":{{"_index":"{self.logs}","_id":"1"}}}}\n'
+            '{"@timestamp":"2026-01-01T00:00:00Z","message":"GET /index.html 200","level":"info"}\n'
+            f'{{"create":{{"_index":"{self.logs}","_id":"2"}}}}\n'
+            '{"@timestamp":"2026-01-01T00:00:01Z","message":"GET /missing 404","level":"warn"}\n'
+        ).encode()
+
+    def dashboards_calls(self) -> list[tuple[str, str, Any, dict[str, str]]]:
+        """(method, path, body bytes or JSON, extra headers), in the order Dashboards sends them."""
+        kibana = f"/{self.kibana}"
+        return [
+            ("GET", "/", None, {}),
+            ("GET", "/_cluster/health", None, {}),
+            ("HEAD", kibana, None, {}),
+            ("PUT", kibana, KIBANA_INDEX, {}),
+            ("HEAD", kibana, None, {}),
+            ("PUT", f"{kibana}/_doc/config:2.17.0?refresh=true", CONFIG_DOC, {}),
+            ("GET", f"{kibana}/_doc/config:2.17.0", None, {}),
+            ("GET", f"{kibana}/_doc/config:missing", None, {}),
+            ("POST", "/_bulk?refresh=true", self.bulk(), NDJSON),
+            ("POST", f"{kibana}/_search", SEARCH, {}),
+            (
+                "POST",
+                f"/{self.logs}/_search?ignore_unavailable=true",
+                {"query": {"match_all": {}}, "sort": ["_id"]},
+                {},
+            ),
+            ("GET", "/_cluster/health?wait_for_status=yellow&timeout=30s", None, {}),
+        ]
+
+
+@pytest.fixture
+def names(index_server: Any, index_url: str) -> Iterator[Names]:
+    if index_server is not None:
+        yield Names()
+        return
+    tag = secrets.token_hex(4)
+    mine = Names(f".kibana_t{tag}", f"logs-t{tag}", f"big-t{tag}", f"chunks-t{tag}", f"wide-t{tag}")
+    yield mine
+    for index in mine.all():
+        httpx.delete(f"{index_url}/{index}")
 
 
 def _send(client: httpx.Client, method: str, path: str, body: Any, headers: dict[str, str]) -> httpx.Response:
@@ -288,45 +326,48 @@ def _comparable(reply: httpx.Response) -> tuple[int, dict[str, str], Any]:
 
 
 def test_dashboards_calls_answer_as_the_cluster_does(gateway: httpx.Client, twin: httpx.Client) -> None:
-    for method, path, body, headers in DASHBOARDS_CALLS:
+    for method, path, body, headers in Names().dashboards_calls():
         through_gateway = _send(gateway, method, path, body, headers)
         straight = _send(twin, method, path, body, headers)
         assert _comparable(through_gateway) == _comparable(straight), (method, path, through_gateway.text)
         assert through_gateway.status_code < 500, (method, path, through_gateway.text)
 
 
-def test_documents_written_through_the_gateway_are_in_the_cluster(gateway: httpx.Client, direct: httpx.Client) -> None:
-    assert gateway.put("/.kibana_1", json=KIBANA_INDEX).status_code == 200
-    assert gateway.put("/.kibana_1/_doc/config:2.17.0?refresh=true", json=CONFIG_DOC).status_code == 201
-    bulk = gateway.post("/_bulk?refresh=true", content=BULK, headers=NDJSON)
+def test_documents_written_through_the_gateway_are_in_the_cluster(
+    gateway: httpx.Client, direct: httpx.Client, names: Names
+) -> None:
+    kibana = f"/{names.kibana}"
+    assert gateway.put(kibana, json=KIBANA_INDEX).status_code == 200
+    assert gateway.put(f"{kibana}/_doc/config:2.17.0?refresh=true", json=CONFIG_DOC).status_code == 201
+    bulk = gateway.post("/_bulk?refresh=true", content=names.bulk(), headers=NDJSON)
     assert bulk.status_code == 200 and bulk.json()["errors"] is False
-    assert direct.get("/.kibana_1/_doc/config:2.17.0").json()["_source"] == CONFIG_DOC
-    assert direct.get("/logs-2026.01.01/_count").json()["count"] == 2
-    found = gateway.post("/.kibana_1/_search", json=SEARCH).json()
+    assert direct.get(f"{kibana}/_doc/config:2.17.0").json()["_source"] == CONFIG_DOC
+    assert direct.get(f"/{names.logs}/_count").json()["count"] == 2
+    found = gateway.post(f"{kibana}/_search", json=SEARCH).json()
     assert [h["_id"] for h in found["hits"]["hits"]] == ["index-pattern:logs"]
 
 
-def test_head_passes_with_no_body(gateway: httpx.Client, direct: httpx.Client) -> None:
-    direct.put("/.kibana_1", json=KIBANA_INDEX)
-    there = gateway.head("/.kibana_1")
-    missing = gateway.head("/.kibana_missing")
+def test_head_passes_with_no_body(gateway: httpx.Client, direct: httpx.Client, names: Names) -> None:
+    direct.put(f"/{names.kibana}", json=KIBANA_INDEX)
+    there = gateway.head(f"/{names.kibana}")
+    missing = gateway.head(f"/{names.kibana}_missing")
     assert (there.status_code, there.content) == (200, b"")
     assert (missing.status_code, missing.content) == (404, b"")
-    assert there.headers.get("content-type") == direct.head("/.kibana_1").headers.get("content-type")
+    assert there.headers.get("content-type") == direct.head(f"/{names.kibana}").headers.get("content-type")
 
 
 def test_large_bodies_pass_but_the_services_own_endpoints_keep_their_limit(
-    gateway: httpx.Client, direct: httpx.Client, service: AsyncQueryService
+    gateway: httpx.Client, direct: httpx.Client, service: AsyncQueryService, names: Names
 ) -> None:
     """A ``_bulk`` is NDJSON and may be far larger than the service's own request limit."""
     lines = []
     for i in range(3000):
-        lines += [json.dumps({"index": {"_index": "big", "_id": str(i)}}), json.dumps({"n": i, "pad": "x" * 1000})]
+        lines += [json.dumps({"index": {"_index": names.big, "_id": str(i)}}), json.dumps({"n": i, "pad": "x" * 1000})]
     body = ("\n".join(lines) + "\n").encode()
     assert len(body) > service.settings.max_body_bytes
     reply = gateway.post("/_bulk?refresh=true", content=body, headers=NDJSON)
     assert reply.status_code == 200 and reply.json()["errors"] is False, reply.text[:300]
-    assert direct.get("/big/_count").json()["count"] == 3000
+    assert direct.get(f"/{names.big}/_count").json()["count"] == 3000
 
     too_big = gateway.post(BASE, content=body, headers={"Content-Type": "application/json"})
     assert too_big.status_code == 413
@@ -354,15 +395,15 @@ def test_chunked_upload_streams_to_the_cluster(service: AsyncQueryService, upstr
     )
 
 
-def test_chunked_upload_to_a_real_cluster(gateway: httpx.Client, direct: httpx.Client) -> None:
+def test_chunked_upload_to_a_real_cluster(gateway: httpx.Client, direct: httpx.Client, names: Names) -> None:
     def body() -> Iterator[bytes]:
         for i in range(50):
-            yield json.dumps({"index": {"_index": "chunks", "_id": str(i)}}).encode() + b"\n"
+            yield json.dumps({"index": {"_index": names.chunks, "_id": str(i)}}).encode() + b"\n"
             yield json.dumps({"n": i}).encode() + b"\n"
 
     reply = gateway.post("/_bulk?refresh=true", content=body(), headers=NDJSON)
     assert reply.status_code == 200 and reply.json()["errors"] is False
-    assert direct.get("/chunks/_count").json()["count"] == 50
+    assert direct.get(f"/{names.chunks}/_count").json()["count"] == 50
 
 
 def test_a_chunked_reply_streams_back(service: AsyncQueryService, upstream: Upstream) -> None:
@@ -394,14 +435,14 @@ def test_a_caller_leaving_mid_reply_drops_the_upstream_connection(
         assert client.get("/_cluster/health").json() == {"ok": True}
 
 
-def test_a_large_reply_is_passed_whole(gateway: httpx.Client, direct: httpx.Client) -> None:
+def test_a_large_reply_is_passed_whole(gateway: httpx.Client, direct: httpx.Client, names: Names) -> None:
     lines = []
     for i in range(2500):
-        lines += [json.dumps({"index": {"_index": "wide", "_id": str(i)}}), json.dumps({"n": i, "pad": "y" * 800})]
+        lines += [json.dumps({"index": {"_index": names.wide, "_id": str(i)}}), json.dumps({"n": i, "pad": "y" * 800})]
     assert direct.post("/_bulk?refresh=true", content="\n".join(lines) + "\n", headers=NDJSON).status_code == 200
     query = {"size": 2500, "query": {"match_all": {}}, "sort": ["n"]}
-    expected = direct.post("/wide/_search", json=query)
-    with gateway.stream("POST", "/wide/_search", json=query) as reply:
+    expected = direct.post(f"/{names.wide}/_search", json=query)
+    with gateway.stream("POST", f"/{names.wide}/_search", json=query) as reply:
         received = b"".join(reply.iter_raw())
         assert reply.headers["content-length"] == str(len(received))
     assert len(received) > 2_000_000
@@ -735,7 +776,7 @@ def test_serve_gateway_on_the_embedded_default(tmp_path: Path) -> None:
             root = client.get("/").json()
             assert root["version"]["distribution"] == "opensearch" and "tagline" in root
             assert client.get("/_cluster/health").json()["status"] in ("green", "yellow")
-            for method, path, body, headers in DASHBOARDS_CALLS[2:]:
+            for method, path, body, headers in Names().dashboards_calls()[2:]:
                 reply = _send(client, method, path, body, headers)
                 assert reply.status_code in (200, 201, 404), (method, path, reply.text)
             assert client.head("/.kibana_1").status_code == 200
