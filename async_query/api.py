@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -26,6 +26,9 @@ from query_core.errors import AsyncQueryError
 from query_core.models import SessionDoc
 from query_core.states import SessionState
 
+if TYPE_CHECKING:
+    from async_query.gateway import Gateway
+
 log = logging.getLogger(__name__)
 
 BASE = "/_plugins/_async_query"
@@ -36,8 +39,12 @@ REASONS = {
     406: "Invalid Request",
     413: "Invalid Request",
     415: "Invalid Request",
+    401: "Unauthorized",
+    403: "Forbidden",
     429: "Too Many Requests",
+    502: "Bad Gateway",
     503: "Service Unavailable",
+    504: "Gateway Timeout",
 }
 INTERNAL = "There was internal problem at backend"
 
@@ -186,13 +193,21 @@ class _RequestChecks:
             await reply(scope, receive, send)
 
 
-def create_app(service: AsyncQueryService, on_shutdown: Callable[[], None] | None = None) -> FastAPI:
+def create_app(
+    service: AsyncQueryService, on_shutdown: Callable[[], None] | None = None, gateway: Gateway | None = None
+) -> FastAPI:
     """The ASGI app. ``on_shutdown`` runs when the server shuts down, whatever stopped it
-    (uvicorn re-raises SIGTERM after shutdown, so code after ``uvicorn.run`` may never run)."""
+    (uvicorn re-raises SIGTERM after shutdown, so code after ``uvicorn.run`` may never run).
+    With ``gateway``, every path the app does not own passes through it to the index cluster,
+    before any of the app's own request checks (its connections open and close with the app)."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if gateway is not None:
+            await gateway.open()
         yield
+        if gateway is not None:
+            await gateway.close()
         if on_shutdown is not None:
             on_shutdown()
 
@@ -202,6 +217,8 @@ def create_app(service: AsyncQueryService, on_shutdown: Callable[[], None] | Non
     max_query = service.settings.max_query_chars
 
     app.add_middleware(_RequestChecks, max_body=max_body)
+    if gateway is not None:
+        app.add_middleware(gateway.in_front_of)  # added last: outside the request checks
 
     @app.exception_handler(AsyncQueryError)
     async def on_product_error(request: Request, exc: AsyncQueryError) -> JSONResponse:

@@ -11,17 +11,44 @@ def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from async_query.api import create_app
+    from async_query.gateway import Gateway, GatewayConfigError, GatewayLimits, service_credentials
     from async_query.runtime import build_runtime
     from async_query.settings import Settings
     from query_core.store import quiet_driver_logs
 
     quiet_driver_logs()
 
-    runtime = build_runtime(Settings())
+    settings = Settings()
+    with_gateway = args.gateway or settings.gateway
     try:
-        app = create_app(runtime.service, on_shutdown=runtime.close)
+        # Checked before anything starts: a cluster the gateway cannot pass requests to.
+        policy = service_credentials(settings.opensearch()) if with_gateway else None
+    except GatewayConfigError as exc:
+        print(f"async-query serve --gateway: {exc}", file=sys.stderr)
+        return 2
+    runtime = build_runtime(settings)
+    try:
+        gateway = None
+        if policy is not None:
+            limits = GatewayLimits(
+                settings.gateway_connect_timeout_s, settings.gateway_read_timeout_s, settings.gateway_max_connections
+            )
+            gateway = Gateway.for_cluster(runtime.service.opensearch, policy, limits)
+        app = create_app(runtime.service, on_shutdown=runtime.close, gateway=gateway)
         print(f"async query service on http://{args.host}:{args.port}/_plugins/_async_query", flush=True)
-        uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=False)
+        if gateway is not None:
+            print(
+                f"gateway: every other path on http://{args.host}:{args.port} passes to {gateway.upstream}", flush=True
+            )
+        uvicorn.run(
+            app,
+            host=args.host,
+            port=args.port,
+            log_level=args.log_level,
+            access_log=False,
+            # As a gateway, the cluster's own Server header (if any) passes through instead.
+            server_header=gateway is None,
+        )
     finally:
         runtime.close()
     return 0
@@ -38,6 +65,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=9000)
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    serve.add_argument(
+        "--gateway",
+        action="store_true",
+        help="also answer as the index cluster (for OpenSearch Dashboards): every other path passes to it",
+    )
     serve.set_defaults(func=_serve)
     from async_query import client_cli, packaging
 

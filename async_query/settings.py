@@ -118,6 +118,17 @@ class Settings(BaseSettings):
     #: session changes once per heartbeat; the statement itself is read by id on every GET.
     session_cache_ms: int = 250
 
+    # -- gateway mode: every path but the service's own passes to the index cluster -------------
+    #: Stand where OpenSearch Dashboards expects its cluster (``serve --gateway`` sets it too).
+    gateway: bool = False
+    #: Seconds to open a connection to the cluster for a passed-through request (past it: 504).
+    gateway_connect_timeout_s: float = 5.0
+    #: Seconds the cluster may stay silent mid-request or mid-reply (past it: 504, or the reply is
+    #: cut short). Keep it above Dashboards' ``opensearch.requestTimeout`` (30 s by default).
+    gateway_read_timeout_s: float = 120.0
+    #: Keep-alive connections to the cluster held for passed-through requests.
+    gateway_max_connections: int = 64
+
     def opensearch(self, url: str | None = None) -> OpenSearchConfig:
         """The connection to the index cluster (``url`` overrides, for the embedded server)."""
         auth = self.opensearch_auth
