@@ -108,6 +108,14 @@ def loopback_host(host: bytes | None) -> bool:
     return name in LOOPBACK_HOSTS and (port == "" or port.isdigit())
 
 
+def loopback_origin(origin: bytes | None) -> bool:
+    """Whether an Origin header is absent (not a browser's cross-site request) or a loopback page's."""
+    if origin is None:
+        return True
+    scheme, sep, rest = origin.partition(b"://")
+    return bool(sep) and scheme.lower() in (b"http", b"https") and loopback_host(rest)
+
+
 class SecurityMiddleware:
     """Authenticates every HTTP request, puts the :class:`Principal` in ``scope["state"]``, and
     writes one audit line per request (refused or not).
@@ -115,6 +123,10 @@ class SecurityMiddleware:
     Refusals come in the REST API's error shape: 401 with ``WWW-Authenticate`` for missing or bad
     credentials (never saying which part was wrong), 403 for a non-loopback Host under ``none``,
     503 when the cluster could not be asked.
+
+    Under ``none``, the Host check keeps out pages that had their own name resolve to 127.0.0.1
+    (DNS rebinding), and the Origin check pages of other sites that send requests to 127.0.0.1
+    straight from the browser (cross-site requests, which the JSON-only bodies already make hard).
     """
 
     def __init__(self, app: ASGIApp, security: Security) -> None:
@@ -154,18 +166,19 @@ class SecurityMiddleware:
                 self.audit.write(entry.record(500))
 
     async def _authenticate(self, scope: Scope) -> Principal:
-        host: bytes | None = None
-        authorization: bytes | None = None
+        host = origin = authorization = None
         hosts = authorizations = 0
         for name, value in scope["headers"]:
             if name == b"authorization":
                 authorization, authorizations = value, authorizations + 1
             elif name == b"host":
                 host, hosts = value, hosts + 1
-        if self.security.loopback_only and (hosts != 1 or not loopback_host(host)):
+            elif name == b"origin":
+                origin = value
+        if self.security.loopback_only and (hosts != 1 or not loopback_host(host) or not loopback_origin(origin)):
             raise ForbiddenError(
                 "this service has no authentication (ASYNC_QUERY_AUTH=none), so it answers only requests "
-                "addressed to localhost, 127.0.0.1 or [::1]"
+                "addressed to localhost, 127.0.0.1 or [::1], and from no web page of another site"
             )
         if authorizations > 1:
             raise UnauthorizedError()

@@ -7,10 +7,12 @@ runs here). Documents live in a real index server; no Spark (a RecordingLauncher
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import os
 import socket
+import ssl
 import stat
 import subprocess
 import sys
@@ -228,6 +230,21 @@ def test_cluster_mode_outage_is_a_503_not_a_wrong_password(
     assert "www-authenticate" not in resp.headers
 
 
+async def _concurrently(url: str, auth: httpx.Auth, count: int) -> list[int]:
+    async with httpx.AsyncClient(base_url=url, auth=auth) as client:
+        replies = await asyncio.gather(*(client.get(f"{BASE}/_sessions") for _ in range(count)))
+    return [r.status_code for r in replies]
+
+
+def test_concurrent_requests_share_one_check(secured: Deployment) -> None:
+    calls = secured.stand_in.calls if secured.stand_in else 0
+    statuses = asyncio.run(_concurrently(secured.url, as_user("alice"), 12))
+    assert statuses == [200] * 12
+    if secured.stand_in is not None:
+        assert secured.stand_in.calls == calls + 1
+    assert asyncio.run(_concurrently(secured.url, as_user("alice", "wrong-one"), 3)) == [401] * 3
+
+
 def test_two_authorization_headers_are_refused(secured: Deployment) -> None:
     good = _headers(("alice", PASSWORDS["alice"]))["Authorization"]
     reply = _raw(
@@ -346,6 +363,24 @@ def test_none_refuses_a_missing_or_doubled_host(open_service: tuple[str, AsyncQu
     url, _ = open_service
     reply = _raw(url, head.format(path=f"{BASE}/_sessions") + "Connection: close\r\n\r\n")
     assert reply.startswith(b"HTTP/1.1 403"), reply[:200]
+
+
+@pytest.mark.parametrize("origin", ["https://attacker.example", "null", "http://localhost.attacker.example:9000"])
+def test_none_refuses_pages_of_other_sites(
+    open_service: tuple[str, AsyncQueryService], datasource: Datasource, origin: str
+) -> None:
+    """A page of another site posting to 127.0.0.1 from the user's browser gets nothing."""
+    url, service = open_service
+    body = {"datasource": datasource.name, "lang": "sql", "query": "SELECT 1"}
+    assert_refused(httpx.post(f"{url}{BASE}", json=body, headers={"Origin": origin}), 403)
+    launcher = service.launchers["local"]
+    assert isinstance(launcher, RecordingLauncher) and launcher.started == []
+
+
+@pytest.mark.parametrize("origin", ["http://localhost:5601", "https://127.0.0.1", "http://[::1]:8080"])
+def test_none_serves_loopback_pages(open_service: tuple[str, AsyncQueryService], origin: str) -> None:
+    url, _ = open_service
+    assert httpx.get(f"{url}{BASE}/_sessions", headers={"Origin": origin}).status_code == 200
 
 
 def test_insecure_no_auth_lifts_the_host_check(make_service: ServiceFactory) -> None:
@@ -527,9 +562,68 @@ def test_serve_with_basic_auth_keeps_its_files_private(tmp_path: Path, index_url
     assert "alice" in (data_dir / "audit" / "audit.log").read_text()
 
 
-def _answers(url: str) -> bool:
+def test_serve_over_tls(tmp_path: Path, index_url: str) -> None:
+    """``--tls-cert``/``--tls-key``: the service answers HTTPS, and plain HTTP gets nothing."""
+    cert, key = _self_signed(tmp_path)
+    users_file = tmp_path / "users.json"
+    UsersFile(users_file).add("alice", PASSWORDS["alice"], ["all_access"])
+    port = free_port()
+    env = _serve_env(
+        tmp_path, ASYNC_QUERY_AUTH="basic", ASYNC_QUERY_USERS_FILE=str(users_file), OPENSEARCH_URL=index_url
+    )
+    log = (tmp_path / "serve.log").open("wb")
+    argv = [*_entry_point(), "serve", "--port", str(port), "--tls-cert", str(cert), "--tls-key", str(key)]
+    proc = subprocess.Popen([*argv, "--log-level", "warning"], env=env, stdout=log, stderr=log)
+    url = f"https://localhost:{port}"
+    trusted = ssl.create_default_context(cafile=str(cert))
     try:
-        httpx.get(url + "/", timeout=2)
+        wait_for(lambda: _answers(url, verify=trusted) or proc.poll() is not None, timeout=60, what="serve")
+        assert proc.poll() is None, (tmp_path / "serve.log").read_text()
+        resp = httpx.get(f"{url}{BASE}/_sessions", auth=as_user("alice"), verify=trusted)
+        assert resp.status_code == 200, resp.text
+        with pytest.raises(httpx.HTTPError):
+            httpx.get(f"http://localhost:{port}{BASE}/_sessions", auth=as_user("alice"), timeout=5)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        log.close()
+    assert f"async query service on https://127.0.0.1:{port}/" in (tmp_path / "serve.log").read_text()
+
+
+def _self_signed(directory: Path) -> tuple[Path, Path]:
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = directory / "cert.pem", directory / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    return cert_path, key_path
+
+
+def _answers(url: str, verify: ssl.SSLContext | bool = True) -> bool:
+    try:
+        httpx.get(url + "/", timeout=2, verify=verify)
     except httpx.HTTPError:
         return False
     return True
