@@ -33,6 +33,8 @@ FILE_NAME = "audit.log"
 #: Longest path or id written (anything longer is cut: they are untrusted).
 MAX_FIELD = 400
 _ERROR_EVERY_S = 60.0
+#: One encoder for every line (``json.dumps`` with options builds a new one per call).
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 
 def outcome_of(status: int) -> str:
@@ -42,9 +44,18 @@ def outcome_of(status: int) -> str:
     return {401: "unauthenticated", 403: "forbidden"}.get(status, "error")
 
 
+_second: list[Any] = [-1, ""]
+
+
 def utc_stamp(now: float) -> str:
+    """ISO 8601 UTC with milliseconds (``2025-01-31T12:00:00.123Z``); the part down to the second
+    is formatted once per second."""
     whole = int(now)
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)) + f".{int((now - whole) * 1000):03d}Z"
+    cached = _second
+    if cached[0] != whole:
+        cached[1] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole))
+        cached[0] = whole
+    return f"{cached[1]}.{int((now - whole) * 1000):03d}Z"
 
 
 class AuditLog:
@@ -61,7 +72,7 @@ class AuditLog:
         self._last_error = -_ERROR_EVERY_S
 
     def write(self, record: dict[str, Any]) -> None:
-        line = (json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+        line = (_ENCODER.encode(record) + "\n").encode()
         try:
             with self._lock:
                 fd = self._open()
