@@ -64,6 +64,8 @@ class CredentialCache:
 
     def __init__(self, ttl_s: float, entries: int) -> None:
         self._key = secrets.token_bytes(32)
+        #: Bumped by every clear, so a check that started before one does not refill the cache.
+        self.generation = 0
         self._entries: TTLCache[bytes, Principal] | None = (
             TTLCache(maxsize=entries, ttl=ttl_s) if ttl_s > 0 and entries > 0 else None
         )
@@ -74,11 +76,13 @@ class CredentialCache:
     def get(self, key: bytes) -> Principal | None:
         return self._entries.get(key) if self._entries is not None else None
 
-    def put(self, key: bytes, principal: Principal) -> None:
-        if self._entries is not None:
+    def put(self, key: bytes, principal: Principal, generation: int) -> None:
+        """Remember a check's answer, unless the cache was cleared since the check started."""
+        if self._entries is not None and generation == self.generation:
             self._entries[key] = principal
 
     def clear(self) -> None:
+        self.generation += 1
         if self._entries is not None:
             self._entries.clear()
 
@@ -135,8 +139,9 @@ class _HeaderAuthentication:
         """A hook run before each cache lookup (``basic`` notices a changed users file here)."""
 
     async def _verify_and_keep(self, key: bytes, authorization: bytes) -> Principal:
+        generation = self.cache.generation
         principal = await self._verify(authorization)
-        self.cache.put(key, principal)
+        self.cache.put(key, principal, generation)
         return principal
 
     async def _verify(self, authorization: bytes) -> Principal:

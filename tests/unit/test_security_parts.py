@@ -200,12 +200,23 @@ def test_the_cache_keys_are_not_the_header() -> None:
 def test_the_cache_is_bounded() -> None:
     cache = CredentialCache(60, 3)
     for i in range(10):
-        cache.put(cache.key(b"h%d" % i), Principal.of(f"u{i}", []))
+        cache.put(cache.key(b"h%d" % i), Principal.of(f"u{i}", []), cache.generation)
     assert len(cache) == 3
     assert cache.get(cache.key(b"h9")) is not None and cache.get(cache.key(b"h0")) is None
     off = CredentialCache(0, 10)
-    off.put(off.key(b"h"), Principal.of("u", []))
+    off.put(off.key(b"h"), Principal.of("u", []), off.generation)
     assert off.get(off.key(b"h")) is None
+
+
+def test_a_check_that_started_before_a_clear_is_not_cached() -> None:
+    """A user removed while their first request was being checked stays out."""
+    cache = CredentialCache(60, 10)
+    started = cache.generation
+    cache.clear()  # the users file changed meanwhile
+    cache.put(cache.key(b"h"), Principal.of("removed", []), started)
+    assert cache.get(cache.key(b"h")) is None
+    cache.put(cache.key(b"h"), Principal.of("kept", []), cache.generation)
+    assert cache.get(cache.key(b"h")) == Principal.of("kept", [])
 
 
 # -- the audit log -------------------------------------------------------------------------------
