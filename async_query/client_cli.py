@@ -44,6 +44,7 @@ from async_query.client import (
     default_url,
 )
 from async_query.client_state import FILE_NAME, STATE_DIR_ENV, RememberedSessions
+from async_query.security.hosts import is_loopback_bind
 
 log = logging.getLogger(__name__)
 
@@ -158,15 +159,16 @@ def resolve_credentials(args: argparse.Namespace, url: str) -> tuple[str, str] |
     if not password:
         if not sys.stdin.isatty():
             raise ClientError(f"no password for {user}: set {PASSWORD_ENV} (there is no terminal to ask on)")
-        password = getpass.getpass(f"Password for {user} at {url}: ")
+        try:
+            password = getpass.getpass(f"Password for {user} at {url}: ")
+        except (EOFError, KeyboardInterrupt):
+            raise ClientError("no password given") from None
     if url.lower().startswith("http://") and not _loopback_url(url):
         _err(f"warning: sending the password of {user} over plain HTTP to {url}; use https")
     return user, password
 
 
 def _loopback_url(url: str) -> bool:
-    from async_query.security.setup import is_loopback_bind
-
     return is_loopback_bind(urlsplit(url).hostname or "")
 
 

@@ -1,24 +1,12 @@
-"""Who may call the service and what they may do: authentication (``none``, ``basic``,
-``cluster``), authorization checks, the audit log, and private files. See docs/security.md."""
+"""Who may call the service and what they may do (docs/security.md):
 
-from async_query.security.authz import check_datasource_access, check_owner, require_admin
-from async_query.security.errors import AuthUnavailableError, ForbiddenError, UnauthorizedError
-from async_query.security.middleware import SecurityMiddleware, audit_note, current_principal
-from async_query.security.principal import ANONYMOUS, Principal
-from async_query.security.setup import Security, build_security
+- :mod:`.middleware`: ``SecurityMiddleware`` authenticates and audits every request;
+  ``current_principal`` (a FastAPI dependency) and ``audit_note`` for endpoints.
+- :mod:`.authn`: the authenticators of ``none``, ``basic`` and ``cluster``, and the credential cache.
+- :mod:`.authz`: ``check_datasource_access``, ``check_owner``, ``require_admin``.
+- :mod:`.users`, :mod:`.user_cli`: the users file and ``async-query user``.
+- :mod:`.audit`, :mod:`.files`, :mod:`.hosts`, :mod:`.setup`: the audit log, private files,
+  loopback names, and the checks ``serve`` makes.
 
-__all__ = [
-    "ANONYMOUS",
-    "AuthUnavailableError",
-    "ForbiddenError",
-    "Principal",
-    "Security",
-    "SecurityMiddleware",
-    "UnauthorizedError",
-    "audit_note",
-    "build_security",
-    "check_datasource_access",
-    "check_owner",
-    "current_principal",
-    "require_admin",
-]
+Kept free of imports, so that importing one light module (``hosts``) stays light.
+"""

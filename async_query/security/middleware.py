@@ -23,6 +23,7 @@ from async_query.security.errors import (
     ForbiddenError,
     UnauthorizedError,
 )
+from async_query.security.hosts import loopback_host, loopback_origin
 from async_query.security.principal import Principal
 from async_query.security.setup import CHALLENGE, Security
 from query_core.errors import AsyncQueryError, MalformedIdError
@@ -30,7 +31,6 @@ from query_core.ids import datasource_of
 
 ASYNC_BASE = "/_plugins/_async_query"
 DATASOURCE_BASE = "/_plugins/_query/_datasources"
-LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "[::1]"})
 _REASONS = {401: UNAUTHORIZED_REASON, 403: FORBIDDEN_REASON, 503: "Service Unavailable"}
 _REFUSALS = (UnauthorizedError, ForbiddenError, AuthUnavailableError)
 _ASYNC_ACTIONS = {"GET": "query.get", "DELETE": "query.cancel"}
@@ -92,28 +92,6 @@ def _datasource_of(query_id: str) -> str | None:
         return datasource_of(query_id)
     except MalformedIdError:
         return None
-
-
-def loopback_host(host: bytes | None) -> bool:
-    """Whether a Host header names this machine by a loopback name (any port)."""
-    if not host:
-        return False
-    text = host.decode("latin-1").strip().lower()
-    if text.startswith("["):
-        name, _, port = text.partition("]")
-        name += "]"
-        port = port[1:] if port.startswith(":") else port
-    else:
-        name, _, port = text.partition(":")
-    return name in LOOPBACK_HOSTS and (port == "" or port.isdigit())
-
-
-def loopback_origin(origin: bytes | None) -> bool:
-    """Whether an Origin header is absent (not a browser's cross-site request) or a loopback page's."""
-    if origin is None:
-        return True
-    scheme, sep, rest = origin.partition(b"://")
-    return bool(sep) and scheme.lower() in (b"http", b"https") and loopback_host(rest)
 
 
 class SecurityMiddleware:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import ssl
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ from async_query.security.authn import (
     CredentialCache,
     NoAuthentication,
 )
+from async_query.security.hosts import is_loopback_bind
 from async_query.security.users import UserDirectory, UsersFileError, read_users
 from async_query.settings import Settings
 
@@ -79,16 +79,6 @@ def build_security(settings: Settings, insecure_no_auth: bool = False) -> Securi
         authenticator = NoAuthentication()
     audit = AuditLog(settings.data_dir / "audit", settings.audit_max_bytes, settings.audit_backups)
     return Security(authenticator, audit, loopback_only=settings.auth == "none" and not insecure_no_auth)
-
-
-def is_loopback_bind(host: str) -> bool:
-    """Whether listening on ``host`` is reachable from this machine only."""
-    if host.strip().lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False  # another host name: it may resolve to anything
 
 
 @dataclass

@@ -111,8 +111,12 @@ def read_new_password(name: str, from_stdin: bool, stdin: TextIO) -> str:
         return line.rstrip("\r\n")
     if not stdin.isatty():
         raise UsersFileError("no terminal to ask the password on: pipe it in with --password-stdin")
-    first = getpass.getpass(f"Password for {name}: ")
-    if getpass.getpass("Again: ") != first:
+    try:
+        first = getpass.getpass(f"Password for {name}: ")
+        again = getpass.getpass("Again: ")
+    except (EOFError, KeyboardInterrupt):
+        raise UsersFileError("no password given") from None
+    if again != first:
         raise UsersFileError("the two passwords differ")
     return first
 
