@@ -11,6 +11,7 @@ import asyncio
 import base64
 import json
 import os
+import shutil
 import socket
 import ssl
 import stat
@@ -531,13 +532,18 @@ def test_serve_refuses_cluster_auth_on_a_cluster_without_security_plugin(tmp_pat
     assert "has no security plugin" in done.stderr
 
 
-def test_serve_with_basic_auth_keeps_its_files_private(tmp_path: Path, index_url: str) -> None:
-    """The real ``async-query serve``: credentials checked, and the data directory private."""
+def test_serve_with_basic_auth_keeps_its_files_private(tmp_path: Path) -> None:
+    """The real ``async-query serve`` on the embedded index: credentials checked, and everything it
+    and its children write under the data directory private (index snapshots, a job's log and pid
+    file: the job is ``true``, which starts and ends at once, so no Spark runs)."""
     users_file = tmp_path / "users.json"
     UsersFile(users_file).add("alice", PASSWORDS["alice"], ["all_access"])
     port = free_port()
     env = _serve_env(
-        tmp_path, ASYNC_QUERY_AUTH="basic", ASYNC_QUERY_USERS_FILE=str(users_file), OPENSEARCH_URL=index_url
+        tmp_path,
+        ASYNC_QUERY_AUTH="basic",
+        ASYNC_QUERY_USERS_FILE=str(users_file),
+        ASYNC_QUERY_SPARK_SUBMIT=shutil.which("true") or "/bin/true",
     )
     log = (tmp_path / "serve.log").open("wb")
     proc = subprocess.Popen(
@@ -548,18 +554,22 @@ def test_serve_with_basic_auth_keeps_its_files_private(tmp_path: Path, index_url
         wait_for(lambda: _answers(url) or proc.poll() is not None, timeout=60, what="serve to answer")
         assert proc.poll() is None, (tmp_path / "serve.log").read_text()
         assert_refused(httpx.get(f"{url}{BASE}/_sessions"), 401)
-        assert httpx.get(f"{url}{BASE}/_sessions", auth=as_user("alice")).status_code == 200
+        body = {"datasource": "local", "lang": "sql", "query": "SELECT 1"}
+        resp = httpx.post(f"{url}{BASE}", json=body, auth=as_user("alice"))
+        assert resp.status_code == 201, resp.text
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        proc.terminate()  # a graceful stop: the embedded index writes its last snapshot
+        proc.wait(timeout=60)
         log.close()
     data_dir = tmp_path / "var"
     modes = {str(p.relative_to(data_dir)): stat.S_IMODE(p.stat().st_mode) for p in [data_dir, *data_dir.rglob("*")]}
     assert modes["."] == 0o700
     assert modes["audit/audit.log"] == 0o600
-    assert {"logs", "jobs", "audit"} <= set(modes)
+    assert any(name.startswith("logs/") and name.endswith(".log") for name in modes), modes
+    assert any(name.startswith("jobs/") and name.endswith(".pid") for name in modes), modes
+    assert any(name.startswith("index/") and name.endswith(".ndjson") for name in modes), modes
     assert all(mode & 0o077 == 0 for mode in modes.values()), modes
-    assert "alice" in (data_dir / "audit" / "audit.log").read_text()
+    assert '"user":"alice","action":"query.submit"' in (data_dir / "audit" / "audit.log").read_text()
 
 
 def test_serve_over_tls(tmp_path: Path, index_url: str) -> None:
