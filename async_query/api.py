@@ -1,7 +1,8 @@
 """The REST layer: ``POST/GET/DELETE /_plugins/_async_query``, wire-compatible with the reference.
 
 Every error, whatever raised it, leaves as ``{"status": code, "error": {"type", "reason",
-"details"}}``; no stack trace ever reaches a client.
+"details"}}``; no stack trace ever reaches a client. Every request is authenticated and audited
+first (:mod:`async_query.security`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from async_query.datasource_api import datasource_router
 from async_query.replies import submitted_reply
+from async_query.security.errors import FORBIDDEN_REASON, UNAUTHORIZED_REASON
+from async_query.security.middleware import SecurityMiddleware, audit_note
+from async_query.security.setup import Security, build_security
 from async_query.service import AsyncQueryService, SubmitRequest
 from query_core.errors import AsyncQueryError
 from query_core.models import SessionDoc
@@ -34,17 +38,17 @@ log = logging.getLogger(__name__)
 BASE = "/_plugins/_async_query"
 REASONS = {
     400: "Invalid Request",
+    401: UNAUTHORIZED_REASON,
+    403: FORBIDDEN_REASON,
+    502: "Bad Gateway",
+    504: "Gateway Timeout",
     404: "Invalid Request",
     405: "Invalid Request",
     406: "Invalid Request",
     413: "Invalid Request",
     415: "Invalid Request",
-    401: "Unauthorized",
-    403: "Forbidden",
     429: "Too Many Requests",
-    502: "Bad Gateway",
     503: "Service Unavailable",
-    504: "Gateway Timeout",
 }
 INTERNAL = "There was internal problem at backend"
 
@@ -194,22 +198,31 @@ class _RequestChecks:
 
 
 def create_app(
-    service: AsyncQueryService, on_shutdown: Callable[[], None] | None = None, gateway: Gateway | None = None
+    service: AsyncQueryService,
+    on_shutdown: Callable[[], None] | None = None,
+    security: Security | None = None,
+    gateway: Gateway | None = None,
 ) -> FastAPI:
     """The ASGI app. ``on_shutdown`` runs when the server shuts down, whatever stopped it
     (uvicorn re-raises SIGTERM after shutdown, so code after ``uvicorn.run`` may never run).
-    With ``gateway``, every path the app does not own passes through it to the index cluster,
-    before any of the app's own request checks (its connections open and close with the app)."""
+    ``security`` defaults to what the service's settings say (``ASYNC_QUERY_AUTH``). With
+    ``gateway``, every path the app does not own passes through it to the index cluster, after
+    authentication and before any of the app's own request checks (its connections open and close
+    with the app)."""
+    guard = security if security is not None else build_security(service.settings)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if gateway is not None:
             await gateway.open()
-        yield
-        if gateway is not None:
-            await gateway.close()
-        if on_shutdown is not None:
-            on_shutdown()
+        try:
+            yield
+        finally:
+            if gateway is not None:
+                await gateway.close()
+            await guard.aclose()
+            if on_shutdown is not None:
+                on_shutdown()
 
     app = FastAPI(title="Async query service", docs_url=None, redoc_url=None, lifespan=lifespan)
     app.state.service = service
@@ -218,7 +231,9 @@ def create_app(
 
     app.add_middleware(_RequestChecks, max_body=max_body)
     if gateway is not None:
-        app.add_middleware(gateway.in_front_of)  # added last: outside the request checks
+        app.add_middleware(gateway.in_front_of)  # outside the request checks
+    # Added last, so outermost: nothing is looked at before the caller is known.
+    app.add_middleware(SecurityMiddleware, security=guard)
 
     @app.exception_handler(AsyncQueryError)
     async def on_product_error(request: Request, exc: AsyncQueryError) -> JSONResponse:
@@ -242,16 +257,21 @@ def create_app(
     app.include_router(datasource_router(service.datasources))
 
     @app.post(BASE, status_code=201)
-    def create_query(body: CreateAsyncQueryRequest) -> JSONResponse:
+    def create_query(body: CreateAsyncQueryRequest, request: Request) -> JSONResponse:
+        audit_note(request, datasource=body.datasource)
         if len(body.query) > max_query:
             return error_response(400, "IllegalArgumentException", f"the query is longer than {max_query} characters")
         submitted = service.submit(SubmitRequest(body.datasource, body.lang, body.query, body.session_id))
+        audit_note(request, query_id=submitted.query_id)
         reply = submitted_reply(submitted.kind, submitted.query_id, submitted.session_id)
         return JSONResponse(reply, status_code=201)
 
     @app.get(BASE + "/_sessions")
-    def list_sessions(datasource: str | None = None, state: str | None = None, size: int = 100) -> JSONResponse:
+    def list_sessions(
+        request: Request, datasource: str | None = None, state: str | None = None, size: int = 100
+    ) -> JSONResponse:
         """This product's addition: sessions and what runs in them (for the CLI and operators)."""
+        audit_note(request, datasource=datasource)
         try:
             states = [SessionState(s.strip().lower()) for s in state.split(",")] if state else None
         except ValueError:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import httpx
 
@@ -25,6 +25,9 @@ log = logging.getLogger(__name__)
 BASE = "/_plugins/_async_query"
 DEFAULT_URL = "http://127.0.0.1:9000"
 URL_ENV = "ASYNC_QUERY_URL"
+#: The user to authenticate as (``--user`` wins) and its password (else it is asked for).
+USER_ENV = "ASYNC_QUERY_USER"
+PASSWORD_ENV = "ASYNC_QUERY_PASSWORD"
 #: Statuses after which a query never changes.
 TERMINAL = frozenset({"SUCCESS", "FAILED", "CANCELLED", "TIMEOUT"})
 
@@ -108,11 +111,26 @@ class WaitTimeoutError(ClientError):
 
 
 class AsyncQueryClient:
-    """Synchronous client; one keep-alive connection pool per instance."""
+    """Synchronous client; one keep-alive connection pool per instance.
 
-    def __init__(self, url: str | None = None, timeout: float = 30.0, transport: httpx.BaseTransport | None = None):
+    ``auth`` (user, password) is sent with every request as HTTP Basic. Credentials written into
+    the URL are refused: a URL is shown in messages and kept in the remembered-sessions file.
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        timeout: float = 30.0,
+        transport: httpx.BaseTransport | None = None,
+        auth: tuple[str, str] | None = None,
+    ):
         self.url = (url or default_url()).rstrip("/")
-        self._http = httpx.Client(base_url=self.url, timeout=timeout, transport=transport)
+        if has_credentials(self.url):
+            raise ClientError(
+                f"the service URL must not hold credentials: pass --user (or set {USER_ENV}) and put the password "
+                f"in {PASSWORD_ENV} or type it when asked"
+            )
+        self._http = httpx.Client(base_url=self.url, timeout=timeout, transport=transport, auth=auth)
 
     def __enter__(self) -> AsyncQueryClient:
         return self
@@ -218,6 +236,11 @@ class AsyncQueryClient:
             time.sleep(interval)
             if elapsed >= fast_s:
                 interval = min(max_interval, interval * 1.5)
+
+
+def has_credentials(url: str) -> bool:
+    """Whether ``url`` carries a user or password (``http://user:pass@host``)."""
+    return "@" in urlsplit(url.strip()).netloc
 
 
 def _path_part(query_id: str) -> str:

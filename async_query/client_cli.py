@@ -8,6 +8,9 @@ stdout, everything else (ids while waiting, progress, errors) to stderr, so that
 (:mod:`async_query.client_state`), as OpenSearch Dashboards does; ``--session`` and
 ``--new-session`` override it.
 
+``--user`` (or ``$ASYNC_QUERY_USER``) sends HTTP Basic credentials; the password comes from
+``$ASYNC_QUERY_PASSWORD`` or a prompt, never from the command line, and is kept nowhere.
+
 Exit codes: 0 success; 1 the query ended FAILED, TIMEOUT or CANCELLED; 2 the service refused the
 request (its error is printed); 3 the service could not be reached; 4 ``--timeout`` ran out while
 waiting (the query goes on); 130 interrupted.
@@ -16,17 +19,22 @@ waiting (the query goes on); 130 interrupted.
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
 import logging
+import os
 import sys
 import time
 import unicodedata
 from collections.abc import Callable, Sequence
 from decimal import Decimal
 from typing import Any, TextIO
+from urllib.parse import urlsplit
 
 from async_query.client import (
+    PASSWORD_ENV,
     URL_ENV,
+    USER_ENV,
     ApiError,
     AsyncQueryClient,
     ClientError,
@@ -36,6 +44,7 @@ from async_query.client import (
     default_url,
 )
 from async_query.client_state import FILE_NAME, STATE_DIR_ENV, RememberedSessions
+from async_query.security.hosts import is_loopback_bind
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +65,12 @@ def add_commands(sub: Any) -> None:  # argparse's _SubParsersAction
         "--url", default=None, help=f"the service's base URL (default: ${URL_ENV} or http://127.0.0.1:9000)"
     )
     common.add_argument("--format", choices=["table", "json"], default="table", help="output format (default: table)")
+    common.add_argument(
+        "--user",
+        default=None,
+        metavar="NAME",
+        help=f"authenticate as this user (default: ${USER_ENV}); the password comes from ${PASSWORD_ENV} or a prompt",
+    )
     epilog = (
         "exit codes: 0 success, 1 query FAILED/TIMEOUT/CANCELLED, 2 request refused by the service, "
         "3 service unreachable, 4 --timeout reached while waiting, 130 interrupted"
@@ -117,10 +132,11 @@ def _guarded(run: Callable[[AsyncQueryClient], int], args: argparse.Namespace) -
     """Run a command; turn every client error into a readable message and an exit code."""
     logging.getLogger("httpx").setLevel(logging.WARNING)
     try:
-        with AsyncQueryClient(args.url or default_url()) as client:
+        url = args.url or default_url()
+        with AsyncQueryClient(url, auth=resolve_credentials(args, url)) as client:
             return run(client)
     except ApiError as exc:
-        _err(f"error: {exc}")
+        _api_error(exc, args)
         return EXIT_API_ERROR
     except ServiceUnreachableError as exc:
         _err(f"error: {exc}")
@@ -133,6 +149,42 @@ def _guarded(run: Callable[[AsyncQueryClient], int], args: argparse.Namespace) -
         return EXIT_API_ERROR
 
 
+def resolve_credentials(args: argparse.Namespace, url: str) -> tuple[str, str] | None:
+    """(user, password) from ``--user``/``$ASYNC_QUERY_USER`` and ``$ASYNC_QUERY_PASSWORD`` or a
+    prompt; None without a user."""
+    user = args.user or os.environ.get(USER_ENV)
+    if not user:
+        return None
+    password = os.environ.get(PASSWORD_ENV)
+    if not password:
+        if not sys.stdin.isatty():
+            raise ClientError(f"no password for {user}: set {PASSWORD_ENV} (there is no terminal to ask on)")
+        try:
+            password = getpass.getpass(f"Password for {user} at {url}: ")
+        except (EOFError, KeyboardInterrupt):
+            raise ClientError("no password given") from None
+    if url.lower().startswith("http://") and not _loopback_url(url):
+        _err(f"warning: sending the password of {user} over plain HTTP to {url}; use https")
+    return user, password
+
+
+def _loopback_url(url: str) -> bool:
+    return is_loopback_bind(urlsplit(url).hostname or "")
+
+
+def _api_error(exc: ApiError, args: argparse.Namespace) -> None:
+    """Print a refusal; for a 401, what to do about it."""
+    _err(f"error: {exc}")
+    if exc.status == 401:
+        if args.user or os.environ.get(USER_ENV):
+            _err("note: the user name or password was not accepted")
+        else:
+            _err(
+                f"note: the service asks for credentials: pass --user NAME (or set {USER_ENV}); "
+                f"the password comes from {PASSWORD_ENV} or a prompt"
+            )
+
+
 def _cmd_submit(args: argparse.Namespace) -> int:
     def run(client: AsyncQueryClient) -> int:
         remembered = RememberedSessions()
@@ -142,7 +194,7 @@ def _cmd_submit(args: argparse.Namespace) -> int:
         try:
             submitted = client.submit(args.query, args.datasource, args.lang, sent)
         except ApiError as exc:
-            _err(f"error: {exc}")
+            _api_error(exc, args)
             if stored:
                 _err(
                     f"note: the query was sent with the remembered session {stored} (from {remembered.path}); "

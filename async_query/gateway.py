@@ -50,6 +50,7 @@ import httpx
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from async_query.api import error_response
+from async_query.settings import Settings
 from query_core.config import OpenSearchConfig
 
 log = logging.getLogger(__name__)
@@ -153,6 +154,26 @@ def caller_credentials() -> PassPolicy:
         return PassThrough(None)
 
     return policy
+
+
+def admins_only(policy: PassPolicy) -> PassPolicy:
+    """``policy`` for admins; any other caller is refused (the cluster holds every user's data)."""
+    refusal = Refusal(403, "only administrators may reach the index cluster through the gateway")
+
+    def admin_policy(scope: Scope) -> Decision:
+        principal = scope.get("state", {}).get("principal")
+        return policy(scope) if getattr(principal, "is_admin", False) else refusal
+
+    return admin_policy
+
+
+def gateway_policy(settings: Settings) -> PassPolicy:
+    """The policy of the deployment's authentication: with ``cluster``, the caller's own
+    credentials go upstream (the cluster's security decides); otherwise only admins pass, as the
+    service itself."""
+    if settings.auth == "cluster":
+        return caller_credentials()
+    return admins_only(service_credentials(settings.opensearch()))
 
 
 def _basic(username: str, password: str) -> str:

@@ -5,10 +5,10 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import AliasChoices, Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import AliasChoices, Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from query_core.config import OpenSearchConfig
 
@@ -107,6 +107,24 @@ class Settings(BaseSettings):
     request_retention_days: float = 30.0
     result_retention_days: float = 60.0
 
+    # -- who may call (docs/security.md) --------------------------------------------------------
+    #: ``none`` (anyone, allowed only on loopback), ``basic`` (users in ``users_file``) or
+    #: ``cluster`` (the caller's Authorization header checked by the index cluster's security plugin).
+    auth: Literal["none", "basic", "cluster"] = "none"
+    #: The users of ``basic`` (empty: ``<data_dir>/users.json``), managed by ``async-query user``.
+    users_file: Path | None = None
+    #: Holders of any of these roles are admins (comma separated in the environment).
+    admin_roles: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["all_access"])
+    #: How long a verified Authorization header is trusted without checking it again (seconds).
+    auth_cache_s: float = 60.0
+    #: At most this many verified Authorization headers are remembered (least recently used go).
+    auth_cache_entries: int = 10_000
+    #: How long ``cluster`` waits for the security plugin's answer (seconds).
+    auth_cluster_timeout_s: float = 5.0
+    #: The audit log (``<data_dir>/audit/audit.log``) is rotated past this size, keeping this many.
+    audit_max_bytes: int = 100_000_000
+    audit_backups: int = 5
+
     # -- the REST layer -------------------------------------------------------------------------
     max_query_chars: int = 1_000_000
     max_body_bytes: int = 2_000_000
@@ -128,6 +146,18 @@ class Settings(BaseSettings):
     gateway_read_timeout_s: float = 120.0
     #: Keep-alive connections to the cluster held for passed-through requests.
     gateway_max_connections: int = 64
+
+    @field_validator("admin_roles", mode="before")
+    @classmethod
+    def _split_roles(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [r.strip() for r in value.split(",") if r.strip()]
+        return value
+
+    @property
+    def users_path(self) -> Path:
+        """The users file of ``basic`` authentication."""
+        return self.users_file if self.users_file is not None else self.data_dir / "users.json"
 
     def opensearch(self, url: str | None = None) -> OpenSearchConfig:
         """The connection to the index cluster (``url`` overrides, for the embedded server)."""

@@ -76,8 +76,8 @@ async def _read_response(reader: asyncio.StreamReader) -> tuple[int, bytes]:
     return status, body
 
 
-def _encode(method: str, host: str, path: str, body: bytes | None) -> bytes:
-    head = f"{method} {path} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: bench\r\n"
+def _encode(method: str, host: str, path: str, body: bytes | None, extra: str = "") -> bytes:
+    head = f"{method} {path} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: bench\r\n{extra}"
     if body is not None:
         head += f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
     return head.encode() + b"\r\n" + (body or b"")
@@ -93,15 +93,17 @@ async def _client(
     count: int | None,
     record_after: float,
     on_reply: ReplyHook | None,
+    headers: dict[str, str],
 ) -> None:
     reader, writer = await asyncio.open_connection(host, port)
     hostport = f"{host}:{port}"
+    extra = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
     try:
         i = 0
         while (count is None or i < count) and (deadline is None or time.perf_counter() < deadline):
             method, path, body = make(index, i)
             i += 1
-            data = _encode(method, hostport, path, body)
+            data = _encode(method, hostport, path, body, extra)
             started = time.perf_counter()
             try:
                 writer.write(data)
@@ -133,6 +135,7 @@ async def _run(
     count: int | None,
     warmup: float,
     on_reply: ReplyHook | None,
+    headers: dict[str, str],
 ) -> LoadResult:
     parts = urlsplit(base_url)
     host, port = parts.hostname or "127.0.0.1", parts.port or 80
@@ -141,7 +144,10 @@ async def _run(
     record_after = start + warmup
     deadline = None if duration is None else record_after + duration
     await asyncio.gather(
-        *(_client(c, host, port, make, result, deadline, count, record_after, on_reply) for c in range(clients))
+        *(
+            _client(c, host, port, make, result, deadline, count, record_after, on_reply, headers)
+            for c in range(clients)
+        )
     )
     result.elapsed_s = time.perf_counter() - record_after
     return result
@@ -155,9 +161,11 @@ def run_load(
     count: int | None = None,
     warmup: float = 0.0,
     on_reply: ReplyHook | None = None,
+    headers: dict[str, str] | None = None,
 ) -> LoadResult:
     """Run ``clients`` closed-loop clients for ``duration`` seconds (after ``warmup``) or ``count``
-    requests each; requests started during the warm-up are sent but not recorded."""
+    requests each; requests started during the warm-up are sent but not recorded. ``headers`` go
+    with every request (an ``Authorization``, say)."""
     if duration is None and count is None:
         raise ValueError("give a duration or a count")
-    return asyncio.run(_run(base_url, make, clients, duration, count, warmup, on_reply))
+    return asyncio.run(_run(base_url, make, clients, duration, count, warmup, on_reply, headers or {}))

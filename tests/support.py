@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import base64
+import json
 import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, TypeVar
 
 import uvicorn
@@ -142,3 +145,98 @@ class StandInStream:
                 self.store.sessions.update(session, SessionState.DEAD)
             self.stopped.set()
             return
+
+
+@dataclass(frozen=True)
+class ClusterUser:
+    password: str
+    #: ``backend_roles`` of authinfo (from the authentication backend: internal users, LDAP groups...).
+    backend_roles: tuple[str, ...] = ()
+    #: ``roles`` of authinfo: the security roles the plugin's role mapping gave the user.
+    roles: tuple[str, ...] = ()
+
+
+class SecurityPluginStandIn:
+    """Plays the one endpoint of the OpenSearch security plugin that ``cluster`` authentication
+    calls, ``GET /_plugins/_security/authinfo``, over real HTTP on a loopback port.
+
+    Known HTTP Basic credentials get the plugin's reply (the fields of its ``SecurityInfoAction``);
+    anything else gets what the plugin answers then: 401 ``Unauthorized`` with its Basic challenge.
+    ``calls`` counts the authinfo requests, ``headers`` keeps every request's headers.
+    """
+
+    def __init__(self, users: dict[str, ClusterUser]) -> None:
+        self.users = users
+        self.calls = 0
+        self.headers: list[dict[str, str]] = []
+        self._lock = threading.Lock()
+        stand_in = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                stand_in._answer(self)
+
+            def log_message(self, *args: object) -> None:
+                return
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, name="security-stand-in", daemon=True)
+
+    def __enter__(self) -> SecurityPluginStandIn:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=10)
+
+    def _answer(self, handler: BaseHTTPRequestHandler) -> None:
+        with self._lock:
+            self.headers.append({k.lower(): v for k, v in handler.headers.items()})
+        if handler.path.split("?", 1)[0] != "/_plugins/_security/authinfo":
+            self._send(handler, 404, b'{"error":"no handler found"}', {})
+            return
+        with self._lock:
+            self.calls += 1
+        name = self._authenticated(handler.headers.get("Authorization", ""))
+        if name is None:
+            self._send(handler, 401, b"Unauthorized", {"WWW-Authenticate": 'Basic realm="OpenSearch Security"'})
+            return
+        user = self.users[name]
+        client = handler.client_address
+        info = {
+            "user": f"User [name={name}, backend_roles=[{', '.join(user.backend_roles)}], requestedTenant=null]",
+            "user_name": name,
+            "user_requested_tenant": None,
+            "remote_address": f"{client[0]}:{client[1]}",
+            "backend_roles": list(user.backend_roles),
+            "custom_attribute_names": [],
+            "roles": list(user.roles),
+            "tenants": {"global_tenant": True, name: True},
+            "principal": None,
+            "peer_certificates": "0",
+            "sso_logout_url": None,
+        }
+        self._send(handler, 200, json.dumps(info).encode(), {"Content-Type": "application/json; charset=UTF-8"})
+
+    def _authenticated(self, header: str) -> str | None:
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "basic":
+            return None
+        try:
+            name, _, password = base64.b64decode(token, validate=True).decode().partition(":")
+        except ValueError:
+            return None
+        user = self.users.get(name)
+        return name if user is not None and user.password == password else None
+
+    @staticmethod
+    def _send(handler: BaseHTTPRequestHandler, status: int, body: bytes, headers: dict[str, str]) -> None:
+        handler.send_response(status)
+        for key, value in {"Content-Length": str(len(body)), **headers}.items():
+            handler.send_header(key, value)
+        handler.end_headers()
+        handler.wfile.write(body)

@@ -44,7 +44,7 @@ from async_query.service import AsyncQueryService
 from async_query.settings import Settings
 from query_core.config import OpenSearchConfig
 from query_core.states import StatementState
-from query_core.store import IndexStore
+from query_core.store import Store
 from tests.conftest import ServiceFactory
 from tests.support import RecordingLauncher, free_port, serve_http, wait_for
 
@@ -689,7 +689,7 @@ class CountingProxy:
 
 def test_cancelled_and_timed_out_replies_come_from_the_reply_cache(
     make_service: ServiceFactory,
-    store: IndexStore,
+    store: Store,
     datasource: Datasource,
     index_url: str,
     opensearch_config: OpenSearchConfig,
@@ -699,7 +699,7 @@ def test_cancelled_and_timed_out_replies_come_from_the_reply_cache(
     proxy = CountingProxy(Gateway(index_url, caller_credentials()))
     with serve_http(proxy) as proxy_url:
         counted = opensearch_config.model_copy(update={"url": proxy_url})
-        counted_store = IndexStore(counted)
+        counted_store = Store.connect(counted)
         writer = make_service()  # writes through the uncounted store
         registry = DatasourceRegistry([datasource], counted_store)
         reader = AsyncQueryService(writer.settings, counted_store, registry, {"local": RecordingLauncher()}, counted)
@@ -710,10 +710,10 @@ def test_cancelled_and_timed_out_replies_come_from_the_reply_cache(
                     httpx.post(f"{writer_url}{BASE}", json=query).json()["queryId"] for _ in range(3)
                 )
                 assert httpx.delete(f"{writer_url}{BASE}/{cancelled}").status_code == 204
-                statement = store.get_statement(datasource.name, timed_out)
+                statement = store.statements.get(datasource.name, timed_out)
                 assert statement is not None
-                running = store.move_statement(statement, StatementState.RUNNING)
-                store.move_statement(running, StatementState.TIMEOUT, error="Query timed out after 1800 s")
+                running = store.statements.move(statement, StatementState.RUNNING)
+                store.statements.move(running, StatementState.TIMEOUT, error="Query timed out after 1800 s")
 
                 def poll(query_id: str, times: int) -> tuple[set[str], int]:
                     before = len(proxy.requests)

@@ -189,7 +189,7 @@ def test_error_response_shape(status: int, reason: str) -> None:
 
 
 def test_unknown_5xx_uses_the_internal_reason() -> None:
-    body = json.loads(bytes(error_response(502, "X", "y").body))
+    body = json.loads(bytes(error_response(501, "X", "y").body))
     assert body["error"]["reason"] == INTERNAL == "There was internal problem at backend"
 
 

@@ -1,0 +1,163 @@
+"""From settings to the security of a running service, and the checks ``serve`` makes first."""
+
+from __future__ import annotations
+
+import logging
+import ssl
+from dataclasses import dataclass, field
+
+import httpx
+
+from async_query.security.audit import AuditLog
+from async_query.security.authn import (
+    AUTHINFO,
+    Authenticator,
+    BasicAuthentication,
+    ClusterAuthentication,
+    CredentialCache,
+    NoAuthentication,
+)
+from async_query.security.hosts import is_loopback_bind
+from async_query.security.users import UserDirectory, UsersFileError, read_users
+from async_query.settings import Settings
+
+log = logging.getLogger(__name__)
+
+#: The realm of the ``WWW-Authenticate`` challenge.
+REALM = "async-query"
+CHALLENGE = f'Basic realm="{REALM}", charset="UTF-8"'
+ADD_USER_HINT = "async-query user add NAME --role all_access"
+
+
+@dataclass
+class Security:
+    """What the REST layer needs to authenticate and audit every request."""
+
+    authenticator: Authenticator
+    audit: AuditLog
+    #: ``none``: only requests whose Host is a loopback name are served (DNS rebinding).
+    loopback_only: bool
+
+    @property
+    def mode(self) -> str:
+        return self.authenticator.mode
+
+    async def aclose(self) -> None:
+        await self.authenticator.aclose()
+        self.audit.close()
+
+
+def cluster_tls(settings: Settings) -> bool | ssl.SSLContext:
+    """TLS verification of calls to the index cluster, as the service's own connection does it."""
+    if not settings.opensearch_verify_certs:
+        return False
+    if settings.opensearch_ca_certs:
+        return ssl.create_default_context(cafile=settings.opensearch_ca_certs)
+    return True
+
+
+def build_security(settings: Settings, insecure_no_auth: bool = False) -> Security:
+    """The authenticator of ``settings.auth`` and the audit log under the data directory.
+
+    ``insecure_no_auth`` (``serve --insecure-no-auth``) also lifts the Host check of ``none``:
+    whoever reaches the port is let in anyway."""
+    cache = CredentialCache(settings.auth_cache_s, settings.auth_cache_entries)
+    authenticator: Authenticator
+    if settings.auth == "basic":
+        authenticator = BasicAuthentication(UserDirectory(settings.users_path), cache, settings.admin_roles)
+    elif settings.auth == "cluster":
+        if not settings.opensearch_url:
+            raise ValueError("ASYNC_QUERY_AUTH=cluster needs OPENSEARCH_URL")
+        authenticator = ClusterAuthentication(
+            settings.opensearch_url,
+            cache,
+            settings.admin_roles,
+            verify=cluster_tls(settings),
+            timeout_s=settings.auth_cluster_timeout_s,
+        )
+    else:
+        authenticator = NoAuthentication()
+    audit = AuditLog(settings.data_dir / "audit", settings.audit_max_bytes, settings.audit_backups)
+    return Security(authenticator, audit, loopback_only=settings.auth == "none" and not insecure_no_auth)
+
+
+@dataclass
+class ServeChecks:
+    errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def serve_checks(settings: Settings, host: str, insecure_no_auth: bool = False, tls: bool = False) -> ServeChecks:
+    """What ``serve`` must refuse (``errors``) or say out loud (``warnings``) before it starts."""
+    checks = ServeChecks()
+    local = is_loopback_bind(host)
+    if settings.auth == "none":
+        if not local and not insecure_no_auth:
+            checks.errors.append(
+                f"refusing to listen on {host} without authentication: anyone who reaches the port could run "
+                "any Spark SQL as this user. Set ASYNC_QUERY_AUTH=basic (users in ASYNC_QUERY_USERS_FILE, added "
+                f"with `{ADD_USER_HINT}`) or ASYNC_QUERY_AUTH=cluster (the index cluster's security plugin "
+                "checks the callers), or pass --insecure-no-auth to accept the risk."
+            )
+        elif not local:
+            checks.warnings.append(
+                f"WARNING: --insecure-no-auth: listening on {host} WITHOUT AUTHENTICATION. Anyone who reaches "
+                "this port can run any Spark SQL as this user, read every query's results and change datasources."
+            )
+    elif insecure_no_auth:
+        checks.warnings.append(f"note: --insecure-no-auth has no effect with ASYNC_QUERY_AUTH={settings.auth}")
+    if settings.auth == "basic":
+        _check_users_file(settings, checks)
+    if settings.auth == "cluster" and not settings.opensearch_url:
+        checks.errors.append(
+            "ASYNC_QUERY_AUTH=cluster needs OPENSEARCH_URL: the callers are checked by that cluster's security "
+            "plugin (the embedded index server has none)"
+        )
+    if settings.auth != "none" and not local and not tls:
+        checks.warnings.append(
+            f"WARNING: listening on {host} over plain HTTP: passwords and tokens cross the network in clear. "
+            "Pass --tls-cert and --tls-key, or put a TLS proxy in front."
+        )
+    if settings.auth != "none" and not settings.admin_roles:
+        checks.warnings.append("note: ASYNC_QUERY_ADMIN_ROLES is empty: nobody can change datasources")
+    return checks
+
+
+def _check_users_file(settings: Settings, checks: ServeChecks) -> None:
+    path = settings.users_path
+    try:
+        users = read_users(path)
+    except UsersFileError as exc:
+        checks.errors.append(
+            f"ASYNC_QUERY_AUTH=basic needs a readable users file: {exc}. Add a user with `{ADD_USER_HINT}` "
+            "(the file is ASYNC_QUERY_USERS_FILE, default <data dir>/users.json)."
+        )
+        return
+    if not users:
+        checks.errors.append(
+            f"ASYNC_QUERY_AUTH=basic: the users file {path} has no users; add one with `{ADD_USER_HINT}`"
+        )
+    elif path.stat().st_mode & 0o077:
+        checks.warnings.append(f"WARNING: the users file {path} can be read by other users: chmod 600 {path}")
+
+
+def probe_cluster(settings: Settings) -> str | None:
+    """For ``cluster``: ask ``authinfo`` without credentials. A security plugin refuses (401) or
+    names its anonymous user (200); a 404 or 400 means there is none. Returns the problem, if any."""
+    try:
+        with httpx.Client(
+            base_url=settings.opensearch_url,
+            verify=cluster_tls(settings),
+            timeout=settings.auth_cluster_timeout_s,
+            trust_env=False,
+        ) as client:
+            reply = client.get(AUTHINFO)
+    except httpx.HTTPError as exc:
+        log.warning("cannot reach %s to check its security plugin: %s", settings.opensearch_url, type(exc).__name__)
+        return None
+    if reply.status_code in (400, 404):
+        return (
+            f"ASYNC_QUERY_AUTH=cluster: the cluster at OPENSEARCH_URL answered {reply.status_code} to {AUTHINFO}: "
+            "it has no security plugin to check callers with. Use ASYNC_QUERY_AUTH=basic instead."
+        )
+    return None

@@ -1,0 +1,282 @@
+"""What authentication adds to a GET: ``basic`` (credentials cached) next to ``none``, same run.
+
+Two ``async-query serve`` processes on one index server, the same but for ``ASYNC_QUERY_AUTH``
+(``none`` and ``basic``); both write the audit log. Simulated live sessions (:mod:`bench.sim`)
+each run one statement, and one closed-loop client GETs those statements, the reply clients
+poll for. Rounds alternate between the two services (and which goes first), so that the machine's
+changing load falls on both alike; the figure is the difference of the p50s over all rounds.
+
+Also, in this process: what the middleware's parts cost per request (a cached ``basic`` check,
+one audit line), and what the first request of new credentials costs (one argon2id check).
+
+    python -m bench.auth [--quick] [--out PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import datetime as dt
+import json
+import logging
+import os
+import platform
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from async_query.security.audit import AuditLog
+from async_query.security.authn import BasicAuthentication, CredentialCache
+from async_query.security.users import UserDirectory, UsersFile
+from bench.env import free_port
+from bench.httpload import LoadResult, run_load
+from bench.report import Figure, Report, Target
+from bench.sim import SimulatedSessions
+from bench.stats import percentile
+from query_core.config import OpenSearchConfig
+from query_core.store import Store
+
+log = logging.getLogger(__name__)
+
+SECTION = "Authentication"
+DS = "local"
+BASE = "/_plugins/_async_query"
+USER, PASSWORD = "bench", "bench-Pa55word-1"
+DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "auth.json"
+#: The issue's target: what ``basic`` (cached) may add to a GET's p50, in ms.
+ADDED_TARGET_MS = 0.2
+
+
+@dataclass(frozen=True)
+class AuthPlan:
+    rounds: int = 8
+    round_seconds: float = 3.0
+    warmup_seconds: float = 0.5
+    sessions: int = 8
+    checks: int = 20_000
+
+    @classmethod
+    def quick(cls) -> AuthPlan:
+        return cls(rounds=2, round_seconds=0.8, warmup_seconds=0.2, sessions=4, checks=2_000)
+
+
+def basic_header(user: str, password: str) -> str:
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+
+
+@contextmanager
+def serving(mode: str, index_url: str, work: Path, users_file: Path) -> Iterator[str]:
+    """``async-query serve`` with ``ASYNC_QUERY_AUTH=mode`` on the index; yields its URL."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ASYNC_QUERY_", "OPENSEARCH_"))}
+    env.update(
+        ASYNC_QUERY_AUTH=mode,
+        ASYNC_QUERY_USERS_FILE=str(users_file),
+        ASYNC_QUERY_DATA_DIR=str(work / mode),
+        ASYNC_QUERY_LOCAL_CATALOG="in-memory",  # no metastore: no Spark runs here
+        OPENSEARCH_URL=index_url,
+    )
+    log_path = work / f"{mode}.log"
+    command = [sys.executable, "-m", "async_query.cli", "serve", "--port", str(port), "--log-level", "warning"]
+    with open(log_path, "ab") as out:
+        proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_ready(proc, url, log_path)
+        yield url
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _wait_ready(proc: subprocess.Popen[bytes], url: str, log_path: Path) -> None:
+    headers = {"Authorization": basic_header(USER, PASSWORD)}
+    deadline = time.monotonic() + 60
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the service exited with {proc.returncode}; see {log_path}")
+        try:
+            if httpx.get(f"{url}{BASE}/_sessions", headers=headers, timeout=5).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the service did not answer within 60 s; see {log_path}")
+        time.sleep(0.1)
+
+
+def measure_http(urls: dict[str, str], ids: list[str], plan: AuthPlan) -> dict[str, list[float]]:
+    """GET latencies per mode, over alternating rounds (1 client each)."""
+    auth = {"Authorization": basic_header(USER, PASSWORD)}
+    latencies: dict[str, list[float]] = {mode: [] for mode in urls}
+    for r in range(plan.rounds):
+        order = list(urls) if r % 2 == 0 else list(reversed(urls))
+        for mode in order:
+            result: LoadResult = run_load(
+                urls[mode],
+                lambda c, i: ("GET", f"{BASE}/{ids[i % len(ids)]}", None),
+                1,
+                duration=plan.round_seconds,
+                warmup=plan.warmup_seconds,
+                headers=auth if mode == "basic" else {},
+            )
+            if set(result.statuses) != {200} or result.errors:
+                raise RuntimeError(f"{mode}: unexpected replies {result.statuses}, {result.errors} errors")
+            latencies[mode].extend(result.latencies_ms)
+    return latencies
+
+
+def first_request_ms(url: str, ids: list[str], users_file: Path) -> float:
+    """One GET with credentials the service has not seen: includes one argon2id check."""
+    UsersFile(users_file).add("newcomer", "newcomer-Pa55word", ["reader"])
+    header = {"Authorization": basic_header("newcomer", "newcomer-Pa55word")}
+    with httpx.Client(base_url=url, timeout=30) as client:
+        deadline = time.monotonic() + 10
+        while (
+            client.get(f"{BASE}/{ids[0]}", headers={"Authorization": basic_header(USER, PASSWORD)}).status_code != 200
+        ):
+            if time.monotonic() > deadline:
+                raise RuntimeError("the service stopped answering")
+        # the service re-reads the users file within a second: wait for it to know the newcomer
+        while True:
+            started = time.perf_counter()
+            status = client.get(f"{BASE}/{ids[0]}", headers=header).status_code
+            took = (time.perf_counter() - started) * 1000
+            if status == 200:
+                return took
+            if time.monotonic() > deadline + 10:
+                raise RuntimeError("the new user was never let in")
+            time.sleep(0.2)
+
+
+def measure_parts(users_file: Path, work: Path, checks: int) -> dict[str, float]:
+    """Microseconds per call of the middleware's parts, in this process."""
+    cache = CredentialCache(60, 10_000)
+    basic = BasicAuthentication(UserDirectory(users_file), cache, ["all_access"])
+    header = basic_header(USER, PASSWORD).encode()
+
+    async def cached_checks() -> float:
+        await basic.authenticate(header)  # the one argon2id check
+        started = time.perf_counter()
+        for _ in range(checks):
+            await basic.authenticate(header)
+        return (time.perf_counter() - started) / checks * 1e6
+
+    check_us = asyncio.run(cached_checks())
+    audit = AuditLog(work / "parts-audit")
+    record = {
+        "time": "2025-01-01T00:00:00.000Z", "user": USER, "action": "query.get", "datasource": DS,
+        "queryId": "x" * 24, "outcome": "ok", "status": 200, "method": "GET", "path": BASE + "/" + "x" * 24,
+        "remote": "127.0.0.1",
+    }  # fmt: skip
+    started = time.perf_counter()
+    for _ in range(checks):
+        audit.write(record)
+    audit_us = (time.perf_counter() - started) / checks * 1e6
+    audit.close()
+    return {"cached_basic_check_us": check_us, "audit_line_us": audit_us}
+
+
+def run_bench(plan: AuthPlan, work: Path) -> tuple[list[Figure], dict[str, Any]]:
+    from osmem_server import OsmemServer
+
+    users_file = work / "users.json"
+    UsersFile(users_file).add(USER, PASSWORD, ["all_access"])
+    index = OsmemServer.start(addr="127.0.0.1:0", japanese=False)
+    store = Store.connect(OpenSearchConfig(url=index.url))
+    try:
+        with (
+            SimulatedSessions(store, DS, plan.sessions) as sim,
+            serving("none", index.url, work, users_file) as open_url,
+            serving("basic", index.url, work, users_file) as basic_url,
+        ):
+            sim.create()
+            sim.start(writers=1)
+            ids = [s.statement_id for s in sim.sessions]
+            latencies = measure_http({"none": open_url, "basic": basic_url}, ids, plan)
+            first_ms = first_request_ms(basic_url, ids, users_file)
+    finally:
+        store.close()
+        index.close()
+    parts = measure_parts(users_file, work, plan.checks)
+    return _figures(latencies, first_ms, parts), {
+        "plan": plan.__dict__,
+        "gets": {m: len(v) for m, v in latencies.items()},
+        "p50_ms": {m: percentile(v, 50) for m, v in latencies.items()},
+        "p90_ms": {m: percentile(v, 90) for m, v in latencies.items()},
+        "p99_ms": {m: percentile(v, 99) for m, v in latencies.items()},
+        "first_request_ms": first_ms,
+        **parts,
+    }
+
+
+def _figures(latencies: dict[str, list[float]], first_ms: float, parts: dict[str, float]) -> list[Figure]:
+    p50 = {m: percentile(v, 50) for m, v in latencies.items()}
+    added = p50["basic"] - p50["none"]
+    n = len(latencies["none"])
+    return [
+        Figure(SECTION, "GET p50, auth none (1 client)", p50["none"], "ms", note=f"{n:,} GETs"),
+        Figure(
+            SECTION,
+            "GET p50, auth basic, cached (1 client)",
+            p50["basic"],
+            "ms",
+            note=f"{len(latencies['basic']):,} GETs",
+        ),
+        Figure(SECTION, "added by basic (p50 difference)", added, "ms", Target("<", ADDED_TARGET_MS)),
+        Figure(SECTION, "a cached basic check, in process", parts["cached_basic_check_us"], "us"),
+        Figure(SECTION, "an audit line, in process", parts["audit_line_us"], "us", note="both modes write one"),
+        Figure(SECTION, "first request of new credentials", first_ms, "ms", note="one argon2id check (64 MiB, t=3)"),
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.auth", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="a smoke run (2 short rounds)")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"JSON output (default: {DEFAULT_OUT})")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    plan = AuthPlan.quick() if args.quick else AuthPlan()
+    report = Report()
+    report.meta = {
+        "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "quick": args.quick,
+        "cpus": os.cpu_count(),
+        "loadavg_before": [round(x, 2) for x in os.getloadavg()],
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="bench-auth-") as work:
+        figures, details = run_bench(plan, Path(work))
+    report.add(figures)
+    report.details[SECTION] = details
+    report.meta["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]
+    report.meta["duration_s"] = round(time.perf_counter() - started, 1)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report.as_json(), indent=2, default=str) + "\n")
+    print(report.table())
+    print()
+    print(
+        f"duration {report.meta['duration_s']} s, load average before {report.meta['loadavg_before']}"
+        f" after {report.meta['loadavg_after']}; JSON: {args.out}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
