@@ -20,6 +20,7 @@ from pydantic.alias_generators import to_camel
 from query_core.errors import DocumentExistsError, InvalidRequestError, UnknownDatasourceError
 from query_core.ids import DATASOURCE_NAME, default_result_index
 from query_core.store import IndexStore
+from query_core.validation.policy import PolicyError, check_properties
 
 RESULT_INDEX_PREFIX = "query_execution_result"
 #: The masters ``spark-submit`` takes in client mode (``properties.master`` of a local datasource).
@@ -64,6 +65,16 @@ class Datasource(BaseModel):
         if index != index.lower():
             raise ValueError("an index name must be lower case")
         return index
+
+    @field_validator("properties")
+    @classmethod
+    def _valid_validation(cls, properties: dict[str, str]) -> dict[str, str]:
+        """``validation.profile`` and ``validation.allow`` (docs/validation.md), read strictly."""
+        try:
+            check_properties(properties)
+        except PolicyError as exc:
+            raise ValueError(str(exc)) from None
+        return properties
 
     @field_validator("properties")
     @classmethod

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from async_query.datasources import Datasource
 from async_query.dispatch import QueryKind
 from async_query.handlers.base import HandlerContext, render
-from async_query.launcher.base import JobRequest, Launcher, job_conf
+from async_query.launcher.base import JobRequest, Launcher, job_conf, launcher_policy
 from async_query.liveness import fail_statement
 from async_query.replies import Reply
 from query_core.errors import AsyncQueryError, InvalidTransitionError, QueryNotFoundError
@@ -70,6 +70,7 @@ class JobSessionHandler:
             self.session_type,
             checkpoint_root=launcher.checkpoint_root,
             checkpoint_mandatory=launcher.checkpoint_mandatory,
+            policy=launcher_policy(datasource, launcher),
             **statement,
         )
         request = JobRequest(session_id, datasource, self.session_type, conf, secret, name_suffix=name_suffix)

@@ -72,7 +72,7 @@ def main(argv: list[str]) -> int:
         stop = threading.Event()
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
         store = IndexStore(cfg.opensearch)
-        executor = SparkExecutor(spark, cfg.datasource, flint_engine(spark, store, cfg))
+        executor = SparkExecutor(spark, cfg.datasource, flint_engine(spark, store, cfg), cfg.validation)
         try:
             runner(cfg, store, executor, stop).run()
         finally:
@@ -92,5 +92,6 @@ def flint_engine(spark: Any, store: IndexStore, cfg: JobConfig) -> FlintEngine:
         request_index=cfg.request_index,
         application_id=cfg.application_id,
         job_id=cfg.job_id,
+        validation=cfg.validation,
     )
     return FlintEngine(context)
