@@ -150,7 +150,8 @@ class StatementGuard:
             return
         plan = self._parser().parsePlan(sql)
         self._check_root(plan)
-        self._walk(json.loads(plan.toJSON()))
+        tree = json.loads(plan.toJSON())
+        self._walk(tree, root=tree[0] if tree else None)
 
     def check_expression(self, text: str) -> None:
         """An expression the job evaluates (a covering index's filter, an ``id_expression``)."""
@@ -195,11 +196,11 @@ class StatementGuard:
                 if value.isDefined():
                     self.checks.location(str(value.get()))
 
-    def _walk(self, value: Any) -> None:
+    def _walk(self, value: Any, root: dict[str, Any] | None = None) -> None:
         for node, following in _nodes(value):
-            self._check_node(node, following)
+            self._check_node(node, following, node is root)
 
-    def _check_node(self, node: dict[str, Any], following: dict[str, Any] | None) -> None:
+    def _check_node(self, node: dict[str, Any], following: dict[str, Any] | None, is_root: bool = False) -> None:
         name = str(node["class"]).rsplit(".", 1)[-1]
         element = _NODE_ELEMENTS.get(name)
         if element is not None:
@@ -209,7 +210,8 @@ class StatementGuard:
         elif name in _LOCATED and node.get("location"):
             self.checks.location(str(node["location"]))
         elif name in ("SetCommand", "ResetCommand", "CreateNamespace", "CreateTempViewUsing"):
-            self._nested_command(name)
+            if not is_root:  # the root's were read from the plan itself (_check_root)
+                self._nested_command(name)
         elif name in _DYNAMIC:
             self.checks.element(E.DYNAMIC_SQL, "IDENTIFIER")
         elif name == "UnresolvedExecuteImmediate":
