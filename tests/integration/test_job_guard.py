@@ -97,7 +97,8 @@ def test_a_refused_statement_fails_with_the_message_and_never_runs(spark: Any, t
         assert classify(exc) == f"LOCATION outside the warehouse ({outside}) is not allowed."
         assert not spark.catalog.tableExists("default.guard_outside")
         ppl = executor.start("q-ppl", "source = text.`/etc/hostname`", "ppl")
-        assert classify(ppl.future.exception(timeout=60)) == "File is not allowed."
+        refused = ppl.future.exception(timeout=60)
+        assert refused is not None and classify(refused) == "File is not allowed."
     finally:
         executor.close()
 
