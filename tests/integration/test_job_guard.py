@@ -128,3 +128,18 @@ def test_vacuum_deletes_no_checkpoint_outside_the_root(
     found = store.get_index_state("lake", latest_id(index))
     assert found is not None and found.doc.state is FlintIndexState.DELETED
     spark.sql("DROP TABLE IF EXISTS default.guard_sales")
+
+
+def test_the_function_table_is_the_running_sparks(spark: Any) -> None:
+    """query_core/validation/spark_functions.json lists Spark's built-ins and their groups; a Spark
+    upgrade that adds or regroups functions must regenerate it (the plugin types functions by it)."""
+    from query_core.validation.elements import spark_function_groups
+
+    jvm = spark._jvm
+    convert = jvm.scala.jdk.javaapi.CollectionConverters
+    expressions = convert.asJava(jvm.org.apache.spark.sql.catalyst.analysis.FunctionRegistry.expressions())
+    live = {str(name): str(expressions.get(name)._1().getGroup() or "") for name in expressions.keySet()}
+    tables = convert.asJava(jvm.org.apache.spark.sql.catalyst.analysis.TableFunctionRegistry.logicalPlans())
+    for name in tables.keySet():
+        live.setdefault(str(name), "table_funcs")
+    assert spark_function_groups() == live
