@@ -21,6 +21,7 @@ from async_query.caches import Cache
 from query_core.errors import DocumentExistsError, InvalidRequestError, UnknownDatasourceError
 from query_core.ids import DATASOURCE_NAME, RESULT_INDEX_PREFIX, default_result_index
 from query_core.store import Store
+from query_core.validation.policy import PolicyError, check_properties
 
 
 class _Missing:
@@ -70,6 +71,16 @@ class Datasource(BaseModel):
         if index != index.lower():
             raise ValueError("an index name must be lower case")
         return index
+
+    @field_validator("properties")
+    @classmethod
+    def _valid_validation(cls, properties: dict[str, str]) -> dict[str, str]:
+        """``validation.profile`` and ``validation.allow`` (docs/validation.md), read strictly."""
+        try:
+            check_properties(properties)
+        except PolicyError as exc:
+            raise ValueError(str(exc)) from None
+        return properties
 
     @field_validator("properties")
     @classmethod

@@ -82,7 +82,7 @@ DEPS_ARCHIVE_NAME = "deps.tar.gz"
 DEPS_DIR = "deps"
 #: The job's runtime dependencies (``boto3``: SigV4 signing for Amazon OpenSearch Service;
 #: ``pyarrow``: PySpark's Python data sources, which write Flint indexes, exchange rows as Arrow).
-JOB_REQUIREMENTS = ("opensearch-py", "pydantic", "tenacity", "boto3", "lark", "pyarrow")
+JOB_REQUIREMENTS = ("opensearch-py", "pydantic", "tenacity", "boto3", "lark", "pyarrow", "sqlglot")
 DEFAULT_PYTHON = "/usr/bin/python3.11"
 #: A fixed timestamp for archive members, so the same code gives the same bytes.
 _EPOCH = (1980, 1, 1, 0, 0, 0)

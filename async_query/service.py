@@ -17,7 +17,7 @@ from async_query.datasources import Datasource, DatasourceRegistry
 from async_query.dispatch import QueryKind, classify, kind_of_session
 from async_query.handlers import HandlerContext, QueryHandler, SubmitRequest, Submitted, handlers_for
 from async_query.handlers.interactive import InteractiveHandler
-from async_query.launcher.base import Launcher, stop_job_within
+from async_query.launcher.base import Launcher, launcher_policy, stop_job_within
 from async_query.liveness import LivenessChecker, Staleness
 from async_query.replies import success_reply
 from async_query.session_cache import SessionCache
@@ -31,6 +31,7 @@ from query_core.models import SessionDoc, StatementDoc, Versioned
 from query_core.realtime import ReadNotServed
 from query_core.states import SessionState, is_terminal
 from query_core.store import Store
+from query_core.validation import validate_query
 
 __all__ = ["AsyncQueryService", "SubmitRequest", "Submitted", "success_reply"]
 
@@ -151,9 +152,17 @@ class AsyncQueryService:
     # -- POST -------------------------------------------------------------------------------
 
     def submit(self, request: SubmitRequest) -> Submitted:
-        """Classify the query and hand it to its kind's handler (a malformed Flint statement is a 400)."""
-        self.datasources.get(request.datasource)  # an unknown datasource is refused first, as always
+        """Classify the query, refuse what its datasource's validation policy denies (a 400, before
+        anything is written or started), and hand it to its kind's handler (a malformed Flint
+        statement is a 400)."""
+        datasource = self.datasources.get(request.datasource)  # an unknown datasource is refused first, as always
         classified = classify(request.lang, request.query)
+        validate_query(
+            launcher_policy(datasource, self.launcher_for(datasource)),
+            request.lang,
+            request.query,
+            classified.statement,
+        )
         submitted = self.handlers[classified.kind].submit(request, classified)
         self.session_of_query.put(submitted.query_id, submitted.session_id)
         self.kind_of_session_id.put(submitted.session_id, submitted.kind)

@@ -25,6 +25,7 @@ from query_core.jobconf import (
     read_conf,
 )
 from query_core.states import SessionType
+from query_core.validation import ALLOW_ALL, ValidationPolicy
 
 __all__ = ["PASSWORD_ENV", "PREFIX_JOB", "PREFIX_OS", "Getter", "JobConfig"]
 
@@ -59,6 +60,8 @@ class JobConfig:
     search_interval_ms: int = DEFAULTS.search_interval_ms
     #: How long to wait for the session document to appear after start-up.
     session_wait_ms: int = DEFAULTS.session_wait_ms
+    #: What statements may hold (the plugin checked them against it already; see docs/validation.md).
+    validation: ValidationPolicy = ALLOW_ALL
 
     @classmethod
     def load(cls, get: Getter, argv: list[str], environ: Mapping[str, str] | None = None) -> JobConfig:
@@ -98,6 +101,7 @@ class JobConfig:
             checkpoint_mandatory=conf.checkpoint_mandatory,
             search_interval_ms=conf.search_interval_ms,
             session_wait_ms=conf.session_wait_ms,
+            validation=conf.validation_policy,
         )
 
 

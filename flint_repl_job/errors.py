@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 from flint_repl_job.catalog import unknown_catalog_message
+from query_core.validation import QueryRefusedError
 
 _CUT_MARKERS = ("\n== SQL", "\n== Physical Plan", "\n== Parsed Logical Plan", "\nJVM stacktrace", "\n\tat ")
 _SECRETS = [
@@ -30,6 +31,8 @@ def clean(text: str) -> str:
 def classify(exc: BaseException, datasource: str = "") -> str:
     """The error text reported for a statement of ``datasource``'s session that raised ``exc``."""
     name = type(exc).__name__
+    if isinstance(exc, QueryRefusedError):
+        return exc.message  # the words the plugin refuses the statement with at POST
     message = clean(_message(exc))
     if name in ("ParseException", "FlintParseError", "PplSyntaxError"):
         return f"Syntax error: {message}"

@@ -11,9 +11,11 @@ from typing import TYPE_CHECKING
 
 from flint_repl_job.catalog import session_sql
 from flint_repl_job.flint_statements import FlintStatementError, flint_statement
+from flint_repl_job.guard import StatementGuard
 from flint_repl_job.results import encode
 from query_core.models import LosslessResult, StatementProgress
 from query_core.ppl import to_spark_sql
+from query_core.validation import ALLOW_ALL, ValidationPolicy
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -45,10 +47,18 @@ class SparkExecutor:
     Statements name the session catalog by the datasource's name (see :mod:`.catalog`); Flint
     statements are run by ``flint`` (:mod:`.indexes.engine`)."""
 
-    def __init__(self, spark: SparkSession, datasource: str = "", flint: FlintEngine | None = None) -> None:
+    def __init__(
+        self,
+        spark: SparkSession,
+        datasource: str = "",
+        flint: FlintEngine | None = None,
+        policy: ValidationPolicy = ALLOW_ALL,
+    ) -> None:
         self.spark = spark
         self.datasource = datasource
         self.flint = flint
+        #: Checks each statement on Spark's own parse before it runs (docs/validation.md).
+        self.guard = StatementGuard(spark, policy)
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="statement")
 
     def start(self, query_id: str, sql: str, lang: str = "sql") -> RunningQuery:
@@ -63,15 +73,19 @@ class SparkExecutor:
             if cancelled.is_set():
                 raise QueryCancelledError(query_id)
             if lang == "ppl":
+                self.guard.check_ppl(sql)
                 sql = self.ppl_sql(sql)
             statement = flint_statement(sql) if lang == "sql" else None
             if statement is not None:
                 if self.flint is None:
                     raise FlintStatementError("Flint statements need a job connected to the index cluster")
+                self.guard.check_flint(statement)
                 output = self.flint.run(statement)
                 result, schema, lossless = encode(output.schema, output.rows)
                 return QueryOutput(result, schema, lossless)
-            frame = self.spark.sql(self.spark_sql(sql))
+            text = self.spark_sql(sql)
+            self.guard.check_sql(text)
+            frame = self.spark.sql(text)
             rows = frame.collect()
             result, schema, lossless = encode(frame.schema, rows)
             return QueryOutput(result, schema, lossless)

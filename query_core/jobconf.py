@@ -26,6 +26,8 @@ from typing import Any, Generic, TypeVar
 
 from query_core.ids import request_index
 from query_core.states import SessionType
+from query_core.validation.elements import FunctionTable, element_named
+from query_core.validation.policy import ValidationPolicy
 
 T = TypeVar("T")
 
@@ -213,6 +215,33 @@ class JobConf:
         BOOLEAN,
         "refuse auto refresh without a checkpoint_location option (the reference's default)",
     )
+    validation_denied: tuple[str, ...] = _setting(
+        "spark.flint.validation.deniedElements",
+        (),
+        LIST,
+        "grammar elements the job refuses in statements (docs/validation.md); empty: none",
+        optional=True,
+    )
+    validation_functions: str = _setting(
+        "spark.flint.validation.functionTable",
+        "spark",
+        STRING,
+        "how function names are typed: reference (the reference's table) or spark (also Spark's registry)",
+    )
+    validation_warehouse_root: str = _setting(
+        "spark.flint.validation.warehouseRoot",
+        "",
+        STRING,
+        "tables and databases may be located below it (when LOCATION is refused)",
+        optional=True,
+    )
+    validation_checkpoint_root: str = _setting(
+        "spark.flint.validation.checkpointRoot",
+        "",
+        STRING,
+        "Flint checkpoints may be located (and deleted by VACUUM) below it (when CHECKPOINT_LOCATION is refused)",
+        optional=True,
+    )
     search_interval_ms: int = _setting(
         PREFIX_JOB + "searchIntervalMillis", 1_000, INTEGER, "period of the search for waiting statements"
     )
@@ -225,6 +254,16 @@ class JobConf:
     index_retry_seconds: float = _setting(
         PREFIX_JOB + "indexRetrySeconds", 300.0, NUMBER, "seconds one index call is retried before the job gives up"
     )
+
+    @property
+    def validation_policy(self) -> ValidationPolicy:
+        """The policy the plugin checked statements against, which the job checks them against again."""
+        return ValidationPolicy(
+            denied=frozenset(element_named(name) for name in self.validation_denied),
+            function_table=FunctionTable(self.validation_functions),
+            warehouse_root=self.validation_warehouse_root,
+            checkpoint_root=self.validation_checkpoint_root,
+        )
 
     @property
     def effective_port(self) -> int:
@@ -264,6 +303,8 @@ def _table() -> tuple[ConfKey, ...]:
 #: The contract, in :class:`JobConf` field order.
 SETTINGS: tuple[ConfKey, ...] = _table()
 _BY_KEY: dict[str, ConfKey] = {row.key: row for row in SETTINGS}
+#: The keys of the validation policy: the job's own, so a datasource's Spark conf never changes them.
+VALIDATION_KEYS: frozenset[str] = frozenset(row.key for row in SETTINGS if row.field.startswith("validation_"))
 #: Every conf key of the contract.
 KEYS: frozenset[str] = frozenset(_BY_KEY)
 #: The keys to keep off command lines.

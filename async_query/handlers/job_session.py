@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from async_query.datasources import Datasource
 from async_query.dispatch import QueryKind
 from async_query.handlers.base import HandlerContext, fail_if_orphaned, render
-from async_query.launcher.base import JobRequest, Launcher, job_conf
+from async_query.launcher.base import JobRequest, Launcher, job_conf, launcher_policy
 from async_query.replies import Reply
 from query_core.errors import AsyncQueryError, QueryNotFoundError
 from query_core.models import SessionDoc, StatementDoc, Versioned
@@ -69,6 +69,7 @@ class JobSessionHandler:
             self.session_type,
             checkpoint_root=launcher.checkpoint_root,
             checkpoint_mandatory=launcher.checkpoint_mandatory,
+            policy=launcher_policy(datasource, launcher),
             **statement,
         )
         request = JobRequest(session_id, datasource, self.session_type, conf, secret, name_suffix=name_suffix)

@@ -12,8 +12,9 @@ from async_query.settings import Settings
 from query_core.config import OpenSearchConfig
 from query_core.errors import AsyncQueryError, LauncherError
 from query_core.ids import request_index
-from query_core.jobconf import PASSWORD_KEY, JobConf, render_conf
+from query_core.jobconf import PASSWORD_KEY, VALIDATION_KEYS, JobConf, render_conf
 from query_core.states import SessionType
+from query_core.validation import GrammarElement, Profile, ValidationPolicy, policy_for
 
 
 class JobRunState(StrEnum):
@@ -76,6 +77,8 @@ class Launcher(ABC):
     #: index must name one, or the stream has none), and whether naming one is required.
     checkpoint_root: str = ""
     checkpoint_mandatory: bool = True
+    #: Where tables live unless a datasource's Spark conf says otherwise ("": not known here).
+    warehouse_root: str = ""
 
     @abstractmethod
     def start(self, request: JobRequest) -> str:
@@ -121,6 +124,37 @@ def stop_job_within(launcher: Launcher, job_id: str, timeout_s: float) -> None:
         raise LauncherError(f"stopping job {job_id} failed: {type(error).__name__}: {error}") from error
 
 
+#: The Spark conf key of the checkpoint root (a datasource's Spark conf may name its own).
+CHECKPOINT_ROOT_KEY = "spark.flint.index.checkpointLocation.rootDir"
+
+
+def validation_policy(datasource: Datasource, warehouse_root: str = "", checkpoint_root: str = "") -> ValidationPolicy:
+    """The statement validation policy of ``datasource`` (docs/validation.md): EMR Serverless
+    datasources start from the reference's S3GLUE deny list, local ones from this product's local
+    default; its ``validation.*`` properties change that. Data may be located under its warehouse
+    and checkpoints under its checkpoint root: its Spark conf's when it names them, else the
+    launcher's (``warehouse_root``, ``checkpoint_root``)."""
+    profile = Profile.S3GLUE if datasource.connector == "emr-serverless" else Profile.LOCAL
+    warehouse = datasource.spark_conf.get("spark.sql.warehouse.dir") or warehouse_root
+    checkpoints = datasource.spark_conf.get(CHECKPOINT_ROOT_KEY) or checkpoint_root
+    return policy_for(datasource.properties, profile, warehouse, checkpoints)
+
+
+def launcher_policy(datasource: Datasource, launcher: Launcher) -> ValidationPolicy:
+    """:func:`validation_policy` with the roots of the launcher that runs the datasource's jobs."""
+    return validation_policy(datasource, launcher.warehouse_root, launcher.checkpoint_root)
+
+
+def _hardening(policy: ValidationPolicy) -> dict[str, str]:
+    """Spark settings that close at Spark's level what the policy refuses: no ``${env:...}``
+    substitution in statements (it would read the job's environment), and no path-based tables
+    when File is refused."""
+    conf = {"spark.sql.variable.substitute": "false"}
+    if policy.denies(GrammarElement.FILE):
+        conf["spark.sql.runSQLOnFiles"] = "false"
+    return conf
+
+
 #: Longest query passed as ``spark.flint.job.query``. The job reads its statement document by
 #: ``spark.flint.job.queryId``; the query in the conf is the reference's fallback, and a longer one
 #: would not fit a command line (Linux refuses an argument over 128 KiB) or EMR Serverless's
@@ -139,16 +173,22 @@ def job_conf(
     query: str = "",
     checkpoint_root: str = "",
     checkpoint_mandatory: bool = True,
+    policy: ValidationPolicy | None = None,
 ) -> tuple[dict[str, str], dict[str, str]]:
     """The job's Spark conf keys (``docs/job.md``, :mod:`query_core.jobconf`), and the secret ones apart.
 
     Every setting of the contract is sent explicitly, so the plugin's settings win over the job's
-    defaults; the datasource's own Spark conf comes last and wins over both. ``query_id`` and
+    defaults; the datasource's own Spark conf comes after them and wins over both, except over
+    the statement validation policy ``policy`` (by default the datasource's,
+    :func:`validation_policy`) and the Spark settings that enforce it, which are the job's own and
+    always win. ``query_id`` and
     ``query`` name a batch or streaming job's statement (a query longer than
     :data:`MAX_QUERY_IN_CONF` is left out: the job reads it from the statement document).
     ``checkpoint_root`` and ``checkpoint_mandatory`` say where streams keep checkpoints that
     their index does not name, and whether it must name one (the launcher's choice)."""
     basic = opensearch.auth == "basic"
+    if policy is None:
+        policy = validation_policy(datasource, checkpoint_root=checkpoint_root)
     contract = JobConf(
         session_id=session_id,
         datasource=datasource.name,
@@ -175,6 +215,10 @@ def job_conf(
         checkpoint_root=checkpoint_root,
         checkpoint_mandatory=checkpoint_mandatory,
         index_retry_seconds=settings.job_index_retry_seconds,
+        validation_denied=tuple(sorted(element.name for element in policy.denied)),
+        validation_functions=policy.function_table.value,
+        validation_warehouse_root=policy.warehouse_root,
+        validation_checkpoint_root=policy.checkpoint_root,
     )
     conf = render_conf(contract)
     # The password goes apart, kept off command lines where the launcher can: with basic auth the
@@ -182,5 +226,9 @@ def job_conf(
     password = conf.pop(PASSWORD_KEY, "")
     secrets = {PASSWORD_KEY: password} if basic else {}
     conf["spark.sql.session.timeZone"] = "UTC"
+    own = {key: conf.pop(key) for key in VALIDATION_KEYS if key in conf}
     conf.update(datasource.spark_conf)
+    for key in VALIDATION_KEYS:
+        conf.pop(key, None)
+    conf.update({**own, **_hardening(policy)})
     return conf, secrets

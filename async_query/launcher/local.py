@@ -78,6 +78,7 @@ class LocalLauncher(Launcher):
         #: The catalog every job gets unless its datasource's Spark conf says otherwise.
         self.catalog_conf = catalog_conf if catalog_conf is not None else catalog_settings(self.data_dir / "warehouse")
         self.checkpoint_root = str(self.data_dir / "checkpoints")
+        self.warehouse_root = self.catalog_conf.get("spark.sql.warehouse.dir", "")
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
         self._logs: dict[str, Path] = {}
         self._lock = threading.Lock()

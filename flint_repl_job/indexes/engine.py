@@ -68,6 +68,7 @@ from query_core.index_ops import MAX_INDEX_ERROR, IndexTarget, IndexTransaction
 from query_core.models import now_millis
 from query_core.states import FlintIndexState, SessionState
 from query_core.store import Store
+from query_core.validation import ALLOW_ALL, Checks, ValidationPolicy
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -116,6 +117,8 @@ class FlintContext:
     datasource: str
     application_id: str = ""
     job_id: str = ""
+    #: What statements may hold: VACUUM deletes no checkpoint outside its checkpoint root.
+    validation: ValidationPolicy = ALLOW_ALL
 
 
 class FlintEngine:
@@ -496,9 +499,14 @@ class FlintEngine:
             log.info("Flint index to vacuum doesn't exist: %s", index_name)
             return _no_rows()
 
+        location = checkpoint_location(meta.options, index_name, self.settings()) if meta is not None else None
+        if location:
+            # Refused before anything is deleted: the location came from the index's options,
+            # written when it was created (perhaps by another plugin, or before this check).
+            Checks(self.context.validation).checkpoint(location)
+
         def work() -> None:
             self.store.index.delete_index(index_name)
-            location = checkpoint_location(meta.options, index_name, self.settings()) if meta is not None else None
             if location:
                 self.delete_checkpoint(location)
 

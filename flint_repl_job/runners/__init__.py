@@ -72,7 +72,7 @@ def main(argv: list[str]) -> int:
         stop = threading.Event()
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
         store = Store.connect(cfg.opensearch, cfg.request_index)
-        executor = SparkExecutor(spark, cfg.datasource, flint_engine(spark, store, cfg))
+        executor = SparkExecutor(spark, cfg.datasource, flint_engine(spark, store, cfg), cfg.validation)
         try:
             runner(cfg, store, executor, stop).run()
         finally:
@@ -91,5 +91,6 @@ def flint_engine(spark: Any, store: Store, cfg: JobConfig) -> FlintEngine:
         datasource=cfg.datasource,
         application_id=cfg.application_id,
         job_id=cfg.job_id,
+        validation=cfg.validation,
     )
     return FlintEngine(context)

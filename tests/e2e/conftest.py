@@ -70,9 +70,15 @@ class Api:
 
 
 def e2e_service(
-    index_url: str, tmp: Path, ds_name: str, catalog: dict[str, str] | None = None, **settings: Any
+    index_url: str,
+    tmp: Path,
+    ds_name: str,
+    catalog: dict[str, str] | None = None,
+    properties: dict[str, str] | None = None,
+    **settings: Any,
 ) -> AsyncQueryService:
-    """A service whose local jobs use ``catalog`` (default: each job its own in-memory catalog)."""
+    """A service whose local jobs use ``catalog`` (default: each job its own in-memory catalog);
+    ``properties`` are the datasource's."""
     cfg = Settings(data_dir=tmp / "var", **settings)
     opensearch = OpenSearchConfig(
         url=index_url,
@@ -80,7 +86,7 @@ def e2e_service(
         username=os.environ.get("OPENSEARCH_USERNAME", ""),
         password=os.environ.get("OPENSEARCH_PASSWORD", ""),
     )
-    datasource = local_datasource(ds_name)
+    datasource = local_datasource(ds_name).model_copy(update={"properties": properties or {}})
     launcher = LocalLauncher(cfg.data_dir, cfg.cluster_name, "local[2]", catalog_conf=catalog)
     store = Store.connect(opensearch)
     return AsyncQueryService(cfg, store, DatasourceRegistry([datasource], store), {"local": launcher}, opensearch)
@@ -88,12 +94,18 @@ def e2e_service(
 
 @contextmanager
 def shared_catalog_service(
-    metastore: Metastore, index_url: str, tmp: Path, ds_name: str, **settings: Any
+    metastore: Metastore,
+    index_url: str,
+    tmp: Path,
+    ds_name: str,
+    properties: dict[str, str] | None = None,
+    **settings: Any,
 ) -> Iterator[tuple[Api, AsyncQueryService]]:
     """A service on real HTTP whose local jobs share ``metastore``'s catalog (the embedded
-    default's), named by the datasource ``ds_name``; ``settings`` override the service's."""
+    default's), named by the datasource ``ds_name`` (with ``properties``); ``settings`` override
+    the service's."""
     catalog = catalog_settings(metastore.home / "warehouse", metastore.uri)
-    service = e2e_service(index_url, tmp, ds_name, catalog, **settings)
+    service = e2e_service(index_url, tmp, ds_name, catalog, properties, **settings)
     try:
         with serve_http(create_app(service)) as url:
             yield Api(url, ds_name), service

@@ -92,7 +92,8 @@ def test_analysis_error_is_classified(e2e: tuple[Api, AsyncQueryService]) -> Non
     assert reply["error"].startswith("Fail to analyze query. Cause:"), reply["error"]
 
 
-SLEEP_10_MIN = "SELECT reflect('java.lang.Thread', 'sleep', bigint(600000)) AS slept"
+#: Runs for hours on any machine (a count over a cross join of two ranges), until cancelled.
+SLEEP_10_MIN = "SELECT count(*) AS n FROM range(10000000) a, range(10000000) b"
 
 
 def test_cancel_waiting_then_running_statement(e2e: tuple[Api, AsyncQueryService]) -> None:
@@ -128,7 +129,7 @@ def test_cancel_waiting_then_running_statement(e2e: tuple[Api, AsyncQueryService
 def test_running_statement_reports_progress(e2e: tuple[Api, AsyncQueryService]) -> None:
     api, _ = e2e
     warm, _ = api.run("SELECT 1")
-    long = api.submit("SELECT reflect('java.lang.Thread', 'sleep', bigint(600000)) FROM range(4)", warm["sessionId"])
+    long = api.submit(SLEEP_10_MIN, warm["sessionId"])
 
     def progress() -> dict[str, Any] | None:
         # A beat taken before the statement's first Spark job reports 0 of 0: wait for the job.

@@ -35,7 +35,8 @@ from tests.support import RecordingLauncher, serve_http, wait_for
 
 DS = "local"
 RETRY_S = 1.5
-SLEEP_10_MIN = "SELECT reflect('java.lang.Thread', 'sleep', bigint(600000)) AS slept"
+#: Runs for hours on any machine (a count over a cross join of two ranges), until cancelled.
+SLEEP_10_MIN = "SELECT count(*) AS n FROM range(10000000) a, range(10000000) b"
 
 
 def assert_error_shape(reply: httpx.Response, status: int) -> dict[str, Any]:
@@ -125,7 +126,8 @@ def test_job_rides_out_a_paused_index_server_and_no_accepted_statement_is_lost(o
     retries_before = _retries(outage.job_log(sid))
 
     # -- a long outage (longer than the 10 s index request timeout of plugin and job) ------------
-    running = api.submit("SELECT reflect('java.lang.Thread', 'sleep', bigint(2000)) AS slept, 'a' AS tag", sid)
+    # A few seconds of Spark work (a count over a cross join of two ranges).
+    running = api.submit("SELECT count(*) AS n, 'a' AS tag FROM range(40000) x, range(40000) y", sid)
     api.wait_status(running["queryId"], {"RUNNING"})
     queued = api.submit("SELECT 'b' AS tag", sid)  # accepted, waiting behind the running one
     index.pause()
@@ -151,7 +153,7 @@ def test_job_rides_out_a_paused_index_server_and_no_accepted_statement_is_lost(o
     assert_error_shape(got["reply"], 503)
 
     a = api.wait_status(running["queryId"], TERMINAL, timeout=60)
-    assert a["status"] == "SUCCESS" and a["datarows"] == [["null", "a"]], a
+    assert a["status"] == "SUCCESS" and a["datarows"] == [[1_600_000_000, "a"]], a
     b = api.wait_status(queued["queryId"], TERMINAL, timeout=60)
     assert b["status"] == "SUCCESS" and b["datarows"] == [["b"]], b
 

@@ -26,7 +26,8 @@ from tests.support import serve_http, wait_for
 
 pytestmark = pytest.mark.e2e
 
-SLEEP_10_MIN = "SELECT reflect('java.lang.Thread', 'sleep', bigint(600000)) AS slept"
+#: Runs for hours on any machine (a count over a cross join of two ranges), until cancelled.
+SLEEP_10_MIN = "SELECT count(*) AS n FROM range(10000000) a, range(10000000) b"
 
 
 @dataclass

@@ -29,8 +29,10 @@ from tests.support import free_port, wait_for
 pytestmark = pytest.mark.e2e
 
 DS = "local"
-LONG = "SELECT reflect('java.lang.Thread', 'sleep', bigint(8000)) AS slept, 42 AS answer"
-SLEEP_10_MIN = "SELECT reflect('java.lang.Thread', 'sleep', bigint(600000)) AS slept"
+#: Some seconds of Spark work (a count over a cross join of two ranges), then a known answer.
+LONG = "SELECT count(*) AS n, 42 AS answer FROM range(100000) a, range(100000) b"
+#: Runs for hours on any machine (a count over a cross join of two ranges), until cancelled.
+SLEEP_10_MIN = "SELECT count(*) AS n FROM range(10000000) a, range(10000000) b"
 
 
 @pytest.fixture(scope="module")
@@ -115,8 +117,8 @@ def test_statement_survives_a_plugin_kill_and_a_new_plugin_serves_it(
     api = Api(second.url, DS)
     done = api.wait_status(qid, TERMINAL, timeout=120)
     assert done["status"] == "SUCCESS", done
-    assert done["schema"] == [{"name": "slept", "type": "string"}, {"name": "answer", "type": "integer"}]
-    assert done["datarows"] == [["null", 42]], done
+    assert done["schema"] == [{"name": "n", "type": "long"}, {"name": "answer", "type": "integer"}]
+    assert done["datarows"] == [[10_000_000_000, 42]], done
 
     again, reply = api.run("SELECT 'reused' AS x", sid, timeout=60)
     assert again["sessionId"] == sid

@@ -50,6 +50,10 @@ PRODUCT_KEYS = {
     "spark.flint.job.sessionWaitMillis",
     "spark.flint.job.indexRetryAttempts",
     "spark.flint.job.indexRetrySeconds",
+    "spark.flint.validation.deniedElements",
+    "spark.flint.validation.functionTable",
+    "spark.flint.validation.warehouseRoot",
+    "spark.flint.validation.checkpointRoot",
 }
 DOCUMENTED = REFERENCE_KEYS | PRODUCT_KEYS
 
@@ -86,6 +90,10 @@ EVERYTHING = JobConf(
     session_wait_ms=12_000,
     index_retry_attempts=7,
     index_retry_seconds=12.5,
+    validation_denied=("FILE", "MISC_FUNCTIONS"),
+    validation_functions="reference",
+    validation_warehouse_root="file:/data/warehouse",
+    validation_checkpoint_root="/data/checkpoints",
 )
 
 
@@ -149,6 +157,9 @@ def test_empty_optional_settings_are_not_rendered() -> None:
         "spark.datasource.flint.auth.username",
         "spark.datasource.flint.auth.password",
         "spark.flint.index.checkpointLocation.rootDir",
+        "spark.flint.validation.deniedElements",
+        "spark.flint.validation.warehouseRoot",
+        "spark.flint.validation.checkpointRoot",
     }
     assert rendered["spark.flint.job.queryLoopExecutionFrequency"] == "100"
     assert rendered["spark.datasource.flint.verifyCerts"] == "true"
@@ -273,6 +284,8 @@ def test_what_the_plugin_sends_is_what_the_job_reads() -> None:
         "spark.flint.deployment.excludeJobs",
         "spark.datasource.flint.auth.password",
         "spark.flint.index.checkpointLocation.rootDir",
+        "spark.flint.validation.warehouseRoot",
+        "spark.flint.validation.checkpointRoot",
     }
     # the local launcher passes the password in the environment, EMR Serverless as a conf key
     for plain, env in (({**conf, **secret}, {}), (conf, {PASSWORD_ENV: "pw"})):

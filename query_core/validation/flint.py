@@ -1,0 +1,33 @@
+"""Flint index statements checked: their options, and the SQL they hold.
+
+A materialized view's query is a query like any other; a covering index's filter and an
+``id_expression`` are expressions the job evaluates; ``checkpoint_location`` is where the index's
+stream writes, and what VACUUM deletes, recursively. The SQL pieces are checked by the caller's
+SQL checker (the plugin's, or the job's on Spark's own parse).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from query_core.flint import CreateCoveringIndex, CreateMaterializedView, FlintOptions, Statement
+from query_core.validation.checks import Checks
+
+
+def check_flint(
+    statement: Statement,
+    checks: Checks,
+    check_query: Callable[[str], None],
+    check_expression: Callable[[str], None],
+) -> None:
+    """Refuse ``statement`` (:class:`QueryRefusedError`) when it holds an element the policy denies."""
+    options = getattr(statement, "options", None)
+    if isinstance(options, FlintOptions):
+        if options.checkpoint_location:
+            checks.checkpoint(options.checkpoint_location)
+        if options.id_expression:
+            check_expression(options.id_expression)
+    if isinstance(statement, CreateMaterializedView):
+        check_query(statement.query)
+    if isinstance(statement, CreateCoveringIndex) and statement.where:
+        check_expression(statement.where)

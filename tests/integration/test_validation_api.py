@@ -1,0 +1,123 @@
+"""POST refuses what a datasource's validation policy denies: a 400 in the reference's error shape
+and words, before anything is written to the index or any job is started."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from async_query.api import BASE, create_app
+from async_query.datasources import Datasource
+from async_query.service import AsyncQueryService
+from query_core.ids import request_index
+from query_core.store import Query, Store
+from tests.conftest import ServiceFactory
+from tests.support import RecordingLauncher, serve_http
+
+WAREHOUSE = "file:/srv/var/warehouse"
+CHECKPOINTS = "/srv/var/checkpoints"
+
+#: The statements the issue names, each with the words it is refused in.
+REFUSED = [
+    ("sql", "SELECT * FROM text.`/etc/hostname`", "File is not allowed."),
+    ("sql", "SELECT reflect('java.lang.System', 'getProperty', 'user.name')", "Misc functions (reflect) is not allowed."),
+    ("sql", "SELECT java_method('java.lang.System', 'getenv', 'HOME')", "Misc functions (java_method) is not allowed."),
+    ("sql", "SELECT TRANSFORM(id) USING 'cat' AS (x) FROM range(3)", "TRANSFORM is not allowed."),
+    ("sql", "ADD JAR /tmp/evil.jar", "Resource management statements is not allowed."),
+    ("sql", "ADD FILE /tmp/evil.py", "Resource management statements is not allowed."),
+    ("sql", "ADD ARCHIVE /tmp/evil.zip", "Resource management statements is not allowed."),
+    ("sql", "CREATE FUNCTION evil AS 'com.example.Evil' USING JAR '/tmp/e.jar'", "CREATE FUNCTION is not allowed."),
+    ("sql", "CREATE TABLE t (a INT) USING parquet LOCATION '/etc'", "LOCATION outside the warehouse (/etc) is not allowed."),
+    ("sql", "INSERT OVERWRITE DIRECTORY '/tmp/out' SELECT 1", "INSERT OVERWRITE DIRECTORY is not allowed."),
+    ("sql", "INSERT OVERWRITE LOCAL DIRECTORY '/tmp/out' SELECT 1", "INSERT OVERWRITE DIRECTORY is not allowed."),
+    (
+        "sql",
+        "SET spark.sql.catalog.evil=com.example.Evil",
+        "SET/RESET of a protected key (spark.sql.catalog.evil) is not allowed.",
+    ),
+    (
+        "sql",
+        "CREATE INDEX ix ON t (a) WITH (auto_refresh = true, checkpoint_location = '/home')",
+        "checkpoint_location outside the checkpoint root (/home) is not allowed.",
+    ),
+    (
+        "sql",
+        "CREATE MATERIALIZED VIEW mv AS SELECT reflect('java.lang.Thread', 'sleep', 1) FROM t",
+        "Misc functions (reflect) is not allowed.",
+    ),
+    ("ppl", "source = text.`/etc/hostname`", "File is not allowed."),
+]
+
+
+@pytest.fixture
+def recording() -> RecordingLauncher:
+    launcher = RecordingLauncher()
+    launcher.warehouse_root = WAREHOUSE
+    launcher.checkpoint_root = CHECKPOINTS
+    return launcher
+
+
+@pytest.fixture
+def service(make_service: ServiceFactory, recording: RecordingLauncher) -> AsyncQueryService:
+    return make_service(launcher=recording)
+
+
+@pytest.fixture
+def client(service: AsyncQueryService) -> Iterator[httpx.Client]:
+    with serve_http(create_app(service)) as url, httpx.Client(base_url=url, timeout=30) as c:
+        yield c
+
+
+def documents(store: Store, ds: str) -> list[str]:
+    """Every document id of the datasource's request index (after a refresh)."""
+    store.index.refresh(request_index(ds))
+    return [found.doc_id for found in store.index.search(request_index(ds), Query(size=100))]
+
+
+@pytest.mark.parametrize(("lang", "query", "message"), REFUSED)
+def test_a_denied_statement_is_a_400_and_nothing_is_written_or_started(
+    client: httpx.Client, store: Store, recording: RecordingLauncher, ds_name: str, lang: str, query: str, message: str
+) -> None:
+    resp = client.post(BASE, json={"datasource": ds_name, "lang": lang, "query": query})
+    assert resp.status_code == 400
+    assert resp.json() == {
+        "status": 400,
+        "error": {"type": "IllegalArgumentException", "reason": "Invalid Request", "details": message},
+    }
+    assert recording.started == []
+    assert documents(store, ds_name) == []
+
+
+def test_an_allowed_statement_is_accepted(
+    client: httpx.Client, store: Store, recording: RecordingLauncher, ds_name: str
+) -> None:
+    resp = client.post(BASE, json={"datasource": ds_name, "lang": "sql", "query": "SELECT count(*) FROM range(10)"})
+    assert resp.status_code == 201
+    assert len(recording.started) == 1
+    conf = recording.started[0].conf
+    assert "MISC_FUNCTIONS" in conf["spark.flint.validation.deniedElements"].split(",")
+    assert conf["spark.flint.validation.warehouseRoot"] == WAREHOUSE
+    assert resp.json()["queryId"] in documents(store, ds_name)
+
+
+def test_a_loosened_datasource_accepts_what_it_allows(make_service: ServiceFactory, ds_name: str) -> None:
+    loose = Datasource(name=ds_name, properties={"validation.allow": "MISC_FUNCTIONS"})
+    launcher = RecordingLauncher()
+    service = make_service(launcher=launcher, datasources=[loose])
+    with serve_http(create_app(service)) as url, httpx.Client(base_url=url, timeout=30) as c:
+        ok = c.post(BASE, json={"datasource": ds_name, "lang": "sql", "query": "SELECT current_database()"})
+        refused = c.post(BASE, json={"datasource": ds_name, "lang": "sql", "query": "ADD JAR /tmp/x.jar"})
+    assert ok.status_code == 201
+    assert refused.status_code == 400
+    assert "MISC_FUNCTIONS" not in launcher.started[0].conf["spark.flint.validation.deniedElements"].split(",")
+
+
+def test_an_unknown_element_in_the_property_is_a_400_at_creation(client: httpx.Client) -> None:
+    resp = client.post(
+        "/_plugins/_query/_datasources",
+        json={"name": "strict", "connector": "local", "properties": {"validation.allow": "REFLECT"}},
+    )
+    assert resp.status_code == 400
+    assert "unknown grammar element 'REFLECT'" in resp.json()["error"]["details"]
