@@ -80,7 +80,13 @@ def build_runtime(settings: Settings, launchers: dict[str, Launcher] | None = No
         if "local" not in all_launchers:
             catalog = catalog_settings(data_dir / "warehouse", metastore.uri if metastore else "")
             all_launchers["local"] = LocalLauncher(
-                data_dir, settings.cluster_name, settings.spark_master, settings.spark_submit, catalog
+                data_dir,
+                settings.cluster_name,
+                settings.spark_master,
+                settings.spark_submit,
+                catalog,
+                java_options=settings.local_job_java_options,
+                class_archive=settings.local_job_class_archive_dir,
             )
         service = AsyncQueryService(settings, store, registry, all_launchers, opensearch)
         service.start_workers()

@@ -49,6 +49,12 @@ class Settings(BaseSettings):
     metastore_heap_mb: int = 512
     #: ``spark-submit`` to run; empty means the one installed with pyspark beside this Python.
     spark_submit: str = ""
+    #: JVM options of every local job's driver (e.g. ``-XX:TieredStopAtLevel=1`` trades peak
+    #: speed for a faster start; the tests use it).
+    local_job_java_options: str = ""
+    #: Where local jobs keep the class-data sharing archive that halves their JVM's start-up
+    #: (``docs/job.md``); empty: ``<data_dir>/jvm``.
+    local_job_class_archive_dir: Path | None = None
 
     # -- sessions and jobs (passed to each job as spark.flint.job.* keys) ----------------------
     inactivity_limit_ms: int = 180_000

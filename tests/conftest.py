@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,10 @@ from query_core.store import Store
 from tests.support import RecordingLauncher, serve_http
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+# Every local job of the run (and of plugin processes the tests start) starts its JVM from one
+# shared class archive, with the quick-starting JIT tier: short test jobs are mostly start-up.
+os.environ.setdefault("ASYNC_QUERY_LOCAL_JOB_CLASS_ARCHIVE_DIR", str(Path(tempfile.gettempdir()) / "async-query-tests-jvm"))
+os.environ.setdefault("ASYNC_QUERY_LOCAL_JOB_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 REAL_CLUSTER = os.environ.get("OPENSEARCH_URL", "")
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import flint_repl_job
 from async_query.launcher.base import JobDescription, JobRequest, JobRunState, Launcher
+from async_query.launcher.class_archive import ClassArchive
 from flint_repl_job.config import PASSWORD_ENV
 from query_core.errors import LauncherError
 
@@ -28,6 +29,7 @@ log = logging.getLogger(__name__)
 #: How long a cancelled job gets to stop on SIGTERM before it is killed.
 STOP_GRACE_S = 5.0
 ENTRY_FILE = Path(flint_repl_job.__file__).resolve().parent / "main.py"
+WARMUP_FILE = ENTRY_FILE.with_name("warmup.py")
 
 
 def find_spark_submit(configured: str = "") -> str:
@@ -69,6 +71,9 @@ class LocalLauncher(Launcher):
         spark_master: str = "local[*]",
         spark_submit: str = "",
         catalog_conf: dict[str, str] | None = None,
+        *,
+        java_options: str = "",
+        class_archive: Path | None = None,
     ) -> None:
         self.data_dir = data_dir.resolve()
         self.cluster_name = cluster_name
@@ -79,6 +84,11 @@ class LocalLauncher(Launcher):
         self.catalog_conf = catalog_conf if catalog_conf is not None else catalog_settings(self.data_dir / "warehouse")
         self.checkpoint_root = str(self.data_dir / "checkpoints")
         self.warehouse_root = self.catalog_conf.get("spark.sql.warehouse.dir", "")
+        #: JVM options of every job's driver (``local_job_java_options``).
+        self.java_options = java_options.split()
+        #: The class-data sharing archive of the jobs' JVM (:mod:`.class_archive`), under
+        #: ``<data_dir>/jvm`` unless another (shared) directory is named.
+        self.class_archive = ClassArchive(class_archive or self.data_dir / "jvm")
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
         self._logs: dict[str, Path] = {}
         self._lock = threading.Lock()
@@ -88,8 +98,11 @@ class LocalLauncher(Launcher):
     def master(self, request: JobRequest) -> str:
         return request.datasource.properties.get("master") or self.spark_master
 
-    def command(self, request: JobRequest) -> list[str]:
+    def command(self, request: JobRequest, java_options: list[str] | None = None) -> list[str]:
         cmd = [self.spark_submit, "--master", self.master(request), "--name", request.job_name(self.cluster_name)]
+        options = [*self.java_options, *(java_options or [])]
+        if options:
+            cmd += ["--driver-java-options", " ".join(_quoted(option) for option in options)]
         for key, value in {**self.catalog_conf, **request.conf}.items():
             cmd += ["--conf", f"{key}={value}"]
         cmd += ["--conf", "spark.ui.enabled=false", str(ENTRY_FILE), request.result_index]
@@ -112,10 +125,11 @@ class LocalLauncher(Launcher):
         password = request.secret_conf.get("spark.datasource.flint.auth.password")
         if password:
             env[PASSWORD_ENV] = password
+        archive = self.class_archive.java_options(self._start_warmup)
         try:
             with open(self.log_path(request.session_id), "ab") as out:
                 proc = subprocess.Popen(
-                    self.command(request),
+                    self.command(request, archive),
                     stdin=subprocess.DEVNULL,
                     stdout=out,
                     stderr=subprocess.STDOUT,
@@ -131,6 +145,20 @@ class LocalLauncher(Launcher):
         self._pid_file(job_id).write_text(str(proc.pid))
         log.info("started job %s (pid %d) for session %s", job_id, proc.pid, request.session_id)
         return job_id
+
+    def _start_warmup(self, java_options: list[str], log_file: Path) -> subprocess.Popen[bytes]:
+        """The warm-up run that records the class archive (:mod:`.class_archive`)."""
+        options = " ".join(_quoted(option) for option in [*self.java_options, *java_options])
+        cmd = [self.spark_submit, "--master", "local[1]", "--driver-java-options", options]
+        for key, value in self.catalog_conf.items():
+            cmd += ["--conf", f"{key}={value}"]
+        cmd += ["--conf", "spark.ui.enabled=false", str(WARMUP_FILE)]
+        env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+        env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        with open(log_file, "ab") as out:
+            return subprocess.Popen(
+                cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=self.data_dir
+            )
 
     def _pid_file(self, job_id: str) -> Path:
         return self.data_dir / "jobs" / f"{job_id}.pid"
@@ -211,6 +239,11 @@ class LocalLauncher(Launcher):
                 log.warning("job %s did not stop on SIGTERM; killing it", job_id)
             _signal_group(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+def _quoted(option: str) -> str:
+    """A JVM option as ``--driver-java-options`` splits them: on spaces, double quotes grouping."""
+    return f'"{option}"' if any(c.isspace() for c in option) else option
 
 
 def _signal_group(pid: int, sig: int) -> None:

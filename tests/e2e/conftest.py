@@ -87,7 +87,14 @@ def e2e_service(
         password=os.environ.get("OPENSEARCH_PASSWORD", ""),
     )
     datasource = local_datasource(ds_name).model_copy(update={"properties": properties or {}})
-    launcher = LocalLauncher(cfg.data_dir, cfg.cluster_name, "local[2]", catalog_conf=catalog)
+    launcher = LocalLauncher(
+        cfg.data_dir,
+        cfg.cluster_name,
+        "local[2]",
+        catalog_conf=catalog,
+        java_options=cfg.local_job_java_options,
+        class_archive=cfg.local_job_class_archive_dir,
+    )
     store = Store.connect(opensearch)
     return AsyncQueryService(cfg, store, DatasourceRegistry([datasource], store), {"local": launcher}, opensearch)
 

@@ -86,7 +86,13 @@ def test_a_datasource_with_a_master_runs_its_sessions_on_that_cluster(
     settings = Settings(data_dir=tmp_path / "var")
     opensearch = OpenSearchConfig(url=module_index_url)
     datasource = Datasource(name=DS, connector="local", properties={"master": cluster.url})
-    launcher = LocalLauncher(settings.data_dir, settings.cluster_name, "local[2]")
+    launcher = LocalLauncher(
+        settings.data_dir,
+        settings.cluster_name,
+        "local[2]",
+        java_options=settings.local_job_java_options,
+        class_archive=settings.local_job_class_archive_dir,
+    )
     service = AsyncQueryService(
         settings, Store.connect(opensearch), DatasourceRegistry([datasource]), {"local": launcher}, opensearch
     )

@@ -22,7 +22,13 @@ def fault_service(index_url: str, tmp: Path, ds_name: str = "local", **settings:
     cfg = Settings(data_dir=tmp / "var", spark_master="local[2]", **settings)
     opensearch = cfg.opensearch(index_url)
     datasource = local_datasource(ds_name)
-    launcher = LocalLauncher(cfg.data_dir, cfg.cluster_name, cfg.spark_master)
+    launcher = LocalLauncher(
+        cfg.data_dir,
+        cfg.cluster_name,
+        cfg.spark_master,
+        java_options=cfg.local_job_java_options,
+        class_archive=cfg.local_job_class_archive_dir,
+    )
     store = Store.connect(opensearch)
     return AsyncQueryService(cfg, store, DatasourceRegistry([datasource]), {"local": launcher}, opensearch)
 

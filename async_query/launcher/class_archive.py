@@ -1,0 +1,126 @@
+"""A class-data sharing archive of the job JVM's classes: local jobs start in about half the CPU.
+
+A Spark job's JVM loads and verifies some twenty thousand classes at start-up, on every
+``spark-submit``: most of a new session's cold start on a small machine. The JVM can record the
+classes a run loaded into an archive file (``-XX:ArchiveClassesAtExit``) and map them from it on
+later runs (``-XX:SharedArchiveFile``), which roughly halves the CPU a job spends starting.
+
+The archive is recorded once per directory by a short warm-up run of its own
+(``flint_repl_job/warmup.py``), in the background, the first time a job starts without one; jobs
+started meanwhile run without it. Only a warm-up that exits cleanly is adopted. A JVM that cannot
+use the archive (another JVM build, another class path) warns and starts without it, so the
+archive is only ever an optimisation. Its name carries the Spark version, the Java runtime and
+where pyspark's jars are, so an upgrade records a new one. See ``docs/job.md``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+#: A claim to record the archive older than this was left by a process that stopped mid-way.
+STALE_CLAIM_S = 3600.0
+#: How long the warm-up may take before it is given up.
+WARMUP_TIMEOUT_S = 600.0
+
+#: Starts the warm-up with the given JVM options and log file; returns its process.
+WarmupStarter = Callable[[list[str], Path], "subprocess.Popen[bytes]"]
+
+
+def _fingerprint() -> str:
+    import pyspark
+
+    java = shutil.which("java", path=os.path.join(os.environ.get("JAVA_HOME", ""), "bin")) or shutil.which("java")
+    # The archive is valid for one JVM build and one class path (where pyspark's jars are).
+    raw = f"{pyspark.__version__}|{os.path.realpath(java) if java else ''}|{os.path.realpath(pyspark.__file__)}"
+    return f"spark-{pyspark.__version__}-{hashlib.sha1(raw.encode()).hexdigest()[:10]}"
+
+
+class ClassArchive:
+    """The archive of one directory, shared by the jobs of every launcher pointing there."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        name = _fingerprint()
+        self.path = directory / f"{name}.jsa"
+        self._recording = directory / f"{name}.jsa.recording"
+        self._claim_file = directory / f"{name}.jsa.claim"
+        self._lock = threading.Lock()
+        self._started = False
+        #: The warm-up's thread, while it runs (tests wait on it).
+        self.recorder: threading.Thread | None = None
+
+    def java_options(self, start_warmup: WarmupStarter | None = None) -> list[str]:
+        """The JVM options of the next job: map the archive if there is one; otherwise none,
+        and (once per process) the warm-up that records it is started with ``start_warmup``."""
+        if self.path.exists():
+            return [f"-XX:SharedArchiveFile={self.path}"]
+        if start_warmup is not None:
+            self._record(start_warmup)
+        return []
+
+    def _record(self, start_warmup: WarmupStarter) -> None:
+        with self._lock:
+            if self._started or not self._claim():
+                return
+            self._started = True
+        self.recorder = threading.Thread(target=self._warm_up, args=(start_warmup,), name="class-archive", daemon=True)
+        self.recorder.start()
+
+    def _claim(self) -> bool:
+        """One recorder per directory, across processes: a create-only claim file naming the
+        claiming process (a claim whose process is gone, or too old, is taken over)."""
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            if self._claim_is_stale():
+                self._claim_file.unlink(missing_ok=True)
+            fd = os.open(self._claim_file, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        except FileExistsError:
+            return False
+        except OSError as exc:
+            log.warning("no class archive for local jobs: %s", exc)
+            return False
+        with os.fdopen(fd, "w") as claim:
+            claim.write(str(os.getpid()))
+        return True
+
+    def _claim_is_stale(self) -> bool:
+        try:
+            age = time.time() - self._claim_file.stat().st_mtime
+            pid = int(self._claim_file.read_text() or "0")
+        except (OSError, ValueError):
+            return self._claim_file.exists()
+        if age > STALE_CLAIM_S or pid <= 0:
+            return True
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return False
+        return False
+
+    def _warm_up(self, start_warmup: WarmupStarter) -> None:
+        options = [f"-XX:ArchiveClassesAtExit={self._recording}", "-Xlog:cds=off", "-Xlog:cds+dynamic=off"]
+        try:
+            proc = start_warmup(options, self.directory / "warmup.log")
+            code = proc.wait(timeout=WARMUP_TIMEOUT_S)
+            if code == 0 and self._recording.exists() and self._recording.stat().st_size > 0:
+                os.replace(self._recording, self.path)
+                log.info("local jobs now start from the class archive %s", self.path)
+            else:
+                log.warning("the run recording the class archive ended with code %s; jobs start without it", code)
+        except (OSError, subprocess.SubprocessError) as exc:
+            log.warning("cannot record the class archive of local jobs: %s", exc)
+        finally:
+            self._recording.unlink(missing_ok=True)
+            self._claim_file.unlink(missing_ok=True)

@@ -1,0 +1,62 @@
+"""The class-data sharing archive of local jobs: a warm-up run records it once per directory,
+jobs map it once adopted; a recording that did not end cleanly is thrown away (``docs/job.md``)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from async_query.datasources import Datasource
+from async_query.launcher.base import JobRequest
+from async_query.launcher.class_archive import ClassArchive
+from async_query.launcher.local import LocalLauncher
+from query_core.states import SessionType
+
+
+def java_options_of(cmd: list[str]) -> str:
+    return cmd[cmd.index("--driver-java-options") + 1] if "--driver-java-options" in cmd else ""
+
+
+class FakeWarmup:
+    """Plays the warm-up's JVM: writes the archive where it is told to, then exits with ``code``."""
+
+    def __init__(self, code: int) -> None:
+        self.code = code
+        self.runs: list[list[str]] = []
+
+    def __call__(self, options: list[str], log_file: Path) -> subprocess.Popen[bytes]:
+        self.runs.append(options)
+        [target] = [o.split("=", 1)[1] for o in options if o.startswith("-XX:ArchiveClassesAtExit=")]
+        return subprocess.Popen(["sh", "-c", f'printf archive > "{target}"; exit {self.code}'])
+
+
+def test_a_warm_up_records_the_archive_once_and_every_job_then_maps_it(tmp_path: Path) -> None:
+    first, second = ClassArchive(tmp_path), ClassArchive(tmp_path)  # two launchers, one directory
+    warmup = FakeWarmup(0)
+    assert first.java_options(warmup) == []  # no archive yet: this job starts without one
+    assert second.java_options(warmup) == []  # one recorder per directory
+    assert first.recorder is not None and second.recorder is None
+    first.recorder.join(timeout=10)
+    assert len(warmup.runs) == 1
+    mapped = [f"-XX:SharedArchiveFile={first.path}"]
+    assert first.java_options(warmup) == mapped and second.java_options(warmup) == mapped
+    assert first.path.read_bytes() == b"archive"
+
+
+def test_a_warm_up_that_fails_leaves_no_archive_and_frees_the_directory(tmp_path: Path) -> None:
+    archive = ClassArchive(tmp_path)
+    assert archive.java_options(FakeWarmup(1)) == []
+    assert archive.recorder is not None
+    archive.recorder.join(timeout=10)
+    assert not archive.path.exists() and list(tmp_path.iterdir()) == []
+    later = ClassArchive(tmp_path)  # another process may try again
+    assert later.java_options(FakeWarmup(0)) == [] and later.recorder is not None
+
+
+def test_the_launcher_passes_its_java_options_and_the_archive_to_the_driver(tmp_path: Path) -> None:
+    launcher = LocalLauncher(tmp_path / "var", "aq", spark_submit="/bin/true", java_options="-XX:+UseSerialGC")
+    request = JobRequest("sid", Datasource(name="local"), SessionType.INTERACTIVE, {})
+    assert java_options_of(launcher.command(request)) == "-XX:+UseSerialGC"
+    with_archive = launcher.command(request, ["-XX:SharedArchiveFile=/a dir/x.jsa"])
+    assert java_options_of(with_archive) == '-XX:+UseSerialGC "-XX:SharedArchiveFile=/a dir/x.jsa"'
+    assert launcher.class_archive.directory == (tmp_path / "var" / "jvm").resolve()
