@@ -66,13 +66,15 @@ def session(api: Api) -> str:
     return sid
 
 
-def batch(api: Api, query: str) -> dict[str, Any]:
-    """Run a batch query: its reply carries no session id; returns the final GET."""
-    submitted = api.submit(query)
-    assert set(submitted) == {"queryId"}, submitted
-    reply = api.wait_status(submitted["queryId"], TERMINAL, timeout=180)
-    assert reply["status"] == "SUCCESS", (query, reply)
-    return reply
+def batch(api: Api, *queries: str) -> list[dict[str, Any]]:
+    """Run batch queries, all at once (each its own job): their replies carry no session id;
+    returns their final GETs."""
+    submitted = [api.submit(query) for query in queries]
+    assert all(set(s) == {"queryId"} for s in submitted), submitted
+    replies = [api.wait_status(s["queryId"], TERMINAL, timeout=180) for s in submitted]
+    for query, reply in zip(queries, replies, strict=True):
+        assert reply["status"] == "SUCCESS", (query, reply)
+    return replies
 
 
 def docs(service: AsyncQueryService, index: str) -> list[dict[str, Any]]:
@@ -93,16 +95,22 @@ def test_each_index_kind_lives_its_whole_life_through_the_api(
     api: Api, service: tuple[Api, AsyncQueryService], session: str
 ) -> None:
     svc = service[1]
-    batch(api, f"CREATE SKIPPING INDEX ON {DS}.default.visits (page VALUE_SET, n MIN_MAX)")
-    batch(api, "CREATE INDEX by_page ON visits (page, n) WITH (id_expression = \"concat(page, '/', n)\")")
-    batch(api, "CREATE MATERIALIZED VIEW per_page AS SELECT page, sum(n) AS total FROM visits GROUP BY page")
+    batch(
+        api,
+        f"CREATE SKIPPING INDEX ON {DS}.default.visits (page VALUE_SET, n MIN_MAX)",
+        "CREATE INDEX by_page ON visits (page, n) WITH (id_expression = \"concat(page, '/', n)\")",
+        "CREATE MATERIALIZED VIEW per_page AS SELECT page, sum(n) AS total FROM visits GROUP BY page",
+    )
     for index in (SKIPPING, COVERING, MV):
         assert index_state(svc, index) is FlintIndexState.ACTIVE
         assert docs(svc, index) == []
 
-    batch(api, f"REFRESH SKIPPING INDEX ON {DS}.default.visits")
-    batch(api, "REFRESH INDEX by_page ON visits")
-    batch(api, "REFRESH MATERIALIZED VIEW per_page")
+    batch(
+        api,
+        f"REFRESH SKIPPING INDEX ON {DS}.default.visits",
+        "REFRESH INDEX by_page ON visits",
+        "REFRESH MATERIALIZED VIEW per_page",
+    )
 
     # One document per source file, checked against the files as Spark reads them.
     _, files = ok(
@@ -145,9 +153,12 @@ def test_each_index_kind_lives_its_whole_life_through_the_api(
         assert api.cancel(submitted["queryId"]).status_code == 400  # index DML cannot be cancelled
     assert {listed(api, session)[i][6] for i in (SKIPPING, COVERING, MV)} == {"deleted"}
 
-    batch(api, f"VACUUM SKIPPING INDEX ON {DS}.default.visits")
-    batch(api, "VACUUM INDEX by_page ON visits")
-    batch(api, "VACUUM MATERIALIZED VIEW per_page")
+    batch(
+        api,
+        f"VACUUM SKIPPING INDEX ON {DS}.default.visits",
+        "VACUUM INDEX by_page ON visits",
+        "VACUUM MATERIALIZED VIEW per_page",
+    )
     for index in (SKIPPING, COVERING, MV):
         assert not svc.store.index.index_exists(index)
         assert index_state(svc, index) is None
