@@ -89,15 +89,28 @@ class LivenessChecker:
         self._answers: Cache[str, JobDescription] = Cache(ANSWERS_KEPT)
 
     def check(self, session: Versioned[SessionDoc]) -> Versioned[SessionDoc]:
-        """The session, moved to ``dead`` if its job is confirmed gone."""
+        """The session, moved to ``dead`` if its job is confirmed gone.
+
+        A fresh session is trusted without a call, unless asking costs nothing (a local job's
+        state is a look at its process): then a job that died is noticed at the next check, not
+        only once its heartbeat has gone stale. Answers are cached either way.
+        """
         if is_terminal(session.doc.state):
             return session
         doc = session.doc
-        if self.staleness.is_fresh(doc) and not (
-            doc.state == SessionState.NOT_STARTED and self.launcher_of(doc).describe_is_free
-        ):
+        if self.staleness.is_fresh(doc) and not self.launcher_of(doc).describe_is_free:
             return session
         return self._confirm(session)[0]
+
+    def vouches_for(self, doc: SessionDoc) -> bool:
+        """True when :meth:`check` would find the session alive without a call or a write: fresh,
+        and, where asking is free, its job's recent answer says it runs."""
+        if not self.staleness.is_fresh(doc):
+            return False
+        if not self.launcher_of(doc).describe_is_free:
+            return True
+        answer = self._answers.get(doc.session_id)
+        return answer is not None and not answer.state.finished
 
     def _confirm(self, session: Versioned[SessionDoc]) -> tuple[Versioned[SessionDoc], JobDescription | None]:
         """Ask the launcher (coalesced, cached); end the session if its job is gone."""

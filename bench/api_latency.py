@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from bench.httpload import LoadResult, run_load
@@ -45,10 +46,11 @@ class UnexpectedSessionError(RuntimeError):
 
 
 def run_api_latency(
-    base_url: str, store: Store, datasource: str, result_index: str, plan: ApiPlan
+    base_url: str, store: Store, datasource: str, result_index: str, plan: ApiPlan, jobs_dir: Path | None = None
 ) -> tuple[list[Figure], dict[str, Any]]:
+    """``jobs_dir``: the service's local launcher's, where the simulated jobs are answered running."""
     details: dict[str, Any] = {"plan": plan.__dict__}
-    with SimulatedSessions(store, datasource, plan.sessions) as sim:
+    with SimulatedSessions(store, datasource, plan.sessions, jobs_dir=jobs_dir) as sim:
         sim.create()
         sim.start(writers=2)
         post = _posts(base_url, datasource, sim, plan.posts)

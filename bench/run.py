@@ -103,10 +103,12 @@ def run(quick: bool, out: Path, skip_spark: bool = False, scale_sessions: list[i
     with BenchEnv(SERVICE_ENV) as env:
         store = env.require_store()
         report.meta["service"] = env.base_url
+        # The service's local launcher describes the simulated sessions' jobs as running.
+        jobs_dir = env.data_dir / "service" / "jobs"
         _section(
             report,
             "rest-api",
-            lambda: run_api_latency(env.base_url, store, DATASOURCE, RESULT_INDEX, api_plan),
+            lambda: run_api_latency(env.base_url, store, DATASOURCE, RESULT_INDEX, api_plan, jobs_dir),
         )
 
         idle: IdleWindow | None = None
@@ -130,8 +132,6 @@ def run(quick: bool, out: Path, skip_spark: bool = False, scale_sessions: list[i
 
             # The idle window of the warm session runs during the scale section (which does not
             # touch that session), then waits out the rest of its length.
-            # The service's local launcher describes the simulated sessions' jobs as running.
-            jobs_dir = env.data_dir / "service" / "jobs"
             _section(report, "scale", lambda: run_scale(env.base_url, store, DATASOURCE, scale_plan, jobs_dir))
             if idle is not None:
                 window = idle

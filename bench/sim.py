@@ -76,7 +76,12 @@ def client_of(store: Store) -> IndexClient:
 
 
 class SimulatedSessions:
-    """``count`` live interactive sessions in ``datasource``, each running one statement."""
+    """``count`` live interactive sessions in ``datasource``, each running one statement.
+
+    Given ``jobs_dir`` (a local launcher's ``<data dir>/jobs``), their jobs are answered
+    ``RUNNING`` there while the sessions are entered (:class:`StandInJobs`), as live jobs' would
+    be: a local launcher is asked about its jobs even while their heartbeats are fresh.
+    """
 
     def __init__(
         self,
@@ -86,6 +91,7 @@ class SimulatedSessions:
         interval_ms: int = 2_000,
         application_id: str = "bench",
         job_ids: list[str] | None = None,
+        jobs_dir: Path | None = None,
     ) -> None:
         self.store = store
         self.datasource = datasource
@@ -93,6 +99,9 @@ class SimulatedSessions:
         self.interval_ms = interval_ms
         self.application_id = application_id
         self._job_ids = job_ids
+        self._stand_ins = (
+            StandInJobs(jobs_dir, job_ids or [f"bench-sim-{i}" for i in range(count)]) if jobs_dir is not None else None
+        )
         self.sessions: list[SimSession] = []
         self.stats = HeartbeatStats()
         self._lock = threading.Lock()
@@ -264,10 +273,16 @@ class SimulatedSessions:
             return self.stats.writes, len(self.stats.lag_ms)
 
     def __enter__(self) -> SimulatedSessions:
+        if self._stand_ins is not None:
+            self._stand_ins.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.end()
+        try:
+            self.end()
+        finally:
+            if self._stand_ins is not None:
+                self._stand_ins.__exit__()
 
 
 class _HeartbeatChild:

@@ -93,13 +93,13 @@ class JobSessionHandler:
 
     def answers_without_blocking(self, statement: StatementDoc, session: SessionDoc) -> bool:
         """Whether :meth:`get` of ``statement`` in ``session`` is CPU work alone (it may then run
-        on the event loop): a statement still going, in a running session with a fresh heartbeat,
-        needs no launcher call, no write and no result read."""
+        on the event loop): a statement still going, in a running session the liveness check
+        vouches for without a call, needs no launcher call, no write and no result read."""
         return (
             not is_terminal(statement.state)
             and statement.state != StatementState.SUCCESS
             and session.state == SessionState.RUNNING
-            and self.context.liveness.staleness.is_fresh(session)
+            and self.context.liveness.vouches_for(session)
         )
 
     def get(self, statement: Versioned[StatementDoc], session: Versioned[SessionDoc] | None) -> Reply:
