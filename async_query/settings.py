@@ -10,6 +10,7 @@ from typing import Literal
 from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from async_query.embedded.index import JournalOptions
 from query_core.config import OpenSearchConfig
 
 
@@ -32,9 +33,16 @@ class Settings(BaseSettings):
 
     # -- where local state lives (warehouse, metastore, job logs, embedded index) --------------
     data_dir: Path = Path("var")
-    #: The embedded index's documents are written to ``<data_dir>/index`` this often (and at a
-    #: graceful stop), so a crash loses at most this many seconds of writes.
-    index_snapshot_interval_s: float = 2.0
+    #: The embedded index (``<data_dir>/index``) acknowledges a write once it is in its journal on
+    #: disk; a commit waits this long for more writes to share its ``fdatasync`` (0: none, commits
+    #: still group the writes that arrive while the previous one syncs). See docs/durability.md.
+    index_commit_window_ms: float = 0.0
+    #: The embedded index takes a snapshot (and drops the journal it covers) once the journal has
+    #: grown to this fraction of the last snapshot's size, and at least to
+    #: ``index_compact_min_bytes``: snapshots cost in proportion to the write rate, and a restart
+    #: replays at most that much journal.
+    index_compact_ratio: float = 0.5
+    index_compact_min_bytes: int = 1 << 20
     #: A JSON file of datasources; without it the one ``local`` datasource is served.
     datasources_file: Path | None = None
     #: Name of this deployment, the first part of job names (``<cluster>:interactive:<sid>``).
@@ -115,6 +123,10 @@ class Settings(BaseSettings):
     #: How old a session document GET may use (milliseconds; 0 reads it with every GET). A
     #: session changes once per heartbeat; the statement itself is read by id on every GET.
     session_cache_ms: int = 250
+
+    def journal_options(self) -> JournalOptions:
+        """How the embedded index journals and compacts."""
+        return JournalOptions(self.index_commit_window_ms, self.index_compact_ratio, self.index_compact_min_bytes)
 
     def opensearch(self, url: str | None = None) -> OpenSearchConfig:
         """The connection to the index cluster (``url`` overrides, for the embedded server)."""
