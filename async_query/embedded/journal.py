@@ -6,6 +6,11 @@ framed as ``<u32 length><u32 crc32><payload>`` (little endian). A segment file s
 not match, ends its segment's replay: it was never acknowledged (a write is answered only once its
 record is on disk), so dropping it loses nothing anyone was told about.
 
+Segments are zero-filled ahead of the write position, a chunk at a time: most commits then
+overwrite blocks the file already has, so ``fdatasync`` flushes data alone, not the file's size
+and extents too (about half the latency on this product's test machine). A zero length field ends a
+segment's records.
+
 Segments are numbered. Each start of the index server opens a new one, and each compaction cut
 closes the current one and opens the next, so a snapshot covers whole segments: those numbered
 below the snapshot's ``journal_from`` (see :mod:`async_query.embedded.snapshot`).
@@ -31,6 +36,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from async_query.embedded.files import fsync_dir
+
 log = logging.getLogger(__name__)
 
 MAGIC = b"AQJRNL01"
@@ -38,6 +45,9 @@ SUFFIX = ".wal"
 _FRAME = struct.Struct("<II")
 #: A record larger than this is taken for garbage (a torn length field), not read.
 MAX_RECORD_BYTES = 1 << 30
+#: How far ahead of the write position a segment is zero-filled.
+ZERO_CHUNK = 1 << 20
+_ZEROS = bytes(ZERO_CHUNK)
 
 
 def frame(payload: bytes) -> bytes:
@@ -71,18 +81,19 @@ class SegmentRead:
 
 
 def read_segment(path: Path) -> SegmentRead:
-    """Every intact record of a segment, up to the first torn or corrupt one."""
+    """Every intact record of a segment, up to its end (zeros) or the first torn or corrupt one
+    (``torn_bytes``: what lies between the last intact record and the trailing zeros)."""
     data = path.read_bytes()
     read = SegmentRead()
     if not data.startswith(MAGIC):
-        read.torn_bytes = len(data)
+        read.torn_bytes = len(data.rstrip(b"\0"))
         return read
     offset = len(MAGIC)
     for payload, end in _records(data, offset):
         read.records.append(payload)
         offset = end
     read.valid_bytes = offset
-    read.torn_bytes = len(data) - offset
+    read.torn_bytes = max(0, len(data.rstrip(b"\0")) - offset)
     return read
 
 
@@ -91,22 +102,13 @@ def _records(data: bytes, offset: int) -> Iterator[tuple[bytes, int]]:
         length, checksum = _FRAME.unpack_from(data, offset)
         start = offset + _FRAME.size
         end = start + length
-        if length > MAX_RECORD_BYTES or end > len(data):
+        if length == 0 or length > MAX_RECORD_BYTES or end > len(data):
             return
         payload = data[start:end]
         if zlib.crc32(payload) != checksum:
             return
         yield payload, end
         offset = end
-
-
-def fsync_dir(directory: Path) -> None:
-    """Make a directory's entries (a new, renamed or removed file) durable."""
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def cut_torn_tail(path: Path, valid_bytes: int) -> None:
@@ -119,8 +121,8 @@ def cut_torn_tail(path: Path, valid_bytes: int) -> None:
 
 def _create_segment(directory: Path, number: int) -> int:
     path = segment_path(directory, number)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600)
-    os.write(fd, MAGIC)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.pwrite(fd, MAGIC + _ZEROS, 0)
     os.fsync(fd)
     fsync_dir(directory)
     return fd
@@ -160,6 +162,8 @@ class Journal:
         self.durable = 0
         self._loop = loop
         self._fd = _create_segment(directory, first_segment)
+        self._offset = len(MAGIC)
+        self._zeroed = len(MAGIC) + ZERO_CHUNK
         self._queue: list[bytes | _Roll] = []
         self._queued_lsn = 0
         self._cond = threading.Condition()
@@ -265,11 +269,21 @@ class Journal:
     def _write_and_sync(self, records: list[bytes]) -> None:
         if not records:
             return
-        data = memoryview(b"".join(records))
-        while data:
-            written = os.write(self._fd, data)
-            data = data[written:]
+        data = b"".join(records)
+        end = self._offset + len(data)
+        self._pwrite_all(data, self._offset)
+        if end + _FRAME.size > self._zeroed:  # the data grew the file: zeros ahead again
+            self._pwrite_all(_ZEROS, end)
+            self._zeroed = end + ZERO_CHUNK
+        self._offset = end
         os.fdatasync(self._fd)
+
+    def _pwrite_all(self, data: bytes, offset: int) -> None:
+        view = memoryview(data)
+        while view:
+            written = os.pwrite(self._fd, view, offset)
+            view = view[written:]
+            offset += written
 
     def _roll(self, marker: _Roll) -> None:
         os.fsync(self._fd)
@@ -277,6 +291,8 @@ class Journal:
         closed = self.segment
         self.segment += 1
         self._fd = _create_segment(self.directory, self.segment)
+        self._offset = len(MAGIC)
+        self._zeroed = len(MAGIC) + ZERO_CHUNK
         self._loop.call_soon_threadsafe(_resolve, marker.future, closed)
 
 

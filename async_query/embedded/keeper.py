@@ -29,6 +29,7 @@ from typing import Any
 
 from async_query.embedded.journal import Journal, list_segments
 from async_query.embedded.osmem_http import IndexHttp
+from async_query.embedded.osmem_process import OsmemProcess, OsmemStartError
 from async_query.embedded.proxy import Proxy
 from async_query.embedded.replay import ReplayReport, replay
 from async_query.embedded.snapshot import (
@@ -70,13 +71,15 @@ class CompactionStats:
     cpu_s: float = 0.0
     bytes_written: int = 0
     seconds: float = 0.0
+    #: Journal bytes the compactions absorbed (dropped once their snapshot was written).
+    absorbed_bytes: int = 0
     #: The longest pause of writes for a cut (milliseconds).
     max_pause_ms: float = 0.0
     last: dict[str, Any] | None = None
 
 
 class Keeper:
-    def __init__(self, options: Options, osmem: Any, manifest: Manifest, replayed: ReplayReport) -> None:
+    def __init__(self, options: Options, osmem: OsmemProcess, manifest: Manifest, replayed: ReplayReport) -> None:
         self.options = options
         self.directory = options.directory
         self.osmem = osmem
@@ -87,6 +90,7 @@ class Keeper:
         #: Journal bytes in closed segments that no snapshot holds yet.
         self.carried = replayed.bytes
         self.compaction = CompactionStats()
+        self.snapshots = SnapshotWorker(osmem.url, logging.getLevelName(log.getEffectiveLevel()))
         self.journal: Journal | None = None
         self.proxy: Proxy | None = None
         self._stop: asyncio.Event | None = None
@@ -111,6 +115,7 @@ class Keeper:
         compactor.cancel()
         await self.proxy.close()
         self.journal.close()
+        await self.snapshots.close()
         log.info("embedded index server stopped (journal durable up to record %d)", self.journal.durable)
 
     def on_append(self, indexes: set[str] | None) -> None:
@@ -158,6 +163,7 @@ class Keeper:
             except BaseException:
                 self.on_append(changed)  # the next snapshot writes them instead
                 raise
+            self.compaction.absorbed_bytes += self.carried
             self._switch(closed, report)
             self._record(report, began, pause_ms)
             return report
@@ -165,23 +171,7 @@ class Keeper:
     async def _snapshot(self, closed: int, changed: set[str] | None) -> dict[str, Any]:
         previous = self.manifest.seed_dir(self.directory)
         target = self.directory / snapshot_name(closed)
-        command = [
-            sys.executable,
-            "-m",
-            "async_query.embedded.snapshot",
-            f"--url={self.osmem.url}",
-            f"--previous={previous}",
-            f"--target={target}",
-        ]
-        command += ["--all"] if changed is None else [f"--index={name}" for name in sorted(changed)]
-        proc = await asyncio.create_subprocess_exec(
-            *command, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, preexec_fn=_die_with_parent
-        )
-        out, _ = await proc.communicate()
-        if proc.returncode != 0:
-            raise RuntimeError(f"the snapshot process exited with {proc.returncode}")
-        report: dict[str, Any] = json.loads(out.decode().strip().splitlines()[-1])
-        return report
+        return await self.snapshots.take(previous, target, changed)
 
     def _switch(self, closed: int, report: dict[str, Any]) -> None:
         """Make the new snapshot current, then remove what it replaces."""
@@ -242,6 +232,63 @@ class Keeper:
             "replay": {k: v for k, v in asdict(self.replayed).items() if k != "touched"},
             "osmem_url": self.osmem.url,
         }
+
+
+class SnapshotWorker:
+    """The snapshot process (``python -m async_query.embedded.snapshot``), started at the first
+    compaction and kept: serializing documents runs beside the proxy's interpreter, not in it, and
+    a compaction pays no interpreter start. It dies with this process (stdin closed, or SIGKILL
+    from the kernel when this process is gone)."""
+
+    def __init__(self, url: str, log_level: str) -> None:
+        self.url = url
+        self.log_level = log_level
+        self._proc: asyncio.subprocess.Process | None = None
+
+    async def take(self, previous: Path, target: Path, indexes: set[str] | None) -> dict[str, Any]:
+        proc = await self._process()
+        assert proc.stdin is not None and proc.stdout is not None
+        command = {
+            "previous": str(previous),
+            "target": str(target),
+            "indexes": None if indexes is None else sorted(indexes),
+        }
+        proc.stdin.write(json.dumps(command).encode() + b"\n")
+        await proc.stdin.drain()
+        line = await proc.stdout.readline()
+        if not line:
+            self._proc = None
+            raise RuntimeError(f"the snapshot process exited ({await proc.wait()})")
+        report: dict[str, Any] = json.loads(line)
+        if "error" in report:
+            raise RuntimeError(f"the snapshot failed: {report['error']}")
+        return report
+
+    async def _process(self) -> asyncio.subprocess.Process:
+        if self._proc is None or self._proc.returncode is not None:
+            self._proc = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "async_query.embedded.snapshot",
+                f"--url={self.url}",
+                f"--log-level={self.log_level}",
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                preexec_fn=_die_with_parent,
+            )
+        return self._proc
+
+    async def close(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None or proc.returncode is not None:
+            return
+        assert proc.stdin is not None
+        proc.stdin.close()
+        try:
+            await asyncio.wait_for(proc.wait(), 30)
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
 
 
 # -- start-up ----------------------------------------------------------------------------------
@@ -319,30 +366,29 @@ def _clear_leftovers(directory: Path, manifest: Manifest) -> None:
             path.unlink(missing_ok=True)
 
 
-def _start_server(directory: Path) -> tuple[Any, Manifest]:
+def _start_server(directory: Path) -> tuple[OsmemProcess, Manifest]:
     """``osmem-server`` seeded from the last snapshot. A snapshot it cannot load is set aside with
     its journal (never deleted), and the server starts empty, saying so loudly."""
-    from osmem_server import OsmemError, OsmemServer
-
     manifest = read_manifest(directory)
+    if manifest.snapshot and not has_snapshot(manifest.seed_dir(directory)):
+        raise RuntimeError(f"{directory}: the manifest names snapshot {manifest.snapshot}, which is missing")
     _clear_leftovers(directory, manifest)
     seed = manifest.seed_dir(directory)
-    seeded = has_snapshot(seed)
+    if not has_snapshot(seed):
+        return OsmemProcess.start(None), manifest
     try:
-        return OsmemServer.start(addr="127.0.0.1:0", japanese=False, seed=[seed] if seeded else None), manifest
-    except OsmemError as exc:
-        if not seeded:
-            raise RuntimeError(f"cannot start the embedded index server: {exc}") from exc
+        return OsmemProcess.start(seed), manifest
+    except OsmemStartError as exc:
         aside = directory.with_name(f"{directory.name}.unloadable-{time.strftime('%Y%m%d-%H%M%S')}")
         shutil.copytree(directory, aside, ignore=shutil.ignore_patterns(LOCK_FILE))
         for path in directory.iterdir():
             if path.name != LOCK_FILE:
                 shutil.rmtree(path) if path.is_dir() else path.unlink()
         log.error("the embedded index snapshot could not be loaded (%s); kept at %s, starting empty", exc, aside)
-    return OsmemServer.start(addr="127.0.0.1:0", japanese=False), Manifest()
+    return OsmemProcess.start(None), Manifest()
 
 
-def prepare(directory: Path) -> tuple[Any, Manifest, ReplayReport]:
+def prepare(directory: Path) -> tuple[OsmemProcess, Manifest, ReplayReport]:
     """Start the server from the snapshot and replay the journal on top."""
     began = time.monotonic()
     osmem, manifest = _start_server(directory)
@@ -378,7 +424,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compact-min-bytes", type=int, default=1 << 20)
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # inherited by osmem-server too
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     options = Options(args.dir, args.port, args.commit_window_ms / 1000, args.compact_ratio, args.compact_min_bytes)
     options.directory.mkdir(mode=0o700, parents=True, exist_ok=True)

@@ -19,8 +19,8 @@ segments are removed after. A data directory of the earlier layout (seed files d
 ``<data_dir>/index``, no manifest) is read as a snapshot with nothing journaled yet.
 
 This module also runs on its own (``python -m async_query.embedded.snapshot``): the index server's
-process starts it for each compaction, so that serializing documents does not compete with the
-proxy for that process's interpreter. It prints one JSON line: what it wrote and its CPU time.
+process keeps one such worker and asks it for each snapshot, so that serializing documents does not
+compete with the proxy for that process's interpreter.
 """
 
 from __future__ import annotations
@@ -33,12 +33,11 @@ import resource
 import shutil
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from async_query.embedded.journal import fsync_dir
+from async_query.embedded.files import fsync_dir, replace_file
 from async_query.embedded.osmem_http import IndexHttp, IndexHttpError
 
 log = logging.getLogger("async_query.embedded.snapshot" if __name__ == "__main__" else __name__)
@@ -85,24 +84,6 @@ def read_manifest(directory: Path) -> Manifest:
 def write_manifest(directory: Path, manifest: Manifest) -> None:
     replace_file(directory / MANIFEST_FILE, lambda out: json.dump(asdict(manifest), out))
     fsync_dir(directory)
-
-
-def replace_file(path: Path, write: Callable[[IO[str]], None]) -> int:
-    """Write a file through a temporary name, ``fsync`` and an atomic rename; returns its size.
-    (The caller ``fsync``s the directory once it has renamed everything it writes.)"""
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        with open(fd, "w", encoding="utf-8") as out:
-            write(out)
-            out.flush()
-            os.fsync(out.fileno())
-            size = out.tell()
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    os.replace(tmp, path)
-    return size
 
 
 def snapshot_bytes(directory: Path) -> int:
@@ -246,25 +227,50 @@ def restore_templates(client: IndexHttp, seed_dir: Path) -> int:
     return restored
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``--url`` (the server's private port), ``--previous`` and ``--target`` seed directories,
-    ``--index`` (repeatable: the indexes changed since the previous snapshot) or ``--all``."""
-    parser = argparse.ArgumentParser(description="Write a snapshot of the embedded index.")
-    parser.add_argument("--url", required=True)
-    parser.add_argument("--previous", required=True, type=Path)
-    parser.add_argument("--target", required=True, type=Path)
-    parser.add_argument("--index", action="append", default=[])
-    parser.add_argument("--all", action="store_true")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    client = IndexHttp(args.url)
+def serve(url: str, commands: IO[str], replies: IO[str]) -> None:
+    """Take snapshots as asked, one JSON line per command and per reply, until ``commands`` ends.
+
+    Command: ``{"previous": dir, "target": dir, "indexes": [names] | null}`` (null: every index).
+    Reply: the :class:`SnapshotReport` (its ``cpu_s`` this snapshot's alone), or ``{"error": ...}``.
+    """
+    client = IndexHttp(url)
     try:
-        report = take_snapshot(client, args.previous, args.target, None if args.all else set(args.index))
+        for line in commands:
+            command = json.loads(line)
+            cpu = _cpu_s()
+            try:
+                indexes = command["indexes"]
+                report = take_snapshot(
+                    client,
+                    Path(command["previous"]),
+                    Path(command["target"]),
+                    None if indexes is None else set(indexes),
+                )
+            except Exception as exc:  # reported to the index server, which keeps its journal
+                log.exception("snapshot failed")
+                replies.write(json.dumps({"error": f"{type(exc).__name__}: {exc}"}) + "\n")
+            else:
+                report.cpu_s = _cpu_s() - cpu
+                replies.write(json.dumps(asdict(report)) + "\n")
+            replies.flush()
     finally:
         client.close()
+
+
+def _cpu_s() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    report.cpu_s = usage.ru_utime + usage.ru_stime
-    sys.stdout.write(json.dumps(asdict(report)) + "\n")
+    return usage.ru_utime + usage.ru_stime
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The snapshot worker of an index server: ``--url`` (the server's private port); commands on
+    stdin, replies on stdout (see :func:`serve`)."""
+    parser = argparse.ArgumentParser(description="Take snapshots of the embedded index as asked on stdin.")
+    parser.add_argument("--url", required=True)
+    parser.add_argument("--log-level", default="INFO")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    serve(args.url, sys.stdin, sys.stdout)
     return 0
 
 

@@ -174,6 +174,18 @@ def crash_mid_storm(service: Service, sessions: list[str], acked: Acked, rng: ra
         thread.join(timeout=60)
 
 
+def wait_ended(http: httpx.Client, query_id: str) -> str:
+    def ended() -> str | None:
+        now = status(http, query_id)[1]
+        return now if now in TERMINAL else None
+
+    return wait_for(ended, timeout=120, what=f"{query_id} to end")
+
+
+def wait_succeeded(http: httpx.Client, query_id: str) -> None:
+    wait_for(lambda: status(http, query_id)[1] == "SUCCESS", timeout=180, what="a warm session")
+
+
 def lost_after_restart(service: Service, acked: Acked) -> int:
     """Every acknowledged query readable and terminal; every seen success still a success."""
     lost = 0
@@ -184,15 +196,7 @@ def lost_after_restart(service: Service, acked: Acked) -> int:
                 print(f"lost: {query_id} answers {code}")
                 lost += 1
                 continue
-            final = (
-                first
-                if first in TERMINAL
-                else wait_for(
-                    lambda q=query_id: s if (s := status(http, q)[1]) in TERMINAL else None,
-                    timeout=120,
-                    what=f"{query_id} to end",
-                )
-            )
+            final = first if first in TERMINAL else wait_ended(http, query_id)
             if query_id in acked.succeeded and final != "SUCCESS":
                 print(f"lost: {query_id} was seen SUCCESS, now {final}")
                 lost += 1
@@ -208,8 +212,7 @@ def test_kill_9_of_everything_mid_storm_loses_no_acknowledged_query(service: Ser
     with httpx.Client(base_url=service.url, timeout=60) as http:
         warm = [post(http, "SELECT 0")["sessionId"] for _ in range(2)]  # two sessions, jobs starting
         for session_id in warm:
-            query_id = post(http, "SELECT 1", session_id)["queryId"]
-            wait_for(lambda q=query_id: status(http, q)[1] == "SUCCESS", timeout=180, what="a warm session")
+            wait_succeeded(http, post(http, "SELECT 1", session_id)["queryId"])
     crash_mid_storm(service, warm, acked, rng, "kill point 1 (warm sessions)")
 
     service.serve()

@@ -24,7 +24,7 @@ from query_core.config import OpenSearchConfig
 from query_core.ids import request_index
 from query_core.states import SessionState
 from query_core.store import IndexStore
-from tests.conftest import ServiceFactory
+from tests.conftest import REAL_CLUSTER, ServiceFactory
 from tests.support import RecordingLauncher, serve_http
 
 
@@ -268,3 +268,20 @@ def test_get_cost_counts_the_reads_of_each_path(index_url: str) -> None:
     for label in ("event loop, session cached", "finished (reply cache)"):
         cpu = named[f"{label}: CPU per GET"].value
         assert cpu is not None and cpu > 0
+
+
+@pytest.mark.skipif(bool(REAL_CLUSTER), reason="the embedded index's own bench")
+def test_durability_section(tmp_path: Path) -> None:
+    from bench.durability import Plan, run_durability
+
+    plan = Plan(
+        histories=(40, 400), seconds=2.0, rate=40.0, sessions=1, compact_ratio=0.05, compact_min_bytes=4096, raw_gets=20
+    )
+    figures, details = run_durability(plan, tmp_path)
+    named = _by_name(figures)
+    assert named["POST p50 added by the journal"].target == Target("<", 2)
+    assert named["POST p50, journaled"].value and named["POST p50, no journal (same run)"].value
+    # The history is in the snapshot (compacted before each window), the larger one larger.
+    assert details["history_400"]["snapshot_bytes"] > details["history_40"]["snapshot_bytes"] > 0
+    assert "snapshot CPU: largest / smallest history" in named
+    assert details["post_journaled"]["n"] >= 5

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import signal
 import socket
 import threading
 from collections.abc import Iterator
@@ -18,7 +19,7 @@ import httpx
 import pytest
 
 from async_query.embedded.index import EmbeddedIndex, JournalOptions
-from async_query.embedded.journal import MAGIC, frame, list_segments
+from async_query.embedded.journal import MAGIC, frame, list_segments, read_segment
 from query_core.config import OpenSearchConfig
 from query_core.store import IndexStore
 from tests.conftest import REAL_CLUSTER
@@ -236,9 +237,11 @@ def check_ledger(url: str, ledger: Ledger) -> int:
 
 
 def tear_tail(directory: Path) -> None:
-    """What a crash in the middle of a journal write leaves: half a record."""
+    """What a crash in the middle of a journal write leaves: half a record after the last one."""
     _, newest = list_segments(directory / "journal")[-1]
-    with open(newest, "ab") as out:
+    end = read_segment(newest).valid_bytes
+    with open(newest, "r+b") as out:
+        out.seek(end)
         out.write(frame(b'{"o":"d","it":[]}\n')[:7])
 
 
@@ -401,3 +404,18 @@ def test_a_data_directory_of_the_earlier_layout_is_loaded_then_replaced(
     modes = {oct(p.stat().st_mode & 0o777) for p in directory.rglob("*") if p.name != "LOCK"}
     assert modes <= {oct(0o600), oct(0o700)}, modes
     assert oct(os.stat(directory / "journal").st_mode & 0o777) == oct(0o700)
+
+
+def test_ctrl_c_leaves_the_index_to_the_services_own_shutdown(tmp_path: Path, servers: list[EmbeddedIndex]) -> None:
+    """SIGINT (a terminal's Ctrl-C reaches the whole process group) stops neither the index
+    server nor osmem-server: the service still writes while it shuts down."""
+    server = start(servers, tmp_path / "index")
+    # osmem-server handles SIGINT itself: it runs in a session of its own, out of the terminal's reach.
+    assert os.getpgid(server.osmem_pid) != os.getpgid(server.process.pid) == os.getpgid(0)
+    os.kill(server.process.pid, signal.SIGINT)
+    with httpx.Client(base_url=server.url) as http:
+        for i in range(20):
+            assert http.put(f"/after_ctrl_c/_doc/{i}", json={"n": i}).status_code == 201
+    assert server.process.poll() is None
+    server.close()
+    assert server.process.returncode == 0

@@ -167,6 +167,13 @@ def test_a_torn_or_corrupt_tail_ends_the_segment_and_is_reported(tmp_path: Path)
     path.write_bytes(bytes(corrupt))
     assert read_segment(path).records == [b"one", b"two"]
 
+    path.write_bytes(whole + bytes(4096))  # zeros ahead of the write position: a clean end
+    assert read_segment(path).records == [b"one", b"two"] and read_segment(path).torn_bytes == 0
+
+    path.write_bytes(whole + frame(b"three")[:-2] + bytes(4096))
+    read = read_segment(path)
+    assert read.records == [b"one", b"two"] and read.torn_bytes == len(frame(b"three")) - 2
+
     path.write_bytes(b"garbage")
     assert read_segment(path).records == []
     assert list_segments(tmp_path) == [(3, path)]
@@ -194,5 +201,5 @@ def test_group_commit_makes_every_appended_record_durable_in_order(tmp_path: Pat
     assert closed == 5 and commits < 201  # grouped: fewer syncs than records
     first, second = read_segment(segment_path(tmp_path, 5)), read_segment(segment_path(tmp_path, 6))
     assert [json.loads(r)["i"] for r in first.records] == list(range(200))
-    assert second.records == [b"after the cut"]
+    assert second.records == [b"after the cut"] and first.torn_bytes == second.torn_bytes == 0
     assert oct(os.stat(segment_path(tmp_path, 6)).st_mode & 0o777) == oct(0o600)
