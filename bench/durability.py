@@ -92,9 +92,15 @@ class Window:
     get_direct: list[float] = field(default_factory=list)
     before: dict[str, Any] = field(default_factory=dict)
     after: dict[str, Any] = field(default_factory=dict)
+    started_at: float = field(default_factory=time.time)
 
     def delta(self, section: str, key: str) -> float:
         return float(self.after[section][key]) - float(self.before[section][key])
+
+    def compactions(self) -> list[dict[str, Any]]:
+        """The compactions the load made during the window (not those the bench asked for)."""
+        recent = self.after["compaction"]["recent"]
+        return [c for c in recent if c.get("reason") == "due" and c["at"] >= self.started_at]
 
 
 # -- the system under test ---------------------------------------------------------------------
@@ -270,17 +276,18 @@ def raw_gets(embedded: EmbeddedIndex, doc_id: str, count: int) -> tuple[list[flo
 
 def cost_figures(window: Window, plan: Plan) -> tuple[list[Figure], dict[str, Any]]:
     seconds = window.seconds
-    compactions = window.delta("compaction", "compactions")
-    cpu_s = window.delta("compaction", "cpu_s")
-    written = window.delta("compaction", "bytes_written")
-    absorbed = window.delta("compaction", "absorbed_bytes")
+    made = window.compactions()
+    compactions = len(made)
+    cpu_s = sum(float(c["cpu_s"]) for c in made)
+    written = sum(float(c["bytes_written"]) for c in made)
+    absorbed = sum(float(c["absorbed_bytes"]) for c in made)
     journal_rate = window.delta("journal", "bytes_appended") / seconds
     per_byte_cpu = cpu_s / absorbed if absorbed else float("nan")
     per_byte_written = written / absorbed if absorbed else float("nan")
     last = window.after["compaction"]["last"] or {}
     default_ratio = JournalOptions().compact_ratio
     label = f"{window.history:,} statements"
-    note = f"{compactions:.0f} compactions in {seconds:.0f} s, ratio {plan.compact_ratio:g}"
+    note = f"{compactions} compactions in {seconds:.0f} s, ratio {plan.compact_ratio:g}"
     figures = [
         Figure(SECTION, f"snapshot CPU, {label}", per_byte_cpu * journal_rate * 1000, "ms/s", note=note),
         Figure(SECTION, f"snapshot bytes written, {label}", per_byte_written * journal_rate / 1e6, "MB/s"),
@@ -428,12 +435,34 @@ def run_durability(plan: Plan, workdir: Path) -> tuple[list[Figure], dict[str, A
         details["post_journaled"] = summary([ms for w in windows for ms in w.post_journal])
         details["post_direct"] = summary([ms for w in windows for ms in w.post_direct])
         details["index_get_proxy"], details["index_get_direct"] = summary(raw[0]), summary(raw[1])
+        for env in services:
+            env.stop_service()
+        store.close()
+        figures.append(restart_figure(embedded, options, workdir / "index", plan.histories[-1]))
     finally:
         for env in services:
             env.stop_service()
         store.close()
         embedded.close()
     return figures, details
+
+
+def restart_figure(embedded: EmbeddedIndex, options: JournalOptions, directory: Path, history: int) -> Figure:
+    """Stop the index server and start it again on its directory: snapshot load and replay."""
+    snapshot = embedded.stats()["snapshot"]["snapshot_bytes"]
+    embedded.close()
+    began = time.perf_counter()
+    again = EmbeddedIndex.start(directory, options=options)
+    seconds = time.perf_counter() - began
+    replayed = again.replayed
+    again.close()
+    return Figure(
+        SECTION,
+        f"restart with {history:,} statements",
+        seconds,
+        "s",
+        note=f"snapshot {snapshot / 1e6:.0f} MB loaded, {replayed['bytes'] / 1e6:.2f} MB of journal replayed",
+    )
 
 
 def _windows(plan: Plan, embedded: EmbeddedIndex, sim: SimulatedSessions, services: list[BenchEnv]) -> list[Window]:
@@ -461,6 +490,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=float, help="POSTs per second over both services (default 100)")
     parser.add_argument("--ratio", type=float, help="compaction ratio (default 0.02; the product's is 0.5)")
     parser.add_argument("--out", type=Path, help="write the figures as JSON here")
+    parser.add_argument(
+        "--workdir",
+        type=Path,
+        help="where the index directory goes (default: a temporary directory; /dev/shm shows the cost without the disk)",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     plan = Plan.quick() if args.quick else Plan()
@@ -473,7 +507,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.ratio:
         plan = replace(plan, compact_ratio=args.ratio)
     report = Report(meta={"section": SECTION, "started": time.strftime("%Y-%m-%d %H:%M:%S")})
-    with tempfile.TemporaryDirectory(prefix="aq-durability-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="aq-durability-", dir=args.workdir) as tmp:
         figures, details = run_durability(plan, Path(tmp))
     report.add(figures)
     report.details[SECTION] = details

@@ -23,7 +23,7 @@ import signal
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +76,8 @@ class CompactionStats:
     #: The longest pause of writes for a cut (milliseconds).
     max_pause_ms: float = 0.0
     last: dict[str, Any] | None = None
+    #: The last few compactions' reports (with ``at``, ``reason`` and ``absorbed_bytes``).
+    recent: list[dict[str, Any]] = field(default_factory=list)
 
 
 class Keeper:
@@ -134,10 +136,10 @@ class Keeper:
     async def _compact_when_due(self) -> None:
         while True:
             await asyncio.sleep(COMPACT_CHECK_S)
-            if self.uncompacted_bytes() < self.threshold_bytes():
+            if not self._due():
                 continue
             try:
-                await self.compact()
+                await self.compact("due")
             except (OSError, RuntimeError, ValueError) as exc:
                 self.compaction.failures += 1
                 log.error("compaction of the embedded index failed (the journal keeps everything): %s", exc)
@@ -145,11 +147,17 @@ class Keeper:
 
     # -- compaction -------------------------------------------------------------------------
 
-    async def compact(self) -> dict[str, Any]:
+    def _due(self) -> bool:
+        return self.uncompacted_bytes() >= self.threshold_bytes()
+
+    async def compact(self, reason: str) -> dict[str, Any] | None:
         """Cut the journal, snapshot what changed since the previous cut, switch the manifest to
-        it, and drop the journal segments and snapshot it replaces."""
+        it, and drop the journal segments and snapshot it replaces. A compaction found ``due``
+        is skipped if another one (asked for) went first meanwhile; returns its report or None."""
         assert self.journal is not None and self.proxy is not None and self._compacting is not None
         async with self._compacting:
+            if reason == "due" and not self._due():
+                return None
             began = time.monotonic()
             async with self.proxy.paused():
                 paused = time.monotonic()
@@ -163,6 +171,7 @@ class Keeper:
             except BaseException:
                 self.on_append(changed)  # the next snapshot writes them instead
                 raise
+            report.update(at=time.time(), reason=reason, absorbed_bytes=self.carried)
             self.compaction.absorbed_bytes += self.carried
             self._switch(closed, report)
             self._record(report, began, pause_ms)
@@ -195,6 +204,7 @@ class Keeper:
         stats.seconds += time.monotonic() - began
         stats.max_pause_ms = max(stats.max_pause_ms, pause_ms)
         stats.last = report
+        stats.recent = [*stats.recent[-49:], report]
         log.info(
             "embedded index compacted: %d indexes written, %d linked, %d documents, %.1f MB in %.2f s",
             len(report.get("indexes_written", [])),
@@ -211,7 +221,7 @@ class Keeper:
         if path.rstrip("/") == "/_embedded/journal" and method in ("GET", "HEAD"):
             return 200, self.stats()
         if path.rstrip("/") == "/_embedded/compact" and method == "POST":
-            await self.compact()
+            await self.compact("asked")
             return 200, self.stats()
         return 404, {"error": {"type": "not_found", "reason": f"no such endpoint: {method} {path}"}, "status": 404}
 
@@ -230,6 +240,7 @@ class Keeper:
             "snapshot": asdict(self.manifest),
             "compaction": asdict(self.compaction),
             "replay": {k: v for k, v in asdict(self.replayed).items() if k != "touched"},
+            "requests": dict(self.proxy.served) if self.proxy is not None else {},
             "osmem_url": self.osmem.url,
         }
 
@@ -425,6 +436,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # The committer thread takes the interpreter back after each durable write: let it have it
+    # within a millisecond, not the default five, when the event loop is busy.
+    sys.setswitchinterval(0.001)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     options = Options(args.dir, args.port, args.commit_window_ms / 1000, args.compact_ratio, args.compact_min_bytes)
     options.directory.mkdir(mode=0o700, parents=True, exist_ok=True)

@@ -348,6 +348,8 @@ class Proxy:
         self._server: asyncio.base_events.Server | None = None
         self.active = 0
         self._quiet = asyncio.Event()
+        #: Requests served, by kind (``read``, ``index``, ``bulk``, ``raw``...).
+        self.served: dict[str, int] = {}
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -389,6 +391,7 @@ class Proxy:
         try:
             path = request.target.split(b"?", 1)[0].decode("utf-8", "replace")
             where = route(request.method, path, self.aliases)
+            self.served[where.kind.value] = self.served.get(where.kind.value, 0) + 1
             if where.kind is Kind.READ:
                 await self._read(request, where.scope, client)
             elif where.kind is Kind.CONTROL:
