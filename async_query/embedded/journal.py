@@ -141,10 +141,12 @@ class JournalStats:
 
 
 class _Roll:
-    """A marker in the commit queue: close the segment here and open the next."""
+    """A marker in the commit queue: close the segment here and open the next (``lsn``: the last
+    record before it)."""
 
-    def __init__(self, future: asyncio.Future[int]) -> None:
+    def __init__(self, future: asyncio.Future[int], lsn: int) -> None:
         self.future = future
+        self.lsn = lsn
 
 
 class Journal:
@@ -164,6 +166,8 @@ class Journal:
         self.durable = 0
         self._loop = loop
         self._fd = _create_segment(directory, first_segment)
+        #: The next segment, created ahead of a roll (number, file descriptor).
+        self._spare: tuple[int, int] | None = None
         self._offset = len(MAGIC)
         self._zeroed = len(MAGIC) + ZERO_CHUNK
         self._queue: list[bytes | _Roll] = []
@@ -199,12 +203,20 @@ class Journal:
         self._waiters.append((lsn, waiter))
         await waiter
 
+    async def prepare_roll(self) -> None:
+        """Create the next segment ahead of :meth:`roll` (zero-filled and synced: milliseconds
+        that are then not spent while writes are paused)."""
+        number = self.segment + 1
+        if self._spare is None or self._spare[0] != number:
+            fd = await asyncio.to_thread(_create_segment, self.directory, number)
+            self._spare = (number, fd)
+
     async def roll(self) -> int:
         """Close the current segment once what is queued is durable, open the next; returns the
         number of the segment closed. Called with writes paused, so it is a clean cut."""
         future: asyncio.Future[int] = self._loop.create_future()
         with self._cond:
-            self._queue.append(_Roll(future))
+            self._queue.append(_Roll(future, self.appended))
             self._cond.notify()
         closed = await future
         self.stats.bytes_since_cut = 0
@@ -227,6 +239,9 @@ class Journal:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+        if self._spare is not None:  # an empty segment: replay reads nothing from it
+            os.close(self._spare[1])
+            self._spare = None
 
     # -- the committer thread ---------------------------------------------------------------
 
@@ -287,11 +302,16 @@ class Journal:
             offset += written
 
     def _roll(self, marker: _Roll) -> None:
-        os.fsync(self._fd)
-        os.close(self._fd)
+        self._loop.call_soon_threadsafe(self._made_durable, marker.lsn)  # before the roll's answer
+        os.close(self._fd)  # nothing left to sync: every write was O_DSYNC, the size was synced at creation
         closed = self.segment
         self.segment += 1
-        self._fd = _create_segment(self.directory, self.segment)
+        spare, self._spare = self._spare, None
+        self._fd = (
+            spare[1]
+            if spare is not None and spare[0] == self.segment
+            else _create_segment(self.directory, self.segment)
+        )
         self._offset = len(MAGIC)
         self._zeroed = len(MAGIC) + ZERO_CHUNK
         self._loop.call_soon_threadsafe(_resolve, marker.future, closed)

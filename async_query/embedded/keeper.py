@@ -159,6 +159,7 @@ class Keeper:
             if reason == "due" and not self._due():
                 return None
             began = time.monotonic()
+            await self.journal.prepare_roll()
             async with self.proxy.paused():
                 paused = time.monotonic()
                 rolled = self.journal.stats.bytes_since_cut
@@ -173,7 +174,7 @@ class Keeper:
                 raise
             report.update(at=time.time(), reason=reason, absorbed_bytes=self.carried)
             self.compaction.absorbed_bytes += self.carried
-            self._switch(closed, report)
+            await self._switch(closed, report)
             self._record(report, began, pause_ms)
             return report
 
@@ -182,19 +183,12 @@ class Keeper:
         target = self.directory / snapshot_name(closed)
         return await self.snapshots.take(previous, target, changed)
 
-    def _switch(self, closed: int, report: dict[str, Any]) -> None:
-        """Make the new snapshot current, then remove what it replaces."""
-        old = self.manifest
-        self.manifest = Manifest(snapshot_name(closed), closed + 1, int(report["snapshot_bytes"]), time.time())
-        write_manifest(self.directory, self.manifest)
+    async def _switch(self, closed: int, report: dict[str, Any]) -> None:
+        """Make the new snapshot current, then remove what it replaces (file work off the loop)."""
+        new = Manifest(snapshot_name(closed), closed + 1, int(report["snapshot_bytes"]), time.time())
+        await asyncio.to_thread(_switch_files, self.directory, self.manifest, new)
+        self.manifest = new
         self.carried = 0
-        for number, path in list_segments(self.directory / JOURNAL_DIR):
-            if number <= closed:
-                path.unlink(missing_ok=True)
-        if old.snapshot:
-            shutil.rmtree(self.directory / old.snapshot, ignore_errors=True)
-        else:
-            _remove_flat_seed(self.directory)
 
     def _record(self, report: dict[str, Any], began: float, pause_ms: float) -> None:
         stats = self.compaction
@@ -300,6 +294,17 @@ class SnapshotWorker:
         except TimeoutError:
             proc.kill()
             await proc.wait()
+
+
+def _switch_files(directory: Path, old: Manifest, new: Manifest) -> None:
+    write_manifest(directory, new)
+    for number, path in list_segments(directory / JOURNAL_DIR):
+        if number < new.journal_from:
+            path.unlink(missing_ok=True)
+    if old.snapshot:
+        shutil.rmtree(directory / old.snapshot, ignore_errors=True)
+    else:
+        _remove_flat_seed(directory)
 
 
 # -- start-up ----------------------------------------------------------------------------------

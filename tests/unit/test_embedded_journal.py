@@ -189,7 +189,10 @@ def test_group_commit_makes_every_appended_record_durable_in_order(tmp_path: Pat
             return lsn
 
         lsns = await asyncio.gather(*(write(i) for i in range(200)))
+        await journal.prepare_roll()  # the next segment made ahead, while writes go on
+        straggler = journal.append(json.dumps({"i": 200}).encode())
         closed = await journal.roll()
+        assert journal.is_durable(straggler)
         last = journal.append(b"after the cut")
         await journal.wait_durable(last)
         commits = journal.stats.commits
@@ -200,6 +203,6 @@ def test_group_commit_makes_every_appended_record_durable_in_order(tmp_path: Pat
     assert sorted(lsns) == list(range(1, 201))
     assert closed == 5 and commits < 201  # grouped: fewer syncs than records
     first, second = read_segment(segment_path(tmp_path, 5)), read_segment(segment_path(tmp_path, 6))
-    assert [json.loads(r)["i"] for r in first.records] == list(range(200))
+    assert [json.loads(r)["i"] for r in first.records] == list(range(201))
     assert second.records == [b"after the cut"] and first.torn_bytes == second.torn_bytes == 0
     assert oct(os.stat(segment_path(tmp_path, 6)).st_mode & 0o777) == oct(0o600)
