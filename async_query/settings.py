@@ -34,7 +34,7 @@ class Settings(BaseSettings):
     # -- where local state lives (warehouse, metastore, job logs, embedded index) --------------
     data_dir: Path = Path("var")
     #: The embedded index (``<data_dir>/index``) acknowledges a write once it is in its journal on
-    #: disk; a commit waits this long for more writes to share its ``fdatasync`` (0: none, commits
+    #: disk; a commit waits this long for more writes to share its sync (0: none, commits
     #: still group the writes that arrive while the previous one syncs). See docs/durability.md.
     index_commit_window_ms: float = 0.0
     #: The embedded index takes a snapshot (and drops the journal it covers) once the journal has

@@ -366,7 +366,7 @@ def latency_figures(windows: list[Window], raw: tuple[list[float], list[float]])
     return [
         Figure(
             SECTION,
-            "journal commit (write + fdatasync), mean",
+            "journal commit (synchronous write), mean",
             commit_ms,
             "ms",
             note=f"{records / commits if commits else 0:.2f} records per commit; the disk's, shared",

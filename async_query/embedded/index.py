@@ -39,7 +39,7 @@ STOP_TIMEOUT_S = 60.0
 class JournalOptions:
     """How the index server journals and compacts (see :class:`async_query.settings.Settings`)."""
 
-    #: How long a commit waits for more writes to join its ``fdatasync`` (0: none; commits still
+    #: How long a commit waits for more writes to join its sync (0: none; commits still
     #: group every write that arrives while the previous one syncs).
     commit_window_ms: float = 0.0
     #: Compact once the journal since the last snapshot reaches this fraction of the snapshot...
