@@ -1,8 +1,8 @@
 """Wiring: from settings to a running service (index, catalog, datasources, launchers), and back down.
 
 Without ``OPENSEARCH_URL`` the embedded default starts a local OpenSearch-compatible index server
-(``osmem-server``, a child process on a free loopback port that exits with this process), kept on
-disk under ``<data_dir>/index``. When local datasources are served with the ``metastore`` catalog,
+(``osmem-server`` behind a journaling proxy, a child process on a free loopback port that exits
+with this process), kept on disk under ``<data_dir>/index`` (journal and snapshots). When local datasources are served with the ``metastore`` catalog,
 a Hive Metastore child process (``<data_dir>/metastore``) is their shared catalog.
 """
 
@@ -32,8 +32,8 @@ class Runtime:
     closed: bool = False
 
     def close(self) -> None:
-        """Stop the workers and the jobs this process started, then the embedded index (after a
-        last snapshot) and the metastore (idempotent)."""
+        """Stop the workers and the jobs this process started, then the embedded index and the
+        metastore (idempotent)."""
         if self.closed:
             return
         self.closed = True
@@ -66,7 +66,7 @@ def build_runtime(settings: Settings, launchers: dict[str, Launcher] | None = No
             metastore = Metastore.launch(data_dir / "metastore", data_dir / "warehouse", settings.metastore_heap_mb)
         url = settings.opensearch_url
         if not url:
-            embedded = EmbeddedIndex.start(data_dir / "index", settings.index_snapshot_interval_s)
+            embedded = EmbeddedIndex.start(data_dir / "index", options=settings.journal_options())
             url = embedded.url
         if metastore is not None:
             metastore.wait_ready()

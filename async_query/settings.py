@@ -10,6 +10,7 @@ from typing import Annotated, Literal
 from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from async_query.embedded.index import JournalOptions
 from query_core.config import OpenSearchConfig
 
 
@@ -32,9 +33,16 @@ class Settings(BaseSettings):
 
     # -- where local state lives (warehouse, metastore, job logs, embedded index) --------------
     data_dir: Path = Path("var")
-    #: The embedded index's documents are written to ``<data_dir>/index`` this often (and at a
-    #: graceful stop), so a crash loses at most this many seconds of writes.
-    index_snapshot_interval_s: float = 2.0
+    #: The embedded index (``<data_dir>/index``) acknowledges a write once it is in its journal on
+    #: disk; a commit waits this long for more writes to share its sync (0: none, commits
+    #: still group the writes that arrive while the previous one syncs). See docs/durability.md.
+    index_commit_window_ms: float = 0.0
+    #: The embedded index takes a snapshot (and drops the journal it covers) once the journal has
+    #: grown to this fraction of the last snapshot's size, and at least to
+    #: ``index_compact_min_bytes``: snapshots cost in proportion to the write rate, and a restart
+    #: replays at most that much journal.
+    index_compact_ratio: float = 0.5
+    index_compact_min_bytes: int = 1 << 20
     #: A JSON file of datasources; without it the one ``local`` datasource is served.
     datasources_file: Path | None = None
     #: Name of this deployment, the first part of job names (``<cluster>:interactive:<sid>``).
@@ -164,6 +172,10 @@ class Settings(BaseSettings):
     def users_path(self) -> Path:
         """The users file of ``basic`` authentication."""
         return self.users_file if self.users_file is not None else self.data_dir / "users.json"
+
+    def journal_options(self) -> JournalOptions:
+        """How the embedded index journals and compacts."""
+        return JournalOptions(self.index_commit_window_ms, self.index_compact_ratio, self.index_compact_min_bytes)
 
     def opensearch(self, url: str | None = None) -> OpenSearchConfig:
         """The connection to the index cluster (``url`` overrides, for the embedded server)."""

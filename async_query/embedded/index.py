@@ -1,14 +1,13 @@
-"""The embedded index server (``osmem-server``), kept on disk across restarts.
+"""The embedded index: ``osmem-server`` behind a journaling proxy, kept on disk across restarts.
 
-The server holds its documents in memory. This module snapshots every index that changed into a
-seed directory (``<index>.index.json`` with its mappings and settings, ``<index>.ndjson`` with its
-documents as a bulk body, the layout ``osmem-server --seed`` loads) every ``interval_s`` seconds
-and once more on a graceful stop, and seeds a new server from it at start. So a graceful stop
-loses nothing and a crash loses at most the last interval's writes.
-
-A snapshot reads each changed index whole: fine for the query history of one machine. Each file is
-written to a temporary name and renamed into place, so a crash mid-snapshot leaves the previous
-version of that index, never a torn file.
+``osmem-server`` holds documents in memory only. The index server process
+(:mod:`async_query.embedded.keeper`, a child of the service) puts a proxy in front of it, on the
+one URL every writer uses (the service, its Spark jobs and their executors): a write is
+acknowledged only once its effect is in a write-ahead journal on disk, and a read is answered only
+once every write it could have seen is. Snapshots compact the journal in the background, as often
+as the write rate calls for. A restart loads the last snapshot and replays the journal on top, so a
+crash (kill -9 of everything) loses nothing that was acknowledged. ``docs/durability.md`` tells
+the design and its reasons.
 """
 
 from __future__ import annotations
@@ -16,161 +15,135 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
+import subprocess
+import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from query_core.config import OpenSearchConfig
+import httpx
+
 from query_core.errors import AsyncQueryError
-from query_core.ids import REQUEST_INDEX_PREFIX
-from query_core.store import IndexClient
 
 log = logging.getLogger(__name__)
 
-DEFINITION_SUFFIX = ".index.json"
-DOCUMENTS_SUFFIX = ".ndjson"
+#: How long a start may take: loading a large snapshot and replaying the journal.
+START_TIMEOUT_S = 600.0
+STOP_TIMEOUT_S = 60.0
 
 
-def _replace(path: Path, write: Any) -> None:
-    """Write a file through a temporary name and an atomic rename (``write`` gets the open file)."""
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as out:
-        write(out)
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(tmp, path)
+@dataclass(frozen=True)
+class JournalOptions:
+    """How the index server journals and compacts (see :class:`async_query.settings.Settings`)."""
 
+    #: How long a commit waits for more writes to join its sync (0: none; commits still
+    #: group every write that arrives while the previous one syncs).
+    commit_window_ms: float = 0.0
+    #: Compact once the journal since the last snapshot reaches this fraction of the snapshot...
+    compact_ratio: float = 0.5
+    #: ...and at least this many bytes.
+    compact_min_bytes: int = 1 << 20
 
-class Snapshotter:
-    """Copies changed indexes of a cluster into a seed directory."""
-
-    def __init__(self, store: IndexClient, directory: Path) -> None:
-        self.store = store
-        self.directory = directory
-        self.directory.mkdir(parents=True, exist_ok=True)
-        self._marks: dict[str, tuple[int, int]] = {}
-        self.snapshots = 0
-
-    def snapshot(self) -> list[str]:
-        """Write what changed since the last call; returns the indexes written.
-
-        Request indexes are written first, and each later index is judged changed by a mark read
-        just before it is read: the job writes a result before its statement's ``success``, so
-        every ``success`` a snapshot holds finds its result in that snapshot too (a mark read
-        once for the whole pass could find the result index unchanged and leave its new result
-        out, while the request index, read later, already held the ``success``)."""
-        marks = self.store.write_marks()
-        written: list[str] = []
-        for name in sorted(marks, key=lambda n: (not n.startswith(REQUEST_INDEX_PREFIX), n)):
-            mark = marks[name] if not written else self.store.write_marks().get(name, marks[name])
-            if self._marks.get(name) != mark:
-                self._write_index(name)
-                self._marks[name] = mark
-                written.append(name)
-        for gone in set(self._marks) - set(marks):
-            for suffix in (DEFINITION_SUFFIX, DOCUMENTS_SUFFIX):
-                (self.directory / f"{gone}{suffix}").unlink(missing_ok=True)
-            del self._marks[gone]
-        if written:
-            self.snapshots += 1
-        return written
-
-    def adopt(self) -> int:
-        """Take the cluster as it is now as already written (it was just loaded from this
-        directory); returns how many documents it holds."""
-        self._marks = self.store.write_marks()
-        return sum(docs for _, docs in self._marks.values())
-
-    def _write_index(self, name: str) -> None:
-        definition = self.store.index_definition(name)
-        _replace(self.directory / f"{name}{DEFINITION_SUFFIX}", lambda out: json.dump(definition, out))
-
-        def documents(out: Any) -> None:
-            for doc_id, source in self.store.scan(name):
-                out.write(json.dumps({"index": {"_id": doc_id}}, ensure_ascii=False))
-                out.write("\n")
-                out.write(json.dumps(source, ensure_ascii=False, separators=(",", ":")))
-                out.write("\n")
-
-        _replace(self.directory / f"{name}{DOCUMENTS_SUFFIX}", documents)
+    def arguments(self) -> list[str]:
+        return [
+            f"--commit-window-ms={self.commit_window_ms}",
+            f"--compact-ratio={self.compact_ratio}",
+            f"--compact-min-bytes={self.compact_min_bytes}",
+        ]
 
 
 class EmbeddedIndex:
-    """``osmem-server`` on a free loopback port, seeded from and snapshotted to ``directory``."""
+    """The index server process serving ``directory``; :attr:`url` is the one to hand out."""
 
-    def __init__(self, server: Any, directory: Path, interval_s: float) -> None:
-        self.server = server
-        self.url: str = server.url
-        self.store = IndexClient(OpenSearchConfig(url=self.url, retry_seconds=5.0))
-        self.snapshotter = Snapshotter(self.store, directory)
-        self.interval_s = interval_s
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="index-snapshots", daemon=True)
+    def __init__(self, process: subprocess.Popen[bytes], ready: dict[str, Any], directory: Path) -> None:
+        self.process = process
+        self.directory = directory
+        self.url: str = ready["url"]
+        #: ``osmem-server`` itself, behind the proxy: a write made there is not journaled (tests
+        #: and benches only).
+        self.private_url: str = ready["osmem_url"]
+        self.osmem_pid: int = ready["osmem_pid"]
+        self.replayed: dict[str, Any] = ready.get("replayed", {})
         self._closed = False
 
+    @property
+    def port(self) -> int:
+        return int(self.url.rsplit(":", 1)[1])
+
     @classmethod
-    def start(cls, directory: Path, interval_s: float = 2.0, port: int = 0) -> EmbeddedIndex:
-        """Start the server with the last snapshot's documents; snapshots start at once.
+    def start(cls, directory: Path, port: int = 0, options: JournalOptions | None = None) -> EmbeddedIndex:
+        """Start the index server on ``directory`` (its snapshot loaded, its journal replayed).
         ``port`` 0 takes a free one; a fixed port lets a restarted server keep its clients."""
-        directory.mkdir(parents=True, exist_ok=True)
+        directory = directory.resolve()
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         began = time.monotonic()
-        server = _start_server(directory, port)
-        embedded = cls(server, directory, interval_s)
-        try:
-            loaded = embedded.snapshotter.adopt()
-        except AsyncQueryError:
-            embedded.close()
-            raise
-        log.info(
-            "embedded index server at %s: %d documents loaded from %s in %.1f s",
-            embedded.url,
-            loaded,
-            directory,
-            time.monotonic() - began,
-        )
-        embedded._thread.start()
+        command = [sys.executable, "-m", "async_query.embedded.keeper", f"--dir={directory}", f"--port={port}"]
+        command += (options or JournalOptions()).arguments()
+        command.append(f"--log-level={logging.getLevelName(logging.getLogger().getEffectiveLevel())}")
+        process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        ready = _wait_ready(process)
+        embedded = cls(process, ready, directory)
+        log.info("embedded index server at %s (%s) ready in %.1f s", embedded.url, directory, time.monotonic() - began)
         return embedded
 
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            self._snapshot_logged()
+    def stats(self) -> dict[str, Any]:
+        """The index server's figures: journal, snapshots, compactions, last replay."""
+        return dict(httpx.get(f"{self.url}/_embedded/journal", timeout=30).json())
 
-    def _snapshot_logged(self) -> None:
-        try:
-            self.snapshotter.snapshot()
-        except (AsyncQueryError, OSError) as exc:
-            log.warning("snapshot of the embedded index failed (will try again): %s", exc)
+    def compact(self) -> dict[str, Any]:
+        """Compact now (snapshot, drop the journal it covers); returns the figures after."""
+        return dict(httpx.post(f"{self.url}/_embedded/compact", timeout=600).json())
 
     def close(self) -> None:
-        """Take a last snapshot, then stop the server (idempotent)."""
+        """Stop the index server: every acknowledged write is already durable (idempotent)."""
         if self._closed:
             return
         self._closed = True
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=60)
-        self._snapshot_logged()
-        self.store.close()
-        self.server.close()
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        try:
+            self.process.wait(timeout=STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            log.warning("the embedded index server did not stop in %.0f s; killing it", STOP_TIMEOUT_S)
+            self.kill()
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+
+    def kill(self) -> None:
+        """SIGKILL the index server and ``osmem-server``: a crash, for tests."""
+        self._closed = True
+        for pid in (self.process.pid, self.osmem_pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.process.wait()
 
 
-def _start_server(directory: Path, port: int = 0) -> Any:
-    """The server, seeded from ``directory`` when it holds a snapshot. A snapshot the server cannot
-    load is set aside (never deleted) and the server starts empty, saying so loudly."""
-    from osmem_server import OsmemError, OsmemServer
+def _wait_ready(process: subprocess.Popen[bytes]) -> dict[str, Any]:
+    """The index server's first stdout line (its URLs), or an error once it exited or timed out."""
+    found: dict[str, Any] = {}
 
-    has_snapshot = any(p.name.endswith(DEFINITION_SUFFIX) for p in directory.iterdir())
-    try:
-        return OsmemServer.start(addr=f"127.0.0.1:{port}", japanese=False, seed=[directory] if has_snapshot else None)
-    except OsmemError as exc:
-        if not has_snapshot:
-            raise AsyncQueryError(f"cannot start the embedded index server: {exc}") from exc
-        aside = directory.with_name(f"{directory.name}.unloadable-{time.strftime('%Y%m%d-%H%M%S')}")
-        directory.rename(aside)
-        directory.mkdir()
-        log.error("the embedded index snapshot could not be loaded (%s); kept at %s, starting empty", exc, aside)
-    try:
-        return OsmemServer.start(addr=f"127.0.0.1:{port}", japanese=False)
-    except OsmemError as exc:
-        raise AsyncQueryError(f"cannot start the embedded index server: {exc}") from exc
+    def read() -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            try:
+                message = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(message, dict) and "url" in message:
+                found.update(message)
+                return
+
+    reader = threading.Thread(target=read, name="index-start", daemon=True)
+    reader.start()
+    reader.join(START_TIMEOUT_S)
+    if not found:
+        if process.poll() is None:
+            process.kill()
+        process.wait()
+        raise AsyncQueryError(f"cannot start the embedded index server (exit code {process.returncode}; see its log)")
+    return found

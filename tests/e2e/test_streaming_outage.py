@@ -1,6 +1,6 @@
 """A streaming job rides out a restart of the index server under it: the embedded index (osmem
-with snapshots, on a fixed port) is stopped gracefully and started again from its snapshot while
-the stream runs; the job keeps retrying its index calls, and rows inserted after the restart
+behind its journal, on a fixed port) is stopped gracefully and started again from its journal
+while the stream runs; the job keeps retrying its index calls, and rows inserted after the restart
 reach the index, with no duplicate and no missing document."""
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ INDEX = "flint_local_default_outage_events_outage_pages_index"
 def index(tmp_path: Path) -> Iterator[list[EmbeddedIndex]]:
     """The embedded index on a fixed port; the test replaces the list's one server when it restarts it."""
     port = free_port()
-    servers = [EmbeddedIndex.start(tmp_path / "index", interval_s=0.5, port=port)]
+    servers = [EmbeddedIndex.start(tmp_path / "index", port=port)]
     yield servers
     servers[-1].close()
 
@@ -76,9 +76,9 @@ def test_a_stream_resumes_after_the_index_server_restarts(
 
             wait_for(lambda: pages() == sorted(rows), timeout=120, what="the first rows")
 
-            index[0].close()  # a graceful stop: the last snapshot holds every document
+            index[0].close()  # a graceful stop: the journal holds every document
             port = int(index[0].url.rsplit(":", 1)[1])
-            index.append(EmbeddedIndex.start(tmp_path / "index", interval_s=0.5, port=port))
+            index.append(EmbeddedIndex.start(tmp_path / "index", port=port))
 
             ok(api, "INSERT INTO " + TABLE + " VALUES ('/c', 3)", sid)
             rows.append(("/c", 3))

@@ -126,12 +126,17 @@ class FixedPortIndex:
 
 
 class PluginProcess:
-    """``async-query serve`` as a child process, with its output in a log file."""
+    """``async-query serve`` as a child process, with its output in a log file.
 
-    def __init__(self, port: int, env: dict[str, str], log_path: Path) -> None:
+    ``own_group`` starts it as the leader of a process group of its own (with its children: the
+    embedded index server, ``osmem-server``, the metastore), which :meth:`kill_group` kills at once.
+    """
+
+    def __init__(self, port: int, env: dict[str, str], log_path: Path, own_group: bool = False) -> None:
         self.port = port
         self.url = f"http://127.0.0.1:{port}"
         self.log_path = log_path
+        self.own_group = own_group
         with open(log_path, "ab") as out:
             self.proc = subprocess.Popen(
                 [str(VENV_BIN / "async-query"), "serve", "--port", str(port), "--log-level", "info"],
@@ -139,6 +144,7 @@ class PluginProcess:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 env=env,
+                start_new_session=own_group,
             )
 
     def wait_ready(self, timeout: float = 60.0) -> None:
@@ -160,6 +166,17 @@ class PluginProcess:
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait(timeout=10)
+
+    def kill_group(self, timeout: float = 30.0) -> None:
+        """kill -9 of the plugin and every process of its group, at once (needs ``own_group``);
+        returns once none of them is left."""
+        assert self.own_group, "the plugin shares the test's process group"
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait(timeout=10)
+        wait_for(lambda: not group_members(self.proc.pid), timeout=timeout, what="the plugin's process group to be gone")
 
     def terminate(self, timeout: float = 30.0) -> int:
         """A graceful stop (SIGTERM); returns the exit code, killing it if it does not stop in time."""

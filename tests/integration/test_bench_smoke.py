@@ -10,7 +10,6 @@ import math
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from async_query.api import create_app
@@ -271,22 +270,3 @@ def test_get_cost_counts_the_reads_of_each_path(index_url: str) -> None:
         assert cpu is not None and cpu > 0
 
 
-def test_gateway_section(make_service: ServiceFactory, index_url: str) -> None:
-    from async_query.gateway import Gateway, service_credentials
-    from bench.gateway import BULK_INDEX, DOC_INDEX, GatewayPlan, run_gateway
-
-    gateway = Gateway(index_url, service_credentials(OpenSearchConfig(url=index_url)))
-    plan = GatewayPlan(rounds=2, seconds_per_round=0.1, warmup_s=0.02, bulk_mb=0.3, bulks=1)
-    with serve_http(create_app(make_service(), gateway=gateway)) as url:
-        figures, details = run_gateway(url, index_url, plan)
-    named = _by_name(figures)
-    assert named["GET /_cluster/health: added latency p50"].target == Target("<", 1)
-    assert named["_bulk throughput, gateway / direct"].target == Target(">=", 0.8)
-    for via in ("direct", "gateway"):
-        assert details["GET /_cluster/health"][via]["n"] > 0
-        assert details["bulk"]["mb_per_s"][via] > 0
-    assert details["bulk"]["documents"] > 200 and details["bulk"]["body_bytes"] >= 300_000
-    assert min(details["large_reply"]["sizes"]) >= 300_000 and len(details["bulk"]["pair_ratios"]) == 1
-    # The bench's indexes are removed afterwards.
-    assert httpx.head(f"{index_url}/{BULK_INDEX}").status_code == 404
-    assert httpx.head(f"{index_url}/{DOC_INDEX}").status_code == 404
