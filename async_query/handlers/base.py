@@ -16,6 +16,7 @@ from async_query.dispatch import Classified, QueryKind
 from async_query.launcher.base import Launcher
 from async_query.liveness import LivenessChecker
 from async_query.replies import Reply, needs_result, statement_reply
+from async_query.security.principal import ANONYMOUS, Principal
 from async_query.settings import Settings
 from async_query.streams import StreamStopper
 from async_query.workers import CancelSupervisor
@@ -28,10 +29,15 @@ from query_core.store import Store
 
 @dataclass(frozen=True)
 class SubmitRequest:
+    """A POST as the service takes it. ``principal`` is the caller (the REST layer passes the
+    authenticated one; in-process callers, which are trusted, default to the admin of ``none``):
+    its name is recorded as the submitter of what the POST writes (docs/security.md)."""
+
     datasource: str
     lang: str
     query: str
     session_id: str | None = None
+    principal: Principal = ANONYMOUS
 
 
 def statement_doc(
@@ -53,6 +59,7 @@ def statement_doc(
         data_source_name=datasource,
         application_id=application_id,
         job_id=job_id,
+        submitted_by=request.principal.name,
     )
 
 
