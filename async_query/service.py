@@ -175,7 +175,7 @@ class AsyncQueryService:
             classified.statement,
         )
         submitted = self.handlers[classified.kind].submit(request, classified)
-        self.owner_of_query.put(submitted.query_id, request.principal.name)
+        self.owner_of_query.put(submitted.query_id, request.submitted_by or "")
         self.session_of_query.put(submitted.query_id, submitted.session_id)
         self.kind_of_session_id.put(submitted.session_id, submitted.kind)
         return submitted

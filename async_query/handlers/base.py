@@ -30,14 +30,20 @@ from query_core.store import Store
 @dataclass(frozen=True)
 class SubmitRequest:
     """A POST as the service takes it. ``principal`` is the caller (the REST layer passes the
-    authenticated one; in-process callers, which are trusted, default to the admin of ``none``):
-    its name is recorded as the submitter of what the POST writes (docs/security.md)."""
+    authenticated one; in-process callers, which are trusted, default to the admin of ``none``)."""
 
     datasource: str
     lang: str
     query: str
     session_id: str | None = None
     principal: Principal = ANONYMOUS
+
+    @property
+    def submitted_by(self) -> str | None:
+        """The submitter recorded on what the POST writes (docs/security.md): the caller's name;
+        None for the anonymous caller of ``none``, an admin, whose documents so keep the
+        reference's shape (the reference plugin refuses a statement with a field it does not know)."""
+        return None if self.principal.anonymous else self.principal.name
 
 
 def statement_doc(
@@ -59,7 +65,7 @@ def statement_doc(
         data_source_name=datasource,
         application_id=application_id,
         job_id=job_id,
-        submitted_by=request.principal.name,
+        submitted_by=request.submitted_by,
     )
 
 

@@ -77,7 +77,7 @@ class BatchHandler(JobSessionHandler):
                 )
             )
             session = self.session_doc(
-                datasource, session_id, launcher, job_id, request.principal.name, pending=[query_id]
+                datasource, session_id, launcher, job_id, request.submitted_by, pending=[query_id]
             )
             self._create_session(session, statement)
         log.info("%s query %s runs as job %s (session %s)", self.kind.value, query_id, job_id, session_id)

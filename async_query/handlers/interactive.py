@@ -33,7 +33,7 @@ class InteractiveHandler(JobSessionHandler):
         session = self._usable_session(datasource, request.session_id, request.principal) if request.session_id else None
         if session is None:
             self._check_session_limit()
-            session = self._new_session(datasource, request.principal.name)
+            session = self._new_session(datasource, request.submitted_by)
         query_id = new_id(datasource.name)
         statement = statement_doc(
             request,
@@ -83,7 +83,7 @@ class InteractiveHandler(JobSessionHandler):
         if self.live_sessions(frozenset({SessionType.INTERACTIVE}), limit) >= limit:
             raise TooManyRequestsError(f"domain concurrent active session can not exceed {limit}")
 
-    def _new_session(self, datasource: Datasource, submitted_by: str) -> Versioned[SessionDoc]:
+    def _new_session(self, datasource: Datasource, submitted_by: str | None) -> Versioned[SessionDoc]:
         session_id = new_id(datasource.name)
         launcher, job_id = self.start_job(datasource, session_id)
         with stopping_job_on_error(launcher, job_id):

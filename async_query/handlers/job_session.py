@@ -82,7 +82,7 @@ class JobSessionHandler:
         session_id: str,
         launcher: Launcher,
         job_id: str,
-        submitted_by: str,
+        submitted_by: str | None,
         pending: list[str] | None = None,
     ) -> SessionDoc:
         return SessionDoc(
