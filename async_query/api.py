@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Literal
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -23,7 +23,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from async_query.datasource_api import datasource_router
 from async_query.replies import submitted_reply
 from async_query.security.errors import FORBIDDEN_REASON, UNAUTHORIZED_REASON
-from async_query.security.middleware import SecurityMiddleware, audit_note
+from async_query.security.middleware import SecurityMiddleware, audit_note, current_principal
+from async_query.security.principal import Principal
 from async_query.security.setup import Security, build_security
 from async_query.service import AsyncQueryService, SubmitRequest
 from query_core.errors import AsyncQueryError
@@ -112,6 +113,7 @@ def _session_view(session: SessionDoc) -> dict[str, Any]:
             "job_start_time",
             "error",
             "running_statements",
+            "submitted_by",
         },
     )
 
@@ -256,21 +258,28 @@ def create_app(
 
     app.include_router(datasource_router(service.datasources))
 
+    caller = Depends(current_principal)
+
     @app.post(BASE, status_code=201)
-    def create_query(body: CreateAsyncQueryRequest, request: Request) -> JSONResponse:
+    def create_query(body: CreateAsyncQueryRequest, request: Request, principal: Principal = caller) -> JSONResponse:
         audit_note(request, datasource=body.datasource)
         if len(body.query) > max_query:
             return error_response(400, "IllegalArgumentException", f"the query is longer than {max_query} characters")
-        submitted = service.submit(SubmitRequest(body.datasource, body.lang, body.query, body.session_id))
+        submitted = service.submit(SubmitRequest(body.datasource, body.lang, body.query, body.session_id, principal))
         audit_note(request, query_id=submitted.query_id)
         reply = submitted_reply(submitted.kind, submitted.query_id, submitted.session_id)
         return JSONResponse(reply, status_code=201)
 
     @app.get(BASE + "/_sessions")
     def list_sessions(
-        request: Request, datasource: str | None = None, state: str | None = None, size: int = 100
+        request: Request,
+        datasource: str | None = None,
+        state: str | None = None,
+        size: int = 100,
+        principal: Principal = caller,
     ) -> JSONResponse:
-        """This product's addition: sessions and what runs in them (for the CLI and operators)."""
+        """This product's addition: sessions and what runs in them (for the CLI and operators);
+        a non-admin sees only the sessions they started."""
         audit_note(request, datasource=datasource)
         try:
             states = [SessionState(s.strip().lower()) for s in state.split(",")] if state else None
@@ -278,21 +287,22 @@ def create_app(
             return error_response(400, "IllegalArgumentException", f"unknown session state in {state!r}")
         if not 1 <= size <= 1000:
             return error_response(400, "IllegalArgumentException", "size must be between 1 and 1000")
-        found = service.sessions(datasource, states, size)
+        found = service.sessions(datasource, states, size, principal)
         return JSONResponse({"sessions": [_session_view(s) for s in found]})
 
     @app.get(BASE + "/{query_id}")
-    async def get_query(query_id: str) -> Response:
+    async def get_query(query_id: str, principal: Principal = caller) -> Response:
         # Most GETs are answered on the event loop (a cached reply, or one real-time read of a
         # statement still going); the rest in a worker thread, where blocking calls are fine.
-        body = await service.get_without_blocking(query_id)
+        # Either way, only the query's submitter or an admin gets an answer.
+        body = await service.get_without_blocking(query_id, principal)
         if body is None:
-            body = await run_in_threadpool(service.get, query_id)
+            body = await run_in_threadpool(service.get, query_id, principal)
         return Response(body, media_type="application/json")
 
     @app.delete(BASE + "/{query_id}", status_code=204)
-    def cancel_query(query_id: str) -> Response:
-        service.cancel(query_id)
+    def cancel_query(query_id: str, principal: Principal = caller) -> Response:
+        service.cancel(query_id, principal)
         return Response(status_code=204)
 
     return app

@@ -4,6 +4,10 @@ POST classifies the query (:mod:`async_query.dispatch`) and hands it to the hand
 GET and DELETE read the statement and route on the ``sessionType`` its session document records
 (:mod:`async_query.handlers`), never re-parsing the query. Rendering is :mod:`async_query.replies`.
 
+Each call takes the caller (a :class:`Principal`; in-process callers default to the admin of
+``none``): POST needs the datasource's ``allowedRoles``, GET and DELETE are for the query's
+submitter or an admin, the session listing shows a user their own sessions (docs/security.md).
+
 Hot paths read by id (real-time) and write conditionally; nothing here depends on a search
 seeing a fresh write.
 """
@@ -20,6 +24,8 @@ from async_query.handlers.interactive import InteractiveHandler
 from async_query.launcher.base import Launcher, launcher_policy, stop_job_within
 from async_query.liveness import LivenessChecker, Staleness
 from async_query.replies import success_reply
+from async_query.security.authz import check_datasource_access, check_owner
+from async_query.security.principal import ANONYMOUS, Principal
 from async_query.session_cache import SessionCache
 from async_query.settings import Settings
 from async_query.streams import StreamStopper
@@ -62,6 +68,9 @@ class AsyncQueryService:
         self.replies: Cache[str, bytes] = Cache(settings.reply_cache_bytes, sizeof=len)
         #: Which session a query runs in (it never changes), so GET can read both at once.
         self.session_of_query: Cache[str, str] = Cache(settings.reply_cache_entries * 10)
+        #: Who submitted a query ("" for nobody recorded; it never changes), so that a cached reply
+        #: is served to its submitter without reading the statement.
+        self.owner_of_query: Cache[str, str] = Cache(settings.reply_cache_entries * 10)
         #: The kind of a session's queries (its ``sessionType`` never changes), so that GET and
         #: DELETE route without reading the session when the handler does not need it.
         self.kind_of_session_id: Cache[str, QueryKind] = Cache(settings.reply_cache_entries * 10)
@@ -152,10 +161,12 @@ class AsyncQueryService:
     # -- POST -------------------------------------------------------------------------------
 
     def submit(self, request: SubmitRequest) -> Submitted:
-        """Classify the query, refuse what its datasource's validation policy denies (a 400, before
-        anything is written or started), and hand it to its kind's handler (a malformed Flint
-        statement is a 400)."""
+        """Refuse a caller outside the datasource's ``allowedRoles`` (a 403), classify the query,
+        refuse what its datasource's validation policy denies (a 400), all before anything is
+        written or started, and hand it to its kind's handler (a malformed Flint statement is a
+        400)."""
         datasource = self.datasources.get(request.datasource)  # an unknown datasource is refused first, as always
+        check_datasource_access(request.principal, datasource)
         classified = classify(request.lang, request.query)
         validate_query(
             launcher_policy(datasource, self.launcher_for(datasource)),
@@ -164,6 +175,7 @@ class AsyncQueryService:
             classified.statement,
         )
         submitted = self.handlers[classified.kind].submit(request, classified)
+        self.owner_of_query.put(submitted.query_id, request.submitted_by or "")
         self.session_of_query.put(submitted.query_id, submitted.session_id)
         self.kind_of_session_id.put(submitted.session_id, submitted.kind)
         return submitted
@@ -211,23 +223,27 @@ class AsyncQueryService:
     # which answers only what its handler says needs no blocking call, then :meth:`get` in a
     # worker thread.
 
-    def get(self, query_id: str) -> bytes:
-        """The JSON reply for GET (bytes: the result rows are passed through as stored)."""
+    def get(self, query_id: str, principal: Principal = ANONYMOUS) -> bytes:
+        """The JSON reply for GET (bytes: the result rows are passed through as stored), for the
+        query's submitter or an admin."""
         cached = self.replies.get(query_id)
-        if cached is not None:
+        if cached is not None and self._cleared_by_cache(principal, query_id):
             return cached
         statement, session = self._statement_and_session(query_id)
+        self._authorize(principal, statement.doc)
+        if cached is not None:
+            return cached
         # A statement still going is answered with its session (liveness, progress).
         session = self._session_for_routing(statement, session, needed=not is_terminal(statement.doc.state))
         return self._answer(statement, session)
 
-    async def get_without_blocking(self, query_id: str) -> bytes | None:
+    async def get_without_blocking(self, query_id: str, principal: Principal = ANONYMOUS) -> bytes | None:
         """GET's reply when it can be had on the event loop: a finished reply from the cache, or
         one its handler answers without blocking (:meth:`QueryHandler.answers_without_blocking`),
         read on the event loop. None: call :meth:`get` in a worker thread."""
         cached = self.replies.get(query_id)
         if cached is not None:
-            return cached
+            return cached if self._cleared_by_cache(principal, query_id) else None
         known = self._known_session(query_id)
         if known is None:
             return None
@@ -242,10 +258,31 @@ class AsyncQueryService:
         session = self._keep_session(read, generation) or session
         if statement is None or session is None:
             return None
+        self._authorize(principal, statement.doc)
         handler = self.handler_of(statement.doc, session)
         if not handler.answers_without_blocking(statement.doc, session.doc):
             return None
         return self._answer(statement, session, handler)
+
+    def _cleared_by_cache(self, principal: Principal, query_id: str) -> bool:
+        """Whether the caller may have a cached reply by what this process knows: True for an
+        admin or the submitter (:attr:`owner_of_query`), a 403 for another user, False when the
+        submitter is not known here (then read the statement and :meth:`_authorize`)."""
+        if principal.is_admin:
+            return True
+        owner = self.owner_of_query.get(query_id)
+        if owner is None:
+            return False
+        check_owner(principal, owner, query_id)
+        return True
+
+    def _authorize(self, principal: Principal, statement: StatementDoc) -> None:
+        """GET and DELETE of ``statement``: its submitter or an admin, else a 403 (before
+        anything else is said or done about the query)."""
+        if principal.is_admin:
+            return
+        self.owner_of_query.put(statement.query_id, statement.submitted_by or "")
+        check_owner(principal, statement.submitted_by, statement.query_id)
 
     def _answer(
         self,
@@ -310,18 +347,26 @@ class AsyncQueryService:
     # -- listing ----------------------------------------------------------------------------
 
     def sessions(
-        self, datasource: str | None = None, states: list[SessionState] | None = None, size: int = 100
+        self,
+        datasource: str | None = None,
+        states: list[SessionState] | None = None,
+        size: int = 100,
+        principal: Principal = ANONYMOUS,
     ) -> list[SessionDoc]:
-        """Sessions, most recently active first (a search: it lags writes by up to a refresh)."""
+        """Sessions, most recently active first (a search: it lags writes by up to a refresh);
+        a non-admin's own only (filtered in the search, so ``size`` counts theirs)."""
         if datasource is not None:
             self.datasources.get(datasource)
         wanted = states or list(SessionState)
-        return [v.doc for v in self.store.sessions.find(datasource, wanted, size=size)]
+        mine = None if principal.is_admin else principal.name
+        return [v.doc for v in self.store.sessions.find(datasource, wanted, size=size, submitted_by=mine)]
 
     # -- DELETE -----------------------------------------------------------------------------
 
-    def cancel(self, query_id: str) -> None:
+    def cancel(self, query_id: str, principal: Principal = ANONYMOUS) -> None:
+        """DELETE, for the query's submitter or an admin."""
         statement = self._statement(query_id)
+        self._authorize(principal, statement.doc)
         session = self._session_for_routing(statement, None, needed=False)
         self.handler_of(statement.doc, session).cancel(statement)
 

@@ -57,6 +57,7 @@ import httpx
 
 from async_query.datasources import Datasource, DatasourceRegistry
 from async_query.launcher.base import Launcher
+from async_query.security.principal import ANONYMOUS, Principal
 from async_query.service import AsyncQueryService, SubmitRequest
 from async_query.settings import Settings
 from bench.env import free_port
@@ -128,18 +129,18 @@ class ReferencePolicyService(AsyncQueryService):
     """The service, plus what the reference does on GET: ask EMR Serverless about the job first,
     until the query is finished (the reference stops asking once the query's result exists)."""
 
-    async def get_without_blocking(self, query_id: str) -> bytes | None:
+    async def get_without_blocking(self, query_id: str, principal: Principal = ANONYMOUS) -> bytes | None:
         return None  # every GET may ask EMR Serverless: always the worker-thread path
 
-    def get(self, query_id: str) -> bytes:
+    def get(self, query_id: str, principal: Principal = ANONYMOUS) -> bytes:
         statement = self._statement(query_id)
         if is_terminal(statement.doc.state):
-            return super().get(query_id)
+            return super().get(query_id, principal)
         session = self.store.sessions.get(statement.doc.data_source_name, statement.doc.session_id)
         if session is not None:
             datasource = self.datasources.get(statement.doc.data_source_name)
             self.launcher_for(datasource).describe(session.doc.job_id)
-        return super().get(query_id)
+        return super().get(query_id, principal)
 
 
 @contextmanager

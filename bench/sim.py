@@ -92,8 +92,11 @@ class SimulatedSessions:
         application_id: str = "bench",
         job_ids: list[str] | None = None,
         jobs_dir: Path | None = None,
+        submitted_by: str | None = None,
     ) -> None:
+        """``submitted_by`` is recorded as the user who started the sessions and their statements."""
         self.store = store
+        self.submitted_by = submitted_by
         self.datasource = datasource
         self.count = count
         self.interval_ms = interval_ms
@@ -129,6 +132,7 @@ class SimulatedSessions:
                 job_start_time=sim.started_ms,
                 heartbeat_interval_millis=self.interval_ms,
                 running_statements=[self._running(sim)],
+                submitted_by=self.submitted_by,
             )
             self.store.index.create(index, sim.session_id, session.to_source(), recheck=True)
             statement = StatementDoc(
@@ -140,6 +144,7 @@ class SimulatedSessions:
                 application_id=self.application_id,
                 job_id=job_id,
                 state=StatementState.RUNNING,
+                submitted_by=self.submitted_by,
             )
             self.store.index.create(index, sim.statement_id, statement.to_source())
             return sim

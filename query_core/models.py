@@ -81,6 +81,10 @@ class StatementDoc(_Doc):
     job_id: str = ""
     submit_time: int = Field(default_factory=now_millis)
     error: str = ""
+    #: Addition of this product: the user who submitted the statement (None when written before
+    #: users were recorded, or by the reference plugin: then only admins may read or cancel it;
+    #: docs/security.md).
+    submitted_by: str | None = None
 
 
 class SessionDoc(_Doc):
@@ -106,6 +110,9 @@ class SessionDoc(_Doc):
     heartbeat_lag_millis: int = 0
     #: A streaming session's stream, reported by its heartbeat (None for other sessions).
     stream_progress: StreamProgress | None = None
+    #: The user who started the session: only theirs take further statements, and the session
+    #: listing shows a user only theirs (None: written before users were recorded; docs/security.md).
+    submitted_by: str | None = None
 
 
 class FlintIndexStateDoc(_Doc):

@@ -16,6 +16,7 @@ from async_query.dispatch import Classified, QueryKind
 from async_query.launcher.base import Launcher
 from async_query.liveness import LivenessChecker
 from async_query.replies import Reply, needs_result, statement_reply
+from async_query.security.principal import ANONYMOUS, Principal
 from async_query.settings import Settings
 from async_query.streams import StreamStopper
 from async_query.workers import CancelSupervisor
@@ -28,10 +29,21 @@ from query_core.store import Store
 
 @dataclass(frozen=True)
 class SubmitRequest:
+    """A POST as the service takes it. ``principal`` is the caller (the REST layer passes the
+    authenticated one; in-process callers, which are trusted, default to the admin of ``none``)."""
+
     datasource: str
     lang: str
     query: str
     session_id: str | None = None
+    principal: Principal = ANONYMOUS
+
+    @property
+    def submitted_by(self) -> str | None:
+        """The submitter recorded on what the POST writes (docs/security.md): the caller's name;
+        None for the anonymous caller of ``none``, an admin, whose documents so keep the
+        reference's shape (the reference plugin refuses a statement with a field it does not know)."""
+        return None if self.principal.anonymous else self.principal.name
 
 
 def statement_doc(
@@ -53,6 +65,7 @@ def statement_doc(
         data_source_name=datasource,
         application_id=application_id,
         job_id=job_id,
+        submitted_by=request.submitted_by,
     )
 
 

@@ -65,6 +65,7 @@ class IndexDmlHandler:
                 session_type=SessionType.LOCAL,
                 data_source_name=datasource.name,
                 pending_statement_ids=[query_id],
+                submitted_by=request.submitted_by,
             )
         )
         try:

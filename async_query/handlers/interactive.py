@@ -1,8 +1,8 @@
 """Interactive queries: statements in a reusable session whose job polls for them.
 
-POST reuses the session the client names when it is interactive, of the same datasource and alive
-(by its documents alone, or one confirmed ``describe``), and otherwise starts a new session, under
-the deployment's session limit. The statement's id is then appended to the session document, which
+POST reuses the session the client names when it is interactive, of the same datasource, started
+by the same user, and alive (by its documents alone, or one confirmed ``describe``), and otherwise
+starts a new session, under the deployment's session limit. The statement's id is then appended to the session document, which
 the job reads by id: pickup does not wait for an index refresh. GET checks the session's liveness
 and fails statements its ended session left unfinished; DELETE cancels and, for a running
 statement, hands the cancel to the supervisor, which bounds how long the job may take to honour it.
@@ -14,6 +14,8 @@ from async_query.datasources import Datasource
 from async_query.dispatch import Classified, QueryKind
 from async_query.handlers.base import SubmitRequest, Submitted, statement_doc
 from async_query.handlers.job_session import JobSessionHandler, stopping_job_on_error
+from async_query.security.authz import may_use_session
+from async_query.security.principal import Principal
 from query_core.errors import AsyncQueryError, TooManyRequestsError
 from query_core.ids import datasource_of, new_id
 from query_core.models import SessionDoc, StatementDoc, Versioned
@@ -28,10 +30,10 @@ class InteractiveHandler(JobSessionHandler):
 
     def submit(self, request: SubmitRequest, classified: Classified) -> Submitted:
         datasource = self.context.datasources.get(request.datasource)
-        session = self._usable_session(datasource, request.session_id) if request.session_id else None
+        session = self._usable_session(datasource, request.session_id, request.principal) if request.session_id else None
         if session is None:
             self._check_session_limit()
-            session = self._new_session(datasource)
+            session = self._new_session(datasource, request.submitted_by)
         query_id = new_id(datasource.name)
         statement = statement_doc(
             request,
@@ -57,8 +59,11 @@ class InteractiveHandler(JobSessionHandler):
                 statement, f"Session {session.doc.session_id} ended before the statement could run; submit it again"
             )
 
-    def _usable_session(self, datasource: Datasource, session_id: str) -> Versioned[SessionDoc] | None:
-        """The given session if it can take a statement: same datasource, interactive, alive."""
+    def _usable_session(
+        self, datasource: Datasource, session_id: str, principal: Principal
+    ) -> Versioned[SessionDoc] | None:
+        """The given session if it can take a statement: same datasource, interactive, the
+        caller's own (:func:`~async_query.security.authz.may_use_session`), alive."""
         try:
             if datasource_of(session_id) != datasource.name:
                 return None
@@ -66,6 +71,8 @@ class InteractiveHandler(JobSessionHandler):
             return None
         session = self.store.sessions.get(datasource.name, session_id)
         if session is None or session.doc.session_type != SessionType.INTERACTIVE:
+            return None
+        if not may_use_session(principal, session.doc.submitted_by):
             return None
         return session if self.context.liveness.confirm_alive(session) else None
 
@@ -76,11 +83,11 @@ class InteractiveHandler(JobSessionHandler):
         if self.live_sessions(frozenset({SessionType.INTERACTIVE}), limit) >= limit:
             raise TooManyRequestsError(f"domain concurrent active session can not exceed {limit}")
 
-    def _new_session(self, datasource: Datasource) -> Versioned[SessionDoc]:
+    def _new_session(self, datasource: Datasource, submitted_by: str | None) -> Versioned[SessionDoc]:
         session_id = new_id(datasource.name)
         launcher, job_id = self.start_job(datasource, session_id)
         with stopping_job_on_error(launcher, job_id):
-            return self.store.sessions.create(self.session_doc(datasource, session_id, launcher, job_id))
+            return self.store.sessions.create(self.session_doc(datasource, session_id, launcher, job_id, submitted_by))
 
     # -- DELETE -----------------------------------------------------------------------------
 
@@ -91,3 +98,4 @@ class InteractiveHandler(JobSessionHandler):
         if self.cancel_statement(statement) == StatementState.RUNNING:
             doc = statement.doc
             self.context.supervisor.watch(doc.query_id, doc.data_source_name, doc.session_id)
+

@@ -77,7 +77,13 @@ class JobSessionHandler:
         return launcher, job_id
 
     def session_doc(
-        self, datasource: Datasource, session_id: str, launcher: Launcher, job_id: str, pending: list[str] | None = None
+        self,
+        datasource: Datasource,
+        session_id: str,
+        launcher: Launcher,
+        job_id: str,
+        submitted_by: str | None,
+        pending: list[str] | None = None,
     ) -> SessionDoc:
         return SessionDoc(
             session_id=session_id,
@@ -87,6 +93,7 @@ class JobSessionHandler:
             job_id=job_id,
             heartbeat_interval_millis=self.settings.heartbeat_idle_ms,
             pending_statement_ids=pending or [],
+            submitted_by=submitted_by,
         )
 
     # -- GET --------------------------------------------------------------------------------

@@ -54,6 +54,17 @@ def check_owner(principal: Principal, submitted_by: str | None, query_id: str | 
     raise ForbiddenError(f"User {principal.name} is not authorized to access {what}: it was submitted by another user.")
 
 
+def may_use_session(principal: Principal, started_by: str | None) -> bool:
+    """May the caller submit into a session started by ``started_by``? Only its starter may,
+    admins included: the statements of a session share its Spark session (temporary views and
+    functions, settings), so one user's statements could read or change another's. A session
+    with no recorded starter takes admins' statements only. (Not a refusal: the caller gets a
+    session of its own.)"""
+    if not started_by:
+        return principal.is_admin
+    return started_by == principal.name
+
+
 def _java_list(items: Sequence[str]) -> str:
     """A list as Java's ``List.toString`` writes it (``[a, b]``), as in the reference's message."""
     return "[" + ", ".join(items) + "]"

@@ -115,6 +115,8 @@ class IndexClient:
         self._client = client if client is not None else build_client(cfg)
         self._known_indexes: set[str] = set()
         self._known_templates: set[str] = set()
+        #: Existing indexes whose mappings were brought up to date (:meth:`_add_missing_fields`).
+        self._fields_checked: set[str] = set()
         # The lean reader only for a client built here: a client handed in (a test's, say) is
         # used as it is, for every call.
         self._reader = RealtimeReader(cfg) if client is None and RealtimeReader.usable(cfg) else None
@@ -187,6 +189,7 @@ class IndexClient:
         the server may have restarted without them (an in-memory one does)."""
         self._known_indexes.clear()
         self._known_templates.clear()
+        self._fields_checked.clear()
 
     def _ensure_template(self, kind: index_mappings.IndexKind) -> None:
         """An index template for the kind, so that an index the cluster creates by itself (on a
@@ -195,14 +198,16 @@ class IndexClient:
         if kind in self._known_templates:
             return
         name = f"async-query-{kind.replace('_', '-')}"
-        template = {
-            "index_patterns": [_TEMPLATE_PATTERNS[kind]],
-            "priority": 100,
-            "template": index_mappings.load(kind),
-        }
+        body = index_mappings.load(kind)
+        template = {"index_patterns": [_TEMPLATE_PATTERNS[kind]], "priority": 100, "template": body}
 
         def put_if_missing() -> None:
-            if not self._client.indices.exists_index_template(name=name):
+            # Also when an older version's template lacks fields added since.
+            try:
+                current = _template_mappings(self._client.indices.get_index_template(name=name))
+            except os_exc.NotFoundError:
+                current = None
+            if current is None or _lacks_fields(current, body):
                 self._client.indices.put_index_template(name=name, body=template)
 
         try:
@@ -220,18 +225,43 @@ class IndexClient:
         kind = _index_kind(index)
         self._ensure_template(kind)
 
-        def create() -> None:
+        def create() -> bool:
             if self._client.indices.exists(index=index):
-                return
+                return True
             try:
                 self._client.indices.create(index=index, body=index_mappings.load(kind))
                 log.info("created index %s", index)
+                return False
             except os_exc.RequestError as exc:
                 if "resource_already_exists" not in str(exc.error):
                     raise
+                return True
 
-        self._call(f"create index {index}", create)
+        existed = self._call(f"create index {index}", create)
+        if existed and index not in self._fields_checked:
+            self._add_missing_fields(index, kind)
         self._known_indexes.add(index)
+
+    def _add_missing_fields(self, index: str, kind: index_mappings.IndexKind) -> None:
+        """Map the fields of our mappings that an existing index lacks (an index made by an older
+        version: its ``dynamic: false`` mapping would leave a newer field unsearchable, such as
+        ``submittedBy``). Fields it has are never changed; a refusal (no permission) is logged."""
+        wanted = index_mappings.load(kind)["mappings"].get("properties", {})
+
+        def add() -> None:
+            found: dict[str, Any] = self._client.indices.get_mapping(index=index)
+            entry: dict[str, Any] = next(iter(found.values()), {})
+            have = entry.get("mappings", {}).get("properties", {})
+            missing = {name: spec for name, spec in wanted.items() if name not in have}
+            if missing:
+                self._client.indices.put_mapping(index=index, body={"properties": missing})
+                log.info("index %s: mapped the fields %s", index, ", ".join(sorted(missing)))
+
+        try:
+            self._call(f"update the mappings of {index}", add)
+        except (InvalidRequestError, IndexOperationError) as exc:
+            log.warning("cannot add the missing fields to the mappings of %s: %s", index, exc)
+        self._fields_checked.add(index)
 
     def _write(self, index: str, what: str, fn: Callable[[], T], recheck: bool = False) -> T:
         """A write, after making sure its index exists with our mappings.
@@ -581,6 +611,18 @@ def _search_body(query: Query) -> dict[str, Any]:
     if query.sort:
         body["sort"] = [{name: {"order": order}} for name, order in query.sort]
     return body
+
+
+def _template_mappings(found: dict[str, Any]) -> dict[str, Any]:
+    """The mappings of the one template a ``GET _index_template/<name>`` found."""
+    templates = found.get("index_templates") or [{}]
+    return dict(templates[0].get("index_template", {}).get("template", {}).get("mappings", {}))
+
+
+def _lacks_fields(mappings: dict[str, Any], wanted: dict[str, Any]) -> bool:
+    """Whether ``mappings`` lack a field of ``wanted`` (a create-index body)."""
+    have = mappings.get("properties", {})
+    return any(name not in have for name in wanted.get("mappings", {}).get("properties", {}))
 
 
 def _index_kind(index: str) -> index_mappings.IndexKind:

@@ -30,14 +30,21 @@ class SessionRepository(DocumentRepository[SessionDoc]):
         return self.move(current, state if state is not None else current.doc.state, **fields)
 
     def find(
-        self, datasource: str | None, states: list[SessionState], size: int = 1000, job_id: str | None = None
+        self,
+        datasource: str | None,
+        states: list[SessionState],
+        size: int = 1000,
+        job_id: str | None = None,
+        submitted_by: str | None = None,
     ) -> list[Versioned[SessionDoc]]:
-        """Sessions in ``states`` (of one job if ``job_id`` is given), most recently active first;
-        every request index's when ``datasource`` is None (a search: refresh-delayed; for limits,
-        listings and sweeps)."""
+        """Sessions in ``states`` (of one job if ``job_id`` is given, started by one user if
+        ``submitted_by`` is), most recently active first; every request index's when
+        ``datasource`` is None (a search: refresh-delayed; for limits, listings and sweeps)."""
         filters: list[Filter] = [Terms("state", tuple(s.value for s in states))]
         if job_id is not None:
             filters.append(Term("jobId", job_id))
+        if submitted_by is not None:
+            filters.append(Term("submittedBy", submitted_by))
         return self.search(datasource, *filters, sort=(("lastUpdateTime", "desc"),), size=size)
 
     # -- the named operations ---------------------------------------------------------------

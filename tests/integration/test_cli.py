@@ -35,6 +35,7 @@ from async_query.client_cli import (
 )
 from async_query.client_state import FILE_NAME, STATE_DIR_ENV, RememberedSessions
 from async_query.datasources import Datasource
+from async_query.security.principal import ANONYMOUS, Principal
 from async_query.service import AsyncQueryService, Submitted
 from query_core.ids import new_id
 from query_core.models import (
@@ -73,15 +74,15 @@ def api(make_service: ServiceFactory) -> Iterator[Api]:
     holder = Api("", service)
     original = service.get
 
-    def recording_get(query_id: str) -> bytes:
-        reply = original(query_id)
+    def recording_get(query_id: str, principal: Principal = ANONYMOUS) -> bytes:
+        reply = original(query_id, principal)
         holder.seen.append(json.loads(reply).get("status", ""))
         return reply
 
     original_on_loop = service.get_without_blocking
 
-    async def recording_get_on_loop(query_id: str) -> bytes | None:
-        reply = await original_on_loop(query_id)
+    async def recording_get_on_loop(query_id: str, principal: Principal = ANONYMOUS) -> bytes | None:
+        reply = await original_on_loop(query_id, principal)
         if reply is not None:
             holder.seen.append(json.loads(reply).get("status", ""))
         return reply
