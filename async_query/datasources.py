@@ -148,6 +148,11 @@ class Datasource(BaseModel):
         """Whether it is the reference's kind, with a Glue catalog and an index store of its own."""
         return dialect.is_glue_backed(self.connector, self.properties)
 
+    def __repr_args__(self) -> Any:
+        """Its repr (as a log line may show it) without credentials."""
+        for name, value in super().__repr_args__():
+            yield name, dialect.masked(value) if name == "properties" else value
+
     def to_document(self) -> dict[str, Any]:
         """Everything, credentials in clear: what the registry seals and stores."""
         return self.model_dump(by_alias=True, mode="json")

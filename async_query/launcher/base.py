@@ -51,8 +51,8 @@ class JobRequest:
     session_type: SessionType
     #: The ``--conf`` keys (see :func:`job_conf`).
     conf: dict[str, str]
-    #: Secrets kept off command lines where the launcher can (basic-auth password).
-    secret_conf: dict[str, str] = field(default_factory=dict)
+    #: Secrets kept off command lines (basic-auth password); never in its repr.
+    secret_conf: dict[str, str] = field(default_factory=dict, repr=False)
     #: The job name's suffix after the session type (the index of a streaming job).
     name_suffix: str = ""
 

@@ -11,7 +11,7 @@ import pytest
 
 from async_query import datasource_dialect as dialect
 from async_query.datasources import Datasource, DatasourceRegistry, parse_datasource, parse_patch
-from async_query.launcher.base import job_conf
+from async_query.launcher.base import JobRequest, job_conf
 from async_query.launcher.glue import ICEBERG_LF_FACTORY, glue_conf
 from async_query.security.sealing import SEALED, Sealer
 from async_query.settings import Settings
@@ -309,6 +309,10 @@ def test_replies_leave_credentials_out_as_the_reference_does() -> None:
     assert reply["properties"]["glue.indexstore.opensearch.auth"] == "basicauth"
     assert reply["resultIndex"] == "query_execution_result_my_glue"
     assert PASSWORD not in str(reply)
+    # Nor in what a log line may show of the datasource, or of a job's request.
+    assert PASSWORD not in repr(ds) and PASSWORD not in str(ds)
+    conf, secret = job_conf(Settings(), ds, OpenSearchConfig(), "sid", SessionType.INTERACTIVE, glue_region="us-east-1")
+    assert PASSWORD not in repr(JobRequest("sid", ds, SessionType.INTERACTIVE, conf, secret))
 
 
 def test_patch_merges_properties_and_replaces_the_rest() -> None:
