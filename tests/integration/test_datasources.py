@@ -130,6 +130,23 @@ def test_dashboards_browses_the_embedded_default(dashboards: tuple[httpx.Client,
     assert polled.status_code == 200 and polled.json()["status"] in ("WAITING", "RUNNING")
 
 
+def test_an_s3_connection_runs_on_local_spark_without_emr_serverless(
+    dashboards: tuple[httpx.Client, AsyncQueryService],
+) -> None:
+    client, service = dashboards
+    assert client.post(DS, json=S3_CONNECTION).status_code == 201
+    body = {"lang": "sql", "query": "SHOW SCHEMAS IN `my_glue`", "datasource": "my_glue"}
+    assert client.post(Q, json=body).status_code == 201
+    launcher = service.launchers["local"]
+    assert isinstance(launcher, RecordingLauncher)
+    started = launcher.started[-1]
+    # The local catalog and the service's own index: no Glue without AWS.
+    assert started.conf["spark.datasource.flint.host"] == service.opensearch.host
+    assert not any(key.startswith("spark.hive.") for key in started.conf)
+    # The reference's S3GLUE deny list applies to the reference's kind of datasource.
+    assert "CREATE_FUNCTION" in started.conf["spark.flint.validation.deniedElements"].split(",")
+
+
 @pytest.mark.parametrize(
     ("method", "body", "details"),
     [
