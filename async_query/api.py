@@ -54,8 +54,8 @@ REASONS = {
 INTERNAL = "There was internal problem at backend"
 
 
-def error_response(status: int, error_type: str, details: str) -> JSONResponse:
-    reason = REASONS.get(status, INTERNAL)
+def error_response(status: int, error_type: str, details: str, reason: str = "") -> JSONResponse:
+    reason = reason or REASONS.get(status, INTERNAL)
     return JSONResponse(
         {"status": status, "error": {"type": error_type, "reason": reason, "details": details}}, status_code=status
     )
@@ -241,7 +241,7 @@ def create_app(
     async def on_product_error(request: Request, exc: AsyncQueryError) -> JSONResponse:
         if exc.http_status >= 500:
             log.error("%s %s failed: %s", request.method, request.url.path, exc.message)
-        return error_response(exc.http_status, exc.error_type, exc.message)
+        return error_response(exc.http_status, exc.error_type, exc.message, exc.reason_phrase)
 
     @app.exception_handler(RequestValidationError)
     async def on_invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -256,7 +256,7 @@ def create_app(
         log.exception("%s %s failed", request.method, request.url.path)
         return error_response(500, type(exc).__name__, "an unexpected error occurred; see the service log")
 
-    app.include_router(datasource_router(service.datasources))
+    app.include_router(datasource_router(service.datasources, service.check_datasource))
 
     caller = Depends(current_principal)
 

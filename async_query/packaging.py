@@ -15,8 +15,8 @@ Layout under ``--s3 s3://bucket/prefix``:
     3.11 on x86_64 or arm64, ``--arch``), so they can be built on any machine. About 30 MB.
 
 The spark-submit parameters that use them (``package-job`` prints them; the launcher adds
-``--py-files`` itself from ``packageS3Uri``, the rest goes into the datasource's
-``sparkSubmitParameters`` property)::
+``--py-files`` itself from ``packageS3Uri``, the rest goes into ``sparkSubmitParameters`` of the
+engine setting, ``ASYNC_QUERY_SPARK_EXECUTION_ENGINE_CONFIG``)::
 
     --py-files s3://bucket/prefix/async_query_job.zip
     --conf spark.archives=s3://bucket/prefix/deps.tar.gz#deps
@@ -275,8 +275,9 @@ def python_conf(s3_uri: str, with_deps: bool, python: str = DEFAULT_PYTHON) -> d
     return conf
 
 
-def datasource_properties(s3_uri: str, with_deps: bool, python: str = DEFAULT_PYTHON) -> dict[str, str]:
-    """The datasource properties that use this package (besides applicationId, role and region)."""
+def engine_config(s3_uri: str, with_deps: bool, python: str = DEFAULT_PYTHON) -> dict[str, str]:
+    """The keys of the engine setting (``ASYNC_QUERY_SPARK_EXECUTION_ENGINE_CONFIG``) that use
+    this package (besides applicationId, executionRoleARN and region)."""
     props = {"packageS3Uri": s3_uri.rstrip("/")}
     from async_query.launcher.emr import conf_parameters  # boto3 is loaded only for this command
 
@@ -310,11 +311,11 @@ def _build_and_upload(args: argparse.Namespace) -> int:
         )
         client = boto3.client("s3", region_name=args.region) if args.region else boto3.client("s3")
         uploaded = upload_package(package, args.s3, client)
-    props = datasource_properties(args.s3, args.with_deps, args.python)
+    props = engine_config(args.s3, args.with_deps, args.python)
     print(f"entryPoint: {uploaded[ENTRY_FILE_NAME]}")
     print(f"pyFiles: {uploaded[CODE_ARCHIVE_NAME]}")
     print(f"sparkSubmitParameters: --py-files {uploaded[CODE_ARCHIVE_NAME]} {props.get('sparkSubmitParameters', '')}")
-    print("datasource properties (add applicationId, executionRoleARN and region):")
+    print("ASYNC_QUERY_SPARK_EXECUTION_ENGINE_CONFIG keys (add applicationId, executionRoleARN and region):")
     print(json.dumps(props, indent=2))
     return 0
 
@@ -325,7 +326,7 @@ def add_commands(sub: Any) -> None:  # argparse's _SubParsersAction
         "package-job",
         help="build the job's entry file, code archive (and dependencies) and upload them to S3",
         description="Build the job's entry file and code archive (and, with --with-deps, its Python dependencies), "
-        "upload them under an s3:// prefix, and print the datasource properties that use them.",
+        "upload them under an s3:// prefix, and print the engine setting's keys that use them.",
     )
     cmd.add_argument("--s3", required=True, help="where to upload: s3://bucket/prefix")
     cmd.add_argument("--region", default="", help="the bucket's region (default: boto3's configuration)")

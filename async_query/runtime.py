@@ -16,6 +16,7 @@ from async_query.embedded.index import EmbeddedIndex
 from async_query.embedded.metastore import Metastore
 from async_query.launcher.base import Launcher
 from async_query.launcher.local import LocalLauncher, catalog_settings
+from async_query.security.sealing import Sealer
 from async_query.service import AsyncQueryService
 from async_query.settings import Settings
 from query_core.store import Store
@@ -72,10 +73,11 @@ def build_runtime(settings: Settings, launchers: dict[str, Launcher] | None = No
             metastore.wait_ready()
         opensearch = settings.opensearch(url)
         store = Store.connect(opensearch)
+        sealer = Sealer.from_settings(settings.datasources_master_key, data_dir)
         if registry_file:
-            registry = DatasourceRegistry.from_file(registry_file, store)
+            registry = DatasourceRegistry.from_file(registry_file, store, sealer=sealer)
         else:
-            registry = DatasourceRegistry([local_datasource()], store)
+            registry = DatasourceRegistry([local_datasource()], store, sealer=sealer)
         all_launchers: dict[str, Launcher] = dict(launchers or {})
         if "local" not in all_launchers:
             catalog = catalog_settings(data_dir / "warehouse", metastore.uri if metastore else "")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import threading
 
+from async_query import datasource_dialect as dialect
 from async_query.caches import Cache
 from async_query.datasources import Datasource, DatasourceRegistry
 from async_query.dispatch import QueryKind, classify, kind_of_session
@@ -31,7 +32,7 @@ from async_query.settings import Settings
 from async_query.streams import StreamStopper
 from async_query.workers import CancelSupervisor, Housekeeper, Lease, StreamingHousekeeper
 from query_core.config import OpenSearchConfig
-from query_core.errors import QueryNotFoundError, UnknownDatasourceError
+from query_core.errors import InvalidRequestError, QueryNotFoundError, UnknownDatasourceError
 from query_core.ids import datasource_of
 from query_core.models import SessionDoc, StatementDoc, Versioned
 from query_core.realtime import ReadNotServed
@@ -61,7 +62,11 @@ class AsyncQueryService:
         self.settings = settings
         self.store = store
         self.datasources = datasources
+        #: Launchers by engine (``local``, ``emr-serverless``); an EMR Serverless one is otherwise
+        #: built from the settings, per execution role.
         self.launchers = launchers
+        datasources.default_engine = self.default_engine
+        datasources.limit = settings.datasources_limit
         #: The connection the jobs use (it may differ from the plugin's, e.g. a public endpoint).
         self.opensearch = opensearch
         #: Finished replies (they never change), bounded by their bytes.
@@ -77,7 +82,8 @@ class AsyncQueryService:
         #: Sessions as GET last read them (see :mod:`async_query.session_cache`).
         self.session_cache = SessionCache(settings.session_cache_ms / 1000, settings.reply_cache_entries)
         store.index.write_listeners.append(self.session_cache.forget)
-        self._emr_launchers: dict[str, tuple[Datasource, Launcher]] = {}
+        #: EMR Serverless launchers built from the settings, by execution role.
+        self._emr_launchers: dict[str, Launcher] = {}
         self._launcher_lock = threading.Lock()
         self.liveness = LivenessChecker(
             store,
@@ -135,20 +141,46 @@ class AsyncQueryService:
         self.housekeeper.start()
         self.streaming_housekeeper.start()
 
-    def launcher_for(self, datasource: Datasource) -> Launcher:
-        """The launcher of a datasource: shared by connector, or built per EMR Serverless datasource."""
-        if datasource.connector in self.launchers:
-            return self.launchers[datasource.connector]
-        if datasource.connector == "emr-serverless":
-            with self._launcher_lock:
-                known = self._emr_launchers.get(datasource.name)
-                if known is None or known[0] != datasource:
-                    from async_query.launcher.emr import launcher_for_datasource
+    @property
+    def default_engine(self) -> str:
+        """The engine of datasources that name none: EMR Serverless when the settings configure
+        it (as the reference runs every S3GLUE datasource there), else local Spark."""
+        if self.settings.spark_execution_engine_config is not None:
+            return dialect.EMR_SERVERLESS
+        return dialect.LOCAL if dialect.LOCAL in self.launchers else next(iter(self.launchers), dialect.LOCAL)
 
-                    known = (datasource, launcher_for_datasource(datasource, self.settings))
-                    self._emr_launchers[datasource.name] = known
-                return known[1]
-        raise UnknownDatasourceError(f"no launcher for connector {datasource.connector!r}")
+    def check_datasource(self, datasource: Datasource) -> None:
+        """Refuse (a 400) a datasource this deployment cannot run: an engine it has no launcher
+        for, or an execution role its settings do not list (docs/datasources.md)."""
+        engine = datasource.engine or self.default_engine
+        emr = self.settings.spark_execution_engine_config
+        if engine not in self.launchers and not (engine == dialect.EMR_SERVERLESS and emr is not None):
+            raise InvalidRequestError(
+                f"engine {engine} is not available here: EMR Serverless needs ASYNC_QUERY_SPARK_EXECUTION_ENGINE_CONFIG"
+            )
+        role = datasource.properties.get(dialect.EXECUTION_ROLE)
+        allowed = {*self.settings.emr_execution_roles, *([emr.execution_role_arn] if emr else [])}
+        if role is not None and role not in allowed:
+            raise InvalidRequestError(
+                f"{dialect.EXECUTION_ROLE} must be one of the execution roles listed in ASYNC_QUERY_EMR_EXECUTION_ROLES"
+            )
+
+    def launcher_for(self, datasource: Datasource) -> Launcher:
+        """The launcher of a datasource's engine: shared, or built for EMR Serverless from the
+        settings (one per execution role)."""
+        engine = datasource.engine or self.default_engine
+        if engine in self.launchers:
+            return self.launchers[engine]
+        if engine == dialect.EMR_SERVERLESS:
+            from async_query.launcher.emr import execution_role_of, launcher_from_settings
+
+            role = execution_role_of(datasource, self.settings)
+            with self._launcher_lock:
+                launcher = self._emr_launchers.get(role)
+                if launcher is None:
+                    launcher = self._emr_launchers[role] = launcher_from_settings(self.settings, role)
+                return launcher
+        raise UnknownDatasourceError(f"no launcher for engine {engine!r} of datasource {datasource.name!r}")
 
     def _stop_job(self, datasource: str, job_id: str) -> None:
         """Cancel a job through its datasource's launcher, waiting at most ``stop_job_timeout_s``."""
@@ -377,6 +409,6 @@ class AsyncQueryService:
         self.stream_stopper.close()
         for handler in self.handlers.values():
             handler.close()
-        launchers = [*self.launchers.values(), *(launcher for _, launcher in self._emr_launchers.values())]
+        launchers = [*self.launchers.values(), *self._emr_launchers.values()]
         for launcher in launchers:
             launcher.close()

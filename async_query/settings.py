@@ -7,11 +7,37 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import AliasChoices, Field, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from async_query.embedded.index import JournalOptions
 from query_core.config import OpenSearchConfig
+
+
+class SparkEngineConfig(BaseModel):
+    """Where EMR Serverless jobs run: the reference's ``plugins.query.executionengine.spark.config``
+    (``applicationId``, ``executionRoleARN``, ``region``, ``sparkSubmitParameters``; ``accountId``
+    is read and unused), and where the job's package is (``packageS3Uri``, or ``entryPoint`` and
+    ``pyFiles``; docs/datasources.md)."""
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+    application_id: str = Field(alias="applicationId", min_length=1)
+    execution_role_arn: str = Field(alias="executionRoleARN", min_length=1)
+    region: str = Field(min_length=1)
+    spark_submit_parameters: str = Field(default="", alias="sparkSubmitParameters")
+    account_id: str = Field(default="", alias="accountId")
+    package_s3_uri: str = Field(default="", alias="packageS3Uri")
+    entry_point: str = Field(default="", alias="entryPoint")
+    py_files: str = Field(default="", alias="pyFiles")
+
+    @model_validator(mode="after")
+    def _names_the_job(self) -> SparkEngineConfig:
+        if not (self.package_s3_uri or self.entry_point):
+            raise ValueError(
+                "name where the job is: packageS3Uri (where `async-query package-job` uploaded it) or entryPoint"
+            )
+        return self
 
 
 def _env(name: str) -> AliasChoices:
@@ -84,7 +110,17 @@ class Settings(BaseSettings):
     #: How many submitted statement ids a session document keeps for its job's real-time pickup.
     pending_ids_kept: int = 32
 
-    # -- EMR Serverless calls (throttling and 5xx are retried within both bounds) -------------
+    # -- EMR Serverless (docs/datasources.md) ---------------------------------------------------
+    #: The EMR Serverless application datasources run on (JSON, the reference's
+    #: ``plugins.query.executionengine.spark.config``); unset: Spark on this machine only.
+    spark_execution_engine_config: SparkEngineConfig | None = None
+    #: Execution roles a datasource may name in ``executionRoleARN`` besides the configured one
+    #: (comma separated in the environment).
+    emr_execution_roles: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    #: Basic-auth passwords of EMR Serverless jobs are put in AWS Secrets Manager secrets named
+    #: ``<prefix>/<cluster name>/<datasource>`` (the job reads them by ARN, never from its parameters).
+    emr_secret_prefix: str = "async-query"
+    # Throttling and 5xx answers of EMR Serverless calls are retried within both bounds.
     emr_retry_attempts: int = 6
     emr_retry_seconds: float = 30.0
 
@@ -120,6 +156,13 @@ class Settings(BaseSettings):
     housekeeping_interval_s: float = 300.0
     request_retention_days: float = 30.0
     result_retention_days: float = 60.0
+
+    # -- datasources over REST (docs/datasources.md) --------------------------------------------
+    #: At most this many datasources may be created over REST (the reference's default).
+    datasources_limit: int = 20
+    #: The key that seals datasource credentials in the index (any string; empty: a key kept in
+    #: ``<data_dir>/datasources.key``). Plugin processes sharing an index must share it.
+    datasources_master_key: str = Field(default="", repr=False)
 
     # -- who may call (docs/security.md) --------------------------------------------------------
     #: ``none`` (anyone, allowed only on loopback), ``basic`` (users in ``users_file``) or
@@ -161,7 +204,7 @@ class Settings(BaseSettings):
     #: Keep-alive connections to the cluster held for passed-through requests.
     gateway_max_connections: int = 64
 
-    @field_validator("admin_roles", mode="before")
+    @field_validator("admin_roles", "emr_execution_roles", mode="before")
     @classmethod
     def _split_roles(cls, value: object) -> object:
         if isinstance(value, str):

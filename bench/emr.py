@@ -346,11 +346,7 @@ def run_getjobrun(
             client=client,
             cluster_name=settings.cluster_name,
         )
-        datasource = Datasource(
-            name="benchemr",
-            connector="emr-serverless",
-            properties={"applicationId": app_id, "executionRoleARN": ROLE, "region": REGION},
-        )
+        datasource = Datasource(name="benchemr", connector="emr-serverless")
         registry = DatasourceRegistry([datasource])
 
         def build(kind: type[AsyncQueryService]) -> AsyncQueryService:
@@ -592,7 +588,7 @@ def _job_names(
     inspector: Any, service: AsyncQueryService, datasource: Datasource, pairs: list[tuple[str, str]]
 ) -> dict[str, str]:
     """Each session's job's name on EMR Serverless (moto), by job run id (ListJobRuns)."""
-    app_id = datasource.properties["applicationId"]
+    app_id = service.launcher_for(datasource).application_id
     runs = {run["id"]: run.get("name", "") for run in inspector.list_job_runs(applicationId=app_id)["jobRuns"]}
     names = {}
     for session_id, _ in pairs:

@@ -3,10 +3,11 @@
 The keys and their defaults are the plugin<->job contract in :mod:`query_core.jobconf`; this
 module adds what does not travel as a conf key: the result index (the job's one argument), the
 application and job-run ids (EMR Serverless environment variables), and the password from the
-environment when the conf does not carry it."""
+environment or from AWS Secrets Manager when the conf does not carry it."""
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -28,6 +29,8 @@ from query_core.states import SessionType
 from query_core.validation import ALLOW_ALL, ValidationPolicy
 
 __all__ = ["PASSWORD_ENV", "PREFIX_JOB", "PREFIX_OS", "Getter", "JobConfig"]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -119,10 +122,27 @@ def _opensearch(conf: JobConf, env: Mapping[str, str]) -> OpenSearchConfig:
         url=f"{conf.scheme}://{conf.host}:{conf.effective_port}",
         auth=auth_kind(conf.auth),
         username=conf.username,
-        password=conf.password or env.get(PASSWORD_ENV, ""),
+        password=conf.password or env.get(PASSWORD_ENV, "") or _secret(conf.password_secret_arn),
         region=conf.region,
         verify_certs=conf.verify_certs,
         # The job outlives short index outages: it keeps retrying its writes for longer.
         retry_attempts=conf.index_retry_attempts,
         retry_seconds=conf.index_retry_seconds,
     )
+
+
+def _secret(arn: str) -> str:
+    """The password held by the AWS Secrets Manager secret ``arn`` ("": none named). The job's
+    role must be allowed ``secretsmanager:GetSecretValue`` on it (docs/datasources.md)."""
+    if not arn:
+        return ""
+    import boto3
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    region = arn.split(":")[3] if arn.count(":") >= 6 else None
+    try:
+        reply = boto3.client("secretsmanager", region_name=region or None).get_secret_value(SecretId=arn)
+    except (BotoCoreError, ClientError) as exc:
+        raise ValueError(f"cannot read the index password from secret {arn}: {type(exc).__name__}") from None
+    log.info("read the index password from secret %s", arn)
+    return str(reply.get("SecretString") or "")

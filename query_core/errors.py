@@ -13,6 +13,8 @@ class AsyncQueryError(Exception):
 
     http_status = 500
     error_type = "AsyncQueryError"
+    #: The reply's ``reason`` ("": the one the REST layer gives this status).
+    reason_phrase = ""
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -52,6 +54,15 @@ class MalformedIdError(InvalidRequestError):
 
 class UnknownDatasourceError(InvalidRequestError):
     """The named datasource is not configured."""
+
+
+class DataSourceNotFoundError(AsyncQueryError):
+    """The datasource API names a datasource that does not exist: the reference's 404, worded as
+    its ``ErrorMessage`` words every status but 400 and 429."""
+
+    http_status = 404
+    error_type = "DataSourceNotFoundException"
+    reason_phrase = "There was internal problem at backend"
 
 
 class QueryNotFoundError(InvalidRequestError):

@@ -168,6 +168,13 @@ class JobConf:
         optional=True,
         secret=True,
     )
+    password_secret_arn: str = _setting(
+        PREFIX_OS + "auth.passwordSecretArn",
+        "",
+        STRING,
+        "the AWS Secrets Manager secret holding the basic-auth password (EMR Serverless jobs read it there)",
+        optional=True,
+    )
     region: str = _setting(PREFIX_OS + "region", "us-east-1", STRING, "the AWS region (SigV4)")
     verify_certs: bool = _setting(PREFIX_OS + "verifyCerts", True, BOOLEAN, "verify the cluster's TLS certificate")
 

@@ -70,6 +70,7 @@ class JobSessionHandler:
             checkpoint_root=launcher.checkpoint_root,
             checkpoint_mandatory=launcher.checkpoint_mandatory,
             policy=launcher_policy(datasource, launcher),
+            glue_region=launcher.glue_region,
             **statement,
         )
         request = JobRequest(session_id, datasource, self.session_type, conf, secret, name_suffix=name_suffix)

@@ -7,12 +7,14 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from async_query import datasource_dialect as dialect
 from async_query.datasources import Datasource
+from async_query.launcher.glue import glue_conf, index_store_connection
 from async_query.settings import Settings
 from query_core.config import OpenSearchConfig
 from query_core.errors import AsyncQueryError, LauncherError
 from query_core.ids import request_index
-from query_core.jobconf import PASSWORD_KEY, VALIDATION_KEYS, JobConf, render_conf
+from query_core.jobconf import PASSWORD_KEY, JobConf, render_conf
 from query_core.states import SessionType
 from query_core.validation import GrammarElement, Profile, ValidationPolicy, policy_for
 
@@ -49,8 +51,8 @@ class JobRequest:
     session_type: SessionType
     #: The ``--conf`` keys (see :func:`job_conf`).
     conf: dict[str, str]
-    #: Secrets kept off command lines where the launcher can (basic-auth password).
-    secret_conf: dict[str, str] = field(default_factory=dict)
+    #: Secrets kept off command lines (basic-auth password); never in its repr.
+    secret_conf: dict[str, str] = field(default_factory=dict, repr=False)
     #: The job name's suffix after the session type (the index of a streaming job).
     name_suffix: str = ""
 
@@ -79,6 +81,9 @@ class Launcher(ABC):
     checkpoint_mandatory: bool = True
     #: Where tables live unless a datasource's Spark conf says otherwise ("": not known here).
     warehouse_root: str = ""
+    #: The region of the AWS Glue catalog its jobs reach ("": none; a Glue-backed datasource's jobs
+    #: then use this launcher's catalog and the service's own index connection).
+    glue_region: str = ""
 
     @abstractmethod
     def start(self, request: JobRequest) -> str:
@@ -124,20 +129,24 @@ def stop_job_within(launcher: Launcher, job_id: str, timeout_s: float) -> None:
         raise LauncherError(f"stopping job {job_id} failed: {type(error).__name__}: {error}") from error
 
 
-#: The Spark conf key of the checkpoint root (a datasource's Spark conf may name its own).
-CHECKPOINT_ROOT_KEY = "spark.flint.index.checkpointLocation.rootDir"
+def default_profile(datasource: Datasource) -> Profile:
+    """The deny list a datasource starts from (docs/validation.md): the reference's for its
+    connector when it is the reference's kind (Glue-backed) or runs on EMR Serverless; this
+    product's local default for one of its own run by local Spark."""
+    if datasource.connector == dialect.SECURITY_LAKE:
+        return Profile.SECURITY_LAKE
+    if datasource.glue_backed or datasource.engine == dialect.EMR_SERVERLESS:
+        return Profile.S3GLUE
+    return Profile.LOCAL
 
 
 def validation_policy(datasource: Datasource, warehouse_root: str = "", checkpoint_root: str = "") -> ValidationPolicy:
-    """The statement validation policy of ``datasource`` (docs/validation.md): EMR Serverless
-    datasources start from the reference's S3GLUE deny list, local ones from this product's local
-    default; its ``validation.*`` properties change that. Data may be located under its warehouse
-    and checkpoints under its checkpoint root: its Spark conf's when it names them, else the
-    launcher's (``warehouse_root``, ``checkpoint_root``)."""
-    profile = Profile.S3GLUE if datasource.connector == "emr-serverless" else Profile.LOCAL
-    warehouse = datasource.spark_conf.get("spark.sql.warehouse.dir") or warehouse_root
-    checkpoints = datasource.spark_conf.get(CHECKPOINT_ROOT_KEY) or checkpoint_root
-    return policy_for(datasource.properties, profile, warehouse, checkpoints)
+    """The statement validation policy of ``datasource`` (docs/validation.md): it starts from
+    :func:`default_profile`; its ``validation.*`` properties change that. Data may be located under
+    its warehouse (its Spark conf's when it names one, else the launcher's ``warehouse_root``) and
+    checkpoints under the launcher's ``checkpoint_root``."""
+    warehouse = dialect.allowed_spark_conf(datasource.spark_conf).get("spark.sql.warehouse.dir") or warehouse_root
+    return policy_for(datasource.properties, default_profile(datasource), warehouse, checkpoint_root)
 
 
 def launcher_policy(datasource: Datasource, launcher: Launcher) -> ValidationPolicy:
@@ -174,21 +183,26 @@ def job_conf(
     checkpoint_root: str = "",
     checkpoint_mandatory: bool = True,
     policy: ValidationPolicy | None = None,
+    glue_region: str = "",
 ) -> tuple[dict[str, str], dict[str, str]]:
     """The job's Spark conf keys (``docs/job.md``, :mod:`query_core.jobconf`), and the secret ones apart.
 
-    Every setting of the contract is sent explicitly, so the plugin's settings win over the job's
-    defaults; the datasource's own Spark conf comes after them and wins over both, except over
-    the statement validation policy ``policy`` (by default the datasource's,
-    :func:`validation_policy`) and the Spark settings that enforce it, which are the job's own and
-    always win. ``query_id`` and
-    ``query`` name a batch or streaming job's statement (a query longer than
-    :data:`MAX_QUERY_IN_CONF` is left out: the job reads it from the statement document).
-    ``checkpoint_root`` and ``checkpoint_mandatory`` say where streams keep checkpoints that
-    their index does not name, and whether it must name one (the launcher's choice)."""
-    basic = opensearch.auth == "basic"
+    In order, each winning over the ones before (docs/datasources.md): the datasource's Spark conf
+    (only the keys of its allow list), the Glue settings of a Glue-backed datasource when the
+    launcher reaches Glue (``glue_region``; its index store is then the job's index connection,
+    else ``opensearch`` is), every setting of the contract, and the statement validation policy
+    ``policy`` (by default the datasource's, :func:`validation_policy`) with the Spark settings that
+    enforce it. ``query_id`` and ``query`` name a batch or streaming job's statement (a query
+    longer than :data:`MAX_QUERY_IN_CONF` is left out: the job reads it from the statement
+    document). ``checkpoint_root`` and ``checkpoint_mandatory`` say where streams keep checkpoints
+    that their index does not name, and whether it must name one (the launcher's choice)."""
     if policy is None:
         policy = validation_policy(datasource, checkpoint_root=checkpoint_root)
+    conf = dialect.allowed_spark_conf(datasource.spark_conf)
+    if glue_region and datasource.glue_backed:
+        conf.update(glue_conf(datasource, glue_region))
+        opensearch = index_store_connection(datasource, opensearch)
+    basic = opensearch.auth == "basic"
     contract = JobConf(
         session_id=session_id,
         datasource=datasource.name,
@@ -220,15 +234,12 @@ def job_conf(
         validation_warehouse_root=policy.warehouse_root,
         validation_checkpoint_root=policy.checkpoint_root,
     )
-    conf = render_conf(contract)
+    own = render_conf(contract)
     # The password goes apart, kept off command lines where the launcher can: with basic auth the
     # secret conf always holds it (even empty), and it never stays among the plain keys.
-    password = conf.pop(PASSWORD_KEY, "")
+    password = own.pop(PASSWORD_KEY, "")
     secrets = {PASSWORD_KEY: password} if basic else {}
+    conf.update(own)
     conf["spark.sql.session.timeZone"] = "UTC"
-    own = {key: conf.pop(key) for key in VALIDATION_KEYS if key in conf}
-    conf.update(datasource.spark_conf)
-    for key in VALIDATION_KEYS:
-        conf.pop(key, None)
-    conf.update({**own, **_hardening(policy)})
+    conf.update(_hardening(policy))
     return conf, secrets

@@ -2,9 +2,12 @@
 
 The request has the reference plugin's shape (``EmrServerlessClientImpl.startJobRun``): the job
 name ``<cluster>:<type>[:<session id | index>]``, the result index as the one entry-point argument,
-and every setting of the job as a ``--conf`` key in ``sparkSubmitParameters``. On EMR Serverless
-there is no other channel into the job, so the basic-auth password travels there too (it is kept
-out of log lines and error messages).
+and every setting of the job as a ``--conf`` key in ``sparkSubmitParameters``. The application, the
+execution role (or one a datasource names among those the settings list), the region and the
+job's package come from the service's settings (docs/datasources.md). A basic-auth password never
+travels in the parameters: the launcher puts it in an AWS Secrets Manager secret of the datasource
+(``<prefix>/<cluster>/<datasource>``) and the job reads it by ARN
+(``spark.datasource.flint.auth.passwordSecretArn``); it is kept out of log lines and error messages.
 
 ``sparkSubmitParameters`` is one string that EMR Serverless splits like a shell command line; values
 that are not plain words are wrapped in double quotes with ``\\`` and ``"`` escaped (as the reference
@@ -20,8 +23,10 @@ message, anything else :class:`LauncherError` (500).
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
+import threading
 import uuid
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
@@ -30,11 +35,12 @@ from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError
 from botocore.exceptions import ConnectionError as BotoConnectionError
 from tenacity import RetryCallState
 
+from async_query import datasource_dialect as dialect
 from async_query.datasources import Datasource
 from async_query.launcher.base import JobDescription, JobRequest, JobRunState, Launcher
 from async_query.settings import Settings
 from query_core.errors import LauncherError, LauncherThrottledError, LauncherValidationError
-from query_core.jobconf import CODE_ARCHIVE_NAME, ENTRY_FILE_NAME
+from query_core.jobconf import CODE_ARCHIVE_NAME, ENTRY_FILE_NAME, PASSWORD_KEY, key_of
 from query_core.retry import bounded_retrying
 from query_core.states import SessionType
 
@@ -68,6 +74,10 @@ _STATES = {
 }
 #: A value that needs no quoting in ``sparkSubmitParameters``.
 _PLAIN = re.compile(r"[A-Za-z0-9_@%+=:,./#-]+")
+#: The conf key naming the secret that holds the basic-auth password.
+PASSWORD_SECRET_ARN_KEY = key_of("password_secret_arn")
+#: What a Secrets Manager secret name may hold.
+_SECRET_NAME_UNSAFE = re.compile(r"[^A-Za-z0-9/_+=.@-]")
 
 
 def quote_value(value: str) -> str:
@@ -129,12 +139,15 @@ class EmrServerlessLauncher(Launcher):
         *,
         retry_initial_seconds: float = 0.5,
         batch_timeout_minutes: int = BATCH_TIMEOUT_MINUTES,
+        secrets_client: Any | None = None,
+        secret_prefix: str = "async-query",
     ) -> None:
         if not application_id or not execution_role_arn or not entry_point:
             raise LauncherError("EMR Serverless needs an application id, an execution role ARN and an entry point")
         self.application_id = application_id
         self.execution_role_arn = execution_role_arn
         self.region = region
+        self.glue_region = region
         self.entry_point = entry_point
         self.cluster_name = cluster_name
         self.spark_submit_parameters = spark_submit_parameters.strip()
@@ -145,6 +158,11 @@ class EmrServerlessLauncher(Launcher):
         self.batch_timeout_minutes = batch_timeout_minutes
         self._owns_client = client is None
         self.client = client if client is not None else build_client(region)
+        self.secret_prefix = secret_prefix
+        self._secrets_client = secrets_client
+        #: The ARN of each secret this launcher wrote, with a digest of what it wrote there.
+        self._secret_arns: dict[str, tuple[str, str]] = {}
+        self._secrets_lock = threading.Lock()
 
     # -- the request --------------------------------------------------------------------------
 
@@ -153,8 +171,9 @@ class EmrServerlessLauncher(Launcher):
             return 0
         return self.batch_timeout_minutes
 
-    def submit_parameters(self, request: JobRequest) -> str:
-        """``--py-files``, then the datasource's extra parameters, then the job's ``--conf`` keys.
+    def submit_parameters(self, request: JobRequest, extra_conf: dict[str, str] | None = None) -> str:
+        """``--py-files``, then the settings' extra parameters, then the job's ``--conf`` keys
+        (with ``extra_conf``: the password's secret ARN). Never the secret conf itself.
 
         spark-submit keeps the last value of a repeated ``--conf`` key, so the job's own keys win
         over extra parameters that name the same key.
@@ -164,10 +183,12 @@ class EmrServerlessLauncher(Launcher):
             words += ["--py-files", quote_value(self.py_files)]
         if self.spark_submit_parameters:
             words.append(self.spark_submit_parameters)
-        words += conf_parameters({**request.conf, **request.secret_conf})
+        words += conf_parameters({**request.conf, **(extra_conf or {})})
         return " ".join(words)
 
-    def start_job_run_params(self, request: JobRequest, client_token: str) -> dict[str, Any]:
+    def start_job_run_params(
+        self, request: JobRequest, client_token: str, extra_conf: dict[str, str] | None = None
+    ) -> dict[str, Any]:
         """The ``StartJobRun`` arguments for ``request`` (the reference's shape)."""
         if request.session_type == SessionType.LOCAL:
             raise LauncherError("local sessions are run by the plugin itself, not by a job")
@@ -186,7 +207,7 @@ class EmrServerlessLauncher(Launcher):
                 "sparkSubmit": {
                     "entryPoint": self.entry_point,
                     "entryPointArguments": [request.result_index],
-                    "sparkSubmitParameters": self.submit_parameters(request),
+                    "sparkSubmitParameters": self.submit_parameters(request, extra_conf),
                 }
             },
         }
@@ -194,14 +215,64 @@ class EmrServerlessLauncher(Launcher):
     # -- Launcher -----------------------------------------------------------------------------
 
     def start(self, request: JobRequest) -> str:
+        secrets = [value for value in request.secret_conf.values() if value]
+        extra = self._password_by_arn(request)
         # One token for every attempt of this start: EMR Serverless answers a repeated token with
         # the job run it already started. A later start (even for the same session) gets its own.
-        params = self.start_job_run_params(request, client_token=uuid.uuid4().hex)
-        secrets = list(request.secret_conf.values())
+        params = self.start_job_run_params(request, client_token=uuid.uuid4().hex, extra_conf=extra)
         reply = self._call("StartJobRun", lambda: self.client.start_job_run(**params), secrets)
         job_id = str(reply["jobRunId"])
         log.info("started EMR Serverless job run %s (%s) for session %s", job_id, params["name"], request.session_id)
         return job_id
+
+    # -- the password, by ARN -------------------------------------------------------------------
+
+    def secret_name(self, datasource: str) -> str:
+        """The Secrets Manager secret holding the password of ``datasource``'s jobs."""
+        return _SECRET_NAME_UNSAFE.sub("-", f"{self.secret_prefix}/{self.cluster_name}/{datasource}")
+
+    def _password_by_arn(self, request: JobRequest) -> dict[str, str]:
+        """The conf naming the secret that holds the job's basic-auth password ({}: it has none)."""
+        password = request.secret_conf.get(PASSWORD_KEY, "")
+        if not password:
+            return {}
+        return {PASSWORD_SECRET_ARN_KEY: self.put_secret(self.secret_name(request.datasource.name), password)}
+
+    def put_secret(self, name: str, value: str) -> str:
+        """Store ``value`` in the secret ``name`` (made if missing); returns its ARN. A value this
+        launcher already stored there is not written again."""
+        digest = hashlib.sha256(value.encode("utf-8")).hexdigest()
+        with self._secrets_lock:
+            known = self._secret_arns.get(name)
+            if known is not None and known[1] == digest:
+                return known[0]
+            client = self._secrets()
+            try:
+                reply = self._call(
+                    "PutSecretValue",
+                    lambda: client.put_secret_value(SecretId=name, SecretString=value),
+                    [value],
+                    gone=("ResourceNotFoundException",),
+                    service="Secrets Manager",
+                )
+            except _Gone:
+                reply = self._call(
+                    "CreateSecret",
+                    lambda: client.create_secret(
+                        Name=name, SecretString=value, Description="index password of async-query jobs"
+                    ),
+                    [value],
+                    service="Secrets Manager",
+                )
+            arn = str(reply["ARN"])
+            self._secret_arns[name] = (arn, digest)
+            log.info("stored the index password of %s jobs in secret %s", name.rsplit("/", 1)[-1], arn)
+            return arn
+
+    def _secrets(self) -> Any:
+        if self._secrets_client is None:
+            self._secrets_client = build_client(self.region, "secretsmanager")
+        return self._secrets_client
 
     def cancel(self, job_id: str) -> None:
         """``CancelJobRun``; a job that is gone or already finished is not an error."""
@@ -241,6 +312,8 @@ class EmrServerlessLauncher(Launcher):
     def close(self) -> None:
         if self._owns_client:
             self.client.close()
+        if self._secrets_client is not None:
+            self._secrets_client.close()
 
     # -- plumbing -----------------------------------------------------------------------------
 
@@ -253,6 +326,7 @@ class EmrServerlessLauncher(Launcher):
         attempts: int | None = None,
         seconds: float | None = None,
         gone: tuple[str, ...] = (),
+        service: str = "EMR Serverless",
     ) -> T:
         """One API call with bounded retries of transient failures; botocore errors translated."""
         secrets = list(secrets)
@@ -260,7 +334,7 @@ class EmrServerlessLauncher(Launcher):
         def before_sleep(state: RetryCallState) -> None:
             exc = state.outcome.exception() if state.outcome else None
             code = _error_code(exc) if isinstance(exc, ClientError) else type(exc).__name__
-            log.warning("EMR Serverless %s failed (%s), retry %d", what, code, state.attempt_number)
+            log.warning("%s %s failed (%s), retry %d", service, what, code, state.attempt_number)
 
         # Back-off from ``retry_initial_seconds``, with a jitter of the same size, capped at a
         # quarter of the time allowed.
@@ -280,26 +354,27 @@ class EmrServerlessLauncher(Launcher):
             if code in gone:
                 raise _Gone(f"{code}: {message}") from None
             if code == "ValidationException":
-                raise LauncherValidationError(f"EMR Serverless refused {what}: {message}") from None
+                raise LauncherValidationError(f"{service} refused {what}: {message}") from None
             if is_throttling(exc):
                 raise LauncherThrottledError(
-                    f"EMR Serverless {what} is throttled; try again later ({code or _http_status(exc)}): {message}"
+                    f"{service} {what} is throttled; try again later ({code or _http_status(exc)}): {message}"
                 ) from None
             if is_transient(exc):
                 raise LauncherError(
-                    f"EMR Serverless {what} kept failing ({code or _http_status(exc)}) after retries: {message}"
+                    f"{service} {what} kept failing ({code or _http_status(exc)}) after retries: {message}"
                 ) from None
-            raise LauncherError(f"EMR Serverless {what} failed ({code}): {message}") from None
+            raise LauncherError(f"{service} {what} failed ({code}): {message}") from None
         except BotoCoreError as exc:
-            raise LauncherError(f"EMR Serverless {what} failed: {_redact(str(exc), secrets)}") from None
+            raise LauncherError(f"{service} {what} failed: {_redact(str(exc), secrets)}") from None
 
 
 class _Gone(Exception):  # noqa: N818 - an outcome, not a failure
     """The job run (or its application) no longer exists, or has already finished."""
 
 
-def build_client(region: str) -> Any:
-    """A boto3 ``emr-serverless`` client with botocore's own retries off (this module retries).
+def build_client(region: str, service: str = "emr-serverless") -> Any:
+    """A boto3 client (``emr-serverless``, ``secretsmanager``) with botocore's own retries off
+    (this module retries).
 
     The endpoint follows boto3's usual configuration, so ``AWS_ENDPOINT_URL`` (or
     ``AWS_ENDPOINT_URL_EMR_SERVERLESS``) points it at LocalStack or a moto server.
@@ -313,43 +388,46 @@ def build_client(region: str) -> Any:
         connect_timeout=5,
         read_timeout=30,
     )
-    return boto3.client("emr-serverless", config=config)
+    return boto3.client(service, config=config)
 
 
-def launcher_for_datasource(ds: Datasource, settings: Settings, client: Any | None = None) -> EmrServerlessLauncher:
-    """The launcher of an ``emr-serverless`` datasource, from its properties.
-
-    Properties: ``applicationId``, ``executionRoleARN``, ``region`` (required); ``packageS3Uri``
-    (where ``async-query package-job`` uploaded the job: gives ``entryPoint`` = ``<uri>/main.py``
-    and ``pyFiles`` = ``<uri>/async_query_job.zip``); ``entryPoint`` and ``pyFiles`` override those;
-    ``sparkSubmitParameters`` (extra parameters, e.g. the Python environment printed by
-    ``package-job``).
-    """
-    props = ds.properties
-    package = props.get("packageS3Uri", "").rstrip("/")
-    entry_point = props.get("entryPoint") or (f"{package}/{ENTRY_FILE_NAME}" if package else "")
-    py_files = props.get("pyFiles") or (f"{package}/{CODE_ARCHIVE_NAME}" if package else "")
-    missing = [
-        key
-        for key, value in (
-            ("applicationId", props.get("applicationId")),
-            ("executionRoleARN", props.get("executionRoleARN")),
-            ("region", props.get("region")),
-            ("entryPoint or packageS3Uri", entry_point),
+def execution_role_of(datasource: Datasource, settings: Settings) -> str:
+    """The execution role of ``datasource``'s jobs: the one it names in ``executionRoleARN`` if the
+    settings list it, else the engine's. One they do not list is refused (a 400)."""
+    engine = settings.spark_execution_engine_config
+    if engine is None:
+        raise LauncherError("EMR Serverless is not configured: set ASYNC_QUERY_SPARK_EXECUTION_ENGINE_CONFIG")
+    role = datasource.properties.get(dialect.EXECUTION_ROLE)
+    if role is None or role == engine.execution_role_arn:
+        return engine.execution_role_arn
+    if role not in settings.emr_execution_roles:
+        raise LauncherValidationError(
+            f"datasource {datasource.name}: {dialect.EXECUTION_ROLE} is not one of the roles listed in "
+            "ASYNC_QUERY_EMR_EXECUTION_ROLES"
         )
-        if not value
-    ]
-    if missing:
-        raise LauncherError(f"datasource {ds.name!r} (emr-serverless) lacks the properties: {', '.join(missing)}")
+    return role
+
+
+def launcher_from_settings(settings: Settings, role: str = "", client: Any | None = None) -> EmrServerlessLauncher:
+    """The EMR Serverless launcher of the settings' application (``spark_execution_engine_config``):
+    its ``applicationId``, ``region`` and ``sparkSubmitParameters``, its ``executionRoleARN``
+    unless ``role`` names another, and the job's package: ``packageS3Uri`` (where ``async-query
+    package-job`` uploaded the job: ``entryPoint`` = ``<uri>/main.py``, ``pyFiles`` =
+    ``<uri>/async_query_job.zip``), or ``entryPoint`` and ``pyFiles`` themselves."""
+    engine = settings.spark_execution_engine_config
+    if engine is None:
+        raise LauncherError("EMR Serverless is not configured: set ASYNC_QUERY_SPARK_EXECUTION_ENGINE_CONFIG")
+    package = engine.package_s3_uri.rstrip("/")
     return EmrServerlessLauncher(
-        application_id=props["applicationId"],
-        execution_role_arn=props["executionRoleARN"],
-        region=props["region"],
-        entry_point=entry_point,
+        application_id=engine.application_id,
+        execution_role_arn=role or engine.execution_role_arn,
+        region=engine.region,
+        entry_point=engine.entry_point or f"{package}/{ENTRY_FILE_NAME}",
         cluster_name=settings.cluster_name,
-        spark_submit_parameters=props.get("sparkSubmitParameters", ""),
-        py_files=py_files,
+        spark_submit_parameters=engine.spark_submit_parameters,
+        py_files=engine.py_files or (f"{package}/{CODE_ARCHIVE_NAME}" if package else ""),
         client=client,
         retry_attempts=settings.emr_retry_attempts,
         retry_seconds=settings.emr_retry_seconds,
+        secret_prefix=settings.emr_secret_prefix,
     )

@@ -1,7 +1,9 @@
 """Runs each session's job with a local ``spark-submit``, as a child process group.
 
 The command is an argument list (no shell), the query text never appears on it (the job reads
-statements from the index), and the password travels in the environment, not in ``--conf``.
+statements from the index), and the password travels in the environment, not in ``--conf``. The
+job's environment is not the service's: only what Spark, Java and Python need to run, the ids EMR
+Serverless would set, and the index credentials the job itself needs (docs/datasources.md).
 Spark's output goes to ``<data_dir>/logs/<session id>.log``. Each job's pid is recorded in
 ``<data_dir>/jobs/<job id>.pid`` so that a restarted plugin can still describe and stop it.
 """
@@ -16,6 +18,7 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 
 import flint_repl_job
@@ -23,6 +26,7 @@ from async_query.launcher.base import JobDescription, JobRequest, JobRunState, L
 from async_query.launcher.class_archive import ClassArchive
 from flint_repl_job.config import PASSWORD_ENV
 from query_core.errors import LauncherError
+from query_core.jobconf import APPLICATION_ID_ENV, JOB_ID_ENV, PASSWORD_KEY, key_of
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +34,59 @@ log = logging.getLogger(__name__)
 STOP_GRACE_S = 5.0
 ENTRY_FILE = Path(flint_repl_job.__file__).resolve().parent / "main.py"
 WARMUP_FILE = ENTRY_FILE.with_name("warmup.py")
+#: Environment variables a job inherits from the service, by name and by prefix: what Spark, Java,
+#: Python, Hadoop clients and TLS need to run, and where AWS is (never a credential).
+INHERITED_ENV = frozenset(
+    {
+        "PATH",
+        "HOME",
+        "USER",
+        "LOGNAME",
+        "TMPDIR",
+        "LANG",
+        "LANGUAGE",
+        "JAVA_HOME",
+        "PYTHONPATH",
+        "HADOOP_HOME",
+        "HADOOP_CONF_DIR",
+        "YARN_CONF_DIR",
+        "KUBECONFIG",
+        "SSL_CERT_FILE",
+        "SSL_CERT_DIR",
+        "REQUESTS_CA_BUNDLE",
+        "AWS_REGION",
+        "AWS_DEFAULT_REGION",
+        "AWS_CA_BUNDLE",
+        "AWS_PROFILE",
+        "AWS_CONFIG_FILE",
+        "AWS_SHARED_CREDENTIALS_FILE",
+    }
+)
+INHERITED_PREFIXES = ("LC_", "SPARK_", "AWS_ENDPOINT_URL")
+#: AWS credentials in the environment: only a job that signs its index requests (SigV4) gets them.
+AWS_CREDENTIALS_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
+AUTH_KEY = key_of("auth")
+
+
+def job_environment(request: JobRequest, job_id: str, application_id: str, service: Mapping[str, str]) -> dict[str, str]:
+    """The environment of ``request``'s job, from the service's own ``service``: the inherited
+    variables, the ids EMR Serverless sets, Python and Spark settings, the basic-auth password
+    when the job has one, and AWS credentials when it signs with SigV4."""
+    env = {k: v for k, v in service.items() if k in INHERITED_ENV or k.startswith(INHERITED_PREFIXES)}
+    env.update(
+        PYSPARK_PYTHON=sys.executable,
+        PYSPARK_DRIVER_PYTHON=sys.executable,
+        SPARK_LOCAL_IP=env.get("SPARK_LOCAL_IP", "127.0.0.1"),
+        TZ="UTC",
+    )
+    env[APPLICATION_ID_ENV] = application_id
+    env[JOB_ID_ENV] = job_id
+    password = request.secret_conf.get(PASSWORD_KEY)
+    if password:
+        env[PASSWORD_ENV] = password
+    if request.conf.get(AUTH_KEY) == "sigv4":
+        env.update({k: service[k] for k in AWS_CREDENTIALS_ENV if k in service})
+    return env
 
 
 def find_spark_submit(configured: str = "") -> str:
@@ -113,18 +170,7 @@ class LocalLauncher(Launcher):
 
     def start(self, request: JobRequest) -> str:
         job_id = "local-" + secrets.token_hex(8)
-        env = dict(os.environ)
-        env.update(
-            PYSPARK_PYTHON=sys.executable,
-            PYSPARK_DRIVER_PYTHON=sys.executable,
-            SPARK_LOCAL_IP=env.get("SPARK_LOCAL_IP", "127.0.0.1"),
-            SERVERLESS_EMR_VIRTUAL_CLUSTER_ID=self.application_id,
-            SERVERLESS_EMR_JOB_ID=job_id,
-            TZ="UTC",
-        )
-        password = request.secret_conf.get("spark.datasource.flint.auth.password")
-        if password:
-            env[PASSWORD_ENV] = password
+        env = job_environment(request, job_id, self.application_id, os.environ)
         archive = self.class_archive.java_options(self._start_warmup)
         try:
             with open(self.log_path(request.session_id), "ab") as out:
@@ -153,7 +199,8 @@ class LocalLauncher(Launcher):
         for key, value in self.catalog_conf.items():
             cmd += ["--conf", f"{key}={value}"]
         cmd += ["--conf", "spark.ui.enabled=false", str(WARMUP_FILE)]
-        env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+        env = {k: v for k, v in os.environ.items() if k in INHERITED_ENV or k.startswith(INHERITED_PREFIXES)}
+        env.update(PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable, TZ="UTC")
         env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         with open(log_file, "ab") as out:
             return subprocess.Popen(

@@ -173,16 +173,15 @@ def setup(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     package_uri = f"s3://{bucket}/{cfg['ASYNC_QUERY_PACKAGE_PREFIX'].strip('/')}"
     # LocalStack serves its domains over the same scheme as its API (plain http).
     scheme = urlsplit(cfg["AWS_ENDPOINT_URL"]).scheme or "http"
-    datasource = {
-        "name": cfg["DATASOURCE_NAME"],
-        "connector": "emr-serverless",
-        "properties": {
-            "applicationId": app_id,
-            "executionRoleARN": role_arn,
-            "region": region,
-            "packageS3Uri": package_uri,
-        },
+    # Where jobs run is the service's setting (ASYNC_QUERY_SPARK_EXECUTION_ENGINE_CONFIG); the
+    # datasource only names its engine.
+    engine = {
+        "applicationId": app_id,
+        "executionRoleARN": role_arn,
+        "region": region,
+        "packageS3Uri": package_uri,
     }
+    datasource = {"name": cfg["DATASOURCE_NAME"], "connector": "emr-serverless"}
     return {
         "endpointUrl": cfg["AWS_ENDPOINT_URL"],
         "region": region,
@@ -193,6 +192,7 @@ def setup(env: Mapping[str, str] | None = None) -> dict[str, Any]:
         "opensearchDomain": cfg["OPENSEARCH_DOMAIN"],
         "opensearchEndpoint": domain_endpoint,
         "opensearchUrl": f"{scheme}://{domain_endpoint}" if domain_endpoint else "",
+        "sparkExecutionEngineConfig": engine,
         "datasources": [datasource],
     }
 
@@ -201,6 +201,8 @@ def write_outputs(result: Mapping[str, Any], out_dir: Path) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "setup.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     (out_dir / "datasources.json").write_text(json.dumps(result["datasources"], indent=2) + "\n", encoding="utf-8")
+    engine = json.dumps(result["sparkExecutionEngineConfig"], indent=2) + "\n"
+    (out_dir / "engine.json").write_text(engine, encoding="utf-8")
 
 
 def run_from_env() -> dict[str, Any]:

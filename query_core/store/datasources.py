@@ -1,4 +1,7 @@
-"""Datasources created over REST, in the ``.ql-datasources`` index (doc id = the name)."""
+"""Datasources created over REST, in the ``.ql-datasources`` index (doc id = the name).
+
+Writes are rare and are followed by a refresh, as the reference writes them (``RefreshPolicy.IMMEDIATE``):
+a listing right after a create sees it."""
 
 from __future__ import annotations
 
@@ -19,17 +22,21 @@ class DatasourceRepository:
     def create(self, name: str, source: dict[str, Any]) -> None:
         """Create-only: :class:`~query_core.errors.DocumentExistsError` when the name is taken."""
         self.index.create(DATASOURCE_INDEX, name, source)
+        self.index.refresh(DATASOURCE_INDEX)
 
     def replace(self, name: str, source: dict[str, Any]) -> bool:
-        """Overwrite an existing datasource (conditionally); False when there is none of that name."""
-        found = self.index.get(DATASOURCE_INDEX, name)
-        if found is None:
+        """Overwrite an existing datasource with ``source``, whole (a property it no longer has is
+        gone); False when there is none of that name."""
+        if self.index.get(DATASOURCE_INDEX, name) is None:
             return False
-        self.index.update_if(DATASOURCE_INDEX, name, source, found.version)
+        self.index.put(DATASOURCE_INDEX, name, source)
+        self.index.refresh(DATASOURCE_INDEX)
         return True
 
     def delete(self, name: str) -> bool:
-        return self.index.delete(DATASOURCE_INDEX, name)
+        deleted = self.index.delete(DATASOURCE_INDEX, name)
+        self.index.refresh(DATASOURCE_INDEX)
+        return deleted
 
     def list(self) -> list[dict[str, Any]]:
         return [found.source for found in self.index.search(DATASOURCE_INDEX, Query(size=1000))]

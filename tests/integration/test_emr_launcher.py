@@ -8,6 +8,7 @@ same client, which answers the call with an error response for the first N calls
 from __future__ import annotations
 
 import copy
+import json
 import logging
 import shlex
 from typing import Any
@@ -21,12 +22,14 @@ from moto.emrserverless.models import emrserverless_backends
 from async_query.datasources import Datasource
 from async_query.launcher.base import JobRequest, JobRunState, job_conf
 from async_query.launcher.emr import (
+    PASSWORD_SECRET_ARN_KEY,
     EmrServerlessLauncher,
     conf_parameters,
-    launcher_for_datasource,
+    execution_role_of,
+    launcher_from_settings,
     quote_value,
 )
-from async_query.settings import Settings
+from async_query.settings import Settings, SparkEngineConfig
 from query_core.config import OpenSearchConfig
 from query_core.errors import LauncherError, LauncherThrottledError, LauncherValidationError
 from query_core.states import SessionType
@@ -132,10 +135,15 @@ def test_start_sends_the_reference_shape(emr: Any, app_id: str) -> None:
     assert submit["entryPointArguments"] == ["query_execution_result_mys3"]
     head, conf = parse_submit(submit["sparkSubmitParameters"])
     assert head == ["--py-files", PY_FILES]
-    # Every job key and the password arrive exactly; the job's own keys win over extra parameters.
-    assert conf == {"spark.archives": "s3://pkg-bucket/job/deps.tar.gz#deps", **req.conf, **req.secret_conf}
+    # Every job key arrives exactly; the job's own keys win over extra parameters. The password is
+    # not among them: the job reads it from the Secrets Manager secret they name.
+    arn = conf.pop(PASSWORD_SECRET_ARN_KEY)
+    assert conf == {"spark.archives": "s3://pkg-bucket/job/deps.tar.gz#deps", **req.conf}
     assert conf["spark.flint.job.type"] == "interactive"
-    assert conf["spark.datasource.flint.auth.password"] == PASSWORD
+    assert "spark.datasource.flint.auth.password" not in conf
+    assert PASSWORD not in submit["sparkSubmitParameters"]
+    secret = boto3.client("secretsmanager", region_name=REGION).get_secret_value(SecretId=arn)
+    assert (secret["Name"], secret["SecretString"]) == ("async-query/prod/mys3", PASSWORD)
     assert conf["spark.sql.catalog.glue.warehouse"] == 's3://wh/a b "q" $HOME'
     assert conf["spark.flint.job.sessionId"] == SESSION_ID
 
@@ -367,25 +375,25 @@ def test_conf_values_round_trip_through_shell_splitting() -> None:
     assert quote_value("s3://b/p/deps.tar.gz#deps") == "s3://b/p/deps.tar.gz#deps"
 
 
-def test_launcher_for_datasource_reads_the_properties(aws: None) -> None:
-    ds = Datasource(
-        name="mys3",
-        connector="emr-serverless",
-        properties={
-            "applicationId": "00abc",
-            "executionRoleARN": ROLE,
-            "region": "eu-west-1",
-            "packageS3Uri": "s3://pkg-bucket/releases/v1/",
-            "sparkSubmitParameters": "--conf spark.executor.cores=2",
-        },
-    )
-    aq = launcher_for_datasource(ds, Settings(cluster_name="prod"))
+ENGINE = {
+    "applicationId": "00abc",
+    "executionRoleARN": ROLE,
+    "region": "eu-west-1",
+    "packageS3Uri": "s3://pkg-bucket/releases/v1/",
+    "sparkSubmitParameters": "--conf spark.executor.cores=2",
+}
+
+
+def test_the_launcher_comes_from_the_engine_setting(aws: None) -> None:
+    settings = Settings(cluster_name="prod", spark_execution_engine_config=SparkEngineConfig.model_validate(ENGINE))
+    aq = launcher_from_settings(settings)
     assert aq.application_id == "00abc"
     assert aq.execution_role_arn == ROLE
     assert aq.entry_point == "s3://pkg-bucket/releases/v1/main.py"
     assert aq.py_files == "s3://pkg-bucket/releases/v1/async_query_job.zip"
     assert aq.cluster_name == "prod"
     assert aq.client.meta.region_name == "eu-west-1"
+    assert aq.glue_region == "eu-west-1"
     # botocore's own retries are off: this launcher retries, with one client token per start.
     assert aq.client.meta.config.retries["total_max_attempts"] == 1
     assert aq.submit_parameters(request()).startswith(
@@ -394,18 +402,68 @@ def test_launcher_for_datasource_reads_the_properties(aws: None) -> None:
     aq.close()
 
 
-def test_launcher_for_datasource_takes_an_explicit_entry_point(aws: None) -> None:
-    props = {"applicationId": "00abc", "executionRoleARN": ROLE, "region": REGION, "entryPoint": "s3://b/x.py"}
-    aq = launcher_for_datasource(Datasource(name="mys3", connector="emr-serverless", properties=props), Settings())
+def test_the_engine_setting_may_name_the_entry_point(aws: None) -> None:
+    engine = {**ENGINE, "entryPoint": "s3://b/x.py", "packageS3Uri": ""}
+    aq = launcher_from_settings(Settings(spark_execution_engine_config=SparkEngineConfig.model_validate(engine)))
     assert aq.entry_point == "s3://b/x.py"
     assert aq.py_files == ""
-    assert aq.submit_parameters(request()).startswith("--conf ")
+    assert aq.submit_parameters(request()).startswith("--conf spark.executor.cores=2 --conf ")
+    aq.close()
 
 
-def test_launcher_for_datasource_names_missing_properties(aws: None) -> None:
-    ds = Datasource(name="mys3", connector="emr-serverless", properties={"applicationId": "00abc"})
-    with pytest.raises(LauncherError) as caught:
-        launcher_for_datasource(ds, Settings())
-    assert "executionRoleARN" in caught.value.message
-    assert "region" in caught.value.message
-    assert "entryPoint or packageS3Uri" in caught.value.message
+def test_the_engine_setting_is_the_reference_s_json(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ASYNC_QUERY_SPARK_EXECUTION_ENGINE_CONFIG", json.dumps({**ENGINE, "accountId": "1"}))
+    monkeypatch.setenv("ASYNC_QUERY_EMR_EXECUTION_ROLES", "arn:aws:iam::1:role/a, arn:aws:iam::1:role/b")
+    settings = Settings()
+    assert settings.spark_execution_engine_config is not None
+    assert settings.spark_execution_engine_config.application_id == "00abc"
+    assert settings.emr_execution_roles == ["arn:aws:iam::1:role/a", "arn:aws:iam::1:role/b"]
+    without_package = {k: v for k, v in ENGINE.items() if k != "packageS3Uri"}
+    monkeypatch.setenv("ASYNC_QUERY_SPARK_EXECUTION_ENGINE_CONFIG", json.dumps(without_package))
+    with pytest.raises(ValueError, match="packageS3Uri"):
+        Settings()
+
+
+def test_a_datasource_may_name_only_a_listed_execution_role() -> None:
+    other = "arn:aws:iam::123456789012:role/analysts"
+    settings = Settings(
+        spark_execution_engine_config=SparkEngineConfig.model_validate(ENGINE), emr_execution_roles=[other]
+    )
+    assert execution_role_of(datasource(), settings) == ROLE
+    named = Datasource(name="mys3", connector="emr-serverless", properties={"executionRoleARN": other})
+    assert execution_role_of(named, settings) == other
+    hostile = Datasource(name="mys3", connector="emr-serverless", properties={"executionRoleARN": "arn:aws:iam::9:role/x"})
+    with pytest.raises(LauncherValidationError, match="ASYNC_QUERY_EMR_EXECUTION_ROLES"):
+        execution_role_of(hostile, settings)
+    with pytest.raises(LauncherError, match="not configured"):
+        execution_role_of(datasource(), Settings())
+
+
+def test_a_password_is_stored_once_per_value(emr: Any, app_id: str) -> None:
+    aq = launcher(app_id, emr)
+    secrets = boto3.client("secretsmanager", region_name=REGION)
+    first = aq.put_secret("async-query/prod/mys3", "one")
+    assert aq.put_secret("async-query/prod/mys3", "one") == first
+    assert len(secrets.list_secret_version_ids(SecretId=first)["Versions"]) == 1
+    assert aq.put_secret("async-query/prod/mys3", "two") == first
+    assert secrets.get_secret_value(SecretId=first)["SecretString"] == "two"
+    assert aq.secret_name("a b:c") == "async-query/prod/a-b-c"
+
+
+def test_a_job_without_a_password_names_no_secret(emr: Any, app_id: str) -> None:
+    ds = datasource()
+    conf, secret = job_conf(Settings(), ds, OpenSearchConfig(url="https://h:443"), SESSION_ID, SessionType.INTERACTIVE)
+    calls = Calls(emr, "StartJobRun")
+    launcher(app_id, emr).start(JobRequest(SESSION_ID, ds, SessionType.INTERACTIVE, conf, secret))
+    _, sent = parse_submit(calls.params[0]["jobDriver"]["sparkSubmit"]["sparkSubmitParameters"])
+    assert PASSWORD_SECRET_ARN_KEY not in sent
+
+
+def test_the_job_reads_the_password_from_the_secret(emr: Any, app_id: str) -> None:
+    from flint_repl_job.config import JobConfig
+
+    calls = Calls(emr, "StartJobRun")
+    launcher(app_id, emr).start(request())
+    _, conf = parse_submit(calls.params[0]["jobDriver"]["sparkSubmit"]["sparkSubmitParameters"])
+    cfg = JobConfig.load(conf.get, ["query_execution_result_mys3"], {})
+    assert (cfg.opensearch.auth, cfg.opensearch.username, cfg.opensearch.password) == ("basic", "admin", PASSWORD)

@@ -41,7 +41,7 @@ def emr_service(emr: Any, make_service: ServiceFactory) -> tuple[AsyncQueryServi
     launcher = EmrServerlessLauncher(
         app, f"arn:aws:iam::{DEFAULT_ACCOUNT_ID}:role/job", REGION, "s3://b/job/main.py", client=emr
     )
-    lake = Datasource(name="lake", connector="emr-serverless", properties={"applicationId": app})
+    lake = Datasource(name="lake", connector="emr-serverless")
     return make_service(datasources=[lake], launchers={"emr-serverless": launcher}), emr
 
 

@@ -23,8 +23,8 @@ from moto.server import ThreadedMotoServer
 from async_query.cli import main as cli_main
 from async_query.datasources import DatasourceRegistry
 from async_query.launcher.base import JobRequest, job_conf
-from async_query.launcher.emr import launcher_for_datasource
-from async_query.settings import Settings
+from async_query.launcher.emr import launcher_from_settings
+from async_query.settings import Settings, SparkEngineConfig
 from query_core.config import OpenSearchConfig
 from query_core.states import SessionType
 
@@ -92,8 +92,9 @@ def test_setup_creates_bucket_role_application_and_domain(endpoint: str, tmp_pat
     assert written == result
     registry = DatasourceRegistry.from_file(tmp_path / "out" / "datasources.json")
     ds = registry.get("mys3")
-    assert ds.connector == "emr-serverless"
-    assert ds.properties == {
+    assert (ds.connector, ds.engine) == ("S3GLUE", "emr-serverless")
+    engine = json.loads((tmp_path / "out" / "engine.json").read_text())
+    assert engine == {
         "applicationId": result["applicationId"],
         "executionRoleARN": role["Arn"],
         "region": REGION,
@@ -151,7 +152,9 @@ def test_readme_path_package_then_start_a_job(aws_env: str, tmp_path: Path) -> N
     assert {o["Key"] for o in objects} == {"job/main.py", "job/async_query_job.zip"}
 
     ds = DatasourceRegistry.from_file(tmp_path / "out" / "datasources.json").get("mys3")
-    launcher = launcher_for_datasource(ds, Settings())  # its client follows AWS_ENDPOINT_URL
+    engine = (tmp_path / "out" / "engine.json").read_text()
+    settings = Settings(spark_execution_engine_config=SparkEngineConfig.model_validate_json(engine))
+    launcher = launcher_from_settings(settings)  # its client follows AWS_ENDPOINT_URL
     opensearch = OpenSearchConfig(url=result["opensearchUrl"] or "http://localhost:4566")
     conf, secret = job_conf(Settings(), ds, opensearch, "sid-readme", SessionType.INTERACTIVE)
     job_id = launcher.start(JobRequest("sid-readme", ds, SessionType.INTERACTIVE, conf, secret))

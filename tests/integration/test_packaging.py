@@ -19,16 +19,15 @@ import pytest
 
 import index_mappings
 from async_query.cli import main as cli_main
-from async_query.datasources import Datasource
-from async_query.launcher.emr import launcher_for_datasource
+from async_query.launcher.emr import launcher_from_settings
 from async_query.packaging import (
     build_code_zip,
     build_package,
-    datasource_properties,
+    engine_config,
     job_requirements,
     parse_s3_uri,
 )
-from async_query.settings import Settings
+from async_query.settings import Settings, SparkEngineConfig
 from query_core.errors import AsyncQueryError, InvalidRequestError
 
 REGION = "us-east-1"
@@ -120,10 +119,10 @@ def test_package_job_reports_a_missing_bucket(s3: Any, capsys: pytest.CaptureFix
     assert "cannot upload" in capsys.readouterr().err
 
 
-def test_the_printed_properties_configure_the_launcher(s3: Any) -> None:
-    props = datasource_properties(f"s3://{BUCKET}/releases/v1", with_deps=True)
+def test_the_printed_keys_configure_the_launcher(s3: Any) -> None:
+    props = engine_config(f"s3://{BUCKET}/releases/v1", with_deps=True)
     props.update(applicationId="00app", executionRoleARN="arn:aws:iam::123456789012:role/r", region=REGION)
-    aq = launcher_for_datasource(Datasource(name="mys3", connector="emr-serverless", properties=props), Settings())
+    aq = launcher_from_settings(Settings(spark_execution_engine_config=SparkEngineConfig.model_validate(props)))
     assert aq.entry_point == f"s3://{BUCKET}/releases/v1/main.py"
     assert aq.py_files == f"s3://{BUCKET}/releases/v1/async_query_job.zip"
     assert f"--conf spark.archives=s3://{BUCKET}/releases/v1/deps.tar.gz#deps" in aq.spark_submit_parameters

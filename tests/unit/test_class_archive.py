@@ -18,24 +18,29 @@ def java_options_of(cmd: list[str]) -> str:
 
 
 class FakeWarmup:
-    """Plays the warm-up's JVM: writes the archive where it is told to, then exits with ``code``."""
+    """Plays the warm-up's JVM: once ``gate`` exists (at once without one), writes the archive
+    where it is told to, then exits with ``code``."""
 
-    def __init__(self, code: int) -> None:
+    def __init__(self, code: int, gate: Path | None = None) -> None:
         self.code = code
+        self.gate = gate
         self.runs: list[list[str]] = []
 
     def __call__(self, options: list[str], log_file: Path) -> subprocess.Popen[bytes]:
         self.runs.append(options)
         [target] = [o.split("=", 1)[1] for o in options if o.startswith("-XX:ArchiveClassesAtExit=")]
-        return subprocess.Popen(["sh", "-c", f'printf archive > "{target}"; exit {self.code}'])
+        wait = f'while [ ! -e "{self.gate}" ]; do sleep 0.01; done; ' if self.gate else ""
+        return subprocess.Popen(["sh", "-c", f'{wait}printf archive > "{target}"; exit {self.code}'])
 
 
 def test_a_warm_up_records_the_archive_once_and_every_job_then_maps_it(tmp_path: Path) -> None:
-    first, second = ClassArchive(tmp_path), ClassArchive(tmp_path)  # two launchers, one directory
-    warmup = FakeWarmup(0)
+    directory = tmp_path / "jvm"
+    first, second = ClassArchive(directory), ClassArchive(directory)  # two launchers, one directory
+    warmup = FakeWarmup(0, gate=tmp_path / "go")
     assert first.java_options(warmup) == []  # no archive yet: this job starts without one
-    assert second.java_options(warmup) == []  # one recorder per directory
+    assert second.java_options(warmup) == []  # one recorder per directory, while it records
     assert first.recorder is not None and second.recorder is None
+    (tmp_path / "go").touch()
     first.recorder.join(timeout=10)
     assert len(warmup.runs) == 1
     mapped = [f"-XX:SharedArchiveFile={first.path}"]

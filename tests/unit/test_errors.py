@@ -20,6 +20,7 @@ ERROR_TABLE = [
     (qe.MalformedIdError, 400, "IllegalArgumentException"),
     (qe.QuerySyntaxError, 400, "SyntaxCheckException"),
     (qe.UnknownDatasourceError, 400, "IllegalArgumentException"),
+    (qe.DataSourceNotFoundError, 404, "DataSourceNotFoundException"),
     (qe.QueryNotFoundError, 400, "AsyncQueryNotFoundException"),
     (qe.InvalidTransitionError, 400, "IllegalStateException"),
     (qe.TooManyRequestsError, 429, "ConcurrencyLimitExceededException"),

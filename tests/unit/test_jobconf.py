@@ -42,6 +42,7 @@ REFERENCE_KEYS = {
 #: This product's additions.
 PRODUCT_KEYS = {
     "spark.datasource.flint.verifyCerts",
+    "spark.datasource.flint.auth.passwordSecretArn",
     "spark.flint.job.heartbeatIntervalMillis",
     "spark.flint.job.heartbeatIdleIntervalMillis",
     "spark.flint.job.heartbeatStreamingIntervalMillis",
@@ -74,6 +75,7 @@ EVERYTHING = JobConf(
     auth="basic",
     username="admin",
     password="s3cret, with = signs",
+    password_secret_arn="arn:aws:secretsmanager:eu-west-1:123456789012:secret:aq-AbCdEf",
     region="eu-west-1",
     verify_certs=False,
     inactivity_limit_ms=5_000,
@@ -156,6 +158,7 @@ def test_empty_optional_settings_are_not_rendered() -> None:
         "spark.datasource.flint.port",
         "spark.datasource.flint.auth.username",
         "spark.datasource.flint.auth.password",
+        "spark.datasource.flint.auth.passwordSecretArn",
         "spark.flint.index.checkpointLocation.rootDir",
         "spark.flint.validation.deniedElements",
         "spark.flint.validation.warehouseRoot",
@@ -283,6 +286,7 @@ def test_what_the_plugin_sends_is_what_the_job_reads() -> None:
         "spark.flint.job.queryId",
         "spark.flint.deployment.excludeJobs",
         "spark.datasource.flint.auth.password",
+        "spark.datasource.flint.auth.passwordSecretArn",
         "spark.flint.index.checkpointLocation.rootDir",
         "spark.flint.validation.warehouseRoot",
         "spark.flint.validation.checkpointRoot",

@@ -403,13 +403,19 @@ def test_validation_properties_are_read_strictly(properties: dict[str, str]) -> 
     with pytest.raises(PolicyError):
         policy_for(properties, Profile.LOCAL)
     with pytest.raises(InvalidRequestError, match="validation"):
-        parse_datasource({"name": "strict", "properties": properties})
+        parse_datasource({"name": "strict", "connector": "local", "properties": properties})
 
 
 def test_emr_datasources_get_the_s3glue_list_and_local_ones_the_local_default() -> None:
     emr = Datasource(name="lake", connector="emr-serverless")
     assert validation_policy(emr).denied == S3GLUE_DENY_LIST
-    local = Datasource(name="here", spark_conf={"spark.sql.warehouse.dir": "hdfs://nn/wh"})
+    glue = Datasource(name="glue", connector="s3glue", properties={"glue.auth.type": "iam_role", "engine": "local"})
+    assert validation_policy(glue).denied == S3GLUE_DENY_LIST
+    lake = Datasource(name="seclake", connector="security_lake", properties={"engine": "local"})
+    assert validation_policy(lake).denied == SECURITY_LAKE_DENY_LIST
+    local = Datasource(
+        name="here", connector="local", spark_conf={"spark.sql.warehouse.dir": "hdfs://nn/wh"}
+    )
     policy = validation_policy(local, "file:/ignored", "/cp")
     assert policy.denied == LOCAL_DENY_LIST
     assert (policy.warehouse_root, policy.checkpoint_root) == ("hdfs://nn/wh", "/cp")
@@ -483,10 +489,10 @@ def test_the_policy_travels_to_the_job_and_the_datasource_cannot_override_it() -
 
 def test_a_fully_loosened_datasource_sends_an_empty_list() -> None:
     every = ",".join(e.name for e in LOCAL_DENY_LIST)
-    ds = Datasource(name="open", properties={"validation.allow": every}, spark_conf={"spark.sql.runSQLOnFiles": "true"})
+    ds = Datasource(name="open", connector="local", properties={"validation.allow": every})
     conf, _ = job_conf(_settings(), ds, OpenSearchConfig(), "sid", SessionType.INTERACTIVE)
     assert "spark.flint.validation.deniedElements" not in conf
-    assert conf["spark.sql.runSQLOnFiles"] == "true"
+    assert "spark.sql.runSQLOnFiles" not in conf  # Spark's default (true): File is allowed
 
 
 def _settings():  # type: ignore[no-untyped-def]
