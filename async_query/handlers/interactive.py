@@ -2,8 +2,9 @@
 
 POST reuses the session the client names when it is interactive, of the same datasource and alive
 (by its documents alone, or one confirmed ``describe``), and otherwise starts a new session, under
-the deployment's session limit. The statement's id is then appended to the session document, which
-the job reads by id: pickup does not wait for an index refresh. GET checks the session's liveness
+the deployment's session limit (a slot, :mod:`async_query.slots`, taken before its job starts).
+The statement's id is then appended to the session document, which the job reads by id: pickup
+does not wait for an index refresh. GET checks the session's liveness
 and fails statements its ended session left unfinished; DELETE cancels and, for a running
 statement, hands the cancel to the supervisor, which bounds how long the job may take to honour it.
 """
@@ -14,7 +15,8 @@ from async_query.datasources import Datasource
 from async_query.dispatch import Classified, QueryKind
 from async_query.handlers.base import SubmitRequest, Submitted, statement_doc
 from async_query.handlers.job_session import JobSessionHandler, stopping_job_on_error
-from query_core.errors import AsyncQueryError, TooManyRequestsError
+from async_query.slots import INTERACTIVE_SESSIONS
+from query_core.errors import AsyncQueryError
 from query_core.ids import datasource_of, new_id
 from query_core.models import SessionDoc, StatementDoc, Versioned
 from query_core.states import SessionType, StatementState
@@ -23,6 +25,7 @@ from query_core.states import SessionType, StatementState
 class InteractiveHandler(JobSessionHandler):
     kind = QueryKind.INTERACTIVE
     session_type = SessionType.INTERACTIVE
+    limit = INTERACTIVE_SESSIONS
 
     # -- POST -------------------------------------------------------------------------------
 
@@ -30,7 +33,6 @@ class InteractiveHandler(JobSessionHandler):
         datasource = self.context.datasources.get(request.datasource)
         session = self._usable_session(datasource, request.session_id) if request.session_id else None
         if session is None:
-            self._check_session_limit()
             session = self._new_session(datasource)
         query_id = new_id(datasource.name)
         statement = statement_doc(
@@ -68,13 +70,6 @@ class InteractiveHandler(JobSessionHandler):
         if session is None or session.doc.session_type != SessionType.INTERACTIVE:
             return None
         return session if self.context.liveness.confirm_alive(session) else None
-
-    def _check_session_limit(self) -> None:
-        """At most ``max_sessions`` live interactive sessions per deployment (a search, on the
-        path that starts a new job anyway; submitting into a live session never comes here)."""
-        limit = self.settings.max_sessions
-        if self.live_sessions(frozenset({SessionType.INTERACTIVE}), limit) >= limit:
-            raise TooManyRequestsError(f"domain concurrent active session can not exceed {limit}")
 
     def _new_session(self, datasource: Datasource) -> Versioned[SessionDoc]:
         session_id = new_id(datasource.name)
