@@ -96,6 +96,9 @@ class Settings(BaseSettings):
     streaming_housekeeping_interval_s: float = 900.0
     #: Index DML (DROP, ALTER to manual refresh) runs on this many threads of each plugin process.
     index_dml_workers: int = 2
+    #: Index DML queries a plugin process holds at once (running or waiting for a thread); a POST
+    #: beyond is a 429 with nothing written.
+    index_dml_queue: int = 64
     #: An index DML query not finished this long after it was submitted is failed by the
     #: housekeeping sweep (the plugin process running it stopped).
     index_dml_timeout_s: float = 300.0
