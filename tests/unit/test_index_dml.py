@@ -400,12 +400,12 @@ def test_a_full_index_dml_queue_refuses_with_a_429_and_writes_nothing(
         }
         assert documents() == before
         job.responsive = True  # the stream stops: both queries run to their end
-        for accepted in (first, second):
-            query_id = accepted.json()["queryId"]
-            wait_for(
-                lambda q=query_id: http.get(f"{BASE}/{q}").json()["status"] in ("SUCCESS", "FAILED"),
-                what=f"{query_id} to end",
-            )
+
+        def ended() -> bool:
+            replies = [http.get(f"{BASE}/{accepted.json()['queryId']}").json() for accepted in (first, second)]
+            return all(reply["status"] in ("SUCCESS", "FAILED") for reply in replies)
+
+        wait_for(ended, what="both DROPs to end")
         assert http.post(BASE, json=body).status_code == 201  # room again
 
 
