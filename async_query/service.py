@@ -94,6 +94,8 @@ class AsyncQueryService:
             self.supervisor,
             dml_timeout_s=settings.index_dml_timeout_s,
             index_op_stall_s=settings.index_op_stall_s,
+            launchers=self._all_launchers,
+            job_files_days=settings.job_files_retention_days,
         )
         #: Stops streaming jobs (ALTER to manual refresh, DROP, the streaming housekeeper).
         self.stream_stopper = StreamStopper(
@@ -332,6 +334,11 @@ class AsyncQueryService:
         self.stream_stopper.close()
         for handler in self.handlers.values():
             handler.close()
-        launchers = [*self.launchers.values(), *(launcher for _, launcher in self._emr_launchers.values())]
-        for launcher in launchers:
+        for launcher in self._all_launchers():
             launcher.close()
+
+    def _all_launchers(self) -> list[Launcher]:
+        """The launchers by connector, and those built per EMR Serverless datasource so far."""
+        with self._launcher_lock:
+            built = [launcher for _, launcher in self._emr_launchers.values()]
+        return [*self.launchers.values(), *built]

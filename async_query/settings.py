@@ -109,6 +109,9 @@ class Settings(BaseSettings):
     housekeeping_interval_s: float = 300.0
     request_retention_days: float = 30.0
     result_retention_days: float = 60.0
+    #: Local job logs and pid files of jobs no longer running, not written for this many days, are
+    #: deleted by housekeeping; the launcher forgets jobs that finished that long ago.
+    job_files_retention_days: float = 7.0
 
     # -- who may call (docs/security.md) --------------------------------------------------------
     #: ``none`` (anyone, allowed only on loopback), ``basic`` (users in ``users_file``) or

@@ -10,7 +10,7 @@ import logging
 import secrets
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from async_query.datasources import Datasource, DatasourceRegistry
@@ -178,7 +178,9 @@ class Housekeeper(Worker):
 
     Requests older than ``request_days`` and results older than ``result_days`` are deleted. The
     sweeps make sure that a statement reaches a terminal state, and an index a stable state, even
-    when no client ever asks again and the process that was running them is gone.
+    when no client ever asks again and the process that was running them is gone. Every process
+    also prunes what its own launchers keep of finished jobs (local job logs, pid files and
+    process entries) older than ``job_files_days``.
     """
 
     name = "housekeeper"
@@ -196,8 +198,12 @@ class Housekeeper(Worker):
         *,
         dml_timeout_s: float = 300.0,
         index_op_stall_s: float = 300.0,
+        launchers: Callable[[], Iterable[Launcher]] = tuple,
+        job_files_days: float = 7.0,
     ) -> None:
         super().__init__(interval_s)
+        self.launchers = launchers
+        self.job_files_days = job_files_days
         self.supervisor = supervisor
         self.store = store
         self.datasources = datasources
@@ -210,6 +216,7 @@ class Housekeeper(Worker):
         self.deleted = 0
 
     def run_once(self) -> None:
+        self.prune_launchers()
         for datasource in self.datasources.all():
             try:
                 if self.lease.acquire(datasource.name):
@@ -218,6 +225,15 @@ class Housekeeper(Worker):
                     self.stalled_indexes.sweep(datasource.name)
             except AsyncQueryError as exc:
                 log.warning("housekeeping of %s failed: %s", datasource.name, exc)
+
+    def prune_launchers(self) -> None:
+        """This process's launchers forget finished jobs and delete their old files (no lease: what
+        they keep is this process's, or this machine's)."""
+        for launcher in self.launchers():
+            try:
+                launcher.prune(self.job_files_days * DAY_MS / 1000)
+            except Exception:
+                log.exception("pruning the finished jobs of launcher %s failed", type(launcher).__name__)
 
     def clean(self, datasource: str, result_index: str) -> int:
         now = now_millis()
