@@ -22,6 +22,7 @@ from async_query.liveness import LivenessChecker, Staleness
 from async_query.replies import success_reply
 from async_query.session_cache import SessionCache
 from async_query.settings import Settings
+from async_query.stream_watch import StreamWatcher
 from async_query.streams import StreamStopper
 from async_query.workers import CancelSupervisor, Housekeeper, Lease, StreamingHousekeeper
 from query_core.config import OpenSearchConfig
@@ -108,6 +109,8 @@ class AsyncQueryService:
             self.stream_stopper.stop,
             settings.streaming_housekeeping_interval_s,
         )
+        #: Notices a dead stream within its staleness limit (its index then fails with the cause).
+        self.stream_watcher = StreamWatcher(store, self.liveness, settings.stream_watch_interval_s)
         self.handlers: dict[QueryKind, QueryHandler] = handlers_for(
             HandlerContext(
                 settings=settings,
@@ -127,6 +130,7 @@ class AsyncQueryService:
         self.supervisor.start()
         self.housekeeper.start()
         self.streaming_housekeeper.start()
+        self.stream_watcher.start()
 
     def launcher_for(self, datasource: Datasource) -> Launcher:
         """The launcher of a datasource: shared by connector, or built per EMR Serverless datasource."""
@@ -331,6 +335,7 @@ class AsyncQueryService:
         self.supervisor.stop()
         self.housekeeper.stop()
         self.streaming_housekeeper.stop()
+        self.stream_watcher.stop()
         self.stream_stopper.close()
         for handler in self.handlers.values():
             handler.close()

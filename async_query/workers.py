@@ -45,6 +45,10 @@ class Worker:
     def run_once(self) -> None:
         raise NotImplementedError
 
+    def wait_s(self) -> float:
+        """How long to wait before the next round (unless woken)."""
+        return self.interval_s
+
     def wake(self) -> None:
         self._wake.set()
 
@@ -64,7 +68,7 @@ class Worker:
                 self.run_once()
             except Exception:
                 log.exception("%s round failed", self.name)
-            self._wake.wait(self.interval_s)
+            self._wake.wait(self.wait_s())
             self._wake.clear()
 
 
@@ -327,16 +331,8 @@ class StalledIndexRepair:
             checked = [self.liveness.check(s).doc for s in sessions]
             if any(not is_terminal(s.state) for s in checked):
                 return None
-            ended = checked[0]
-            detail = f": {ended.error}" if ended.error else ""
             streaming = any(s.session_type == SessionType.STREAMING for s in checked)
-            if streaming and state.state == FlintIndexState.REFRESHING:
-                what = "The stream refreshing this index stopped"
-            reason = (
-                f"{what}: job {state.job_id} ({ended.session_type.value} session {ended.session_id}) "
-                f"ended {ended.state.value}{detail}"
-            )
-            return reason, streaming
+            return owner_ended(state, checked[0], streaming), streaming
         idle_s = (now_millis() - state.last_update_time) / 1000
         if idle_s <= self.stall_s:
             return None
@@ -353,6 +349,18 @@ class StalledIndexRepair:
         )
 
 
+def owner_ended(state: FlintIndexStateDoc, ended: SessionDoc, streaming: bool) -> str:
+    """Why an index's operation will never finish: the session of its owner job ``ended``."""
+    what = f"Left {state.state.value} by an operation that will not finish"
+    if streaming and state.state == FlintIndexState.REFRESHING:
+        what = "The stream refreshing this index stopped"
+    detail = f": {ended.error}" if ended.error else ""
+    return (
+        f"{what}: job {state.job_id} ({ended.session_type.value} session {ended.session_id}) "
+        f"ended {ended.state.value}{detail}"
+    )
+
+
 class StreamingHousekeeper(Worker):
     """Stops the streams that should no longer run, every ``interval_s`` (15 minutes by default).
 
@@ -367,7 +375,7 @@ class StreamingHousekeeper(Worker):
     The operation's move of the index asks the job to stop; :class:`async_query.streams.StreamStopper`
     waits for it, boundedly, and cancels the job past the deadline. A stale session is confirmed
     through the liveness check first (one coalesced ``describe``); one found dead leaves its index
-    to the housekeeping sweep, which fails it with the cause. One plugin process at a time does
+    to the stream watcher (:mod:`async_query.stream_watch`), which fails it with the cause. One plugin process at a time does
     this work (a lease in the deployment's slot index).
     """
 
@@ -410,7 +418,7 @@ class StreamingHousekeeper(Worker):
     def check(self, session: Versioned[SessionDoc]) -> None:
         doc = session.doc
         if not self.liveness.staleness.is_fresh(doc) and is_terminal(self.liveness.check(session).doc.state):
-            return  # dead: the housekeeping sweep fails its index with the cause
+            return  # dead: the stream watcher fails its index with the cause
         datasource = self.datasources.find(doc.data_source_name)
         for state in self.store.index_states.find(
             doc.data_source_name, [FlintIndexState.REFRESHING], job_id=doc.job_id

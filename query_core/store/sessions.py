@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from query_core.models import SessionDoc, Versioned, now_millis
-from query_core.states import SessionState, is_terminal
+from query_core.states import SessionState, SessionType, is_terminal
 from query_core.store.connector import Filter, Term, Terms
 from query_core.store.documents import DocumentRepository
 
@@ -30,14 +30,21 @@ class SessionRepository(DocumentRepository[SessionDoc]):
         return self.move(current, state if state is not None else current.doc.state, **fields)
 
     def find(
-        self, datasource: str | None, states: list[SessionState], size: int = 1000, job_id: str | None = None
+        self,
+        datasource: str | None,
+        states: list[SessionState],
+        size: int = 1000,
+        job_id: str | None = None,
+        session_type: SessionType | None = None,
     ) -> list[Versioned[SessionDoc]]:
-        """Sessions in ``states`` (of one job if ``job_id`` is given), most recently active first;
-        every request index's when ``datasource`` is None (a search: refresh-delayed; for limits,
-        listings and sweeps)."""
+        """Sessions in ``states`` (of one job if ``job_id`` is given, of one type if
+        ``session_type`` is), most recently active first; every request index's when
+        ``datasource`` is None (a search: refresh-delayed; for limits, listings and sweeps)."""
         filters: list[Filter] = [Terms("state", tuple(s.value for s in states))]
         if job_id is not None:
             filters.append(Term("jobId", job_id))
+        if session_type is not None:
+            filters.append(Term("sessionType", session_type.value))
         return self.search(datasource, *filters, sort=(("lastUpdateTime", "desc"),), size=size)
 
     # -- the named operations ---------------------------------------------------------------
