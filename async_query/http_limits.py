@@ -12,7 +12,8 @@ limit answers in plain text. Here (``docs/security.md``, "Resource limits"):
 - a head over ``http_max_header_bytes`` is a 431 and the connection is closed;
 - at most ``http_max_concurrency`` requests are handled at once; one beyond is a 503 in the
   error shape (:class:`ConcurrencyLimit`, outermost in the app);
-- an idle keep-alive connection is closed after ``http_keep_alive_s``.
+- an idle keep-alive connection is closed after ``http_keep_alive_s``, and a stop waits at most
+  ``http_shutdown_timeout_s`` for the requests in progress.
 """
 
 from __future__ import annotations
@@ -165,6 +166,7 @@ def uvicorn_limits(settings: Settings) -> dict[str, Any]:
     return {
         "http": protocol_for(settings),
         "timeout_keep_alive": settings.http_keep_alive_s,
+        "timeout_graceful_shutdown": settings.http_shutdown_timeout_s,
         "h11_max_incomplete_event_size": settings.http_max_header_bytes,
     }
 

@@ -148,6 +148,8 @@ class Settings(BaseSettings):
     http_max_header_bytes: int = 65_536
     #: Seconds an idle keep-alive connection is kept open.
     http_keep_alive_s: int = 5
+    #: Seconds a stop waits for requests in progress before it closes their connections.
+    http_shutdown_timeout_s: int = 30
     max_query_chars: int = 1_000_000
     max_body_bytes: int = 2_000_000
     #: Bytes of finished queries' replies kept in memory (they never change).

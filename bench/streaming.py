@@ -24,7 +24,7 @@ The service's heartbeat settings are its defaults (``heartbeat_streaming_ms`` 10
   process of the job's process group gone; between cycles ``ALTER ... WITH (auto_refresh = true)``
   starts the stream again (its time to ``SUCCESS`` is reported too). Stops that needed the
   launcher's cancel are counted from ``service.stream_stopper.cancelled`` (target 0);
-* **dead stream**: K cycles (2; ``--quick`` 1) of a running stream (started by ``ALTER ... WITH
+* **dead stream**: K cycles (2) of a running stream (started by ``ALTER ... WITH
   (auto_refresh = true)``, then ``RECOVER INDEX JOB``) whose job's process group is killed with
   ``kill -9``: from the kill to the index's state document ``failed`` (read by id every 50 ms),
   with only the stream watcher running (no housekeeping sweep), at the default staleness (3 missed
@@ -126,7 +126,7 @@ class StreamingPlan:
 
     @classmethod
     def quick(cls) -> StreamingPlan:
-        return cls(inserts=5, window_s=20.0, stop_cycles=2, kill_cycles=1)
+        return cls(inserts=5, window_s=20.0, stop_cycles=2)
 
 
 class Client:
