@@ -375,8 +375,8 @@ class StreamingHousekeeper(Worker):
     The operation's move of the index asks the job to stop; :class:`async_query.streams.StreamStopper`
     waits for it, boundedly, and cancels the job past the deadline. A stale session is confirmed
     through the liveness check first (one coalesced ``describe``); one found dead leaves its index
-    to the stream watcher (:mod:`async_query.stream_watch`), which fails it with the cause. One plugin process at a time does
-    this work (a lease in the deployment's slot index).
+    to the stream watcher (:mod:`async_query.stream_watch`), which fails it with the cause. One
+    plugin process at a time does this work (a lease in the deployment's slot index).
     """
 
     name = "streaming-housekeeper"

@@ -1,7 +1,7 @@
 """Batch queries (manual CREATE, REFRESH, VACUUM): a job of their own per statement.
 
-POST, under the deployment's limit of refreshing jobs (a slot, :mod:`async_query.slots`), launches the job and writes the statement,
-then the session (``sessionType: batch``) naming the job. The job waits for its session document
+POST, under the deployment's limit of refreshing jobs (a slot, :mod:`async_query.slots`), launches
+the job and writes the statement, then the session (``sessionType: batch``) naming the job. The job waits for its session document
 before it reads the statement, so it always finds both; a failed write stops the job. The reply
 carries no ``sessionId``. GET is the interactive one: the job heart-beats its session, so a GET
 reads documents only while the heartbeat is fresh.

@@ -2,11 +2,11 @@
 
 POST writes a ``local`` session document (listing the statement's id), then the statement, and
 returns at once; the work (:mod:`async_query.handlers.index_dml_ops`) runs on a small pool of
-threads owned by the handler. The pool's queue is bounded: a plugin process holds at most
-``index_dml_queue`` index DML queries (running or waiting for a thread), and a POST beyond that is
-a 429, with nothing written (``docs/api.md``). It moves the statement ``waiting → running``, writes the result
+threads owned by the handler. It moves the statement ``waiting → running``, writes the result
 document (empty rows on success, the error on failure), then the terminal state, and ends the
-session ``dead``. GET reads documents only. DELETE is refused with the reference's message.
+session ``dead``. The pool's queue is bounded: a plugin process holds at most ``index_dml_queue``
+index DML queries (running or waiting for a thread); a POST beyond that is a 429, with nothing
+written (``docs/api.md``). GET reads documents only. DELETE is refused with the reference's message.
 
 Should the plugin process stop between the POST and the end, the housekeeping sweep ends the
 session after ``index_dml_timeout_s`` and fails the statement

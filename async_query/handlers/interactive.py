@@ -4,9 +4,9 @@ POST reuses the session the client names when it is interactive, of the same dat
 (by its documents alone, or one confirmed ``describe``), and otherwise starts a new session, under
 the deployment's session limit (a slot, :mod:`async_query.slots`, taken before its job starts).
 The statement's id is then appended to the session document, which the job reads by id: pickup
-does not wait for an index refresh. GET checks the session's liveness
-and fails statements its ended session left unfinished; DELETE cancels and, for a running
-statement, hands the cancel to the supervisor, which bounds how long the job may take to honour it.
+does not wait for an index refresh. GET checks the session's liveness and fails statements its
+ended session left unfinished; DELETE cancels and, for a running statement, hands the cancel to the
+supervisor, which bounds how long the job may take to honour it.
 """
 
 from __future__ import annotations

@@ -214,7 +214,8 @@ class LocalLauncher(Launcher):
             for job_id in done:
                 del self._procs[job_id]
                 self._logs.pop(job_id, None)
-            running_logs = {self._logs[j].resolve() for j, p in self._procs.items() if j in self._logs and p.poll() is None}
+            running = [job_id for job_id, proc in self._procs.items() if proc.poll() is None]
+            running_logs = {self._logs[job_id].resolve() for job_id in running if job_id in self._logs}
         removed = len(done)
         for pid_file in _old_files(self.data_dir / "jobs", "*.pid", 0):
             pid = self._pid(pid_file.stem)
