@@ -122,6 +122,26 @@ def test_a_stale_search_hit_is_read_again_before_the_launcher_is_asked(
     assert index_state(store, ds).state == FlintIndexState.REFRESHING
 
 
+def test_a_session_another_process_ended_has_its_index_failed_without_asking_the_launcher(
+    make_service: ServiceFactory, store: Store
+) -> None:
+    """Another plugin process (a GET's liveness check, say) ended the session; the search still
+    shows it running and stale: its index is failed with that end's cause."""
+    service, launcher, ds = setup(make_service, JobRunState.FAILED)
+    session_id = live_stream(store, ds, interval_ms=10_000)
+    age(store, ds, session_id, 31_000)
+    store.index.refresh("*")
+    current = store.sessions.get(ds, session_id)
+    assert current is not None
+    store.sessions.end(current, SessionState.DEAD, "Job job-s of session s-stream is failed")
+
+    service.stream_watcher.run_once()
+
+    assert launcher.described == []
+    state = index_state(store, ds)
+    assert state.state == FlintIndexState.FAILED and state.error.endswith("ended dead: Job job-s of session s-stream is failed")
+
+
 def test_the_watcher_wakes_at_the_staleness_limit_not_at_its_interval(
     make_service: ServiceFactory, store: Store
 ) -> None:
