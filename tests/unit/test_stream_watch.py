@@ -139,7 +139,8 @@ def test_a_session_another_process_ended_has_its_index_failed_without_asking_the
 
     assert launcher.described == []
     state = index_state(store, ds)
-    assert state.state == FlintIndexState.FAILED and state.error.endswith("ended dead: Job job-s of session s-stream is failed")
+    assert state.state == FlintIndexState.FAILED
+    assert state.error.endswith("ended dead: Job job-s of session s-stream is failed")
 
 
 def test_the_watcher_wakes_at_the_staleness_limit_not_at_its_interval(
