@@ -21,6 +21,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from async_query.datasource_api import datasource_router
+from async_query.http_limits import ConcurrencyLimit
 from async_query.replies import submitted_reply
 from async_query.security.errors import FORBIDDEN_REASON, UNAUTHORIZED_REASON
 from async_query.security.middleware import SecurityMiddleware, audit_note, current_principal
@@ -236,6 +237,8 @@ def create_app(
         app.add_middleware(gateway.in_front_of)  # outside the request checks
     # Added last, so outermost: nothing is looked at before the caller is known.
     app.add_middleware(SecurityMiddleware, security=guard)
+    # Outside even that: it bounds everything, authentication included (docs/security.md).
+    app.add_middleware(ConcurrencyLimit, limit=service.settings.http_max_concurrency)
 
     @app.exception_handler(AsyncQueryError)
     async def on_product_error(request: Request, exc: AsyncQueryError) -> JSONResponse:

@@ -20,6 +20,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     from async_query.api import create_app
     from async_query.gateway import GatewayConfigError, gateway_policy
+    from async_query.http_limits import uvicorn_limits
     from async_query.runtime import build_runtime
     from async_query.security.files import PRIVATE_UMASK, private_dir
     from async_query.security.setup import build_security, probe_cluster, serve_checks
@@ -75,6 +76,8 @@ def _serve(args: argparse.Namespace) -> int:
             server_header=gateway is None,
             ssl_certfile=args.tls_cert,
             ssl_keyfile=args.tls_key,
+            # Connections, head and body time, head size (docs/security.md, "Resource limits").
+            **uvicorn_limits(settings),
         )
     finally:
         runtime.close()

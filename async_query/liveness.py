@@ -56,12 +56,16 @@ class Staleness:
         return (interval + lag) * self.stale_heartbeats
 
     def is_fresh(self, session: SessionDoc, now: int | None = None) -> bool:
+        return self.fresh_for_ms(session, now) > 0
+
+    def fresh_for_ms(self, session: SessionDoc, now: int | None = None) -> float:
+        """How much longer the session's documents alone vouch for it (0 or less: it is suspect)."""
         now = now if now is not None else now_millis()
         if session.state == SessionState.RUNNING:
-            return now - session.last_update_time < self.limit_ms(session)
+            return session.last_update_time + self.limit_ms(session) - now
         if session.state == SessionState.NOT_STARTED:
-            return now - session.last_update_time < self.start_timeout_s * 1000
-        return False
+            return session.last_update_time + self.start_timeout_s * 1000 - now
+        return 0.0
 
 
 class LivenessChecker:

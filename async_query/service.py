@@ -29,6 +29,7 @@ from async_query.security.authz import check_datasource_access, check_owner
 from async_query.security.principal import ANONYMOUS, Principal
 from async_query.session_cache import SessionCache
 from async_query.settings import Settings
+from async_query.stream_watch import StreamWatcher
 from async_query.streams import StreamStopper
 from async_query.workers import CancelSupervisor, Housekeeper, Lease, StreamingHousekeeper
 from query_core.config import OpenSearchConfig
@@ -109,6 +110,8 @@ class AsyncQueryService:
             self.supervisor,
             dml_timeout_s=settings.index_dml_timeout_s,
             index_op_stall_s=settings.index_op_stall_s,
+            launchers=self._all_launchers,
+            job_files_days=settings.job_files_retention_days,
         )
         #: Stops streaming jobs (ALTER to manual refresh, DROP, the streaming housekeeper).
         self.stream_stopper = StreamStopper(
@@ -121,6 +124,8 @@ class AsyncQueryService:
             self.stream_stopper.stop,
             settings.streaming_housekeeping_interval_s,
         )
+        #: Notices a dead stream within its staleness limit (its index then fails with the cause).
+        self.stream_watcher = StreamWatcher(store, self.liveness, settings.stream_watch_interval_s)
         self.handlers: dict[QueryKind, QueryHandler] = handlers_for(
             HandlerContext(
                 settings=settings,
@@ -140,6 +145,7 @@ class AsyncQueryService:
         self.supervisor.start()
         self.housekeeper.start()
         self.streaming_housekeeper.start()
+        self.stream_watcher.start()
 
     @property
     def default_engine(self) -> str:
@@ -406,9 +412,15 @@ class AsyncQueryService:
         self.supervisor.stop()
         self.housekeeper.stop()
         self.streaming_housekeeper.stop()
+        self.stream_watcher.stop()
         self.stream_stopper.close()
         for handler in self.handlers.values():
             handler.close()
-        launchers = [*self.launchers.values(), *self._emr_launchers.values()]
-        for launcher in launchers:
+        for launcher in self._all_launchers():
             launcher.close()
+
+    def _all_launchers(self) -> list[Launcher]:
+        """The launchers by connector, and those built per EMR Serverless execution role so far."""
+        with self._launcher_lock:
+            built = list(self._emr_launchers.values())
+        return [*self.launchers.values(), *built]

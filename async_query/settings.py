@@ -141,11 +141,17 @@ class Settings(BaseSettings):
     #: How long ALTER to manual refresh and DROP wait for a streaming job to stop its stream when
     #: asked; past it the job is cancelled through its launcher and its session ended.
     stream_stop_timeout_s: float = 60.0
-    #: The streaming housekeeper's period: it confirms silent streaming jobs dead (their indexes
-    #: then fail), and stops streams whose index or datasource is gone or disabled.
+    #: The streaming housekeeper's period: it stops streams whose index or datasource is gone or
+    #: disabled.
     streaming_housekeeping_interval_s: float = 900.0
+    #: Live streaming sessions are searched for at least this often; each is looked at again when
+    #: its own staleness limit passes, and a dead one's index fails then (``stream_watch``).
+    stream_watch_interval_s: float = 10.0
     #: Index DML (DROP, ALTER to manual refresh) runs on this many threads of each plugin process.
     index_dml_workers: int = 2
+    #: Index DML queries a plugin process holds at once (running or waiting for a thread); a POST
+    #: beyond is a 429 with nothing written.
+    index_dml_queue: int = 64
     #: An index DML query not finished this long after it was submitted is failed by the
     #: housekeeping sweep (the plugin process running it stopped).
     index_dml_timeout_s: float = 300.0
@@ -156,6 +162,9 @@ class Settings(BaseSettings):
     housekeeping_interval_s: float = 300.0
     request_retention_days: float = 30.0
     result_retention_days: float = 60.0
+    #: Local job logs and pid files of jobs no longer running, not written for this many days, are
+    #: deleted by housekeeping; the launcher forgets jobs that finished that long ago.
+    job_files_retention_days: float = 7.0
 
     # -- datasources over REST (docs/datasources.md) --------------------------------------------
     #: At most this many datasources may be created over REST (the reference's default).
@@ -183,6 +192,21 @@ class Settings(BaseSettings):
     audit_backups: int = 5
 
     # -- the REST layer -------------------------------------------------------------------------
+    #: Open client connections per plugin process; one beyond is closed as soon as it is accepted.
+    http_max_connections: int = 512
+    #: Requests handled at once per plugin process; one beyond is a 503 in the error shape.
+    http_max_concurrency: int = 256
+    #: Seconds a request's head (request line and headers) may take to arrive, from the connection
+    #: or the request's first byte; a slower connection is cut (408).
+    http_header_timeout_s: float = 10.0
+    #: Seconds a request's body may take to arrive after its head; a slower connection is cut.
+    http_body_timeout_s: float = 60.0
+    #: The largest request head accepted, in bytes (beyond: 431, and the connection is closed).
+    http_max_header_bytes: int = 65_536
+    #: Seconds an idle keep-alive connection is kept open.
+    http_keep_alive_s: int = 5
+    #: Seconds a stop waits for requests in progress before it closes their connections.
+    http_shutdown_timeout_s: int = 30
     max_query_chars: int = 1_000_000
     max_body_bytes: int = 2_000_000
     #: Bytes of finished queries' replies kept in memory (they never change).

@@ -10,7 +10,7 @@ import logging
 import secrets
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from async_query.datasources import Datasource, DatasourceRegistry
@@ -45,6 +45,10 @@ class Worker:
     def run_once(self) -> None:
         raise NotImplementedError
 
+    def wait_s(self) -> float:
+        """How long to wait before the next round (unless woken)."""
+        return self.interval_s
+
     def wake(self) -> None:
         self._wake.set()
 
@@ -64,7 +68,7 @@ class Worker:
                 self.run_once()
             except Exception:
                 log.exception("%s round failed", self.name)
-            self._wake.wait(self.interval_s)
+            self._wake.wait(self.wait_s())
             self._wake.clear()
 
 
@@ -178,7 +182,9 @@ class Housekeeper(Worker):
 
     Requests older than ``request_days`` and results older than ``result_days`` are deleted. The
     sweeps make sure that a statement reaches a terminal state, and an index a stable state, even
-    when no client ever asks again and the process that was running them is gone.
+    when no client ever asks again and the process that was running them is gone. Every process
+    also prunes what its own launchers keep of finished jobs (local job logs, pid files and
+    process entries) older than ``job_files_days``.
     """
 
     name = "housekeeper"
@@ -196,8 +202,12 @@ class Housekeeper(Worker):
         *,
         dml_timeout_s: float = 300.0,
         index_op_stall_s: float = 300.0,
+        launchers: Callable[[], Iterable[Launcher]] = tuple,
+        job_files_days: float = 7.0,
     ) -> None:
         super().__init__(interval_s)
+        self.launchers = launchers
+        self.job_files_days = job_files_days
         self.supervisor = supervisor
         self.store = store
         self.datasources = datasources
@@ -210,6 +220,7 @@ class Housekeeper(Worker):
         self.deleted = 0
 
     def run_once(self) -> None:
+        self.prune_launchers()
         for datasource in self.datasources.all():
             try:
                 if self.lease.acquire(datasource.name):
@@ -218,6 +229,15 @@ class Housekeeper(Worker):
                     self.stalled_indexes.sweep(datasource.name)
             except AsyncQueryError as exc:
                 log.warning("housekeeping of %s failed: %s", datasource.name, exc)
+
+    def prune_launchers(self) -> None:
+        """This process's launchers forget finished jobs and delete their old files (no lease: what
+        they keep is this process's, or this machine's)."""
+        for launcher in self.launchers():
+            try:
+                launcher.prune(self.job_files_days * DAY_MS / 1000)
+            except Exception:
+                log.exception("pruning the finished jobs of launcher %s failed", type(launcher).__name__)
 
     def clean(self, datasource: str, result_index: str) -> int:
         now = now_millis()
@@ -311,16 +331,8 @@ class StalledIndexRepair:
             checked = [self.liveness.check(s).doc for s in sessions]
             if any(not is_terminal(s.state) for s in checked):
                 return None
-            ended = checked[0]
-            detail = f": {ended.error}" if ended.error else ""
             streaming = any(s.session_type == SessionType.STREAMING for s in checked)
-            if streaming and state.state == FlintIndexState.REFRESHING:
-                what = "The stream refreshing this index stopped"
-            reason = (
-                f"{what}: job {state.job_id} ({ended.session_type.value} session {ended.session_id}) "
-                f"ended {ended.state.value}{detail}"
-            )
-            return reason, streaming
+            return owner_ended(state, checked[0], streaming), streaming
         idle_s = (now_millis() - state.last_update_time) / 1000
         if idle_s <= self.stall_s:
             return None
@@ -337,6 +349,18 @@ class StalledIndexRepair:
         )
 
 
+def owner_ended(state: FlintIndexStateDoc, ended: SessionDoc, streaming: bool) -> str:
+    """Why an index's operation will never finish: the session of its owner job ``ended``."""
+    what = f"Left {state.state.value} by an operation that will not finish"
+    if streaming and state.state == FlintIndexState.REFRESHING:
+        what = "The stream refreshing this index stopped"
+    detail = f": {ended.error}" if ended.error else ""
+    return (
+        f"{what}: job {state.job_id} ({ended.session_type.value} session {ended.session_id}) "
+        f"ended {ended.state.value}{detail}"
+    )
+
+
 class StreamingHousekeeper(Worker):
     """Stops the streams that should no longer run, every ``interval_s`` (15 minutes by default).
 
@@ -351,8 +375,8 @@ class StreamingHousekeeper(Worker):
     The operation's move of the index asks the job to stop; :class:`async_query.streams.StreamStopper`
     waits for it, boundedly, and cancels the job past the deadline. A stale session is confirmed
     through the liveness check first (one coalesced ``describe``); one found dead leaves its index
-    to the housekeeping sweep, which fails it with the cause. One plugin process at a time does
-    this work (a lease in the deployment's slot index).
+    to the stream watcher (:mod:`async_query.stream_watch`), which fails it with the cause. One
+    plugin process at a time does this work (a lease in the deployment's slot index).
     """
 
     name = "streaming-housekeeper"
@@ -394,7 +418,7 @@ class StreamingHousekeeper(Worker):
     def check(self, session: Versioned[SessionDoc]) -> None:
         doc = session.doc
         if not self.liveness.staleness.is_fresh(doc) and is_terminal(self.liveness.check(session).doc.state):
-            return  # dead: the housekeeping sweep fails its index with the cause
+            return  # dead: the stream watcher fails its index with the cause
         datasource = self.datasources.find(doc.data_source_name)
         for state in self.store.index_states.find(
             doc.data_source_name, [FlintIndexState.REFRESHING], job_id=doc.job_id

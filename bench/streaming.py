@@ -23,7 +23,13 @@ The service's heartbeat settings are its defaults (``heartbeat_streaming_ms`` 10
   just before the POST to both the streaming session ``dead`` (read by id every 50 ms) and every
   process of the job's process group gone; between cycles ``ALTER ... WITH (auto_refresh = true)``
   starts the stream again (its time to ``SUCCESS`` is reported too). Stops that needed the
-  launcher's cancel are counted from ``service.stream_stopper.cancelled`` (target 0).
+  launcher's cancel are counted from ``service.stream_stopper.cancelled`` (target 0);
+* **dead stream**: K cycles (2) of a running stream (started by ``ALTER ... WITH
+  (auto_refresh = true)``, then ``RECOVER INDEX JOB``) whose job's process group is killed with
+  ``kill -9`` just after a steady heartbeat (the worst moment: the session stays fresh for the
+  longest): from the kill to the index's state document ``failed`` (read by id every 50 ms),
+  with only the stream watcher running (no housekeeping sweep), at the default staleness (3 missed
+  beats of 10 s). Target: within 60 s.
 
 Every wait has a deadline: a stream that does not start, a row that never shows, a stop that never
 ends is a clear error naming the job's log (``<data dir>/logs/<session id>.log``, its tail
@@ -64,7 +70,7 @@ from bench.stats import percentile, summary
 from query_core.flint import latest_id
 from query_core.ids import request_index
 from query_core.models import SessionDoc
-from query_core.states import SessionState, SessionType
+from query_core.states import FlintIndexState, SessionState, SessionType
 from query_core.store import Query, Store, Term, quiet_driver_logs
 from tests.faults.procs import group_members, job_pid
 
@@ -79,6 +85,7 @@ INDEX = f"flint_{DS}_default_bench_stream_events_pages_index"
 CREATE = f"CREATE INDEX pages ON {TABLE} (page, n) WITH (auto_refresh = true, refresh_interval = '1 second')"
 ALTER_OFF = f"ALTER INDEX pages ON {TABLE} WITH (auto_refresh = false)"
 ALTER_ON = f"ALTER INDEX pages ON {TABLE} WITH (auto_refresh = true)"
+RECOVER = f"RECOVER INDEX JOB {INDEX}"
 TERMINAL = frozenset({"SUCCESS", "FAILED", "CANCELLED", "TIMEOUT"})
 #: The warm interactive session must outlive the whole run (no figure depends on it).
 INACTIVITY_LIMIT_MS = 900_000
@@ -90,6 +97,8 @@ STREAM_START_S = 240.0
 STATEMENT_S = 180.0
 #: A row from its INSERT's SUCCESS to the index.
 FRESH_S = 90.0
+#: A killed stream's index from the kill to ``failed`` (the target is 60 s).
+KILLED_S = 180.0
 #: Polling periods.
 STATUS_POLL_S = 0.02
 INDEX_POLL_S = 0.05
@@ -113,6 +122,8 @@ class StreamingPlan:
     stop_cycles: int = 5
     #: The busy window INSERTs a row this often.
     insert_every_s: float = 1.0
+    #: Streams killed with ``kill -9``, timed until their index is failed.
+    kill_cycles: int = 2
 
     @classmethod
     def quick(cls) -> StreamingPlan:
@@ -545,6 +556,66 @@ class StreamingBench:
             )
 
 
+    def kill_cycle(self, restart: str) -> dict[str, Any]:
+        """Start the stream with ``restart``, kill its job's process group, and time the index's
+        move to ``failed`` (the stream watcher alone at work)."""
+        import signal
+
+        self.start_stream(restart)
+        session_id, job_id = self.stream_session, self.stream_job
+        pid = job_pid(self.data_dir, job_id)
+        # The worst moment: just after a steady beat (one that promises the next in a whole
+        # streaming interval), so the session stays fresh for the longest.
+        steady_ms = self.service.settings.heartbeat_streaming_ms
+        beat = self.next_beat()
+        while beat.doc.heartbeat_interval_millis != steady_ms:
+            beat = self.next_beat(beat)
+        deadline_s = KILLED_S
+        killed_at = time.perf_counter()
+        os.killpg(pid, signal.SIGKILL)
+        while True:
+            found = self.store.index_states.get(DS, latest_id(INDEX))
+            now = time.perf_counter()
+            if found is not None and found.doc.state is FlintIndexState.FAILED:
+                break
+            if now - killed_at > deadline_s:
+                state = found.doc.state.value if found is not None else "gone"
+                raise self._failure(f"the index was still {state} {deadline_s:g} s after kill -9 of its job", session_id)
+            time.sleep(DOC_POLL_S)
+        session = self.session_doc(session_id)
+        return {
+            "failed_s": now - killed_at,
+            "killed_after_beat_s": killed_at - beat.at,
+            "session_state": session.state.value if session is not None else "",
+            "index_error": found.doc.error[:300],
+        }
+
+    def kills(self) -> None:
+        watcher = self.service.stream_watcher
+        watcher.start()
+        try:
+            cycles = [self.kill_cycle(ALTER_ON if n == 0 else RECOVER) for n in range(self.plan.kill_cycles)]
+        finally:
+            watcher.stop()
+        self.details["kill_cycles"] = cycles
+        failed = [c["failed_s"] for c in cycles]
+        interval_ms = self.service.settings.heartbeat_streaming_ms
+        self.figures.append(
+            Figure(
+                SECTION,
+                "kill -9 of a streaming job -> index failed (max)",
+                max(failed),
+                "s",
+                Target("<=", 60),
+                note=(
+                    f"n={len(failed)}: {', '.join(f'{f:.1f}' for f in failed)} s; killed just after a beat; stream "
+                    f"watcher only, stale after {self.service.settings.stale_heartbeats:g} beats of "
+                    f"{interval_ms / 1000:g} s"
+                ),
+            )
+        )
+
+
 class _Inserter:
     """INSERTs one row every ``every_s`` seconds (back to back when one takes longer) until stopped."""
 
@@ -659,6 +730,7 @@ def run_bench(work: Path, plan: StreamingPlan, step: Callable[[str], None] | Non
                 (f"freshness ({plan.inserts} inserts)", bench.freshness),
                 (f"heartbeat window, inserts every {plan.insert_every_s:g} s", lambda: bench.heartbeats(busy=True)),
                 (f"stop cycles ({plan.stop_cycles})", bench.stops),
+                (f"kill cycles ({plan.kill_cycles})", bench.kills),
             ]:
                 began = time.perf_counter()
                 say(name)

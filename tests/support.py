@@ -93,10 +93,12 @@ class RecordingLauncher(Launcher):
 
 
 @contextmanager
-def serve_http(app: object) -> Iterator[str]:
-    """Serve an ASGI app on a free loopback port in a thread; yields its base URL."""
+def serve_http(app: object, **options: Any) -> Iterator[str]:
+    """Serve an ASGI app on a free loopback port in a thread (``options``: more of
+    ``uvicorn.Config``'s); yields its base URL."""
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", access_log=False))  # type: ignore[arg-type]
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", access_log=False, **options)  # type: ignore[arg-type]
+    server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     wait_for(lambda: server.started, timeout=10, what="uvicorn to start")

@@ -1,7 +1,7 @@
 """Batch queries (manual CREATE, REFRESH, VACUUM): a job of their own per statement.
 
-POST, under the deployment's limit of refreshing jobs, launches the job and writes the statement,
-then the session (``sessionType: batch``) naming the job. The job waits for its session document
+POST, under the deployment's limit of refreshing jobs (a slot, :mod:`async_query.slots`), launches
+the job and writes the statement, then the session (``sessionType: batch``) naming the job. The job waits for its session document
 before it reads the statement, so it always finds both; a failed write stops the job. The reply
 carries no ``sessionId``. GET is the interactive one: the job heart-beats its session, so a GET
 reads documents only while the heartbeat is fresh.
@@ -19,10 +19,10 @@ import logging
 from collections.abc import Callable
 
 from async_query.dispatch import Classified, QueryKind
-from async_query.handlers.base import HandlerContext, SubmitRequest, Submitted, statement_doc
+from async_query.handlers.base import SubmitRequest, Submitted, statement_doc
 from async_query.handlers.job_session import JobSessionHandler, stopping_job_on_error
-from async_query.refresh_slots import Holder, RefreshSlots, limit_message
-from query_core.errors import AsyncQueryError, TooManyRequestsError
+from async_query.slots import REFRESHING_JOBS
+from query_core.errors import AsyncQueryError
 from query_core.flint.naming import index_name_of
 from query_core.ids import new_id
 from query_core.index_ops import IndexTarget, IndexTransaction
@@ -31,40 +31,24 @@ from query_core.states import FlintIndexState, SessionType, is_terminal
 
 log = logging.getLogger(__name__)
 
-#: The session types whose jobs count against ``max_refreshing_jobs``.
-REFRESHING_JOBS = frozenset({SessionType.BATCH, SessionType.STREAMING})
-
 
 class BatchHandler(JobSessionHandler):
     kind = QueryKind.BATCH
     session_type = SessionType.BATCH
+    limit = REFRESHING_JOBS
 
     # -- POST -------------------------------------------------------------------------------
-
-    def __init__(self, context: HandlerContext) -> None:
-        super().__init__(context)
-        self.slots = RefreshSlots(
-            context.store,
-            lambda: self.settings.max_refreshing_jobs,
-            lambda session: not is_terminal(context.liveness.check(session).doc.state),
-        )
 
     def submit(self, request: SubmitRequest, classified: Classified) -> Submitted:
         datasource = self.context.datasources.get(request.datasource)
         session_id, query_id = new_id(datasource.name), new_id(datasource.name)
-        holder = Holder(datasource.name, session_id)
-        slot = self._take_slot(holder)
-        try:
-            launcher, job_id = self.start_job(
-                datasource,
-                session_id,
-                query_id=query_id,
-                query=request.query,
-                name_suffix=self.job_name_suffix(classified, datasource.name),
-            )
-        except AsyncQueryError:
-            self.slots.release(slot, holder)
-            raise
+        launcher, job_id = self.start_job(
+            datasource,
+            session_id,
+            query_id=query_id,
+            query=request.query,
+            name_suffix=self.job_name_suffix(classified, datasource.name),
+        )
         with stopping_job_on_error(launcher, job_id):
             statement = self.store.statements.create(
                 statement_doc(
@@ -98,18 +82,6 @@ class BatchHandler(JobSessionHandler):
             except AsyncQueryError:
                 log.warning("cannot fail statement %s after its session write failed", statement.doc.query_id)
             raise
-
-    def _take_slot(self, holder: Holder) -> int:
-        """At most ``max_refreshing_jobs`` live batch and streaming jobs per deployment.
-
-        The search counts every live session, including those of jobs that hold no slot (started
-        by another plugin version, say); the slot (:mod:`async_query.refresh_slots`) makes the
-        limit hold when processes submit at the same moment.
-        """
-        limit = self.settings.max_refreshing_jobs
-        if self.live_sessions(REFRESHING_JOBS, limit) >= limit:
-            raise TooManyRequestsError(limit_message(limit))
-        return self.slots.take(holder)
 
     # -- DELETE -----------------------------------------------------------------------------
 

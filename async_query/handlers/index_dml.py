@@ -4,7 +4,9 @@ POST writes a ``local`` session document (listing the statement's id), then the 
 returns at once; the work (:mod:`async_query.handlers.index_dml_ops`) runs on a small pool of
 threads owned by the handler. It moves the statement ``waiting → running``, writes the result
 document (empty rows on success, the error on failure), then the terminal state, and ends the
-session ``dead``. GET reads documents only. DELETE is refused with the reference's message.
+session ``dead``. The pool's queue is bounded: a plugin process holds at most ``index_dml_queue``
+index DML queries (running or waiting for a thread); a POST beyond that is a 429, with nothing
+written (``docs/api.md``). GET reads documents only. DELETE is refused with the reference's message.
 
 Should the plugin process stop between the POST and the end, the housekeeping sweep ends the
 session after ``index_dml_timeout_s`` and fails the statement
@@ -23,7 +25,7 @@ from async_query.dispatch import Classified, QueryKind
 from async_query.handlers.base import HandlerContext, SubmitRequest, Submitted, fail_if_orphaned, render, statement_doc
 from async_query.handlers.index_dml_ops import IndexDmlOperations, IndexDmlStatement
 from async_query.replies import Reply
-from query_core.errors import AsyncQueryError, InvalidRequestError
+from query_core.errors import AsyncQueryError, InvalidRequestError, TooManyRequestsError
 from query_core.flint import AlterIndex, DropIndex
 from query_core.ids import new_id
 from query_core.models import LosslessResult, ResultDoc, SessionDoc, StatementDoc, Versioned, now_millis
@@ -49,6 +51,8 @@ class IndexDmlHandler:
         self.operations = IndexDmlOperations(context.store, context.stop_job, context.stream_stopper.stop)
         self._pool = ThreadPoolExecutor(max_workers=max(1, self.settings.index_dml_workers), thread_name_prefix="dml")
         self._running: set[Future[None]] = set()
+        #: Queries accepted and not finished (running or waiting for a thread), at most ``index_dml_queue``.
+        self._held = 0
         self._lock = threading.Lock()
 
     # -- POST -------------------------------------------------------------------------------
@@ -58,40 +62,72 @@ class IndexDmlHandler:
         if not isinstance(statement, DropIndex | AlterIndex):
             raise InvalidRequestError(f"{classified.what} is not index DML")
         datasource = self.context.datasources.get(request.datasource)
-        session_id, query_id = new_id(datasource.name), new_id(datasource.name)
+        self._hold()
+        try:
+            created, session = self._record(request, datasource.name)
+        except BaseException:
+            self._let_go()
+            raise
+        self._schedule(created, session, statement)  # the work holds the place from here on
+        return Submitted(created.doc.query_id, session.doc.session_id, self.kind)
+
+    def _hold(self) -> None:
+        """A place in the bounded queue, or a 429 before anything is written."""
+        limit = max(1, self.settings.index_dml_queue)
+        with self._lock:
+            if self._held >= limit:
+                raise TooManyRequestsError(
+                    f"too many index DML queries in progress in this plugin process (at most {limit}); "
+                    "try again later"
+                )
+            self._held += 1
+
+    def _let_go(self) -> None:
+        with self._lock:
+            self._held -= 1
+
+    def _record(
+        self, request: SubmitRequest, datasource: str
+    ) -> tuple[Versioned[StatementDoc], Versioned[SessionDoc]]:
+        """Write the session, then the statement."""
+        session_id, query_id = new_id(datasource), new_id(datasource)
         session = self.store.sessions.create(
             SessionDoc(
                 session_id=session_id,
                 session_type=SessionType.LOCAL,
-                data_source_name=datasource.name,
+                data_source_name=datasource,
                 pending_statement_ids=[query_id],
                 submitted_by=request.submitted_by,
             )
         )
         try:
-            created = self.store.statements.create(statement_doc(request, datasource.name, query_id, session_id))
+            created = self.store.statements.create(statement_doc(request, datasource, query_id, session_id))
         except AsyncQueryError as exc:
             self._end_session_quietly(session, f"The statement could not be recorded: {exc}")
             raise
-        self._schedule(created, session, statement)
-        return Submitted(query_id, session_id, self.kind)
+        return created, session
 
     def _schedule(
         self, statement: Versioned[StatementDoc], session: Versioned[SessionDoc], work: IndexDmlStatement
     ) -> None:
-        """Hand the work to the pool; a pool that is shut down fails the query at once."""
+        """Hand the work to the pool; a pool that is shut down fails the query at once. Its place
+        in the queue is let go when the work is done."""
         try:
             with self._lock:
                 future = self._pool.submit(self._run, statement, session, work)
                 self._running.add(future)
         except RuntimeError:  # the service is closing
-            self._finish(statement, session, "The service stopped before the index DML query could run", 0)
+            try:
+                self._finish(statement, session, "The service stopped before the index DML query could run", 0)
+            finally:
+                self._let_go()
             return
         future.add_done_callback(self._forget)
 
     def _forget(self, future: Future[None]) -> None:
         with self._lock:
             self._running.discard(future)
+            self._held -= 1
 
     # -- the work ---------------------------------------------------------------------------
 

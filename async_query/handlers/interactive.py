@@ -2,10 +2,11 @@
 
 POST reuses the session the client names when it is interactive, of the same datasource, started
 by the same user, and alive (by its documents alone, or one confirmed ``describe``), and otherwise
-starts a new session, under the deployment's session limit. The statement's id is then appended to the session document, which
-the job reads by id: pickup does not wait for an index refresh. GET checks the session's liveness
-and fails statements its ended session left unfinished; DELETE cancels and, for a running
-statement, hands the cancel to the supervisor, which bounds how long the job may take to honour it.
+starts a new session, under the deployment's session limit (a slot, :mod:`async_query.slots`, taken
+before its job starts). The statement's id is then appended to the session document, which the job
+reads by id: pickup does not wait for an index refresh. GET checks the session's liveness and fails
+statements its ended session left unfinished; DELETE cancels and, for a running statement, hands
+the cancel to the supervisor, which bounds how long the job may take to honour it.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from async_query.handlers.base import SubmitRequest, Submitted, statement_doc
 from async_query.handlers.job_session import JobSessionHandler, stopping_job_on_error
 from async_query.security.authz import may_use_session
 from async_query.security.principal import Principal
-from query_core.errors import AsyncQueryError, TooManyRequestsError
+from async_query.slots import INTERACTIVE_SESSIONS
+from query_core.errors import AsyncQueryError
 from query_core.ids import datasource_of, new_id
 from query_core.models import SessionDoc, StatementDoc, Versioned
 from query_core.states import SessionType, StatementState
@@ -25,6 +27,7 @@ from query_core.states import SessionType, StatementState
 class InteractiveHandler(JobSessionHandler):
     kind = QueryKind.INTERACTIVE
     session_type = SessionType.INTERACTIVE
+    limit = INTERACTIVE_SESSIONS
 
     # -- POST -------------------------------------------------------------------------------
 
@@ -32,7 +35,6 @@ class InteractiveHandler(JobSessionHandler):
         datasource = self.context.datasources.get(request.datasource)
         session = self._usable_session(datasource, request.session_id, request.principal) if request.session_id else None
         if session is None:
-            self._check_session_limit()
             session = self._new_session(datasource, request.submitted_by)
         query_id = new_id(datasource.name)
         statement = statement_doc(
@@ -75,13 +77,6 @@ class InteractiveHandler(JobSessionHandler):
         if not may_use_session(principal, session.doc.submitted_by):
             return None
         return session if self.context.liveness.confirm_alive(session) else None
-
-    def _check_session_limit(self) -> None:
-        """At most ``max_sessions`` live interactive sessions per deployment (a search, on the
-        path that starts a new job anyway; submitting into a live session never comes here)."""
-        limit = self.settings.max_sessions
-        if self.live_sessions(frozenset({SessionType.INTERACTIVE}), limit) >= limit:
-            raise TooManyRequestsError(f"domain concurrent active session can not exceed {limit}")
 
     def _new_session(self, datasource: Datasource, submitted_by: str | None) -> Versioned[SessionDoc]:
         session_id = new_id(datasource.name)

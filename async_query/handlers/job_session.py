@@ -3,8 +3,10 @@
 Such a statement lives in a session whose job heart-beats it: GET checks the session's liveness
 (documents first, one coalesced ``describe`` for a suspect) and fails a statement its ended
 session left unfinished; DELETE moves the statement to ``cancelled`` with a conditional write.
-A new session's job is launched first and its documents written after, so the session document
-always names its job, and a failed write stops the job it launched.
+A new session takes a slot of its deployment limit first (:mod:`async_query.slots`: the count
+and the claim are one conditional write), then its job is launched, then its documents are
+written, so the session document always names its job; a failed launch frees the slot, and a
+failed write stops the job it launched.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from async_query.dispatch import QueryKind
 from async_query.handlers.base import HandlerContext, fail_if_orphaned, render
 from async_query.launcher.base import JobRequest, Launcher, job_conf, launcher_policy
 from async_query.replies import Reply
-from query_core.errors import AsyncQueryError, QueryNotFoundError
+from async_query.slots import Holder, Limit, Slots
+from query_core.errors import AsyncQueryError, QueryNotFoundError, TooManyRequestsError
 from query_core.models import SessionDoc, StatementDoc, Versioned
 from query_core.states import SessionState, SessionType, StatementState, is_terminal
 
@@ -31,11 +34,19 @@ class JobSessionHandler:
     kind: QueryKind
     #: The ``sessionType`` of the sessions this handler starts.
     session_type: SessionType
+    #: The deployment limit its new sessions are started under.
+    limit: Limit
 
     def __init__(self, context: HandlerContext) -> None:
         self.context = context
         self.store = context.store
         self.settings = context.settings
+        self.slots = Slots(
+            context.store,
+            self.limit,
+            lambda: self.limit.allowed(self.settings),
+            lambda session: not is_terminal(context.liveness.check(session).doc.state),
+        )
 
     def close(self) -> None:
         """Nothing to release: the jobs outlive the plugin process."""
@@ -46,7 +57,8 @@ class JobSessionHandler:
         """Live sessions of ``types`` in the deployment, counted up to about ``limit``.
 
         A search (it lags new sessions by up to a refresh; it returns at most 10,000 hits), only
-        on the paths that start a new job anyway.
+        on the paths that start a new job anyway: it counts the sessions that hold no slot (started
+        by another plugin version, say); the slots make the limit hold when processes race.
         """
         live = self.store.sessions.find(
             None, [SessionState.NOT_STARTED, SessionState.RUNNING], size=min(limit * 4 + 100, 10_000)
@@ -57,9 +69,27 @@ class JobSessionHandler:
     def start_job(
         self, datasource: Datasource, session_id: str, *, name_suffix: str = "", **statement: str
     ) -> tuple[Launcher, str]:
-        """Launch the job of a new session; ``statement`` (``query_id``, ``query``) names the one
-        statement of a batch or streaming job, ``name_suffix`` ends the job's name (a streaming
-        job's index). Returns the launcher and the job id."""
+        """Launch the job of a new session under the handler's limit (a 429 when it is reached);
+        ``statement`` (``query_id``, ``query``) names the one statement of a batch or streaming
+        job, ``name_suffix`` ends the job's name (a streaming job's index). Returns the launcher
+        and the job id."""
+        holder = Holder(datasource.name, session_id)
+        slot = self._take_slot(holder)
+        try:
+            return self._launch(datasource, session_id, name_suffix, statement)
+        except AsyncQueryError:
+            self.slots.release(slot, holder)
+            raise
+
+    def _take_slot(self, holder: Holder) -> int:
+        limit = self.slots.limit()
+        if self.live_sessions(self.limit.session_types, limit) >= limit:
+            raise TooManyRequestsError(self.limit.message(limit))
+        return self.slots.take(holder)
+
+    def _launch(
+        self, datasource: Datasource, session_id: str, name_suffix: str, statement: dict[str, str]
+    ) -> tuple[Launcher, str]:
         launcher = self.context.launcher_for(datasource)
         conf, secret = job_conf(
             self.settings,

@@ -2,7 +2,7 @@
 index refreshed until it is told to stop.
 
 POST is the batch one (:class:`~async_query.handlers.batch.BatchHandler`): under the deployment's
-limit of refreshing jobs (a slot, :mod:`async_query.refresh_slots`), it launches the job (named
+limit of refreshing jobs (a slot, :mod:`async_query.slots`), it launches the job (named
 ``<cluster>:streaming:<index>``, with no execution timeout) and writes the statement, then the
 session (``sessionType: streaming``). The job reports the statement ``success`` once its stream
 runs; its session then stays ``running``, heart-beating the stream's progress once per interval,

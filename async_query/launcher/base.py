@@ -100,6 +100,11 @@ class Launcher(ABC):
     def close(self) -> None:  # noqa: B027 - optional hook, most launchers hold nothing
         """Release what the launcher holds (local jobs are stopped)."""
 
+    def prune(self, keep_s: float) -> int:
+        """Forget finished jobs and delete their files older than ``keep_s`` seconds (housekeeping);
+        returns how many were removed. Launchers that keep nothing per job have nothing to do."""
+        return 0
+
 
 def stop_job_within(launcher: Launcher, job_id: str, timeout_s: float) -> None:
     """``launcher.cancel(job_id)``, waiting at most ``timeout_s`` for the call to return.

@@ -6,6 +6,9 @@ job's environment is not the service's: only what Spark, Java and Python need to
 Serverless would set, and the index credentials the job itself needs (docs/datasources.md).
 Spark's output goes to ``<data_dir>/logs/<session id>.log``. Each job's pid is recorded in
 ``<data_dir>/jobs/<job id>.pid`` so that a restarted plugin can still describe and stop it.
+Housekeeping prunes both (:meth:`LocalLauncher.prune`): files of jobs no longer running, not
+written for ``job_files_retention_days``, go, and so do the launcher's entries of jobs that
+finished that long ago.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -272,6 +276,35 @@ class LocalLauncher(Launcher):
         if proc is not None:
             proc.wait()
 
+    def prune(self, keep_s: float) -> int:
+        """Forget the jobs that finished ``keep_s`` seconds ago or more (their log's last write),
+        then delete the pid files and logs of jobs no longer running not written since then."""
+        cutoff = time.time() - keep_s
+        with self._lock:
+            done = [
+                job_id
+                for job_id, proc in self._procs.items()
+                if proc.poll() is not None and _mtime(self._logs.get(job_id)) < cutoff
+            ]
+            for job_id in done:
+                del self._procs[job_id]
+                self._logs.pop(job_id, None)
+            running = [job_id for job_id, proc in self._procs.items() if proc.poll() is None]
+            running_logs = {self._logs[job_id].resolve() for job_id in running if job_id in self._logs}
+        removed = len(done)
+        for pid_file in _old_files(self.data_dir / "jobs", "*.pid", 0):
+            pid = self._pid(pid_file.stem)
+            if pid is not None:
+                running_logs.add(_stdout_of(pid))
+            elif _mtime(pid_file) < cutoff:
+                removed += _unlink(pid_file)
+        for log_file in _old_files(self.data_dir / "logs", "*.log", cutoff):
+            if log_file.resolve() not in running_logs:
+                removed += _unlink(log_file)
+        if removed:
+            log.info("housekeeping removed %d finished local jobs' entries and files", removed)
+        return removed
+
     def close(self) -> None:
         """Stop every job this launcher started, and wait (boundedly) for them to go."""
         with self._lock:
@@ -307,6 +340,42 @@ def _alive(pid: int, job_id: str) -> bool:
     except OSError:
         return False
     return f"SERVERLESS_EMR_JOB_ID={job_id}".encode() in environ
+
+
+def _mtime(path: Path | None) -> float:
+    """When ``path`` was last written (0: it is gone, or there is none)."""
+    try:
+        return path.stat().st_mtime if path is not None else 0.0
+    except OSError:
+        return 0.0
+
+
+def _old_files(directory: Path, pattern: str, cutoff: float) -> list[Path]:
+    """The files of ``directory`` matching ``pattern`` last written before ``cutoff`` (0: all)."""
+    try:
+        found = list(directory.glob(pattern))
+    except OSError:
+        return []
+    return [path for path in found if not cutoff or _mtime(path) < cutoff]
+
+
+def _stdout_of(pid: int) -> Path:
+    """The file a running job writes its output to (its log), as the kernel knows it."""
+    try:
+        return Path(os.readlink(f"/proc/{pid}/fd/1")).resolve()
+    except OSError:
+        return Path()
+
+
+def _unlink(path: Path) -> int:
+    try:
+        path.unlink()
+        return 1
+    except FileNotFoundError:
+        return 0
+    except OSError as exc:
+        log.warning("cannot delete %s: %s", path, exc)
+        return 0
 
 
 def _wait_gone(pid: int, timeout: float) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from query_core.models import SessionDoc, Versioned, now_millis
-from query_core.states import SessionState, is_terminal
+from query_core.states import SessionState, SessionType, is_terminal
 from query_core.store.connector import Filter, Term, Terms
 from query_core.store.documents import DocumentRepository
 
@@ -36,15 +36,18 @@ class SessionRepository(DocumentRepository[SessionDoc]):
         size: int = 1000,
         job_id: str | None = None,
         submitted_by: str | None = None,
+        session_type: SessionType | None = None,
     ) -> list[Versioned[SessionDoc]]:
         """Sessions in ``states`` (of one job if ``job_id`` is given, started by one user if
-        ``submitted_by`` is), most recently active first; every request index's when
+        ``submitted_by`` is, of one type if ``session_type`` is), most recently active first; every request index's when
         ``datasource`` is None (a search: refresh-delayed; for limits, listings and sweeps)."""
         filters: list[Filter] = [Terms("state", tuple(s.value for s in states))]
         if job_id is not None:
             filters.append(Term("jobId", job_id))
         if submitted_by is not None:
             filters.append(Term("submittedBy", submitted_by))
+        if session_type is not None:
+            filters.append(Term("sessionType", session_type.value))
         return self.search(datasource, *filters, sort=(("lastUpdateTime", "desc"),), size=size)
 
     # -- the named operations ---------------------------------------------------------------

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -240,18 +242,27 @@ def test_drop_stops_the_stream_and_vacuum_removes_index_and_checkpoint(api: Api,
 def test_a_killed_streaming_job_fails_its_index_with_the_cause_and_recover_resumes(
     api: Api, svc: AsyncQueryService, events: Events
 ) -> None:
+    """The stream watcher notices the silent session at its staleness limit (3 beats of 1 s here)
+    and fails the index; the housekeeping sweep never runs."""
     job_id = state_of(svc, COVERING).job_id
     pid = job_pid(svc.settings.data_dir, job_id)
-    os.killpg(pid, signal.SIGKILL)
-    wait_for(lambda: not group_members(pid), timeout=30, what="the job to be gone")
+    svc.stream_watcher.start()
+    try:
+        killed_at = time.monotonic()
+        os.killpg(pid, signal.SIGKILL)
 
-    def failed() -> FlintIndexStateDoc | None:
-        svc.housekeeper.run_once()  # confirms the silent session dead, then fails its index
-        state = state_of(svc, COVERING)
-        return state if state.state is FlintIndexState.FAILED else None
+        def failed() -> FlintIndexStateDoc | None:
+            state = state_of(svc, COVERING)
+            return state if state.state is FlintIndexState.FAILED else None
 
-    state = wait_for(failed, timeout=60, interval=0.5, what="the index to be failed")
-    assert job_id in state.error and "streaming session" in state.error
+        state = wait_for(failed, timeout=60, interval=0.1, what="the index to be failed")
+        took_s = time.monotonic() - killed_at
+    finally:
+        svc.stream_watcher.stop()
+    print(f"kill -9 -> index failed: {took_s:.1f} s (staleness limit 3 s)", file=sys.stderr)
+    assert svc.housekeeper.stalled_indexes.repaired == 0 and svc.stream_watcher.failed == [COVERING]
+    assert job_id in state.error and "streaming session" in state.error and "exited with code -9" in state.error
+    assert not group_members(pid)
     row = listed(api, events.session)[COVERING]
     assert row[6] == "failed" and row[7] == state.error
 

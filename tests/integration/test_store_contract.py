@@ -20,7 +20,7 @@ from query_core.errors import (
 )
 from query_core.ids import new_id, request_index
 from query_core.models import ResultDoc, SessionDoc, StatementDoc, Versioned, now_millis
-from query_core.states import SessionState, StatementState
+from query_core.states import SessionState, SessionType, StatementState
 from query_core.store import MemoryIndex, Query, Store, Term, retry_on_conflict
 
 
@@ -262,6 +262,10 @@ def test_find_unfinished_statements_and_sessions(store: Store, ds_name: str) -> 
     assert unfinished == {waiting.doc.statement_id, running.doc.statement_id}
     assert [v.doc.session_id for v in store.sessions.find(ds_name, [SessionState.RUNNING])] == [sid]
     assert {v.doc.session_id for v in store.sessions.find(None, list(SessionState))} == {sid, dead.doc.session_id}
+    streaming = store.sessions.create(session(ds_name, session_type=SessionType.STREAMING))
+    refresh(store, ds_name)
+    found = store.sessions.find(None, [SessionState.NOT_STARTED], session_type=SessionType.STREAMING)
+    assert [v.doc.session_id for v in found] == [streaming.doc.session_id]
 
 
 def test_documents_of_a_custom_request_index_stay_there(store: Store, ds_name: str) -> None:

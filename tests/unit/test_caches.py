@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
+
 from async_query.caches import Cache
+from async_query.datasources import DatasourceRegistry
+from query_core.errors import UnknownDatasourceError
+from query_core.store import Store
+from query_core.store.memory import MemoryIndex
+from tests.conftest import ServiceFactory
 
 
 def test_the_least_recently_used_entry_goes_first() -> None:
@@ -42,3 +49,32 @@ def test_pop_and_clear() -> None:
     assert cache.get("a") is None and cache.get("b") == 2
     cache.clear()
     assert len(cache) == 0
+
+
+# -- the caches that use it ---------------------------------------------------------------------------
+
+
+def test_datasource_lookups_are_bounded_and_remember_names_that_name_nothing() -> None:
+    """A client asking for many names that name no datasource costs one index read per name and
+    never more entries than the cache holds; asking again is answered from memory."""
+    store = Store.in_memory()
+    index = store.index
+    assert isinstance(index, MemoryIndex)
+    registry = DatasourceRegistry([], store, cache_s=60, entries=10)
+
+    def reads_for(name: str) -> int:
+        before = index.calls.get("get", 0)
+        with pytest.raises(UnknownDatasourceError):
+            registry.get(name)
+        return index.calls.get("get", 0) - before
+
+    assert [reads_for(f"nothing{n}") for n in range(100)] == [1] * 100
+    assert reads_for("nothing99") == 0  # remembered as missing
+    assert reads_for("nothing0") == 1  # pushed out long ago: the cache holds 10
+
+
+def test_finished_replies_are_kept_up_to_the_configured_bytes(make_service: ServiceFactory) -> None:
+    service = make_service(reply_cache_bytes=1_000)
+    for n in range(50):
+        service.replies.put(f"q{n}", b"x" * 100)
+    assert service.replies.size <= 1_000 and len(service.replies) == 10

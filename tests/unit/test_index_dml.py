@@ -11,18 +11,18 @@ from typing import Any
 import httpx
 import pytest
 
-from async_query.api import BASE
+from async_query.api import BASE, create_app
 from async_query.launcher.base import JobRunState
 from async_query.service import AsyncQueryService, SubmitRequest
 from async_query.workers import DAY_MS
 from query_core.flint import latest_id
 from query_core.flint.metas import flint_metas
-from query_core.ids import new_id
+from query_core.ids import new_id, request_index
 from query_core.models import FlintIndexStateDoc, SessionDoc, StatementDoc, now_millis
 from query_core.states import FlintIndexState, SessionState, SessionType, StatementState
 from query_core.store import Store
 from tests.conftest import ServiceFactory
-from tests.support import RecordingLauncher, StandInStream, seed, wait_for
+from tests.support import RecordingLauncher, StandInStream, seed, serve_http, wait_for
 
 F = FlintIndexState
 INDEX = "flint_local_default_http_logs_skipping_index"
@@ -357,6 +357,56 @@ def test_a_query_submitted_while_the_service_closes_still_ends(make_service: Ser
     assert statement is not None and statement.doc.state == StatementState.FAILED
     assert "stopped before the index DML query could run" in statement.doc.error
     ended_local_session(store, ds, query_id)
+
+
+def test_a_full_index_dml_queue_refuses_with_a_429_and_writes_nothing(
+    make_service: ServiceFactory, store: Store
+) -> None:
+    """One thread, a queue of two: a DROP waiting on its stream holds the thread, a second waits for
+    it, a third is refused in the error shape with nothing written; once they end, the queue takes
+    work again."""
+    service = make_service(index_dml_workers=1, index_dml_queue=2, stream_stop_timeout_s=60)
+    ds = service.datasources.all()[0].name
+    flint_index(store, auto_refresh=True)
+    session_id = job_session(store, ds, "job-s", SessionType.STREAMING, SessionState.RUNNING)
+    index_at(store, ds, F.REFRESHING, job_id="job-s")
+    body = {"datasource": ds, "lang": "sql", "query": DROP}
+
+    def documents() -> list[str]:
+        return sorted(doc_id for doc_id, _ in store.index.scan(request_index(ds)))
+
+    with (
+        StandInStream(store, ds, session_id, latest_id(INDEX), responsive=False) as job,
+        serve_http(create_app(service)) as url,
+        httpx.Client(base_url=url, timeout=30) as http,
+    ):
+        first = http.post(BASE, json=body)
+        assert first.status_code == 201
+        wait_for(lambda: state_of(store, ds).state == F.DELETING, what="the first DROP to hold the thread")
+        second = http.post(BASE, json=body)
+        assert second.status_code == 201
+        before = documents()
+
+        refused = http.post(BASE, json=body)
+
+        assert refused.status_code == 429
+        assert refused.json() == {
+            "status": 429,
+            "error": {
+                "type": "ConcurrencyLimitExceededException",
+                "reason": "Too Many Requests",
+                "details": "too many index DML queries in progress in this plugin process (at most 2); try again later",
+            },
+        }
+        assert documents() == before
+        job.responsive = True  # the stream stops: both queries run to their end
+
+        def ended() -> bool:
+            replies = [http.get(f"{BASE}/{accepted.json()['queryId']}").json() for accepted in (first, second)]
+            return all(reply["status"] in ("SUCCESS", "FAILED") for reply in replies)
+
+        wait_for(ended, what="both DROPs to end")
+        assert http.post(BASE, json=body).status_code == 201  # room again
 
 
 # -- housekeeping: stalled DML -----------------------------------------------------------------------

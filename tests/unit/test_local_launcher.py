@@ -1,18 +1,16 @@
-"""The local launcher's command line: the datasource's master, and the catalog every job gets."""
+"""The local launcher's command line (the datasource's master, the catalog every job gets), and what
+housekeeping prunes of the jobs it started."""
 
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
 
 import pytest
 
 from async_query.datasources import Datasource
 from async_query.launcher.base import JobRequest
-from async_query.launcher.local import LocalLauncher, catalog_settings, job_environment
+from async_query.launcher.local import LocalLauncher, catalog_settings
 from query_core.states import SessionType
-from tests.support import wait_for
 
 
 def conf_of(cmd: list[str]) -> dict[str, str]:
@@ -68,56 +66,3 @@ def test_other_masters_are_refused(master: str) -> None:
         Datasource(name="x", properties={"master": master})
 
 
-# -- the job's environment is not the service's ---------------------------------------------------
-
-SERVICE_SECRETS = {
-    "OPENSEARCH_PASSWORD": "index-pw",
-    "ASYNC_QUERY_OPENSEARCH_PASSWORD": "index-pw",
-    "ASYNC_QUERY_DATASOURCES_MASTER_KEY": "master-key",
-    "AWS_SECRET_ACCESS_KEY": "aws-secret",
-    "AWS_ACCESS_KEY_ID": "AKIAEXAMPLE",
-    "GITHUB_TOKEN": "ghp_example",
-}
-RUNTIME = {"PATH": "/usr/bin:/bin", "JAVA_HOME": "/opt/java", "SPARK_HOME": "/opt/spark", "LC_ALL": "C.UTF-8"}
-
-
-def secret_request(auth: str, password: str = "") -> JobRequest:
-    conf = {"spark.datasource.flint.auth": auth}
-    secret = {"spark.datasource.flint.auth.password": password} if auth == "basic" else {}
-    return JobRequest("sid", Datasource(name="local", connector="local"), SessionType.INTERACTIVE, conf, secret)
-
-
-def test_a_job_inherits_what_spark_needs_and_no_secret_of_the_service() -> None:
-    env = job_environment(secret_request("noauth"), "local-1", "local", {**SERVICE_SECRETS, **RUNTIME})
-    assert {k: env[k] for k in RUNTIME} == RUNTIME
-    assert not set(SERVICE_SECRETS) & set(env)
-    assert not set(SERVICE_SECRETS.values()) & set(env.values())
-    assert (env["SERVERLESS_EMR_VIRTUAL_CLUSTER_ID"], env["SERVERLESS_EMR_JOB_ID"]) == ("local", "local-1")
-    assert env["PYSPARK_PYTHON"] == sys.executable and env["TZ"] == "UTC"
-
-
-def test_a_job_gets_the_credentials_it_needs_itself() -> None:
-    basic = job_environment(secret_request("basic", "job-pw"), "local-1", "local", SERVICE_SECRETS)
-    assert basic["FLINT_AUTH_PASSWORD"] == "job-pw" and "AWS_SECRET_ACCESS_KEY" not in basic
-    sigv4 = job_environment(secret_request("sigv4"), "local-1", "local", SERVICE_SECRETS)
-    assert (sigv4["AWS_ACCESS_KEY_ID"], sigv4["AWS_SECRET_ACCESS_KEY"]) == ("AKIAEXAMPLE", "aws-secret")
-    assert "FLINT_AUTH_PASSWORD" not in sigv4 and "OPENSEARCH_PASSWORD" not in sigv4
-
-
-def test_the_started_process_sees_only_its_own_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """What spark-submit is handed, read back by a stand-in spark-submit that dumps its environment."""
-    dump = tmp_path / "env.txt"
-    submit = tmp_path / "spark-submit"
-    submit.write_text(f"#!/bin/sh\nenv > {dump}.part && mv {dump}.part {dump}\n")
-    submit.chmod(0o755)
-    for key, value in SERVICE_SECRETS.items():
-        monkeypatch.setenv(key, value)
-    launcher = LocalLauncher(tmp_path / "var", "aq", spark_submit=str(submit))
-    launcher.start(secret_request("basic", "job-pw"))
-    wait_for(dump.exists, what="the job's environment")
-    seen = dict(line.split("=", 1) for line in dump.read_text().splitlines() if "=" in line)
-    launcher.close()
-    assert seen["FLINT_AUTH_PASSWORD"] == "job-pw"
-    assert not set(SERVICE_SECRETS) & set(seen)
-    assert not set(SERVICE_SECRETS.values()) & set(seen.values())
-    assert seen["PATH"] == os.environ["PATH"]

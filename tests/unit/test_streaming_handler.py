@@ -13,8 +13,8 @@ import pytest
 
 from async_query.datasources import Datasource
 from async_query.launcher.base import JobRunState
-from async_query.refresh_slots import SLOTS_INDEX, Holder, RefreshSlots
 from async_query.service import AsyncQueryService, SubmitRequest
+from async_query.slots import REFRESHING_JOBS, SLOTS_INDEX, Holder, Slots
 from query_core.errors import LauncherError, TooManyRequestsError
 from query_core.flint import latest_id
 from query_core.flint.metas import flint_metas
@@ -66,7 +66,7 @@ def test_two_plugin_processes_never_take_more_slots_than_the_limit(
 
     assert sorted(outcomes) == ["accepted"] * 3 + ["domain concurrent refresh job can not exceed 3"] * 9
     assert sum(len(launcher.started) for launcher in launchers) == 3
-    assert len([h for h in RefreshSlots(store, lambda: 3).holders() if h is not None]) == 3
+    assert len([h for h in Slots(store, REFRESHING_JOBS, lambda: 3).holders() if h is not None]) == 3
 
 
 def test_a_slot_frees_when_its_session_ends_or_its_launch_fails(
@@ -100,7 +100,7 @@ def test_a_slot_frees_when_its_session_ends_or_its_launch_fails(
 
 
 def test_a_slot_taken_for_a_session_never_recorded_is_free_after_the_grace(store: Store, ds_name: str) -> None:
-    slots = RefreshSlots(store, lambda: 1)
+    slots = Slots(store, REFRESHING_JOBS, lambda: 1)
     assert slots.take(Holder(ds_name, "never-written")) == 0
     with pytest.raises(TooManyRequestsError):
         slots.take(Holder(ds_name, "second"))
