@@ -26,7 +26,10 @@ PPL_COLUMN_NAMES: dict[int, dict[str, str]] = {12: {"low_line_countby": "low_lin
 PPL_FIXES: dict[int, list[tuple[str, str]]] = {
     2: [
         ("| where r_name = 'EUROPE'\n    | stats", "| where r_name = 'EUROPE' and p_partkey = ps_partkey\n    | stats"),
-        ("| head 100", "| head 100\n| fields s_acctbal, s_name, n_name, p_partkey, p_mfgr, s_address, s_phone, s_comment"),
+        (
+            "| head 100",
+            "| head 100\n| fields s_acctbal, s_name, n_name, p_partkey, p_mfgr, s_address, s_phone, s_comment",
+        ),
     ],
     19: [("\n  part\n", "\n  part\n| stats sum(l_extendedprice * (1 - l_discount)) as revenue\n")],
 }

@@ -16,6 +16,9 @@ from query_core.ppl import ast, functions
 from query_core.ppl.errors import PplSemanticError
 
 _PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_NAME_PART = r"(?:[A-Za-z_][A-Za-z0-9_]*|`(?:[^`]|``)+`)"
+#: A column reference, possibly qualified and quoted: never needs parentheses.
+_REFERENCE = re.compile(rf"{_NAME_PART}(?:\.{_NAME_PART})*")
 
 #: Words that Spark's parser will not take as an unquoted column name in every position.
 _SQL_RESERVED = frozenset(
@@ -91,8 +94,23 @@ def field_ref_sql(ref: ast.Field, env: Env) -> str:
         if key in env.params:
             return quote_name(ref.parts[0])
         if key in env.defs:
-            return f"({env.defs[key]})"
+            return parenthesized(env.defs[key])
     return field_sql(ref)
+
+
+def parenthesized(sql: str) -> str:
+    """``sql`` as an operand: in parentheses unless it is one name or already one parenthesised group."""
+    if _REFERENCE.fullmatch(sql):
+        return sql
+    if sql.startswith("(") and sql.endswith(")"):
+        depth = 0
+        for i, char in enumerate(sql):
+            depth += {"(": 1, ")": -1}.get(char, 0)
+            if depth == 0 and i < len(sql) - 1:
+                break
+        else:
+            return sql
+    return f"({sql})"
 
 
 # -- expressions ---------------------------------------------------------------------------------

@@ -76,7 +76,6 @@ _TERMINAL_WORDS = {
     "REGEXP": "'regexp'",
     "SOURCE": "'source'",
     "INDEX": "'index'",
-
     "SQ_STRING": "a string",
     "DQ_STRING": "a string",
     "EQ": "'='",
@@ -430,7 +429,9 @@ class _Builder(Transformer[Token, Any]):
     def mapping(self, *items: tuple[ast.Field, str, ast.Field]) -> list[tuple[ast.Field, str, ast.Field]]:
         return list(items)
 
-    def mapping_item(self, left: tuple[str, ...], op: Token, right: tuple[str, ...]) -> tuple[ast.Field, str, ast.Field]:
+    def mapping_item(
+        self, left: tuple[str, ...], op: Token, right: tuple[str, ...]
+    ) -> tuple[ast.Field, str, ast.Field]:
         text = str(op)
         return ast.Field(left), {"==": "=", "<>": "!="}.get(text, text), ast.Field(right)
 

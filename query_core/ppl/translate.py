@@ -413,6 +413,11 @@ class _Translator:
     def on_rename(self, command: ast.Rename) -> None:
         """The new name comes last and the old one is dropped, as in the reference."""
         pairs = self._rename_pairs(command)
+        if self.known is not None:
+            have = {c.lower() for c in self.known}
+            missing = next((old for old, _ in pairs if old.name.lower() not in have), None)
+            if missing is not None:
+                raise unresolved(missing.name)
         block = self.open_block([old for old, _ in pairs])
         items = block.items or [_Item("*", star=True)]
         if any(i.star and i.sql != "*" for i in items):
@@ -545,7 +550,10 @@ class _Translator:
         env = self.env()
         keys = ", ".join(expr_sql(f, env) for f in command.fields)
         rn = "__ppl_dedup_rn"
-        block.items = [*(block.items or [_Item("*", star=True)]), _Item(f"row_number() OVER (PARTITION BY {keys} ORDER BY {keys})", rn)]
+        block.items = [
+            *(block.items or [_Item("*", star=True)]),
+            _Item(f"row_number() OVER (PARTITION BY {keys} ORDER BY {keys})", rn),
+        ]
         block.table = None
         block.closed = True
         known = self.known
@@ -640,7 +648,9 @@ class _Translator:
         if struct_fields is not None:
             names = list(command.aliases) or struct_fields
             if len(names) != len(struct_fields):
-                raise PplSemanticError(f"flatten {command.field.name}: {len(struct_fields)} fields, {len(names)} aliases")
+                raise PplSemanticError(
+                    f"flatten {command.field.name}: {len(struct_fields)} fields, {len(names)} aliases"
+                )
             items = [_Item(f"{alias}.* EXCEPT ({column})", star=True)]
             items += [_Item(f"{column}.{quote_name(f)}", n) for f, n in zip(struct_fields, names, strict=True)]
             self.block.items = items
@@ -662,7 +672,9 @@ class _Translator:
         values = f"map_entries({column})" if is_map else column
         generated = _next_alias()
         name = quote_name(command.alias or command.field.parts[-1])
-        self.block = _Block(f"{self.block.source} LATERAL VIEW explode({values}) {generated} AS {name}", [alias, generated])
+        self.block = _Block(
+            f"{self.block.source} LATERAL VIEW explode({values}) {generated} AS {name}", [alias, generated]
+        )
         self.block.items = [_Item(f"{alias}.* EXCEPT ({column})", star=True), _Item(f"{generated}.*", star=True)]
         self.known = None
 
@@ -711,7 +723,6 @@ class _Translator:
         self.block.order_by = f"coalesce({left}.{rn}, {right}.{rn})"
         self.block.closed = True
         self.known = None
-
 
     # -- joins ------------------------------------------------------------------------------------
 
@@ -777,7 +788,9 @@ class _Translator:
             outputs = [(ast.Field((c,)), ast.Field((c,))) for c in lookup_columns if c.lower() not in keys]
         existing = {c.lower(): c for c in current}
         replaced = [existing[out.name.lower()] for _, out in outputs if out.name.lower() in existing]
-        star = f"{left}.* EXCEPT ({', '.join(f'{left}.{quote_name(c)}' for c in replaced)})" if replaced else f"{left}.*"
+        star = (
+            f"{left}.* EXCEPT ({', '.join(f'{left}.{quote_name(c)}' for c in replaced)})" if replaced else f"{left}.*"
+        )
         items = [_Item(star, star=True)]
         for src, out in outputs:
             value = f"{right}.{field_sql(src)}"
