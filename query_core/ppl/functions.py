@@ -485,6 +485,114 @@ _scalar("from_unixtime", _DATETIME, (1, 2), _from_unixtime)
 _scalar("makedate", _DATETIME, (2, 3), _makedate)
 _scalar("make_date", _DATETIME, 3, _call("make_date"))
 
+# MySQL's date and time functions that the reference's grammar names and Spark lacks, by their
+# MySQL semantics (the OpenSearch SQL plugin's PPL documents them so). A time of day is an
+# 'HH:mm:ss' string (Spark has no TIME type); a string of a time alone reads as that time today.
+
+
+def _ts(expr: str) -> str:
+    return f"CAST({expr} AS TIMESTAMP)"
+
+
+def _seconds_of_day(expr: str) -> str:
+    """The seconds since midnight of a timestamp or a time of day, fractions included."""
+    ts = _ts(expr)
+    return f"((unix_micros({ts}) - unix_micros(date_trunc('DAY', {ts}))) / 1000000)"
+
+
+def _clock(seconds: str) -> str:
+    """``seconds`` as a signed 'HH:mm:ss' string (hours may pass 24, as MySQL's TIME)."""
+    s = _p(seconds)
+    whole = f"CAST(floor(abs({s})) AS BIGINT)"
+    return (
+        f"concat(IF({s} < 0, '-', ''), lpad(CAST(div({whole}, 3600) AS STRING), 2, '0'), ':',"
+        f" lpad(CAST(div({whole} % 3600, 60) AS STRING), 2, '0'), ':', lpad(CAST({whole} % 60 AS STRING), 2, '0'))"
+    )
+
+
+def _months_of_period(period: str) -> str:
+    """A period YYMM or YYYYMM as a count of months (a two-digit year before 70 is 20YY)."""
+    p = _p(period)
+    year = f"(CASE WHEN {p} >= 10000 THEN div({p}, 100) WHEN div({p}, 100) < 70 THEN 2000 + div({p}, 100) ELSE 1900 + div({p}, 100) END)"
+    return f"({year} * 12 + {p} % 100 - 1)"
+
+
+def _period_add(args: Sequence[str]) -> str:
+    months = f"({_months_of_period(args[0])} + {_p(args[1])})"
+    return f"(div({months}, 12) * 100 + {months} % 12 + 1)"
+
+
+def _plus_time(sign: str) -> Builder:
+    """addtime/subtime: the first value moved by the second's time of day."""
+
+    def build(args: Sequence[str]) -> str:
+        shift = f"make_dt_interval(0, 0, 0, {_seconds_of_day(args[1])})"
+        return f"({_ts(args[0])} {sign} {shift})"
+
+    return build
+
+
+def _str_to_date(args: Sequence[str]) -> str:
+    fmt = literal_string(args[1])
+    if fmt is None:
+        raise PplSemanticError("str_to_date needs a constant format, such as '%Y-%m-%d'")
+    return f"to_timestamp({args[0]}, {sql_string(mysql_format_to_spark(fmt))})"
+
+
+def _datetime(args: Sequence[str]) -> str:
+    # datetime(x[, tz]): x as a timestamp, moved from the session's time zone to tz if given.
+    if len(args) == 1:
+        return _ts(args[0])
+    return f"convert_timezone(current_timezone(), {args[1]}, {_ts(args[0])})"
+
+
+def _time_format(args: Sequence[str]) -> str:
+    return date_format_sql(_ts(args[0]), args[1])
+
+
+def _yearweek(args: Sequence[str]) -> str:
+    if len(args) == 2 and literal_string(args[1]) is None and _number(args[1]) not in (3.0,):
+        raise PplSemanticError("yearweek supports mode 3 (ISO weeks, Monday first) only")
+    d = f"to_date({args[0]})"
+    return f"(year(date_add({d}, 3 - weekday({d}))) * 100 + weekofyear({d}))"
+
+
+_scalar("addtime", _DATETIME, 2, _plus_time("+"))
+_scalar("subtime", _DATETIME, 2, _plus_time("-"))
+_scalar("convert_tz", _DATETIME, 3, lambda a: f"convert_timezone({a[1]}, {a[2]}, {_ts(a[0])})")
+_scalar("datetime", _DATETIME, (1, 2), _datetime)
+# Day numbers as MySQL counts them, from year 0.
+_scalar("to_days", _DATETIME, 1, lambda a: f"datediff(to_date({a[0]}), DATE'0000-01-01')")
+_scalar("from_days", _DATETIME, 1, lambda a: f"date_add(DATE'0000-01-01', CAST({_p(a[0])} AS INT))")
+_scalar(
+    "to_seconds",
+    _DATETIME,
+    1,
+    lambda a: f"(CAST(datediff(to_date({a[0]}), DATE'0000-01-01') AS BIGINT) * 86400 + CAST(floor({_seconds_of_day(a[0])}) AS BIGINT))",
+)
+_scalar("microsecond", _DATETIME, 1, lambda a: f"CAST(date_format({_ts(a[0])}, 'SSSSSS') AS INT)")
+_scalar("minute_of_day", _DATETIME, 1, lambda a: f"(hour({_ts(a[0])}) * 60 + minute({_ts(a[0])}))")
+_scalar("period_add", _DATETIME, 2, _period_add)
+_scalar("period_diff", _DATETIME, 2, lambda a: f"({_months_of_period(a[0])} - {_months_of_period(a[1])})")
+_scalar("sec_to_time", _DATETIME, 1, lambda a: _clock(a[0]))
+_scalar("time_to_sec", _DATETIME, 1, lambda a: f"CAST(floor({_seconds_of_day(a[0])}) AS BIGINT)")
+_scalar(
+    "timediff",
+    _DATETIME,
+    2,
+    lambda a: _clock(f"(unix_micros({_ts(a[0])}) - unix_micros({_ts(a[1])})) / 1000000"),
+)
+_scalar("str_to_date", _DATETIME, 2, _str_to_date)
+_scalar("time_format", _DATETIME, 2, _time_format)
+_scalar("utc_date", _DATETIME, 0, lambda a: "to_date(to_utc_timestamp(current_timestamp(), current_timezone()))")
+_scalar(
+    "utc_time",
+    _DATETIME,
+    0,
+    lambda a: "date_format(to_utc_timestamp(current_timestamp(), current_timezone()), 'HH:mm:ss')",
+)
+_scalar("yearweek", _DATETIME, (1, 2), _yearweek)
+
 # Relative time strings, [+|-]<n><unit>@<snap> (the reference's relative_timestamp). The reference
 # evaluates them in a UDF; here a constant string is parsed now and becomes SQL over the query's
 # current timestamp, in the session time zone.
@@ -562,8 +670,9 @@ _scalar("ifnull", _CONDITION, 2, _call("ifnull"))
 _scalar("nullif", _CONDITION, 2, _call("nullif"))
 _scalar("if", _CONDITION, 3, _template("(CASE WHEN {0} THEN {1} ELSE {2} END)"))
 _scalar("coalesce", _CONDITION, (1, None), _call("coalesce"))
-_scalar("isempty", _CONDITION, 1, _template("({0} IS NULL OR {0} = '')"))
-_scalar("isblank", _CONDITION, 1, _template("({0} IS NULL OR trim({0}) = '')"))
+# Any type: the value as text is compared, so a number is never empty (it is not cast from '').
+_scalar("isempty", _CONDITION, 1, _template("({0} IS NULL OR CAST({0} AS STRING) = '')"))
+_scalar("isblank", _CONDITION, 1, _template("({0} IS NULL OR trim(CAST({0} AS STRING)) = '')"))
 _scalar("typeof", _CONDITION, 1, _call("typeof"))
 
 # --------------------------------------------------------------------------------------------
@@ -602,23 +711,30 @@ _scalar("reduce", _COLLECTION, (3, 4), _call("aggregate"))
 _IP = "ip"
 
 
-def _ipv4_number(expr: str) -> str:
-    parts = [f"CAST(split({expr}, '\\\\.')[{i}] AS BIGINT)" for i in range(4)]
-    return f"({parts[0]} * 16777216 + {parts[1]} * 65536 + {parts[2]} * 256 + {parts[3]})"
+def _ip_bits(ip: str) -> str:
+    """An IPv4 or IPv6 address as its string of 32 or 128 bits (``::`` expanded), in SQL."""
+    v4 = f"concat_ws('', transform(split({ip}, '\\\\.'), o -> lpad(conv(o, 10, 2), 8, '0')))"
+    halves = f"split({ip}, '::')"
+    head = f"filter(split({halves}[0], ':'), h -> h != '')"
+    tail = f"IF(size({halves}) > 1, filter(split({halves}[1], ':'), h -> h != ''), array())"
+    hextets = (
+        f"concat(concat_ws('', transform({head}, h -> lpad(h, 4, '0'))),"
+        f" repeat('0000', 8 - size({head}) - size({tail})), concat_ws('', transform({tail}, h -> lpad(h, 4, '0'))))"
+    )
+    v6 = f"concat_ws('', transform(split(lower({hextets}), ''), c -> lpad(conv(c, 16, 2), 4, '0')))"
+    return f"(CASE WHEN {ip} LIKE '%:%' THEN {v6} ELSE {v4} END)"
 
 
 def _cidrmatch(args: Sequence[str]) -> str:
-    """IPv4 only in SQL: both addresses cut to the block's prefix length and compared. An IPv6
-    argument fails the query (the reference supports it through a UDF of its own)."""
+    """Whether the address is in the block: the first prefix-length bits of both are equal. IPv4
+    and IPv6 alike; an address of the other family than the block's fails the query."""
     ip, cidr = _p(args[0]), _p(args[1])
     base = f"split({cidr}, '/')[0]"
     prefix = f"CAST(split({cidr}, '/')[1] AS INT)"
-    width = f"CAST(power(2, 32 - {prefix}) AS BIGINT)"
     return (
-        f"(CASE WHEN {ip} LIKE '%:%' OR {cidr} LIKE '%:%' "
-        "THEN raise_error('cidrmatch supports IPv4 addresses only') "
-        f"WHEN {prefix} < 0 OR {prefix} > 32 THEN NULL "
-        f"ELSE div({_ipv4_number(ip)}, {width}) = div({_ipv4_number(base)}, {width}) END)"
+        f"(CASE WHEN ({ip} LIKE '%:%') <> ({cidr} LIKE '%:%') "
+        "THEN raise_error('cidrmatch: the address and the block must be both IPv4 or both IPv6') "
+        f"ELSE substring({_ip_bits(ip)}, 1, {prefix}) = substring({_ip_bits(base)}, 1, {prefix}) END)"
     )
 
 
@@ -689,8 +805,20 @@ _aggregate("take", (1, 2), lambda a, d: f"slice(collect_list({a[0]}), 1, {a[1] i
 # --------------------------------------------------------------------------------------------
 
 
+#: Functions of the reference's grammar that Spark SQL cannot express, and why.
+UNSUPPORTED: dict[str, str] = {
+    **{
+        name: "Spark SQL has no function that edits a JSON document (the reference runs a UDF of its own)"
+        for name in ("json_delete", "json_set", "json_append", "json_extend")
+    },
+    "geoip": "it needs the reference's IP range table and its UDFs for IPv6 addresses",
+}
+
+
 def _unknown(name: str) -> PplSemanticError:
     key = name.lower()
+    if key in UNSUPPORTED:
+        return PplSemanticError(f"{name} is not supported on Spark: {UNSUPPORTED[key]}")
     if key in RELEVANCE_FUNCTIONS:
         return PplSemanticError(f"Relevance function {name} is not supported on Spark (it needs an OpenSearch query)")
     if key in _AGGREGATES:
@@ -762,6 +890,7 @@ _CAST_TYPES: dict[str, str] = {
     "boolean": "BOOLEAN",
     "date": "DATE",
     "timestamp": "TIMESTAMP",
+    "time": "TIME",
 }
 
 
@@ -771,8 +900,11 @@ def cast_type_names() -> list[str]:
 
 
 def cast_sql(expr: str, type_name: str) -> str:
-    """``cast(expr as type_name)`` with the reference's type names (``time`` has no Spark type)."""
+    """``cast(expr as type_name)`` with the reference's type names. Spark has no TIME type: a
+    time is an 'HH:mm:ss' string, as ``time()`` gives."""
     spark_type = _CAST_TYPES.get(type_name.strip().lower())
+    if spark_type == "TIME":
+        return f"date_format(CAST({expr} AS TIMESTAMP), 'HH:mm:ss')"
     if spark_type is None:
         raise PplSemanticError(
             f"Unsupported data type for cast: {type_name} (expected one of {', '.join(cast_type_names())})"
