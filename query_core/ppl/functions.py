@@ -369,13 +369,16 @@ def _is_interval(expr: str) -> bool:
 
 
 def _date_plus(sign: str, days_function: str) -> Builder:
-    """date_add/adddate (``+``) and date_sub/subdate (``-``): with an interval, date arithmetic;
-    with a number of days, Spark's ``date_add``/``date_sub``."""
+    """date_add/adddate (``+``) and date_sub/subdate (``-``) of an interval or a number of days.
+    A date gives a date and a timestamp a timestamp (its time of day kept), as documented; a
+    date written as a string gives a date, as Spark's ``date_add``."""
 
     def build(args: Sequence[str]) -> str:
         if _is_interval(args[1]):
             return f"({_p(args[0])} {sign} {_p(args[1])})"
-        return f"{days_function}({args[0]}, {args[1]})"
+        if literal_string(args[0]) is not None:
+            return f"{days_function}({args[0]}, {args[1]})"
+        return f"({_p(args[0])} {sign} {interval_sql(args[1], 'DAY')})"
 
     return build
 
@@ -456,7 +459,8 @@ _scalar("timestamp", _DATETIME, (1, 2), _timestamp)
 _scalar("date_format", _DATETIME, 2, lambda a: date_format_sql(a[0], a[1]))
 _scalar(["date_add", "adddate"], _DATETIME, 2, _date_plus("+", "date_add"))
 _scalar(["date_sub", "subdate"], _DATETIME, 2, _date_plus("-", "date_sub"))
-_scalar("datediff", _DATETIME, 2, _call("datediff"))
+# Days between the dates of two values: dates, timestamps or times of day (today's date).
+_scalar("datediff", _DATETIME, 2, lambda a: f"datediff(to_date(CAST({a[0]} AS TIMESTAMP)), to_date(CAST({a[1]} AS TIMESTAMP)))")
 _scalar(
     "timestampadd",
     _DATETIME,
@@ -470,7 +474,18 @@ _scalar(
     lambda a: f"timestampdiff({_word(a[0], _TIMESTAMP_UNITS, 'interval unit')}, {a[1]}, {a[2]})",
 )
 _scalar("extract", _DATETIME, 2, lambda a: f"extract({_word(a[0], _EXTRACT_UNITS, 'extract unit')} FROM {a[1]})")
-_scalar("unix_timestamp", _DATETIME, (0, 1), lambda a: f"unix_timestamp({a[0]})" if a else "unix_timestamp()")
+def _unix_timestamp(args: Sequence[str]) -> str:
+    if not args:
+        return "unix_timestamp()"
+    digits = args[0].strip()
+    # A number of the form [YY]YYMMDD[hhmmss], as MySQL reads it.
+    if re.fullmatch(r"\d{6}|\d{8}|\d{12}|\d{14}", digits):
+        fmt = {6: "yyMMdd", 8: "yyyyMMdd", 12: "yyMMddHHmmss", 14: "yyyyMMddHHmmss"}[len(digits)]
+        return f"unix_timestamp(to_timestamp('{digits}', '{fmt}'))"
+    return f"unix_timestamp({args[0]})"
+
+
+_scalar("unix_timestamp", _DATETIME, (0, 1), _unix_timestamp)
 
 
 def _from_unixtime(args: Sequence[str]) -> str:
@@ -650,8 +665,36 @@ def relative_timestamp_sql(relative: str, now: str = "current_timestamp()") -> s
 def _relative(arg: str) -> str:
     value = literal_string(arg)
     if value is None:
-        raise PplSemanticError("relative time strings must be constant strings, such as '-1d@d'")
+        return _relative_dynamic(arg)
     return relative_timestamp_sql(value)
+
+
+def _words(unit: str) -> str:
+    return ", ".join(sql_string(w) for w in _RELATIVE_UNITS[unit])
+
+
+def _relative_dynamic(arg: str, now: str = "current_timestamp()") -> str:
+    """:func:`relative_timestamp_sql` of a string known only when the query runs (a field):
+    the same grammar, read by regular expressions in SQL; a string it does not accept fails the
+    query with the reference's message."""
+    text = f"lower(trim({arg}))"
+    pattern = sql_string(r"^(?:([+-])(\d*)([a-z]+?))?(?:@([a-z0-9]+))?$")
+    sign, value, unit, snap = (f"regexp_extract({text}, {pattern}, {n})" for n in (1, 2, 3, 4))
+    amount = (
+        f"(CASE WHEN {sign} = '' THEN 0 ELSE (CASE WHEN {value} = '' THEN 1 ELSE CAST({value} AS INT) END)"
+        f" * (CASE WHEN {sign} = '-' THEN -1 ELSE 1 END) END)"
+    )
+    error = f"raise_error(concat('The relative date time \\'', {arg}, '\\' is not supported.'))"
+    shifts = " ".join(
+        f"WHEN {unit} IN ({_words(u)}) THEN {interval_sql(amount, u)}" for u in _RELATIVE_UNITS
+    )
+    shifted = f"({now} + (CASE WHEN {sign} = '' THEN make_interval(0, 0, 0, 0, 0, 0, 0) {shifts} ELSE {error} END))"
+    snaps = [f"WHEN {snap} = '' THEN {shifted}"]
+    snaps += [f"WHEN {snap} = '{w}' THEN {_snap_to_weekday(shifted, d)}" for w, d in _RELATIVE_WEEKDAYS.items()]
+    snaps.append(f"WHEN {snap} IN ({_words('WEEK')}) THEN {_snap_to_weekday(shifted, 7)}")
+    snaps += [f"WHEN {snap} IN ({_words(u)}) THEN date_trunc('{u}', {shifted})" for u in _RELATIVE_UNITS if u != "WEEK"]
+    matched = f"(CASE {' '.join(snaps)} ELSE {error} END)"
+    return f"(CASE WHEN {text} = 'now' THEN {now} WHEN {text} RLIKE {pattern} THEN {matched} ELSE {error} END)"
 
 
 _scalar("relative_timestamp", _DATETIME, 1, lambda a: _relative(a[0]))
@@ -774,6 +817,14 @@ def _percentile(spark_name: str) -> AggregateBuilder:
     return lambda args, distinct: f"{spark_name}({'DISTINCT ' if distinct else ''}{args[0]}, {_percent(args[1])})"
 
 
+def _percentile_exact(args: Sequence[str], distinct: bool) -> str:
+    # The value at the rank, not an interpolation: the reference's documented answers (36 for
+    # the 90th percentile of 28, 32, 33, 36).
+    if distinct:
+        raise PplSemanticError("percentile does not take distinct")
+    return f"percentile_disc({_percent(args[1])}) WITHIN GROUP (ORDER BY {args[0]})"
+
+
 def _aggregate(names: str | Iterable[str], arity: int | tuple[int, int | None], build: AggregateBuilder) -> None:
     def plain(args: Sequence[str]) -> str:
         return build(args, False)
@@ -794,7 +845,7 @@ _aggregate("stddev_samp", 1, _agg("stddev_samp"))
 _aggregate(["var_pop", "variance"], 1, _agg("var_pop"))
 _aggregate("var_samp", 1, _agg("var_samp"))
 # percentile(field, percent) with percent in 0..100; Spark takes a fraction.
-_aggregate("percentile", 2, _percentile("percentile"))
+_aggregate("percentile", 2, _percentile_exact)
 _aggregate("percentile_approx", 2, _percentile("percentile_approx"))
 # take(field[, size]): up to size (default 10) of the field's values, in no guaranteed order.
 _aggregate("take", (1, 2), lambda a, d: f"slice(collect_list({a[0]}), 1, {a[1] if len(a) > 1 else '10'})")

@@ -495,9 +495,8 @@ class _Builder(Transformer[Token, Any]):
                 right, sub_alias = part[1], part[2]
             elif part is not None and not isinstance(part, tuple):
                 condition = part
-        if sub_alias is not None:
-            if right_alias is not None and right_alias != sub_alias:
-                raise PplSyntaxError(f"Two aliases for the right side of the join: {right_alias} and {sub_alias}")
+        # `right = r` names the right side even when the table has an alias of its own, as in the reference.
+        if right_alias is None:
             right_alias = sub_alias
         return ast.Join(kind, right, condition, left_alias, right_alias)
 

@@ -529,6 +529,8 @@ class _Translator:
         self.block.table = None
 
     def on_toprare(self, command: ast.TopRare) -> None:
+        """The N most (top) or least (rare) common values, per group of the ``by`` fields, as the
+        reference's pages show; ties go by the values, ascending, so the answer is stable."""
         block = self.open_block([*command.fields, *command.by])
         env = self.env()
         count_name = "count_" + command.fields[0].name
@@ -536,12 +538,25 @@ class _Translator:
         keys = [expr_sql(f, env) for f in groups]
         count = f"approx_count_distinct({keys[0]})" if command.approx else "count(*)"
         items = [_Item(count, count_name), *(_Item(k, f.name) for k, f in zip(keys, groups, strict=True))]
+        direction = "ASC" if command.rare else "DESC"
+        order = ", ".join([f"{quote_name(count_name)} {direction}", *(f"{quote_name(f.name)} ASC" for f in command.fields)])
         block.group_by = keys
         block.defs = {}
-        self.set_items(items, [i.name for i in items])
-        block.order_by = f"{quote_name(count_name)} {'ASC' if command.rare else 'DESC'}"
-        block.limit = f"LIMIT {command.number}"
         block.closed = True
+        names = [i.name for i in items]
+        if not command.by:
+            self.set_items(items, names)
+            block.order_by = order
+            block.limit = f"LIMIT {command.number}"
+            return
+        partition = ", ".join(keys[len(command.fields) :])
+        inner_order = ", ".join([f"{count} {direction}", *(f"{k} ASC" for k in keys[: len(command.fields)])])
+        rank = f"row_number() OVER (PARTITION BY {partition} ORDER BY {inner_order})"
+        self.set_items([*items, _Item(rank, "__ppl_rank")], [*names, "__ppl_rank"])
+        self.wrap()
+        self.block.where.append(f"__ppl_rank <= {command.number}")
+        self.set_items([_Item(quote_name(n), n) for n in names], names)
+        self.block.order_by = ", ".join([*(f"{quote_name(f.name)} ASC" for f in command.by), order])
 
     def on_dedup(self, command: ast.Dedup) -> None:
         if command.consecutive:
@@ -880,6 +895,8 @@ def _windowed(aggregate: str, name: str) -> str:
     else:
         if re.match(r"\w+\(", aggregate) and aggregate.endswith(")"):
             return aggregate
+    if re.fullmatch(r"percentile_disc\([^()]*\) WITHIN GROUP \(ORDER BY .+\)", aggregate, re.DOTALL):
+        return aggregate
     raise PplSemanticError(f"{name} is not supported in eventstats")
 
 

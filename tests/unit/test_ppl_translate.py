@@ -121,7 +121,8 @@ def test_fields_minus_unknown_is_spark_unresolved_column() -> None:
 def test_stats_names_and_order() -> None:
     text = to_spark_sql("source=t | stats count(), avg(age) as a, percentile(age, 90) by name", no_columns)
     assert text == (
-        "SELECT count(*) AS `count()`, avg(age) AS a, percentile(age, 0.9) AS `percentile(age, 90)`, name"
+        "SELECT count(*) AS `count()`, avg(age) AS a, percentile_disc(0.9) WITHIN GROUP (ORDER BY age)"
+        " AS `percentile(age, 90)`, name"
         " FROM t GROUP BY name"
     )
     # an aggregation is named as written, spaces and case included
@@ -229,10 +230,15 @@ def test_rename() -> None:
 
 
 def test_top_and_rare() -> None:
+    # N per group of the by fields; ties go by the values, so the answer is stable
     assert to_spark_sql("source=t | top 3 name by age", no_columns) == (
-        "SELECT count(*) AS count_name, name, age FROM t GROUP BY name, age ORDER BY count_name DESC LIMIT 3"
+        "SELECT count_name, name, age FROM (SELECT count(*) AS count_name, name, age, row_number() OVER"
+        " (PARTITION BY age ORDER BY count(*) DESC, name ASC) AS __ppl_rank FROM t GROUP BY name, age) AS _s1"
+        " WHERE __ppl_rank <= 3 ORDER BY age ASC, count_name DESC, name ASC"
     )
-    assert to_spark_sql("source=t | rare name", no_columns).endswith("ORDER BY count_name ASC LIMIT 10")
+    assert to_spark_sql("source=t | rare name", no_columns).endswith(
+        "GROUP BY name ORDER BY count_name ASC, name ASC LIMIT 10"
+    )
 
 
 def test_parse_adds_or_replaces_fields() -> None:
