@@ -460,7 +460,12 @@ _scalar("date_format", _DATETIME, 2, lambda a: date_format_sql(a[0], a[1]))
 _scalar(["date_add", "adddate"], _DATETIME, 2, _date_plus("+", "date_add"))
 _scalar(["date_sub", "subdate"], _DATETIME, 2, _date_plus("-", "date_sub"))
 # Days between the dates of two values: dates, timestamps or times of day (today's date).
-_scalar("datediff", _DATETIME, 2, lambda a: f"datediff(to_date(CAST({a[0]} AS TIMESTAMP)), to_date(CAST({a[1]} AS TIMESTAMP)))")
+_scalar(
+    "datediff",
+    _DATETIME,
+    2,
+    lambda a: f"datediff(to_date(CAST({a[0]} AS TIMESTAMP)), to_date(CAST({a[1]} AS TIMESTAMP)))",
+)
 _scalar(
     "timestampadd",
     _DATETIME,
@@ -474,6 +479,8 @@ _scalar(
     lambda a: f"timestampdiff({_word(a[0], _TIMESTAMP_UNITS, 'interval unit')}, {a[1]}, {a[2]})",
 )
 _scalar("extract", _DATETIME, 2, lambda a: f"extract({_word(a[0], _EXTRACT_UNITS, 'extract unit')} FROM {a[1]})")
+
+
 def _unix_timestamp(args: Sequence[str]) -> str:
     if not args:
         return "unix_timestamp()"
@@ -583,7 +590,9 @@ _scalar(
     "to_seconds",
     _DATETIME,
     1,
-    lambda a: f"(CAST(datediff(to_date({a[0]}), DATE'0000-01-01') AS BIGINT) * 86400 + CAST(floor({_seconds_of_day(a[0])}) AS BIGINT))",
+    lambda a: (
+        f"(CAST(datediff(to_date({a[0]}), DATE'0000-01-01') AS BIGINT) * 86400 + CAST(floor({_seconds_of_day(a[0])}) AS BIGINT))"
+    ),
 )
 _scalar("microsecond", _DATETIME, 1, lambda a: f"CAST(date_format({_ts(a[0])}, 'SSSSSS') AS INT)")
 _scalar("minute_of_day", _DATETIME, 1, lambda a: f"(hour({_ts(a[0])}) * 60 + minute({_ts(a[0])}))")
@@ -675,26 +684,23 @@ def _words(unit: str) -> str:
 
 def _relative_dynamic(arg: str, now: str = "current_timestamp()") -> str:
     """:func:`relative_timestamp_sql` of a string known only when the query runs (a field):
-    the same grammar, read by regular expressions in SQL; a string it does not accept fails the
-    query with the reference's message."""
+    the same grammar, read by a regular expression in SQL; a string it does not accept fails the
+    query with the reference's message. The parts and the shifted time are bound once each, as
+    lambda parameters, so the expression stays small."""
     text = f"lower(trim({arg}))"
     pattern = sql_string(r"^(?:([+-])(\d*)([a-z]+?))?(?:@([a-z0-9]+))?$")
-    sign, value, unit, snap = (f"regexp_extract({text}, {pattern}, {n})" for n in (1, 2, 3, 4))
-    amount = (
-        f"(CASE WHEN {sign} = '' THEN 0 ELSE (CASE WHEN {value} = '' THEN 1 ELSE CAST({value} AS INT) END)"
-        f" * (CASE WHEN {sign} = '-' THEN -1 ELSE 1 END) END)"
-    )
+    parts = ", ".join(f"'{key}', regexp_extract({text}, {pattern}, {n})" for n, key in enumerate("svun", 1))
+    amount = "((CASE WHEN p.v = '' THEN 1 ELSE CAST(p.v AS INT) END) * (CASE WHEN p.s = '-' THEN -1 ELSE 1 END))"
     error = f"raise_error(concat('The relative date time \\'', {arg}, '\\' is not supported.'))"
-    shifts = " ".join(
-        f"WHEN {unit} IN ({_words(u)}) THEN {interval_sql(amount, u)}" for u in _RELATIVE_UNITS
-    )
-    shifted = f"({now} + (CASE WHEN {sign} = '' THEN make_interval(0, 0, 0, 0, 0, 0, 0) {shifts} ELSE {error} END))"
-    snaps = [f"WHEN {snap} = '' THEN {shifted}"]
-    snaps += [f"WHEN {snap} = '{w}' THEN {_snap_to_weekday(shifted, d)}" for w, d in _RELATIVE_WEEKDAYS.items()]
-    snaps.append(f"WHEN {snap} IN ({_words('WEEK')}) THEN {_snap_to_weekday(shifted, 7)}")
-    snaps += [f"WHEN {snap} IN ({_words(u)}) THEN date_trunc('{u}', {shifted})" for u in _RELATIVE_UNITS if u != "WEEK"]
-    matched = f"(CASE {' '.join(snaps)} ELSE {error} END)"
-    return f"(CASE WHEN {text} = 'now' THEN {now} WHEN {text} RLIKE {pattern} THEN {matched} ELSE {error} END)"
+    shifts = " ".join(f"WHEN p.u IN ({_words(u)}) THEN {interval_sql(amount, u)}" for u in _RELATIVE_UNITS)
+    shift = f"(CASE WHEN p.s = '' THEN make_interval(0, 0, 0, 0, 0, 0, 0) {shifts} ELSE {error} END)"
+    snaps = ["WHEN p.n = '' THEN t"]
+    snaps += [f"WHEN p.n = '{w}' THEN {_snap_to_weekday('t', d)}" for w, d in _RELATIVE_WEEKDAYS.items()]
+    snaps.append(f"WHEN p.n IN ({_words('WEEK')}) THEN {_snap_to_weekday('t', 7)}")
+    snaps += [f"WHEN p.n IN ({_words(u)}) THEN date_trunc('{u}', t)" for u in _RELATIVE_UNITS if u != "WEEK"]
+    snapped = f"element_at(transform(array({now} + {shift}), t -> CASE {' '.join(snaps)} ELSE {error} END), 1)"
+    parsed = f"element_at(transform(array(named_struct({parts})), p -> {snapped}), 1)"
+    return f"(CASE WHEN {text} = 'now' THEN {now} WHEN {text} RLIKE {pattern} THEN {parsed} ELSE {error} END)"
 
 
 _scalar("relative_timestamp", _DATETIME, 1, lambda a: _relative(a[0]))

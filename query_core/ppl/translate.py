@@ -282,9 +282,7 @@ class _Translator:
         correlate: ast.Correlate,
     ) -> None:
         if correlate.kind == "self":
-            raise PplSemanticError(
-                "correlate self is not supported: Spark needs two aliases of the table; use join left = a right = b"
-            )
+            raise PplSemanticError(_SELF_CORRELATION)
         if len(tables) != 2:
             raise PplSemanticError(f"Correlation command with `{correlate.kind}` type must have two source tables")
         if len(correlate.mappings) != len(correlate.fields):
@@ -367,7 +365,8 @@ class _Translator:
             self.wrap()
             sql = self.sql(value)
         self._put(name, sql)
-        if is_volatile(value):
+        if is_volatile(value) or len(sql) > _MAX_INLINE // 4:
+            # Not copied where it is used: a later command reads the column from a new block.
             self.block.closed = True
 
     def _put(self, name: str, sql: str) -> None:
@@ -536,10 +535,14 @@ class _Translator:
         count_name = "count_" + command.fields[0].name
         groups = [*command.fields, *command.by]
         keys = [expr_sql(f, env) for f in groups]
-        count = f"approx_count_distinct({keys[0]})" if command.approx else "count(*)"
+        # top_approx and rare_approx count exactly: an exact count is the best approximation, and
+        # the reference's approx_count_distinct of the grouped field is 1 in every group.
+        count = "count(*)"
         items = [_Item(count, count_name), *(_Item(k, f.name) for k, f in zip(keys, groups, strict=True))]
         direction = "ASC" if command.rare else "DESC"
-        order = ", ".join([f"{quote_name(count_name)} {direction}", *(f"{quote_name(f.name)} ASC" for f in command.fields)])
+        order = ", ".join(
+            [f"{quote_name(count_name)} {direction}", *(f"{quote_name(f.name)} ASC" for f in command.fields)]
+        )
         block.group_by = keys
         block.defs = {}
         block.closed = True
@@ -817,10 +820,14 @@ class _Translator:
         self.set_items(items, [*(c for c in current if c.lower() not in lowered), *(o.name for _, o in outputs)])
 
     def on_correlate(self, command: ast.Correlate) -> None:
-        raise PplSemanticError("correlate needs two source tables: source = t1, t2 | ... | correlate ...")
+        if command.kind == "self":
+            raise PplSemanticError(_SELF_CORRELATION)
+        raise PplSemanticError(f"Correlation command with `{command.kind}` type must have two source tables")
 
 
 # -- helpers -------------------------------------------------------------------------------------
+
+_SELF_CORRELATION = "correlate self is not supported: Spark needs two aliases of the table; use join left = a right = b"
 
 _JOIN_KEYWORDS: dict[str, str] = {
     "inner": "INNER JOIN",
