@@ -234,3 +234,14 @@ def test_tpch_reference_text_of_q2_and_q19_answers_as_it_reads(api: Api, tpch_ta
     expected = ok(api, tpch.VERBATIM_SQL[number], tpch_tables)["datarows"][0][0]
     answered = ok(api, tpch.ppl(number), tpch_tables, lang="ppl")
     assert answered["total"] == min(expected, 100 if number == 2 else expected)
+
+
+def test_an_unknown_or_refused_function_fails_the_statement_as_an_analysis_error(api: Api, session: str) -> None:
+    _, unknown = api.run(f"source = {WEB} | eval x = nope(host)", session, lang="ppl")
+    assert unknown["status"] == "FAILED"
+    assert unknown["error"] == "Fail to analyze query. Cause: nope is not a builtin function of PPL"
+    _, refused = api.run(f"source = {WEB} | eval j = json_delete(msg, array('a'))", session, lang="ppl")
+    assert refused["status"] == "FAILED"
+    assert refused["error"].startswith("Fail to analyze query. Cause: json_delete is not supported on Spark: ")
+    _, consecutive = api.run(f"source = {WEB} | dedup host consecutive=true", session, lang="ppl")
+    assert consecutive["error"] == "Fail to analyze query. Cause: Consecutive deduplication is not supported"

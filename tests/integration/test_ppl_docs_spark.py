@@ -12,7 +12,7 @@ import pytest
 
 from query_core.ppl import PplSemanticError, to_spark_sql
 from tests.ppl_docs import EXAMPLES, Example, effective, example_id, is_ordered, rows_match
-from tests.ppl_docs.tables import BY_PAGE, COMMON, Table, tables_for
+from tests.ppl_docs.tables import BY_PAGE, COMMON, Table, tables_for, view_sql
 
 pytestmark = pytest.mark.spark
 
@@ -37,8 +37,7 @@ def _register(spark: Any, page: str) -> None:
     """The page's tables as temp views (only those that differ from what is registered)."""
     for name, table in tables_for(page).items():
         if _REGISTERED.get(name) is not table:
-            frame = spark.createDataFrame(list(table.rows), table.schema).coalesce(1)
-            frame.createOrReplaceTempView(name)
+            spark.sql(view_sql(name, table))
             _REGISTERED[name] = table
 
 

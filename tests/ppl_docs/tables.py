@@ -257,6 +257,52 @@ BY_PAGE: dict[str, dict[str, Table]] = {
 }
 
 
+def _literal(value: Any) -> str:
+    """A Spark SQL literal of a sample value (a tuple is a struct, cast to its type by the view)."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, dt.datetime):
+        return f"TIMESTAMP '{value.isoformat(sep=' ')}'"
+    if isinstance(value, str):
+        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    if isinstance(value, list):
+        return f"array({', '.join(_literal(v) for v in value)})"
+    if isinstance(value, tuple):
+        return f"struct({', '.join(_literal(v) for v in value)})"
+    if isinstance(value, dict):
+        return f"map({', '.join(f'{_literal(k)}, {_literal(v)}' for k, v in value.items())})"
+    raise TypeError(f"no literal for {value!r}")
+
+
+def _split_schema(schema: str) -> list[tuple[str, str]]:
+    """(name, type) of each column of a Spark DDL list."""
+    columns, depth, start = [], 0, 0
+    for i, char in enumerate(schema + ","):
+        depth += {"<": 1, ">": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            name, kind = schema[start:i].strip().split(" ", 1)
+            columns.append((name, kind.strip()))
+            start = i + 1
+    return columns
+
+
+def view_sql(name: str, table: Table) -> str:
+    """``CREATE OR REPLACE TEMP VIEW`` of the table over its rows as literals: a local relation,
+    which Spark evaluates in the driver for the simple queries, so the examples run fast."""
+    columns = _split_schema(table.schema)
+    cast = ", ".join(f"CAST(c{i} AS {kind}) AS {column}" for i, (column, kind) in enumerate(columns))
+    if not table.rows:
+        nulls = ", ".join(f"NULL AS c{i}" for i in range(len(columns)))
+        return f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT {cast} FROM (SELECT {nulls}) WHERE FALSE"
+    rows = ", ".join("(" + ", ".join(_literal(v) for v in row) + ")" for row in table.rows)
+    aliases = ", ".join(f"c{i}" for i in range(len(columns)))
+    return f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT {cast} FROM VALUES {rows} AS v({aliases})"
+
+
 def tables_for(page: str) -> dict[str, Table]:
     """The tables the examples of ``page`` read."""
     return {**COMMON, **BY_PAGE.get(page, {})}
