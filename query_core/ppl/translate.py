@@ -755,9 +755,16 @@ class _Translator:
         )
         if command.left_alias is not None and not (can_extend and block.table is not None):
             can_extend = False
+        if block.where and len(block.relations) == 1:
+            # A filtered table is joined filtered: as a subquery named as the table was, so its
+            # name still qualifies its fields and its filter reads none of the right side's.
+            can_extend = False
         if not can_extend:
-            alias = command.left_alias or _next_alias()
-            self.block = _Block(f"({block.sql()}) AS {quote_name(alias)}", [quote_name(alias)])
+            if command.left_alias is not None:
+                alias = quote_name(command.left_alias)
+            else:
+                alias = block.relations[0] if len(block.relations) == 1 else _next_alias()
+            self.block = _Block(f"({block.sql()}) AS {alias}", [alias])
             block = self.block
         elif command.left_alias is not None and block.table is not None:
             block.source = f"{block.table} AS {quote_name(command.left_alias)}"
