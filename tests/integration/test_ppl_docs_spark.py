@@ -4,7 +4,6 @@ Spark over the page's sample tables, gives the documented columns and rows (see
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,12 +18,8 @@ pytestmark = pytest.mark.spark
 
 @pytest.fixture(scope="module")
 def docs_spark(spark: Any) -> Iterator[Any]:
-    """The shared session, quiet about the analysis errors some examples expect."""
-    logger = logging.getLogger("SQLQueryContextLogger")
-    level = logger.level
-    logger.setLevel(logging.CRITICAL)
+    """The shared session; the pages' views are dropped at the end."""
     yield spark
-    logger.setLevel(level)
     names = {name for tables in [COMMON, *BY_PAGE.values()] for name in tables}
     for name in names:
         spark.catalog.dropTempView(name)

@@ -142,7 +142,7 @@ def test_stats(tables: Any) -> None:
     check(
         tables,
         "source=ppl_people | stats percentile(age, 50) as p50, distinct_count(dept) by dept",
-        "SELECT percentile(age, 0.5) AS p50, count(DISTINCT dept) AS `distinct_count(dept)`, dept"
+        "SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY age) AS p50, count(DISTINCT dept) AS `distinct_count(dept)`, dept"
         " FROM ppl_people GROUP BY dept",
     )
 
@@ -507,7 +507,7 @@ def test_expand_and_flatten(tables: Any) -> None:
     )
     check(
         tables,
-        "source = ppl_people | eval s = named_struct('n', name, 'd', dept) | flatten s | fields id, n, d",
+        "source = ppl_people | eval s = json_object('n', name, 'd', dept) | flatten s | fields id, n, d",
         "SELECT id, name AS n, dept AS d FROM ppl_people",
     )
 

@@ -282,7 +282,7 @@ def _split_schema(schema: str) -> list[tuple[str, str]]:
     """(name, type) of each column of a Spark DDL list."""
     columns, depth, start = [], 0, 0
     for i, char in enumerate(schema + ","):
-        depth += {"<": 1, ">": -1}.get(char, 0)
+        depth += {"<": 1, ">": -1, "(": 1, ")": -1}.get(char, 0)
         if char == "," and depth == 0:
             name, kind = schema[start:i].strip().split(" ", 1)
             columns.append((name, kind.strip()))

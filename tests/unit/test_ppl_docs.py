@@ -23,7 +23,7 @@ def _columns_of(schema: str) -> list[str]:
     """The column names of a Spark DDL list (top-level commas only)."""
     names, depth, start = [], 0, 0
     for i, char in enumerate(schema + ","):
-        depth += {"<": 1, ">": -1}.get(char, 0)
+        depth += {"<": 1, ">": -1, "(": 1, ")": -1}.get(char, 0)
         if char == "," and depth == 0:
             names.append(schema[start:i].strip().split(" ")[0].strip("`"))
             start = i + 1
