@@ -196,7 +196,8 @@ def test_an_unknown_field_fails_the_statement_as_an_analysis_error(api: Api, ses
     assert "nope" in reply["error"]
     _, renamed = api.run(f"source = {WEB} | rename nope as other", session, lang="ppl")
     assert renamed["status"] == "FAILED"
-    assert renamed["error"].startswith("Fail to analyze query. Cause: [UNRESOLVED_COLUMN]")
+    assert renamed["error"].startswith("Fail to analyze query. Cause: [UNRESOLVED_COLUMN")
+    assert "`nope`" in renamed["error"]
 
 
 # -- TPC-H ----------------------------------------------------------------------------------------
