@@ -162,6 +162,8 @@ _scalar("position", _STRING, 2, _template("position({0} IN {1})"))
 _scalar("replace", _STRING, 3, _call("replace"))
 _scalar("like", _STRING, 2, _template("({0} LIKE {1})"))
 _scalar("regexp", _STRING, 2, _template("({0} RLIKE {1})"))
+# `a contains b`, a comparison operator of the reference's grammar: whether b is in a.
+_scalar("contains", _STRING, 2, _call("contains"))
 # strcmp (MySQL): -1, 0 or 1, NULL when either side is NULL (no ELSE branch).
 _scalar(
     "strcmp", _STRING, 2, _template("(CASE WHEN {0} < {1} THEN -1 WHEN {0} > {1} THEN 1 WHEN {0} = {1} THEN 0 END)")

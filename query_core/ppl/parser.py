@@ -100,6 +100,7 @@ _TERMINAL_WORDS = {
     "ARROW": "'->'",
     "POSITION": "position(",
     "REGEXP": "'regexp'",
+    "CONTAINS": "'contains'",
     "SOURCE": "'source'",
     "INDEX": "'index'",
     "SQ_STRING": "a string",
@@ -599,6 +600,9 @@ class _Builder(Transformer[Token, Any]):
 
     def regexp(self, left: ast.Expr, _op: Token, right: ast.Expr) -> ast.Expr:
         return ast.Call("regexp", (left, right))
+
+    def contains(self, left: ast.Expr, _op: Token, right: ast.Expr) -> ast.Expr:
+        return ast.Call("contains", (left, right))
 
     def name_tuple(self, *names: tuple[str, ...]) -> tuple[ast.Field, ...]:
         return tuple(ast.Field(n) for n in names)

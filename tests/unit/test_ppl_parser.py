@@ -456,6 +456,7 @@ def test_lambdas_position_and_regexp() -> None:
     assert reduce.left.args[2] == Lambda(("acc", "x"), Binary("+", f("acc"), f("x")))
     assert expr("position('x' IN name) > 0") == Binary(">", Call("position", (s("x"), f("name"))), i(0))
     assert expr("a regexp 'x.*'") == Call("regexp", (f("a"), s("x.*")))
+    assert expr("a contains 'x'") == Call("contains", (f("a"), s("x")))
 
 
 def test_the_commands_added_to_the_grammar() -> None:
