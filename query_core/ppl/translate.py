@@ -672,6 +672,7 @@ class _Translator:
             items = [_Item(f"{alias}.* EXCEPT ({column})", star=True)]
             items += [_Item(f"{column}.{quote_name(f)}", n) for f, n in zip(struct_fields, names, strict=True)]
             self.block.items = items
+            self.block.defs.update({i.name.lower(): i.sql for i in items[1:]})
             self.known = None
             return
         names_sql = f" AS {', '.join(quote_name(a) for a in command.aliases)}" if command.aliases else ""
