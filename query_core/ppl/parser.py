@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from importlib import resources
@@ -17,6 +18,7 @@ from typing import Any
 
 from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import LarkError, UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+from lark.lexer import ContextualLexer
 
 from query_core.ppl import ast
 from query_core.ppl.errors import PplSyntaxError
@@ -35,13 +37,10 @@ def parse_ppl(text: str) -> ast.Query:
     (which the grammar cannot tell apart, and which lex in a third less time); text that does not
     parse so is parsed as written, so an error gives the line and column of the text sent.
     """
-    compact = _compact(text)
-    if compact != text:
-        try:
-            return _parse(compact)
-        except PplSyntaxError:
-            pass
-    return _parse(text)
+    try:
+        return _parse(_compact(text), _fast_parser())
+    except PplSyntaxError:
+        return _parse(text, _parser())
 
 
 #: Quoted text (kept), or a comment or a run of blanks (made one space).
@@ -54,10 +53,10 @@ def _compact(text: str) -> str:
     return _BLANKS.sub(lambda m: m.group() if m.group()[0] in "'\"`" else " ", text).strip()
 
 
-def _parse(text: str) -> ast.Query:
+def _parse(text: str, parser: Lark) -> ast.Query:
     token = _TEXT.set(text)
     try:
-        tree = _parser().parse(text)
+        tree = parser.parse(text)
     except PplSyntaxError:
         raise
     except UnexpectedInput as exc:
@@ -72,8 +71,44 @@ def _parse(text: str) -> ast.Query:
     return tree
 
 
+class _LeanLexer(ContextualLexer):
+    """Lark's contextual lexer (the same scanner and keyword callbacks for each parser state)
+    without its line counting, for compacted text: positions are offsets on one line, so the
+    tokens carry no true line; an error is reported from a parse of the text as written."""
+
+    def lex(self, lexer_state: Any, parser_state: Any) -> Iterator[Token]:
+        text = lexer_state.text
+        pos = lexer_state.line_ctr.char_pos
+        while pos < text.end:
+            lexer: Any = self.lexers[parser_state.position]  # a BasicLexer: its scanner and callbacks
+            found = lexer.scanner.match(text, pos)
+            if not found:
+                raise UnexpectedCharacters(text.text, pos, 1, pos + 1, allowed=lexer.scanner.allowed_types)
+            value, kind = found
+            end = pos + len(value)
+            if kind not in lexer.ignore_types:
+                token = Token(kind, value, pos, 1, pos + 1, 1, end + 1, end)
+                callback = lexer.callback.get(kind)
+                yield token if callback is None else callback(token)
+            pos = end
+
+
+@functools.cache
+def _fast_parser() -> Lark:
+    """The parser with :class:`_LeanLexer`, for the compacted text of :func:`parse_ppl`."""
+    parser = _build()
+    lexer = parser.parser.lexer
+    assert type(lexer) is ContextualLexer, type(lexer)
+    lexer.__class__ = _LeanLexer
+    return parser
+
+
 @functools.cache
 def _parser() -> Lark:
+    return _build()
+
+
+def _build() -> Lark:
     grammar = resources.files("query_core.ppl").joinpath("grammar.lark").read_text(encoding="utf-8")
     return Lark(
         grammar,

@@ -170,3 +170,19 @@ def test_every_function_of_the_grammar_is_translated_or_refused_with_its_reason(
 @pytest.mark.parametrize("name", GRAMMAR_AGGREGATIONS)
 def test_every_aggregation_of_the_grammar_is_translated(name: str) -> None:
     assert f.is_aggregate(name)
+
+
+def test_the_fast_parse_of_the_compacted_text_is_the_parse_of_the_text_as_written() -> None:
+    """The parse a query gets (its comments and blanks compacted, lark's lexer without line
+    counting) is the one of the text as written, for every query of the pages."""
+    from query_core.ppl.parser import _compact, _fast_parser, _parse, _parser
+
+    texts = [e.query for e in EXAMPLES] + [q for _, q in QUERIES]
+    for text in texts:
+        try:
+            written = _parse(text, _parser())
+        except PplSyntaxError:
+            with pytest.raises(PplSyntaxError):
+                _parse(_compact(text), _fast_parser())
+            continue
+        assert _parse(_compact(text), _fast_parser()) == written, text
