@@ -1,4 +1,6 @@
-"""PPL translation time next to Spark's own parse-and-analyze time of the translated SQL.
+"""PPL translation time next to Spark's own parse-and-analyze time of the translated SQL, and the
+same for the 22 TPC-H queries: their PPL's translation next to Spark's parse-and-analyze of the
+standard SQL queries.
 
 ``python -m bench.ppl [--quick] [--out PATH]``: a seeded corpus of PPL queries (300; ``--quick``
 30) over every command the translator supports is built against two small temp views in a local
@@ -8,6 +10,10 @@ each query is timed once: ``parse_ppl``; ``to_spark_sql`` with the job's real ``
 callback (``spark.sql(sql).columns``), split into time inside the callback and in the translator
 itself; and ``spark.sql`` of the translated text, which in classic (not Connect) PySpark parses and
 analyzes eagerly without executing (checked at start-up; ``.schema`` forces it otherwise).
+
+TPC-H: the tables at scale factor 0.01 (tpchgen-cli) as temp views; each of the 22 queries in PPL
+(``bench/tpch``) is translated and the standard SQL query parsed and analyzed ``--tpch-rounds``
+times (5; the median is kept), after a warm-up round.
 """
 
 from __future__ import annotations
@@ -28,11 +34,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.report import Figure, Report
+from bench import tpch
+from bench.report import Figure, Report, Target
 from bench.stats import percentile, summary
 from query_core.ppl import PplSemanticError, PplSyntaxError, parse_ppl, to_spark_sql
 
 SECTION = "PPL translation"
+TPCH_SECTION = "PPL translation, TPC-H"
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "ppl.json"
 PEOPLE = "bench_ppl_people"
 DEPTS = "bench_ppl_depts"
@@ -407,6 +415,127 @@ def run_bench(spark: Any, count: int, seed: int = 20261122, rows: int = 300) -> 
     return figures(samples), details
 
 
+# -- TPC-H ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class TpchSample:
+    """Median times of one TPC-H query (milliseconds)."""
+
+    number: int
+    translate_ms: float
+    callback_ms: float
+    callbacks: int
+    sql_analyze_ms: float
+    ppl_analyze_ms: float
+
+    @property
+    def translator_ms(self) -> float:
+        return self.translate_ms - self.callback_ms
+
+
+@contextmanager
+def tpch_views(spark: Any, directory: Path) -> Iterator[None]:
+    """The TPC-H tables at scale factor 0.01 as temp views, dropped afterwards."""
+    for table, path in tpch.generate(directory).items():
+        spark.read.parquet(str(path)).createOrReplaceTempView(table)
+    try:
+        yield
+    finally:
+        for table in tpch.TABLES:
+            spark.catalog.dropTempView(table)
+
+
+def _median(values: list[float]) -> float:
+    return percentile(values, 50)
+
+
+def measure_tpch(spark: Any, rounds: int = 5) -> list[TpchSample]:
+    """Each query's median over ``rounds`` timed rounds, after one warm-up round."""
+    columns = _Callback(spark)
+    samples = []
+    for number in range(1, 23):
+        text, sql = tpch.ppl_standard(number), tpch.SQL[number]
+        runs: list[tuple[float, float, int, float, float]] = []
+        for round_ in range(rounds + 1):
+            columns.reset()
+            t0 = time.perf_counter()
+            translated = to_spark_sql(text, columns)
+            t1 = time.perf_counter()
+            spark.sql(sql).schema  # noqa: B018 - parse and analyze only
+            t2 = time.perf_counter()
+            spark.sql(translated).schema  # noqa: B018
+            t3 = time.perf_counter()
+            if round_:
+                runs.append(((t1 - t0) * 1e3, columns.seconds * 1e3, columns.calls, (t2 - t1) * 1e3, (t3 - t2) * 1e3))
+        samples.append(
+            TpchSample(
+                number,
+                _median([r[0] for r in runs]),
+                _median([r[1] for r in runs]),
+                runs[0][2],
+                _median([r[3] for r in runs]),
+                _median([r[4] for r in runs]),
+            )
+        )
+    return samples
+
+
+def tpch_figures(samples: list[TpchSample]) -> list[Figure]:
+    """The TPC-H figures: medians over the 22 queries, and the ratio against the target."""
+    translator = [s.translator_ms for s in samples]
+    full = [s.translate_ms for s in samples]
+    sql = [s.sql_analyze_ms for s in samples]
+    ratios = [s.translator_ms / s.sql_analyze_ms for s in samples if s.sql_analyze_ms > 0]
+
+    def ms(name: str, values: list[float], q: float, note: str = "") -> Figure:
+        return Figure(TPCH_SECTION, f"{name} p{q:g}", round(percentile(values, q), 3), "ms", note=note)
+
+    return [
+        ms("translation, translator only", translator, 50, "to_spark_sql minus time in columns(); median of 5"),
+        ms("translation, translator only", translator, 100, "the slowest of the 22"),
+        ms("translation incl. columns callbacks", full, 50),
+        ms("Spark parse+analyze of the standard SQL", sql, 50, "spark.sql(sql).schema"),
+        ms("Spark parse+analyze of the standard SQL", sql, 100),
+        ms("Spark parse+analyze of the translated SQL", [s.ppl_analyze_ms for s in samples], 50),
+        Figure(
+            TPCH_SECTION,
+            "translator-only p50 / standard SQL p50",
+            round(percentile(translator, 50) / percentile(sql, 50), 3),
+            "x",
+            Target("<", 0.1),
+        ),
+        Figure(TPCH_SECTION, "worst query: translator-only / its SQL", round(max(ratios), 3), "x"),
+        Figure(
+            TPCH_SECTION,
+            "queries that needed the columns callback",
+            sum(1 for s in samples if s.callbacks),
+            "queries",
+            note=f"of 22; {sum(s.callbacks for s in samples)} calls in all",
+        ),
+    ]
+
+
+def run_tpch_bench(spark: Any, directory: Path, rounds: int = 5) -> tuple[list[Figure], dict[str, Any]]:
+    """The TPC-H part on an existing session (its temp views are created and dropped here)."""
+    with tpch_views(spark, directory), _quiet_query_errors():
+        samples = measure_tpch(spark, rounds)
+    details = {
+        "rounds": rounds,
+        "per_query": {
+            f"q{s.number}": {
+                "translator_ms": round(s.translator_ms, 3),
+                "callback_ms": round(s.callback_ms, 3),
+                "callbacks": s.callbacks,
+                "sql_analyze_ms": round(s.sql_analyze_ms, 3),
+                "ppl_analyze_ms": round(s.ppl_analyze_ms, 3),
+            }
+            for s in samples
+        },
+    }
+    return tpch_figures(samples), details
+
+
 # -- stand-alone ---------------------------------------------------------------------------------
 
 
@@ -432,6 +561,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.ppl", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="30 queries instead of 300")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"JSON output (default: {DEFAULT_OUT})")
+    parser.add_argument("--tpch-rounds", type=int, default=5, help="timed rounds per TPC-H query (default: 5)")
     args = parser.parse_args(argv)
     count = 30 if args.quick else 300
     report = Report()
@@ -449,10 +579,13 @@ def main(argv: list[str] | None = None) -> int:
         try:
             report.meta["spark"] = spark.version
             found, details = run_bench(spark, count)
+            tpch_found, tpch_details = run_tpch_bench(spark, Path(warehouse) / "tpch", args.tpch_rounds)
         finally:
             spark.stop()
     report.add(found)
+    report.add(tpch_found)
     report.details[SECTION] = details
+    report.details[TPCH_SECTION] = tpch_details
     report.meta["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]
     report.meta["duration_s"] = round(time.perf_counter() - started, 1)
     args.out.parent.mkdir(parents=True, exist_ok=True)

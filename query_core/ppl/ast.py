@@ -7,6 +7,7 @@ compare whole trees) and can be shared freely. Names keep the case the user wrot
 from __future__ import annotations
 
 from dataclasses import dataclass
+from dataclasses import field as dc_field
 from typing import Literal as Lit
 
 # -- expressions -------------------------------------------------------------------------------
@@ -18,8 +19,24 @@ class Literal:
     ``interval``: the amount and unit as written, e.g. ``"1h"``)."""
 
     value: int | float | str | bool | None
-    kind: Lit["int", "decimal", "string", "bool", "null", "interval"]
+    kind: Lit["int", "decimal", "string", "bool", "null", "interval", "date", "time", "timestamp"]
     text: str = ""
+
+
+@dataclass(frozen=True)
+class Interval:
+    """``interval <value> <unit>``: ``unit`` upper case and singular (``MONTH``)."""
+
+    value: Expr
+    unit: str
+
+
+@dataclass(frozen=True)
+class Lambda:
+    """``x -> body`` or ``(acc, x) -> body``, an argument of the collection functions."""
+
+    params: tuple[str, ...]
+    body: Expr
 
 
 @dataclass(frozen=True)
@@ -74,6 +91,8 @@ class Subquery:
     kind: Lit["in", "exists", "scalar"]
     query: Query
     expr: Expr | None = None
+    #: ``(a, b) in [...]``: the fields compared with the subsearch's columns (``expr`` is None).
+    tuple_exprs: tuple[Expr, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -85,6 +104,8 @@ class Call:
     args: tuple[Expr, ...]
     distinct: bool = False
     default: Expr | None = None
+    #: The call as written in the query (the reference names an aggregation's column by it).
+    text: str = dc_field(default="", compare=False)
 
 
 @dataclass(frozen=True)
@@ -95,7 +116,7 @@ class Cast:
     type_name: str
 
 
-Expr = Literal | Field | Binary | Unary | InList | Between | Subquery | Call | Cast
+Expr = Literal | Field | Binary | Unary | InList | Between | Subquery | Call | Cast | Interval | Lambda
 
 
 # -- pieces of commands ------------------------------------------------------------------------
@@ -164,11 +185,15 @@ class TrendComputation:
 
 @dataclass(frozen=True)
 class Search:
-    """``[search] source=<table> [as alias] [filter]``: the first command of a pipeline."""
+    """``[search] source=<table>[, <table>...] [as alias] [filter]``, or ``source=[ subsearch ]``:
+    the first command of a pipeline. ``tables`` holds more than one table for ``source=t1, t2``;
+    ``subsearch`` replaces the table for a subsearch source."""
 
     table: TableName
     filter: Expr | None = None
     alias: str | None = None
+    more_tables: tuple[TableName, ...] = ()
+    subsearch: Query | None = None
 
 
 @dataclass(frozen=True)
@@ -220,7 +245,7 @@ class Dedup:
 
 @dataclass(frozen=True)
 class Rename:
-    """``rename a as b, ...``: pairs of (old, new)."""
+    """``rename a as b, ...``: pairs of (old, new); a name with ``*`` is a wildcard pattern."""
 
     pairs: tuple[tuple[Field, Field], ...]
 
@@ -240,9 +265,62 @@ class TopRare:
 class Parse:
     """``parse <field> '<regex>'`` (``grok=False``) or ``grok <field> '<grok pattern>'``."""
 
-    field: Field
+    field: Expr
     pattern: str
     grok: bool = False
+
+
+@dataclass(frozen=True)
+class Patterns:
+    """``patterns [new_field='name'] [pattern='regex'] <field>``: the field with every match of
+    ``pattern`` (by default, letters and digits) removed, as ``new_field``."""
+
+    field: Expr
+    new_field: str = "patterns_field"
+    pattern: str | None = None
+
+
+@dataclass(frozen=True)
+class FieldSummary:
+    """``fieldsummary [includefields=a, b] [nulls=true]``: one row of statistics per field."""
+
+    fields: tuple[Field, ...] = ()
+    nulls: bool = False
+
+
+@dataclass(frozen=True)
+class Flatten:
+    """``flatten <struct or array of structs> [as (a, b, ...)]``."""
+
+    field: Field
+    aliases: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Expand:
+    """``expand <array or map> [as alias]``: one row per element."""
+
+    field: Field
+    alias: str | None = None
+
+
+@dataclass(frozen=True)
+class AppendCol:
+    """``appendcol [override=true] [ commands ]``: the commands run on the main search's source,
+    their rows set beside the main rows, row by row."""
+
+    commands: tuple[Command, ...]
+    override: bool = False
+
+
+@dataclass(frozen=True)
+class Correlate:
+    """``correlate <type> fields(...) [scope(field, span)] mapping(a.x = b.y, ...)`` (experimental)."""
+
+    kind: Lit["self", "exact", "approximate"]
+    fields: tuple[Field, ...]
+    mappings: tuple[tuple[Field, str, Field], ...]
+    scope: tuple[Field, Literal, str | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -304,6 +382,12 @@ Command = (
     | Trendline
     | Lookup
     | Join
+    | Patterns
+    | FieldSummary
+    | Flatten
+    | Expand
+    | AppendCol
+    | Correlate
 )
 
 

@@ -162,6 +162,8 @@ _scalar("position", _STRING, 2, _template("position({0} IN {1})"))
 _scalar("replace", _STRING, 3, _call("replace"))
 _scalar("like", _STRING, 2, _template("({0} LIKE {1})"))
 _scalar("regexp", _STRING, 2, _template("({0} RLIKE {1})"))
+# `a contains b`, a comparison operator of the reference's grammar: whether b is in a.
+_scalar("contains", _STRING, 2, _call("contains"))
 # strcmp (MySQL): -1, 0 or 1, NULL when either side is NULL (no ELSE branch).
 _scalar(
     "strcmp", _STRING, 2, _template("(CASE WHEN {0} < {1} THEN -1 WHEN {0} > {1} THEN 1 WHEN {0} = {1} THEN 0 END)")
@@ -369,13 +371,16 @@ def _is_interval(expr: str) -> bool:
 
 
 def _date_plus(sign: str, days_function: str) -> Builder:
-    """date_add/adddate (``+``) and date_sub/subdate (``-``): with an interval, date arithmetic;
-    with a number of days, Spark's ``date_add``/``date_sub``."""
+    """date_add/adddate (``+``) and date_sub/subdate (``-``) of an interval or a number of days.
+    A date gives a date and a timestamp a timestamp (its time of day kept), as documented; a
+    date written as a string gives a date, as Spark's ``date_add``."""
 
     def build(args: Sequence[str]) -> str:
         if _is_interval(args[1]):
             return f"({_p(args[0])} {sign} {_p(args[1])})"
-        return f"{days_function}({args[0]}, {args[1]})"
+        if literal_string(args[0]) is not None:
+            return f"{days_function}({args[0]}, {args[1]})"
+        return f"({_p(args[0])} {sign} {interval_sql(args[1], 'DAY')})"
 
     return build
 
@@ -456,7 +461,13 @@ _scalar("timestamp", _DATETIME, (1, 2), _timestamp)
 _scalar("date_format", _DATETIME, 2, lambda a: date_format_sql(a[0], a[1]))
 _scalar(["date_add", "adddate"], _DATETIME, 2, _date_plus("+", "date_add"))
 _scalar(["date_sub", "subdate"], _DATETIME, 2, _date_plus("-", "date_sub"))
-_scalar("datediff", _DATETIME, 2, _call("datediff"))
+# Days between the dates of two values: dates, timestamps or times of day (today's date).
+_scalar(
+    "datediff",
+    _DATETIME,
+    2,
+    lambda a: f"datediff(to_date(CAST({a[0]} AS TIMESTAMP)), to_date(CAST({a[1]} AS TIMESTAMP)))",
+)
 _scalar(
     "timestampadd",
     _DATETIME,
@@ -470,7 +481,20 @@ _scalar(
     lambda a: f"timestampdiff({_word(a[0], _TIMESTAMP_UNITS, 'interval unit')}, {a[1]}, {a[2]})",
 )
 _scalar("extract", _DATETIME, 2, lambda a: f"extract({_word(a[0], _EXTRACT_UNITS, 'extract unit')} FROM {a[1]})")
-_scalar("unix_timestamp", _DATETIME, (0, 1), lambda a: f"unix_timestamp({a[0]})" if a else "unix_timestamp()")
+
+
+def _unix_timestamp(args: Sequence[str]) -> str:
+    if not args:
+        return "unix_timestamp()"
+    digits = args[0].strip()
+    # A number of the form [YY]YYMMDD[hhmmss], as MySQL reads it.
+    if re.fullmatch(r"\d{6}|\d{8}|\d{12}|\d{14}", digits):
+        fmt = {6: "yyMMdd", 8: "yyyyMMdd", 12: "yyMMddHHmmss", 14: "yyyyMMddHHmmss"}[len(digits)]
+        return f"unix_timestamp(to_timestamp('{digits}', '{fmt}'))"
+    return f"unix_timestamp({args[0]})"
+
+
+_scalar("unix_timestamp", _DATETIME, (0, 1), _unix_timestamp)
 
 
 def _from_unixtime(args: Sequence[str]) -> str:
@@ -484,6 +508,116 @@ def _from_unixtime(args: Sequence[str]) -> str:
 _scalar("from_unixtime", _DATETIME, (1, 2), _from_unixtime)
 _scalar("makedate", _DATETIME, (2, 3), _makedate)
 _scalar("make_date", _DATETIME, 3, _call("make_date"))
+
+# MySQL's date and time functions that the reference's grammar names and Spark lacks, by their
+# MySQL semantics (the OpenSearch SQL plugin's PPL documents them so). A time of day is an
+# 'HH:mm:ss' string (Spark has no TIME type); a string of a time alone reads as that time today.
+
+
+def _ts(expr: str) -> str:
+    return f"CAST({expr} AS TIMESTAMP)"
+
+
+def _seconds_of_day(expr: str) -> str:
+    """The seconds since midnight of a timestamp or a time of day, fractions included."""
+    ts = _ts(expr)
+    return f"((unix_micros({ts}) - unix_micros(date_trunc('DAY', {ts}))) / 1000000)"
+
+
+def _clock(seconds: str) -> str:
+    """``seconds`` as a signed 'HH:mm:ss' string (hours may pass 24, as MySQL's TIME)."""
+    s = _p(seconds)
+    whole = f"CAST(floor(abs({s})) AS BIGINT)"
+    return (
+        f"concat(IF({s} < 0, '-', ''), lpad(CAST(div({whole}, 3600) AS STRING), 2, '0'), ':',"
+        f" lpad(CAST(div({whole} % 3600, 60) AS STRING), 2, '0'), ':', lpad(CAST({whole} % 60 AS STRING), 2, '0'))"
+    )
+
+
+def _months_of_period(period: str) -> str:
+    """A period YYMM or YYYYMM as a count of months (a two-digit year before 70 is 20YY)."""
+    p = _p(period)
+    year = f"(CASE WHEN {p} >= 10000 THEN div({p}, 100) WHEN div({p}, 100) < 70 THEN 2000 + div({p}, 100) ELSE 1900 + div({p}, 100) END)"
+    return f"({year} * 12 + {p} % 100 - 1)"
+
+
+def _period_add(args: Sequence[str]) -> str:
+    months = f"({_months_of_period(args[0])} + {_p(args[1])})"
+    return f"(div({months}, 12) * 100 + {months} % 12 + 1)"
+
+
+def _plus_time(sign: str) -> Builder:
+    """addtime/subtime: the first value moved by the second's time of day."""
+
+    def build(args: Sequence[str]) -> str:
+        shift = f"make_dt_interval(0, 0, 0, {_seconds_of_day(args[1])})"
+        return f"({_ts(args[0])} {sign} {shift})"
+
+    return build
+
+
+def _str_to_date(args: Sequence[str]) -> str:
+    fmt = literal_string(args[1])
+    if fmt is None:
+        raise PplSemanticError("str_to_date needs a constant format, such as '%Y-%m-%d'")
+    return f"to_timestamp({args[0]}, {sql_string(mysql_format_to_spark(fmt))})"
+
+
+def _datetime(args: Sequence[str]) -> str:
+    # datetime(x[, tz]): x as a timestamp, moved from the session's time zone to tz if given.
+    if len(args) == 1:
+        return _ts(args[0])
+    return f"convert_timezone(current_timezone(), {args[1]}, {_ts(args[0])})"
+
+
+def _time_format(args: Sequence[str]) -> str:
+    return date_format_sql(_ts(args[0]), args[1])
+
+
+def _yearweek(args: Sequence[str]) -> str:
+    if len(args) == 2 and literal_string(args[1]) is None and _number(args[1]) not in (3.0,):
+        raise PplSemanticError("yearweek supports mode 3 (ISO weeks, Monday first) only")
+    d = f"to_date({args[0]})"
+    return f"(year(date_add({d}, 3 - weekday({d}))) * 100 + weekofyear({d}))"
+
+
+_scalar("addtime", _DATETIME, 2, _plus_time("+"))
+_scalar("subtime", _DATETIME, 2, _plus_time("-"))
+_scalar("convert_tz", _DATETIME, 3, lambda a: f"convert_timezone({a[1]}, {a[2]}, {_ts(a[0])})")
+_scalar("datetime", _DATETIME, (1, 2), _datetime)
+# Day numbers as MySQL counts them, from year 0.
+_scalar("to_days", _DATETIME, 1, lambda a: f"datediff(to_date({a[0]}), DATE'0000-01-01')")
+_scalar("from_days", _DATETIME, 1, lambda a: f"date_add(DATE'0000-01-01', CAST({_p(a[0])} AS INT))")
+_scalar(
+    "to_seconds",
+    _DATETIME,
+    1,
+    lambda a: (
+        f"(CAST(datediff(to_date({a[0]}), DATE'0000-01-01') AS BIGINT) * 86400 + CAST(floor({_seconds_of_day(a[0])}) AS BIGINT))"
+    ),
+)
+_scalar("microsecond", _DATETIME, 1, lambda a: f"CAST(date_format({_ts(a[0])}, 'SSSSSS') AS INT)")
+_scalar("minute_of_day", _DATETIME, 1, lambda a: f"(hour({_ts(a[0])}) * 60 + minute({_ts(a[0])}))")
+_scalar("period_add", _DATETIME, 2, _period_add)
+_scalar("period_diff", _DATETIME, 2, lambda a: f"({_months_of_period(a[0])} - {_months_of_period(a[1])})")
+_scalar("sec_to_time", _DATETIME, 1, lambda a: _clock(a[0]))
+_scalar("time_to_sec", _DATETIME, 1, lambda a: f"CAST(floor({_seconds_of_day(a[0])}) AS BIGINT)")
+_scalar(
+    "timediff",
+    _DATETIME,
+    2,
+    lambda a: _clock(f"(unix_micros({_ts(a[0])}) - unix_micros({_ts(a[1])})) / 1000000"),
+)
+_scalar("str_to_date", _DATETIME, 2, _str_to_date)
+_scalar("time_format", _DATETIME, 2, _time_format)
+_scalar("utc_date", _DATETIME, 0, lambda a: "to_date(to_utc_timestamp(current_timestamp(), current_timezone()))")
+_scalar(
+    "utc_time",
+    _DATETIME,
+    0,
+    lambda a: "date_format(to_utc_timestamp(current_timestamp(), current_timezone()), 'HH:mm:ss')",
+)
+_scalar("yearweek", _DATETIME, (1, 2), _yearweek)
 
 # Relative time strings, [+|-]<n><unit>@<snap> (the reference's relative_timestamp). The reference
 # evaluates them in a UDF; here a constant string is parsed now and becomes SQL over the query's
@@ -542,8 +676,33 @@ def relative_timestamp_sql(relative: str, now: str = "current_timestamp()") -> s
 def _relative(arg: str) -> str:
     value = literal_string(arg)
     if value is None:
-        raise PplSemanticError("relative time strings must be constant strings, such as '-1d@d'")
+        return _relative_dynamic(arg)
     return relative_timestamp_sql(value)
+
+
+def _words(unit: str) -> str:
+    return ", ".join(sql_string(w) for w in _RELATIVE_UNITS[unit])
+
+
+def _relative_dynamic(arg: str, now: str = "current_timestamp()") -> str:
+    """:func:`relative_timestamp_sql` of a string known only when the query runs (a field):
+    the same grammar, read by a regular expression in SQL; a string it does not accept fails the
+    query with the reference's message. The parts and the shifted time are bound once each, as
+    lambda parameters, so the expression stays small."""
+    text = f"lower(trim({arg}))"
+    pattern = sql_string(r"^(?:([+-])(\d*)([a-z]+?))?(?:@([a-z0-9]+))?$")
+    parts = ", ".join(f"'{key}', regexp_extract({text}, {pattern}, {n})" for n, key in enumerate("svun", 1))
+    amount = "((CASE WHEN p.v = '' THEN 1 ELSE CAST(p.v AS INT) END) * (CASE WHEN p.s = '-' THEN -1 ELSE 1 END))"
+    error = f"raise_error(concat('The relative date time \\'', {arg}, '\\' is not supported.'))"
+    shifts = " ".join(f"WHEN p.u IN ({_words(u)}) THEN {interval_sql(amount, u)}" for u in _RELATIVE_UNITS)
+    shift = f"(CASE WHEN p.s = '' THEN make_interval(0, 0, 0, 0, 0, 0, 0) {shifts} ELSE {error} END)"
+    snaps = ["WHEN p.n = '' THEN t"]
+    snaps += [f"WHEN p.n = '{w}' THEN {_snap_to_weekday('t', d)}" for w, d in _RELATIVE_WEEKDAYS.items()]
+    snaps.append(f"WHEN p.n IN ({_words('WEEK')}) THEN {_snap_to_weekday('t', 7)}")
+    snaps += [f"WHEN p.n IN ({_words(u)}) THEN date_trunc('{u}', t)" for u in _RELATIVE_UNITS if u != "WEEK"]
+    snapped = f"element_at(transform(array({now} + {shift}), t -> CASE {' '.join(snaps)} ELSE {error} END), 1)"
+    parsed = f"element_at(transform(array(named_struct({parts})), p -> {snapped}), 1)"
+    return f"(CASE WHEN {text} = 'now' THEN {now} WHEN {text} RLIKE {pattern} THEN {parsed} ELSE {error} END)"
 
 
 _scalar("relative_timestamp", _DATETIME, 1, lambda a: _relative(a[0]))
@@ -562,8 +721,9 @@ _scalar("ifnull", _CONDITION, 2, _call("ifnull"))
 _scalar("nullif", _CONDITION, 2, _call("nullif"))
 _scalar("if", _CONDITION, 3, _template("(CASE WHEN {0} THEN {1} ELSE {2} END)"))
 _scalar("coalesce", _CONDITION, (1, None), _call("coalesce"))
-_scalar("isempty", _CONDITION, 1, _template("({0} IS NULL OR {0} = '')"))
-_scalar("isblank", _CONDITION, 1, _template("({0} IS NULL OR trim({0}) = '')"))
+# Any type: the value as text is compared, so a number is never empty (it is not cast from '').
+_scalar("isempty", _CONDITION, 1, _template("({0} IS NULL OR CAST({0} AS STRING) = '')"))
+_scalar("isblank", _CONDITION, 1, _template("({0} IS NULL OR trim(CAST({0} AS STRING)) = '')"))
 _scalar("typeof", _CONDITION, 1, _call("typeof"))
 
 # --------------------------------------------------------------------------------------------
@@ -602,23 +762,30 @@ _scalar("reduce", _COLLECTION, (3, 4), _call("aggregate"))
 _IP = "ip"
 
 
-def _ipv4_number(expr: str) -> str:
-    parts = [f"CAST(split({expr}, '\\\\.')[{i}] AS BIGINT)" for i in range(4)]
-    return f"({parts[0]} * 16777216 + {parts[1]} * 65536 + {parts[2]} * 256 + {parts[3]})"
+def _ip_bits(ip: str) -> str:
+    """An IPv4 or IPv6 address as its string of 32 or 128 bits (``::`` expanded), in SQL."""
+    v4 = f"concat_ws('', transform(split({ip}, '\\\\.'), o -> lpad(conv(o, 10, 2), 8, '0')))"
+    halves = f"split({ip}, '::')"
+    head = f"filter(split({halves}[0], ':'), h -> h != '')"
+    tail = f"IF(size({halves}) > 1, filter(split({halves}[1], ':'), h -> h != ''), array())"
+    hextets = (
+        f"concat(concat_ws('', transform({head}, h -> lpad(h, 4, '0'))),"
+        f" repeat('0000', 8 - size({head}) - size({tail})), concat_ws('', transform({tail}, h -> lpad(h, 4, '0'))))"
+    )
+    v6 = f"concat_ws('', transform(split(lower({hextets}), ''), c -> lpad(conv(c, 16, 2), 4, '0')))"
+    return f"(CASE WHEN {ip} LIKE '%:%' THEN {v6} ELSE {v4} END)"
 
 
 def _cidrmatch(args: Sequence[str]) -> str:
-    """IPv4 only in SQL: both addresses cut to the block's prefix length and compared. An IPv6
-    argument fails the query (the reference supports it through a UDF of its own)."""
+    """Whether the address is in the block: the first prefix-length bits of both are equal. IPv4
+    and IPv6 alike; an address of the other family than the block's fails the query."""
     ip, cidr = _p(args[0]), _p(args[1])
     base = f"split({cidr}, '/')[0]"
     prefix = f"CAST(split({cidr}, '/')[1] AS INT)"
-    width = f"CAST(power(2, 32 - {prefix}) AS BIGINT)"
     return (
-        f"(CASE WHEN {ip} LIKE '%:%' OR {cidr} LIKE '%:%' "
-        "THEN raise_error('cidrmatch supports IPv4 addresses only') "
-        f"WHEN {prefix} < 0 OR {prefix} > 32 THEN NULL "
-        f"ELSE div({_ipv4_number(ip)}, {width}) = div({_ipv4_number(base)}, {width}) END)"
+        f"(CASE WHEN ({ip} LIKE '%:%') <> ({cidr} LIKE '%:%') "
+        "THEN raise_error('cidrmatch: the address and the block must be both IPv4 or both IPv6') "
+        f"ELSE substring({_ip_bits(ip)}, 1, {prefix}) = substring({_ip_bits(base)}, 1, {prefix}) END)"
     )
 
 
@@ -658,6 +825,14 @@ def _percentile(spark_name: str) -> AggregateBuilder:
     return lambda args, distinct: f"{spark_name}({'DISTINCT ' if distinct else ''}{args[0]}, {_percent(args[1])})"
 
 
+def _percentile_exact(args: Sequence[str], distinct: bool) -> str:
+    # The value at the rank, not an interpolation: the reference's documented answers (36 for
+    # the 90th percentile of 28, 32, 33, 36).
+    if distinct:
+        raise PplSemanticError("percentile does not take distinct")
+    return f"percentile_disc({_percent(args[1])}) WITHIN GROUP (ORDER BY {args[0]})"
+
+
 def _aggregate(names: str | Iterable[str], arity: int | tuple[int, int | None], build: AggregateBuilder) -> None:
     def plain(args: Sequence[str]) -> str:
         return build(args, False)
@@ -678,7 +853,7 @@ _aggregate("stddev_samp", 1, _agg("stddev_samp"))
 _aggregate(["var_pop", "variance"], 1, _agg("var_pop"))
 _aggregate("var_samp", 1, _agg("var_samp"))
 # percentile(field, percent) with percent in 0..100; Spark takes a fraction.
-_aggregate("percentile", 2, _percentile("percentile"))
+_aggregate("percentile", 2, _percentile_exact)
 _aggregate("percentile_approx", 2, _percentile("percentile_approx"))
 # take(field[, size]): up to size (default 10) of the field's values, in no guaranteed order.
 _aggregate("take", (1, 2), lambda a, d: f"slice(collect_list({a[0]}), 1, {a[1] if len(a) > 1 else '10'})")
@@ -689,8 +864,20 @@ _aggregate("take", (1, 2), lambda a, d: f"slice(collect_list({a[0]}), 1, {a[1] i
 # --------------------------------------------------------------------------------------------
 
 
+#: Functions of the reference's grammar that Spark SQL cannot express, and why.
+UNSUPPORTED: dict[str, str] = {
+    **{
+        name: "Spark SQL has no function that edits a JSON document (the reference runs a UDF of its own)"
+        for name in ("json_delete", "json_set", "json_append", "json_extend")
+    },
+    "geoip": "it needs the reference's IP range table and its UDFs for IPv6 addresses",
+}
+
+
 def _unknown(name: str) -> PplSemanticError:
     key = name.lower()
+    if key in UNSUPPORTED:
+        return PplSemanticError(f"{name} is not supported on Spark: {UNSUPPORTED[key]}")
     if key in RELEVANCE_FUNCTIONS:
         return PplSemanticError(f"Relevance function {name} is not supported on Spark (it needs an OpenSearch query)")
     if key in _AGGREGATES:
@@ -762,6 +949,7 @@ _CAST_TYPES: dict[str, str] = {
     "boolean": "BOOLEAN",
     "date": "DATE",
     "timestamp": "TIMESTAMP",
+    "time": "TIME",
 }
 
 
@@ -771,8 +959,11 @@ def cast_type_names() -> list[str]:
 
 
 def cast_sql(expr: str, type_name: str) -> str:
-    """``cast(expr as type_name)`` with the reference's type names (``time`` has no Spark type)."""
+    """``cast(expr as type_name)`` with the reference's type names. Spark has no TIME type: a
+    time is an 'HH:mm:ss' string, as ``time()`` gives."""
     spark_type = _CAST_TYPES.get(type_name.strip().lower())
+    if spark_type == "TIME":
+        return f"date_format(CAST({expr} AS TIMESTAMP), 'HH:mm:ss')"
     if spark_type is None:
         raise PplSemanticError(
             f"Unsupported data type for cast: {type_name} (expected one of {', '.join(cast_type_names())})"

@@ -9,12 +9,16 @@ is a :class:`PplSyntaxError` with the position: nothing else escapes :func:`pars
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+import re
+from collections.abc import Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass, replace
 from importlib import resources
 from typing import Any
 
 from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import LarkError, UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+from lark.lexer import ContextualLexer
 
 from query_core.ppl import ast
 from query_core.ppl.errors import PplSyntaxError
@@ -22,11 +26,37 @@ from query_core.ppl.errors import PplSyntaxError
 #: The largest integer literal accepted (Spark's BIGINT).
 _MAX_INT = 2**63 - 1
 
+#: The text being parsed, for the rules that keep a piece of it as written.
+_TEXT: ContextVar[str] = ContextVar("ppl_text", default="")
+
 
 def parse_ppl(text: str) -> ast.Query:
-    """The query ``text`` holds; raises :class:`PplSyntaxError` (only) when it is not valid PPL."""
+    """The query ``text`` holds; raises :class:`PplSyntaxError` (only) when it is not valid PPL.
+
+    The text is parsed with its comments and runs of blanks outside quotes made single spaces
+    (which the grammar cannot tell apart, and which lex in a third less time); text that does not
+    parse so is parsed as written, so an error gives the line and column of the text sent.
+    """
     try:
-        tree = _parser().parse(text)
+        return _parse(_compact(text), _fast_parser())
+    except PplSyntaxError:
+        return _parse(text, _parser())
+
+
+#: Quoted text (kept), or a comment or a run of blanks (made one space).
+_BLANKS = re.compile(
+    r"""'(?:[^'\\]|\\.|'')*'|"(?:[^"\\]|\\.|"")*"|`(?:[^`]|``)*`|(?:\s+|/\*.*?\*/|//[^\n]*)+""", re.S
+)
+
+
+def _compact(text: str) -> str:
+    return _BLANKS.sub(lambda m: m.group() if m.group()[0] in "'\"`" else " ", text).strip()
+
+
+def _parse(text: str, parser: Lark) -> ast.Query:
+    token = _TEXT.set(text)
+    try:
+        tree = parser.parse(text)
     except PplSyntaxError:
         raise
     except UnexpectedInput as exc:
@@ -35,14 +65,58 @@ def parse_ppl(text: str) -> ast.Query:
         raise PplSyntaxError(f"Invalid query: {exc}") from None
     except RecursionError:
         raise PplSyntaxError("Query is nested too deeply") from None
+    finally:
+        _TEXT.reset(token)
     assert isinstance(tree, ast.Query)
     return tree
 
 
+class _LeanLexer(ContextualLexer):
+    """Lark's contextual lexer (the same scanner and keyword callbacks for each parser state)
+    without its line counting, for compacted text: positions are offsets on one line, so the
+    tokens carry no true line; an error is reported from a parse of the text as written."""
+
+    def lex(self, lexer_state: Any, parser_state: Any) -> Iterator[Token]:
+        text = lexer_state.text
+        pos = lexer_state.line_ctr.char_pos
+        while pos < text.end:
+            lexer: Any = self.lexers[parser_state.position]  # a BasicLexer: its scanner and callbacks
+            found = lexer.scanner.match(text, pos)
+            if not found:
+                raise UnexpectedCharacters(text.text, pos, 1, pos + 1, allowed=lexer.scanner.allowed_types)
+            value, kind = found
+            end = pos + len(value)
+            if kind not in lexer.ignore_types:
+                token = Token(kind, value, pos, 1, pos + 1, 1, end + 1, end)
+                callback = lexer.callback.get(kind)
+                yield token if callback is None else callback(token)
+            pos = end
+
+
+@functools.cache
+def _fast_parser() -> Lark:
+    """The parser with :class:`_LeanLexer`, for the compacted text of :func:`parse_ppl`."""
+    parser = _build()
+    lexer = parser.parser.lexer
+    assert type(lexer) is ContextualLexer, type(lexer)
+    lexer.__class__ = _LeanLexer
+    return parser
+
+
 @functools.cache
 def _parser() -> Lark:
+    return _build()
+
+
+def _build() -> Lark:
     grammar = resources.files("query_core.ppl").joinpath("grammar.lark").read_text(encoding="utf-8")
-    return Lark(grammar, parser="lalr", lexer="contextual", transformer=_Builder(), maybe_placeholders=False)
+    return Lark(
+        grammar,
+        parser="lalr",
+        lexer="contextual",
+        transformer=_Builder(),
+        maybe_placeholders=False,
+    )
 
 
 # -- error messages ------------------------------------------------------------------------------
@@ -54,7 +128,16 @@ _TERMINAL_WORDS = {
     "FUNC": "a function call",
     "INT": "an integer",
     "DECIMAL": "a number",
-    "INTERVAL": "a time interval",
+    "TIMESPAN": "a time span such as 1h",
+    "INTERVAL_KW": "'interval'",
+    "DATETIME_LIT": "a date or time literal",
+    "WILDNAME": "a name with *",
+    "ARROW": "'->'",
+    "POSITION": "position(",
+    "REGEXP": "'regexp'",
+    "CONTAINS": "'contains'",
+    "SOURCE": "'source'",
+    "INDEX": "'index'",
     "SQ_STRING": "a string",
     "DQ_STRING": "a string",
     "EQ": "'='",
@@ -150,6 +233,14 @@ def _int_value(token: Token) -> int:
     return value
 
 
+#: The units of ``interval <value> <unit>``, as the reference's grammar lists them.
+_INTERVAL_UNITS = (
+    "MICROSECOND", "MILLISECOND", "SECOND", "MINUTE", "HOUR", "DAY", "WEEK", "MONTH", "QUARTER", "YEAR",
+    "SECOND_MICROSECOND", "MINUTE_MICROSECOND", "MINUTE_SECOND", "HOUR_MICROSECOND", "HOUR_SECOND",
+    "HOUR_MINUTE", "DAY_MICROSECOND", "DAY_SECOND", "DAY_MINUTE", "DAY_HOUR", "YEAR_MONTH",
+)  # fmt: skip
+
+
 @dataclass(frozen=True)
 class _Else:
     """The ``else`` value of ``case(...)``, on its way to the call."""
@@ -185,10 +276,24 @@ class _Builder(Transformer[Token, Any]):
     def pipeline(self, source: ast.Search, *commands: ast.Command) -> tuple[ast.Search, tuple[ast.Command, ...]]:
         return source, commands
 
-    def search(self, _eq: Token, name: tuple[str, ...], *rest: Any) -> ast.Search:
-        alias = next((r for r in rest if isinstance(r, str)), None)
-        condition = next((r for r in rest if not isinstance(r, str)), None)
-        return ast.Search(ast.TableName(name), condition, alias)
+    def search_from(self, source: ast.Search, condition: ast.Expr | None = None) -> ast.Search:
+        return replace(source, filter=condition) if condition is not None else source
+
+    def search_filter_from(self, condition: ast.Expr, source: ast.Search) -> ast.Search:
+        return replace(source, filter=condition)
+
+    def source_clause(self, _keyword: Token, _eq: Token, source: ast.Search) -> ast.Search:
+        return source
+
+    def source_tables(self, names: list[tuple[str, ...]], alias: str | None = None) -> ast.Search:
+        tables = [ast.TableName(n) for n in names]
+        return ast.Search(tables[0], None, alias, tuple(tables[1:]))
+
+    def source_subsearch(self, query: ast.Query, alias: str | None = None) -> ast.Search:
+        return ast.Search(ast.TableName(()), None, alias, (), query)
+
+    def table_list(self, *names: tuple[str, ...]) -> list[tuple[str, ...]]:
+        return list(names)
 
     def filter(self, *operands: ast.Expr) -> ast.Expr:
         result = operands[0]
@@ -210,14 +315,22 @@ class _Builder(Transformer[Token, Any]):
     def field_list(self, *fields: ast.Field) -> tuple[ast.Field, ...]:
         return fields
 
-    def stats(self, aggs: tuple[ast.Aggregation, ...], by: Any = None) -> ast.Stats:
-        return self._stats(aggs, by, event=False)
+    def stats(self, *parts: Any) -> ast.Stats:
+        return self._stats(parts, event=False)
 
-    def eventstats(self, aggs: tuple[ast.Aggregation, ...], by: Any = None) -> ast.Stats:
-        return self._stats(aggs, by, event=True)
+    def eventstats(self, *parts: Any) -> ast.Stats:
+        return self._stats(parts, event=True)
+
+    def stats_option(self, *_parts: Any) -> None:
+        return None
+
+    def dedup_split(self, *_parts: Any) -> None:
+        return None
 
     @staticmethod
-    def _stats(aggs: tuple[ast.Aggregation, ...], by: Any, event: bool) -> ast.Stats:
+    def _stats(parts: tuple[Any, ...], event: bool) -> ast.Stats:
+        aggs = next(p for p in parts if isinstance(p, tuple))
+        by = next((p for p in parts if isinstance(p, list)), None)
         groups: list[ast.GroupField] = []
         span: ast.Span | None = None
         for item in by or ():
@@ -259,6 +372,14 @@ class _Builder(Transformer[Token, Any]):
     def sort_key(self, *parts: Any) -> ast.SortKey:
         return ast.SortKey(parts[-1], len(parts) == 2 and parts[0] == "-")
 
+    def sort_key_typed(self, *parts: Any) -> ast.SortKey:
+        """``auto(f)``, ``str(f)``, ``ip(f)``, ``num(f)``: accepted and sorted as ``f``, as the
+        reference does."""
+        func = next(p for p in parts if isinstance(p, Token) and p.type == "FUNC")
+        if str(func).lower() not in ("auto", "str", "ip", "num"):
+            raise _error_at(func, f"Unexpected {func}(...) in sort; expected a field, auto(), str(), ip() or num()")
+        return ast.SortKey(parts[-1], parts[0] == "-")
+
     def sort_sign(self, token: Token) -> str:
         return str(token)
 
@@ -296,6 +417,9 @@ class _Builder(Transformer[Token, Any]):
     def rename_item(self, old: ast.Field, new: ast.Field) -> tuple[ast.Field, ast.Field]:
         return old, new
 
+    def rename_name(self, item: ast.Field | Token) -> ast.Field:
+        return ast.Field((str(item),)) if isinstance(item, Token) else item
+
     def top(self, *parts: Any) -> ast.TopRare:
         return self._top_rare(parts, rare=False)
 
@@ -314,11 +438,64 @@ class _Builder(Transformer[Token, Any]):
     def group_by(self, fields: tuple[ast.Field, ...]) -> tuple[ast.Field, ...]:
         return fields
 
-    def parse(self, field: ast.Field, pattern: ast.Literal) -> ast.Parse:
+    def parse(self, field: ast.Expr, pattern: ast.Literal) -> ast.Parse:
         return ast.Parse(field, str(pattern.value), grok=False)
 
-    def grok(self, field: ast.Field, pattern: ast.Literal) -> ast.Parse:
+    def grok(self, field: ast.Expr, pattern: ast.Literal) -> ast.Parse:
         return ast.Parse(field, str(pattern.value), grok=True)
+
+    def patterns(self, *parts: Any) -> ast.Patterns:
+        options: dict[str, str] = dict(p for p in parts if isinstance(p, tuple))
+        return ast.Patterns(parts[-1], options.get("new_field") or "patterns_field", options.get("pattern") or None)
+
+    def patterns_option(self, name: Token, _eq: Token, value: ast.Literal) -> tuple[str, str]:
+        return str(name).lower(), str(value.value)
+
+    def fieldsummary(self, *options: tuple[str, Any]) -> ast.FieldSummary:
+        found = dict(options)
+        return ast.FieldSummary(found.get("fields", ()), bool(found.get("nulls", False)))
+
+    def fieldsummary_include(self, _eq: Token, fields: tuple[ast.Field, ...]) -> tuple[str, Any]:
+        return "fields", fields
+
+    def fieldsummary_nulls(self, _eq: Token, value: ast.Literal) -> tuple[str, Any]:
+        return "nulls", bool(value.value)
+
+    def flatten(self, field: ast.Field, names: tuple[tuple[str, ...], ...] = ()) -> ast.Flatten:
+        return ast.Flatten(field, tuple(".".join(n) for n in names))
+
+    def name_seq(self, *names: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
+        return names
+
+    def expand(self, field: ast.Field, alias: tuple[str, ...] | None = None) -> ast.Expand:
+        return ast.Expand(field, ".".join(alias) if alias else None)
+
+    def appendcol(self, *parts: Any) -> ast.AppendCol:
+        override = False
+        if parts and isinstance(parts[0], Token):  # override = <bool>
+            override = bool(parts[1].value)
+            parts = parts[2:]
+        return ast.AppendCol(tuple(parts), override)
+
+    def correlate(self, kind: str, fields: tuple[ast.Field, ...], *rest: Any) -> ast.Correlate:
+        scope = next((r for r in rest if isinstance(r, tuple) and len(r) == 3 and r[0] == "scope"), None)
+        mappings = next(r for r in rest if isinstance(r, list))
+        return ast.Correlate(kind, fields, tuple(mappings), None if scope is None else scope[1])  # type: ignore[arg-type]
+
+    def correlation_type(self, token: Token) -> str:
+        return str(token).lower()
+
+    def scope(self, field: ast.Field, value: ast.Literal, unit: str | None = None) -> tuple[str, Any, None]:
+        return "scope", (field, value, unit), None
+
+    def mapping(self, *items: tuple[ast.Field, str, ast.Field]) -> list[tuple[ast.Field, str, ast.Field]]:
+        return list(items)
+
+    def mapping_item(
+        self, left: tuple[str, ...], op: Token, right: tuple[str, ...]
+    ) -> tuple[ast.Field, str, ast.Field]:
+        text = str(op)
+        return ast.Field(left), {"==": "=", "<>": "!="}.get(text, text), ast.Field(right)
 
     def fillnull_with(self, value: ast.Expr, fields: tuple[ast.Field, ...] = ()) -> ast.FillNull:
         return ast.FillNull(value=value, fields=fields)
@@ -380,9 +557,8 @@ class _Builder(Transformer[Token, Any]):
                 right, sub_alias = part[1], part[2]
             elif part is not None and not isinstance(part, tuple):
                 condition = part
-        if sub_alias is not None:
-            if right_alias is not None and right_alias != sub_alias:
-                raise PplSyntaxError(f"Two aliases for the right side of the join: {right_alias} and {sub_alias}")
+        # `right = r` names the right side even when the table has an alias of its own, as in the reference.
+        if right_alias is None:
             right_alias = sub_alias
         return ast.Join(kind, right, condition, left_alias, right_alias)
 
@@ -401,11 +577,11 @@ class _Builder(Transformer[Token, Any]):
         last = words[-1] if words[-1] != "outer" or len(words) == 1 else words[0]
         return "kind", kinds[last]
 
-    def join_side(self, side: Token, _eq: Token, name: str) -> tuple[str, str, str]:
+    def join_side(self, side: Token, _eq: Token, name: str, *_comma: Token) -> tuple[str, str, str]:
         return "side", str(side).lower(), name
 
-    def join_hint(self, *_parts: Any) -> None:
-        return None
+    def join_hint(self, *_parts: Any) -> tuple[str]:
+        return ("hint",)
 
     def join_table(self, name: tuple[str, ...], alias: str | None = None) -> tuple[str, ast.TableName, str | None]:
         return "right", ast.TableName(name), alias
@@ -451,6 +627,32 @@ class _Builder(Transformer[Token, Any]):
     def not_in_subsearch(self, expr: ast.Expr, query: ast.Query) -> ast.Expr:
         return ast.Unary("NOT", ast.Subquery("in", query, expr))
 
+    def tuple_in_subsearch(self, names: tuple[ast.Field, ...], query: ast.Query) -> ast.Expr:
+        return ast.Subquery("in", query, None, names)
+
+    def tuple_not_in_subsearch(self, names: tuple[ast.Field, ...], query: ast.Query) -> ast.Expr:
+        return ast.Unary("NOT", ast.Subquery("in", query, None, names))
+
+    def regexp(self, left: ast.Expr, _op: Token, right: ast.Expr) -> ast.Expr:
+        return ast.Call("regexp", (left, right))
+
+    def contains(self, left: ast.Expr, _op: Token, right: ast.Expr) -> ast.Expr:
+        return ast.Call("contains", (left, right))
+
+    def name_tuple(self, *names: tuple[str, ...]) -> tuple[ast.Field, ...]:
+        return tuple(ast.Field(n) for n in names)
+
+    def lambda_expr(self, params: str | tuple[ast.Field, ...], _arrow: Token, body: ast.Expr) -> ast.Lambda:
+        if isinstance(params, str):
+            return ast.Lambda((params,), body)
+        for param in params:
+            if len(param.parts) != 1:
+                raise PplSyntaxError(f"A lambda parameter must be a plain name, not {param.name}")
+        return ast.Lambda(tuple(p.parts[0] for p in params), body)
+
+    def position(self, _func: Token, needle: ast.Expr, haystack: ast.Expr) -> ast.Expr:
+        return ast.Call("position", (needle, haystack))
+
     def exists(self, query: ast.Query) -> ast.Expr:
         return ast.Subquery("exists", query)
 
@@ -469,9 +671,11 @@ class _Builder(Transformer[Token, Any]):
             return ast.Literal(-operand.value, operand.kind, "-" + operand.text)
         return ast.Unary("-", operand)
 
-    def call(self, func: Token, args: Any = None) -> ast.Call:
+    def call(self, func: Token, *rest: Any) -> ast.Call:
+        args, end = (rest[0], rest[1]) if len(rest) == 2 else (None, rest[0])
         distinct, values, default = args or (False, (), None)
-        return ast.Call(str(func), values, distinct, default)
+        text = _TEXT.get()[func.start_pos : end.end_pos] if func.start_pos is not None else ""
+        return ast.Call(str(func), values, distinct, default, text)
 
     def cast(self, func: Token, expr: ast.Expr, type_name: str) -> ast.Cast:
         if str(func).lower() != "cast":
@@ -495,10 +699,26 @@ class _Builder(Transformer[Token, Any]):
         return ast.Literal(_int_value(token), "int", str(token))
 
     def decimal_lit(self, token: Token) -> ast.Literal:
-        return ast.Literal(float(str(token)), "decimal", str(token))
+        text = str(token)
+        return ast.Literal(float(text), "decimal", "0" + text if text.startswith(".") else text)
 
-    def interval_lit(self, token: Token) -> ast.Literal:
+    def timespan_lit(self, token: Token) -> ast.Literal:
         return ast.Literal(str(token), "interval", str(token))
+
+    def interval_lit(self, keyword: Token, value: ast.Expr, unit: str) -> ast.Interval:
+        word = unit.upper()
+        if word not in _INTERVAL_UNITS and word.endswith("S") and word[:-1] in _INTERVAL_UNITS:
+            word = word[:-1]
+        if word not in _INTERVAL_UNITS:
+            raise _error_at(keyword, f"Unknown interval unit {unit}; expected one of {', '.join(_INTERVAL_UNITS)}")
+        return ast.Interval(value, word)
+
+    def datetime_lit(self, token: Token) -> ast.Literal:
+        text = str(token)
+        quote = min(i for i in (text.find("'"), text.find('"')) if i >= 0)
+        kind = text[:quote].strip().lower()
+        value = _unquote_string(text[quote:])
+        return ast.Literal(value, kind, text)  # type: ignore[arg-type]
 
     def literal(self, value: ast.Literal) -> ast.Literal:
         return value

@@ -1,41 +1,67 @@
 """A PPL query to Spark SQL text.
 
-Each pipe stage wraps the SQL of the stages before it as a subquery, ``SELECT ... FROM (<before>)
-AS _sN``, with ``N`` counting stages from 1, so that the text is deterministic and every stage can
-be read on its own. Spark's optimizer collapses the nesting.
+The query becomes one ``SELECT`` block after another. A command adds to the current block while
+SQL allows it (``where``, ``eval``, ``fields``, a ``join`` extend the same ``SELECT ... FROM ...
+WHERE``), and otherwise wraps the block as a subquery, ``SELECT ... FROM (<block>) AS _sN``, with
+``N`` counting wrapped blocks from 1, so the text is deterministic. Staying in one block is what
+keeps a join's aliases usable (``l1.l_orderkey`` in a later ``where``, a subsearch correlated with
+them), as the reference's plans keep them: a subquery would hide them. A field an ``eval`` defined
+in the current block is replaced by its definition where it is used, since SQL cannot refer to a
+``SELECT`` alias in ``WHERE``. Spark's optimizer collapses the nesting.
 
 Most commands need nothing but the query text. A few need the names of their input's columns
-(``fields -``, ``rename``, ``dedup``, ``eval`` and ``parse``/``grok``, which must know whether they
-replace a field, ``fillnull``, ``lookup``): those ask the ``columns`` callback, once per command,
-unless an earlier stage already fixed the column list (``fields``, ``stats``, ``top``...).
-Unknown fields are otherwise left to Spark's analysis, which reports them in its own words.
+(``eval`` and ``parse`` of a name that may exist, ``fillnull`` without a list, ``lookup`` without
+outputs, a wildcard ``rename``, ``source=t1, t2``): those ask the ``columns`` callback, once per
+command, unless the column list is known (after ``fields``, ``stats``, ...). Unknown fields are
+otherwise left to Spark's analysis, which reports them in its own words.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
-from query_core.ppl import ast, functions
+from query_core.ppl import ast
 from query_core.ppl.errors import PplSemanticError
+from query_core.ppl.expressions import (
+    Env,
+    aggregation_sql,
+    aliased,
+    expr_sql,
+    field_refs,
+    field_sql,
+    is_volatile,
+    ppl_text,
+    quote_name,
+    span_name,
+    span_sql,
+    string_sql,
+    table_sql,
+    unresolved,
+)
+from query_core.ppl.extract import GROK_PATTERNS, ExtractPattern, grok_regex, named_groups
 from query_core.ppl.parser import parse_ppl
+
+__all__ = [
+    "GROK_PATTERNS",
+    "ColumnsOf",
+    "ExtractPattern",
+    "grok_regex",
+    "named_groups",
+    "quote_name",
+    "string_sql",
+    "to_spark_sql",
+]
 
 ColumnsOf = Callable[[str], list[str]]
 
-#: The ``columns`` callback of the translation under way, for subsearches inside expressions.
-_COLUMNS: ContextVar[ColumnsOf] = ContextVar("ppl_columns")
+#: Past this size, a definition is not copied into later expressions: the block is wrapped.
+_MAX_INLINE = 4000
 
-_PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-#: Words that Spark's parser will not take as an unquoted column name in every position.
-_SQL_RESERVED = frozenset(
-    """all and any anti as asc between both by case cast cross current_date current_time current_timestamp
-    current_user desc distinct else end except false fetch filter for from full group having in inner
-    intersect interval is join lateral left like limit minus natural not null of offset on or order outer
-    right rlike select semi set some table then to true union unknown using when where window with""".split()
-)
+#: The counter of generated subquery aliases, shared by a query and its subsearches.
+_ALIASES: ContextVar[list[int]] = ContextVar("ppl_aliases")
 
 
 def to_spark_sql(query: ast.Query | str, columns: ColumnsOf) -> str:
@@ -43,662 +69,773 @@ def to_spark_sql(query: ast.Query | str, columns: ColumnsOf) -> str:
 
     ``columns(sql)`` must return the output column names of the SQL relation ``sql``; it is only
     called for commands that need their input's columns. Raises :class:`PplSemanticError` for what
-    cannot be translated (an unknown function, a field that a command needs but is not there).
+    cannot be translated (an unknown function, a command the reference refuses).
     """
     parsed = parse_ppl(query) if isinstance(query, str) else query
-    token = _COLUMNS.set(columns)
+    token = _ALIASES.set([0])
     try:
-        body = _describe(parsed.source) if isinstance(parsed.source, ast.Describe) else _pipeline(parsed, columns)
+        if isinstance(parsed.source, ast.Describe):
+            body = f"DESCRIBE TABLE {table_sql(parsed.source.table)}"
+        else:
+            body = pipeline_sql(parsed.source, parsed.commands, columns)
     except RecursionError:
         raise PplSemanticError("The query is nested too deeply to translate") from None
     finally:
-        _COLUMNS.reset(token)
+        _ALIASES.reset(token)
     if parsed.explain is None:
         return body
     mode = "" if parsed.explain == "simple" else parsed.explain.upper() + " "
     return f"EXPLAIN {mode}{body}"
 
 
-def _describe(describe: ast.Describe) -> str:
-    return f"DESCRIBE TABLE {table_sql(describe.table)}"
-
-
-def _pipeline(query: ast.Query, columns: ColumnsOf) -> str:
-    assert isinstance(query.source, ast.Search)
+def pipeline_sql(source: ast.Search | ast.Describe, commands: Sequence[ast.Command], columns: ColumnsOf) -> str:
+    """The SQL of ``source | commands...``."""
+    if isinstance(source, ast.Describe):
+        raise PplSemanticError("describe is only allowed as a whole query")
     translator = _Translator(columns)
-    translator.search(query.source)
-    for command in query.commands:
+    rest = translator.search(source, commands)
+    for command in rest:
         translator.command(command)
-    return translator.sql
+    return translator.block.sql()
 
 
-# -- names and literals --------------------------------------------------------------------------
+def _next_alias() -> str:
+    counter = _ALIASES.get()
+    counter[0] += 1
+    return f"_s{counter[0]}"
 
 
-def quote_name(name: str) -> str:
-    """A Spark identifier for ``name``: as is when plain, else in backticks."""
-    if _PLAIN_NAME.fullmatch(name) and name.lower() not in _SQL_RESERVED:
-        return name
-    return "`" + name.replace("`", "``") + "`"
+# -- a SELECT block ------------------------------------------------------------------------------
 
 
-def table_sql(table: ast.TableName) -> str:
-    """The dotted table name as written, each part quoted only when needed."""
-    return ".".join(quote_name(part) for part in table.parts)
+@dataclass
+class _Item:
+    """One item of a select list: an expression and its output name; ``star`` for ``*``/``q.*``."""
+
+    sql: str
+    name: str = ""
+    star: bool = False
+
+    def text(self) -> str:
+        if self.star or self.sql.endswith("." + quote_name(self.name)):
+            return self.sql
+        return aliased(self.sql, self.name)
 
 
-def field_sql(field_ref: ast.Field, qualifier: str | None = None) -> str:
-    """A field reference: each dotted part is a name (a struct member after the first)."""
-    parts = [quote_name(part) for part in field_ref.parts]
-    return ".".join([qualifier, *parts] if qualifier else parts)
+@dataclass
+class _Block:
+    """``SELECT <items> FROM <source> [WHERE ...] [GROUP BY ...] [ORDER BY ...] [LIMIT ...]``.
 
-
-def string_sql(value: str) -> str:
-    """A Spark string literal holding exactly ``value``."""
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'").replace("\n", "\\n") + "'"
-
-
-def unresolved(name: str) -> PplSemanticError:
-    """The error of a field a command needs but that its input does not have, in Spark's words."""
-    quoted = "`" + name.replace("`", "``") + "`"
-    return PplSemanticError(
-        f"[UNRESOLVED_COLUMN] A column or function parameter with name {quoted} cannot be resolved."
-    )
-
-
-def aliased(sql: str, name: str) -> str:
-    """``sql AS name``, or just ``sql`` when it is that name already."""
-    quoted = quote_name(name)
-    return sql if sql == quoted else f"{sql} AS {quoted}"
-
-
-# -- expressions ---------------------------------------------------------------------------------
-
-
-def expr_sql(expr: ast.Expr, qualifier: str | None = None) -> str:
-    """The Spark SQL of a scalar expression (an aggregation inside is an error of ``functions``)."""
-    match expr:
-        case ast.Literal():
-            return _literal_sql(expr)
-        case ast.Field():
-            return field_sql(expr, qualifier)
-        case ast.Binary(op="XOR"):
-            return f"({expr_sql(expr.left, qualifier)} <> {expr_sql(expr.right, qualifier)})"
-        case ast.Binary():
-            return f"({expr_sql(expr.left, qualifier)} {expr.op} {expr_sql(expr.right, qualifier)})"
-        case ast.Unary(op="NOT"):
-            return f"(NOT {expr_sql(expr.operand, qualifier)})"
-        case ast.Unary():
-            return f"(- {expr_sql(expr.operand, qualifier)})"
-        case ast.InList():
-            values = ", ".join(expr_sql(v, qualifier) for v in expr.values)
-            return f"({expr_sql(expr.expr, qualifier)} IN ({values}))"
-        case ast.Between():
-            parts = (expr_sql(e, qualifier) for e in (expr.expr, expr.low, expr.high))
-            return "({} BETWEEN {} AND {})".format(*parts)
-        case ast.Subquery():
-            return _subquery_sql(expr, qualifier)
-        case ast.Cast():
-            return functions.cast_sql(expr_sql(expr.expr, qualifier), expr.type_name)
-        case ast.Call():
-            return _call_sql(expr, qualifier)
-    raise AssertionError(f"unknown expression {expr!r}")  # pragma: no cover
-
-
-def _subquery_sql(subquery: ast.Subquery, qualifier: str | None) -> str:
-    inner = _pipeline(subquery.query, _COLUMNS.get())
-    if subquery.kind == "exists":
-        return f"(EXISTS ({inner}))"
-    if subquery.kind == "scalar":
-        return f"({inner})"
-    assert subquery.expr is not None
-    return f"({expr_sql(subquery.expr, qualifier)} IN ({inner}))"
-
-
-def _literal_sql(literal: ast.Literal) -> str:
-    match literal.kind:
-        case "int":
-            return str(literal.value)
-        case "decimal":
-            # A decimal literal is a double in the reference, a DECIMAL in Spark unless suffixed.
-            return f"{literal.text}D"
-        case "string":
-            return string_sql(str(literal.value))
-        case "bool":
-            return "TRUE" if literal.value else "FALSE"
-        case "null":
-            return "NULL"
-    raise PplSemanticError(f"A time interval such as {literal.text} is only allowed in span(...)")
-
-
-def _call_sql(call: ast.Call, qualifier: str | None) -> str:
-    if call.name.lower() == "case":
-        return _case_sql(call, qualifier)
-    if call.default is not None:
-        raise PplSemanticError(f"Only case(...) takes an else value, not {call.name}")
-    if call.distinct:
-        raise PplSemanticError(f"distinct is only allowed in an aggregation, not in {call.name}")
-    return functions.scalar_sql(call.name, [expr_sql(a, qualifier) for a in call.args])
-
-
-def _case_sql(call: ast.Call, qualifier: str | None) -> str:
-    if not call.args or len(call.args) % 2:
-        raise PplSemanticError("case(...) takes pairs of a condition and a value, then an optional else value")
-    pairs = zip(call.args[::2], call.args[1::2], strict=True)
-    whens = " ".join(f"WHEN {expr_sql(c, qualifier)} THEN {expr_sql(v, qualifier)}" for c, v in pairs)
-    default = "" if call.default is None else f" ELSE {expr_sql(call.default, qualifier)}"
-    return f"CASE {whens}{default} END"
-
-
-def ppl_text(expr: ast.Expr) -> str:
-    """An expression as the reference names a column computed from it, e.g. ``avg(x)``."""
-    match expr:
-        case ast.Literal(kind="string"):
-            return expr.text
-        case ast.Literal():
-            return expr.text or str(expr.value)
-        case ast.Field():
-            return expr.name
-        case ast.Binary():
-            return f"{ppl_text(expr.left)} {expr.op} {ppl_text(expr.right)}"
-        case ast.Unary(op="NOT"):
-            return f"NOT {ppl_text(expr.operand)}"
-        case ast.Unary():
-            return f"-{ppl_text(expr.operand)}"
-        case ast.InList():
-            return f"{ppl_text(expr.expr)} in ({', '.join(ppl_text(v) for v in expr.values)})"
-        case ast.Between():
-            return f"{ppl_text(expr.expr)} between {ppl_text(expr.low)} and {ppl_text(expr.high)}"
-        case ast.Subquery():
-            return (
-                f"{ppl_text(expr.expr) + ' in ' if expr.expr else ''}{'exists ' if expr.kind == 'exists' else ''}[...]"
-            )
-        case ast.Cast():
-            return f"cast({ppl_text(expr.expr)} as {expr.type_name})"
-        case ast.Call():
-            args = ", ".join(ppl_text(a) for a in expr.args)
-            return f"{expr.name}({'distinct ' if expr.distinct else ''}{args})"
-    raise AssertionError(f"unknown expression {expr!r}")  # pragma: no cover
-
-
-def aggregation_sql(call: ast.Call) -> str:
-    """The Spark SQL of an aggregation call of ``stats``/``eventstats``/``top``."""
-    if call.default is not None:
-        raise PplSemanticError(f"{call.name} takes no else value")
-    return functions.aggregate_sql(call.name, [expr_sql(a) for a in call.args], call.distinct)
-
-
-# -- span ----------------------------------------------------------------------------------------
-
-#: Seconds of each time unit that has a fixed length.
-_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-#: Months of each calendar unit.
-_UNIT_MONTHS = {"M": 1, "q": 3, "y": 12}
-_LONG_UNITS = {
-    "millisecond": "ms",
-    "second": "s",
-    "minute": "m",
-    "hour": "h",
-    "day": "d",
-    "week": "w",
-    "month": "M",
-    "quarter": "q",
-    "year": "y",
-}
-_INTERVAL = re.compile(r"(\d+)([A-Za-z]+)")
-
-
-def _interval_unit(text: str) -> tuple[int, str]:
-    match = _INTERVAL.fullmatch(text)
-    if match is None:  # pragma: no cover - the grammar only lets such text through
-        raise PplSemanticError(f"Invalid time interval {text}")
-    amount, unit = int(match.group(1)), match.group(2)
-    unit = _LONG_UNITS.get(unit.lower().rstrip("s") if len(unit) > 2 else "", unit)
-    if amount < 1:
-        raise PplSemanticError(f"The span interval must be positive, not {text}")
-    return amount, unit
-
-
-def span_sql(span: ast.Span, qualifier: str | None = None) -> str:
-    """The bucket of ``span(field, interval)``: the interval's start (a number or a timestamp)."""
-    value = expr_sql(span.field, qualifier)
-    interval = span.interval
-    if interval.kind != "interval":
-        if not isinstance(interval.value, int | float) or interval.value <= 0:
-            raise PplSemanticError(f"The span interval must be positive, not {interval.text}")
-        size = _literal_sql(interval)
-        return f"(floor({value} / {size}) * {size})"
-    amount, unit = _interval_unit(str(interval.value))
-    ts = f"CAST({value} AS TIMESTAMP)"
-    if unit == "ms":
-        return f"timestamp_millis(floor(unix_millis({ts}) / {amount}) * {amount})"
-    if unit in _UNIT_SECONDS:
-        seconds = amount * _UNIT_SECONDS[unit]
-        return f"timestamp_seconds(floor(unix_seconds({ts}) / {seconds}) * {seconds})"
-    months = amount * _UNIT_MONTHS[unit]
-    index = f"((year({ts}) - 1970) * 12 + month({ts}) - 1)"
-    return f"CAST(add_months(DATE'1970-01-01', CAST(floor({index} / {months}) * {months} AS INT)) AS TIMESTAMP)"
-
-
-def span_name(span: ast.Span) -> str:
-    """The output name of a span: its alias, else as the reference writes it, ``span(age,10)``."""
-    return span.alias or f"span({ppl_text(span.field)},{span.interval.text})"
-
-
-# -- parse and grok ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ExtractPattern:
-    """A regex without group names, for Spark's ``regexp_extract``, and the named groups' numbers."""
-
-    regex: str
-    groups: tuple[tuple[str, int], ...]
-
-
-_GROUP_START = re.compile(r"\(\?<([A-Za-z][A-Za-z0-9_]*)>")
-
-
-def named_groups(pattern: str) -> ExtractPattern:
-    """The groups ``(?<name>...)`` of a Java regex, numbered as Java numbers capturing groups.
-
-    The names are dropped from the regex: Java only allows letters and digits in group names,
-    while the reference takes names like ``client_ip``.
+    ``items`` ``None`` is ``SELECT *``. ``relations`` are the qualifiers of the relations joined in
+    ``source``, so a ``*`` can be spelled out per relation when columns are added before a join.
+    ``defs`` are the fields this block's ``eval`` defined (lower-cased name to SQL). ``closed`` is
+    set once the block aggregates, windows or limits: then nothing but ``sort``/``head`` may add to it.
     """
-    out: list[str] = []
-    groups: list[tuple[str, int]] = []
-    number = 0
-    i = 0
-    in_class = False
-    while i < len(pattern):
-        char = pattern[i]
-        if char == "\\":
-            out.append(pattern[i : i + 2])
-            i += 2
-            continue
-        if in_class:
-            in_class = char != "]"
-        elif char == "[":
-            in_class = True
-        elif char == "(":
-            named = _GROUP_START.match(pattern, i)
-            if named is not None:
-                number += 1
-                groups.append((named.group(1), number))
-                out.append("(")
-                i = named.end()
-                continue
-            if not pattern.startswith("(?", i):
-                number += 1
-        out.append(char)
-        i += 1
-    return ExtractPattern("".join(out), tuple(groups))
+
+    source: str
+    relations: list[str]
+    where: list[str] = field(default_factory=list)
+    items: list[_Item] | None = None
+    defs: dict[str, str] = field(default_factory=dict)
+    group_by: list[str] = field(default_factory=list)
+    order_by: str = ""
+    limit: str = ""
+    closed: bool = False
+    #: A single table as written, when the block is nothing but ``SELECT * FROM <table>``.
+    table: str | None = None
+    #: Lower-cased names this block dropped (``fields -``, ``rename``): its source still has them.
+    hidden: set[str] = field(default_factory=set)
+
+    def sql(self) -> str:
+        select = "*" if self.items is None else ", ".join(i.text() for i in self.items)
+        text = f"SELECT {select} FROM {self.source}"
+        if self.where:
+            text += " WHERE " + " AND ".join(self.where)
+        if self.group_by:
+            text += " GROUP BY " + ", ".join(self.group_by)
+        if self.order_by:
+            text += " ORDER BY " + self.order_by
+        if self.limit:
+            text += " " + self.limit
+        return text
+
+    def names(self) -> list[str] | None:
+        """The output names of an explicit select list (no ``*``), else None."""
+        if self.items is None or any(i.star for i in self.items):
+            return None
+        return [i.name for i in self.items]
+
+    def exposes(self, refs: Iterable[ast.Field]) -> bool:
+        """Whether every field in ``refs`` can be resolved here as it would be on this block's
+        output: with an explicit select list, only its names (and only unqualified) are."""
+        names = self.names()
+        known = {n.lower() for n in names} if names is not None else None
+        for ref in refs:
+            if ref.parts[0].lower() in self.hidden:
+                return False
+            if len(ref.parts) > 1 and names is not None:
+                return False
+            if known is not None and ref.parts[0].lower() not in known:
+                return False
+        return True
 
 
-#: Grok patterns, by name; ``%{NAME}`` and ``%{NAME:field}`` refer to them.
-GROK_PATTERNS: dict[str, str] = {
-    "USERNAME": r"[a-zA-Z0-9._-]+",
-    "USER": r"%{USERNAME}",
-    "EMAILLOCALPART": r"[a-zA-Z0-9!#$%&'*+\-/=?^_`{|}~]+(?:\.[a-zA-Z0-9!#$%&'*+\-/=?^_`{|}~]+)*",
-    "EMAILADDRESS": r"%{EMAILLOCALPART}@%{HOSTNAME}",
-    "INT": r"[+-]?[0-9]+",
-    "BASE10NUM": r"[+-]?(?:[0-9]+(?:\.[0-9]+)?|\.[0-9]+)",
-    "NUMBER": r"%{BASE10NUM}",
-    "BASE16NUM": r"[+-]?(?:0x)?[0-9A-Fa-f]+",
-    "POSINT": r"\b[1-9][0-9]*\b",
-    "NONNEGINT": r"\b[0-9]+\b",
-    "WORD": r"\b\w+\b",
-    "NOTSPACE": r"\S+",
-    "SPACE": r"\s*",
-    "DATA": r".*?",
-    "GREEDYDATA": r".*",
-    "QUOTEDSTRING": r"\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*'",
-    "UUID": r"[A-Fa-f0-9]{8}-(?:[A-Fa-f0-9]{4}-){3}[A-Fa-f0-9]{12}",
-    "IPV6": r"(?:[0-9A-Fa-f]{1,4}:){7}[0-9A-Fa-f]{1,4}|(?:[0-9A-Fa-f]{1,4}:){1,7}:|:(?::[0-9A-Fa-f]{1,4}){1,7}"
-    r"|(?:[0-9A-Fa-f]{1,4}:){1,6}:[0-9A-Fa-f]{1,4}",
-    "IPV4": r"(?<![0-9])(?:(?:25[0-5]|2[0-4][0-9]|1?[0-9]{1,2})\.){3}(?:25[0-5]|2[0-4][0-9]|1?[0-9]{1,2})(?![0-9])",
-    "IP": r"%{IPV6}|%{IPV4}",
-    "HOSTNAME": r"\b(?:[0-9A-Za-z][0-9A-Za-z-]{0,62})(?:\.(?:[0-9A-Za-z][0-9A-Za-z-]{0,62}))*(?:\.?|\b)",
-    "IPORHOST": r"%{IP}|%{HOSTNAME}",
-    "HOSTPORT": r"%{IPORHOST}:%{POSINT}",
-    "URIPROTO": r"[A-Za-z][A-Za-z0-9+\-.]+",
-    "URIPATH": r"(?:/[A-Za-z0-9$.+!*'(){},~:;=@#%&_\-]*)+",
-    "URIPARAM": r"\?[A-Za-z0-9$.+!*'|(){},~@#%&/=:;_?\-\[\]<>]*",
-    "URIPATHPARAM": r"%{URIPATH}(?:%{URIPARAM})?",
-    "MONTH": r"\b(?:[Jj]an(?:uary)?|[Ff]eb(?:ruary)?|[Mm]ar(?:ch)?|[Aa]pr(?:il)?|[Mm]ay|[Jj]un(?:e)?|[Jj]ul(?:y)?"
-    r"|[Aa]ug(?:ust)?|[Ss]ep(?:tember)?|[Oo]ct(?:ober)?|[Nn]ov(?:ember)?|[Dd]ec(?:ember)?)\b",
-    "MONTHNUM": r"0?[1-9]|1[0-2]",
-    "MONTHDAY": r"(?:0[1-9])|(?:[12][0-9])|(?:3[01])|[1-9]",
-    "DAY": r"\b(?:Mon(?:day)?|Tue(?:sday)?|Wed(?:nesday)?|Thu(?:rsday)?|Fri(?:day)?|Sat(?:urday)?|Sun(?:day)?)\b",
-    "YEAR": r"\d\d(?:\d\d)?",
-    "HOUR": r"2[0123]|[01]?[0-9]",
-    "MINUTE": r"[0-5][0-9]",
-    "SECOND": r"(?:[0-5]?[0-9]|60)(?:[:.,][0-9]+)?",
-    "TIME": r"%{HOUR}:%{MINUTE}(?::%{SECOND})?",
-    "DATE_US": r"%{MONTHNUM}[/-]%{MONTHDAY}[/-]%{YEAR}",
-    "DATE_EU": r"%{MONTHDAY}[./-]%{MONTHNUM}[./-]%{YEAR}",
-    "ISO8601_TIMEZONE": r"Z|[+-]%{HOUR}(?::?%{MINUTE})",
-    "TIMESTAMP_ISO8601": r"%{YEAR}-%{MONTHNUM}-%{MONTHDAY}[T ]%{HOUR}:?%{MINUTE}(?::?%{SECOND})?%{ISO8601_TIMEZONE}?",
-    "HTTPDATE": r"%{MONTHDAY}/%{MONTH}/%{YEAR}:%{TIME} %{INT}",
-    "LOGLEVEL": r"[Aa]lert|ALERT|[Tt]race|TRACE|[Dd]ebug|DEBUG|[Nn]otice|NOTICE|[Ii]nfo|INFO|[Ww]arn(?:ing)?|WARN(?:ING)?"
-    r"|[Ee]rr(?:or)?|ERR(?:OR)?|[Cc]rit(?:ical)?|CRIT(?:ICAL)?|[Ff]atal|FATAL|[Ss]evere|SEVERE|EMERG(?:ENCY)?|[Ee]merg(?:ency)?",
-    "COMMONAPACHELOG": r"%{IPORHOST:clientip} %{USER:ident} %{USER:auth} \[%{HTTPDATE:timestamp}\] "
-    r"\"(?:%{WORD:verb} %{NOTSPACE:request}(?: HTTP/%{NUMBER:httpversion})?|%{DATA:rawrequest})\" "
-    r"%{NUMBER:response} (?:%{NUMBER:bytes}|-)",
-    "COMBINEDAPACHELOG": r"%{COMMONAPACHELOG} %{QUOTEDSTRING:referrer} %{QUOTEDSTRING:agent}",
-}
-
-_GROK_REF = re.compile(r"%\{(\w+)(?::([\w.@-]+))?\}")
-
-
-def grok_regex(pattern: str) -> str:
-    """A grok pattern as a Java regex with named groups.
-
-    ``%{P:name}`` captures as ``name`` at any depth; ``%{P}`` written by the user captures as ``P``
-    (as the reference shows ``%{COMMONAPACHELOG}`` with a column of that name), while unnamed
-    references inside a pattern's definition do not capture. A name captured twice keeps its first
-    group; the others stop capturing.
-    """
-    taken: set[str] = set()
-
-    def expand(text: str, depth: int) -> str:
-        if depth > 20:
-            raise PplSemanticError("Grok patterns refer to each other in a cycle")
-
-        def replace(match: re.Match[str]) -> str:
-            name, capture = match.group(1), match.group(2)
-            definition = GROK_PATTERNS.get(name)
-            if definition is None:
-                raise PplSemanticError(f"Unknown grok pattern %{{{name}}}")
-            body = expand(definition, depth + 1)
-            target = capture or (name if depth == 0 else None)
-            if target is None or target in taken:
-                return f"(?:{body})"
-            taken.add(target)
-            return f"(?<{target}>{body})"
-
-        return _GROK_REF.sub(replace, text)
-
-    return expand(pattern, 0)
-
-
-# -- the stages ----------------------------------------------------------------------------------
+# -- the translator ------------------------------------------------------------------------------
 
 
 @dataclass
 class _Translator:
-    """The SQL so far (``sql``) and, when known without asking, its output columns (``known``)."""
+    """The current block and, when known without asking, its output columns (``known``)."""
 
     columns: ColumnsOf
-    sql: str = ""
+    block: _Block = field(default_factory=lambda: _Block("", []))
     known: list[str] | None = None
-    stage: int = 0
-    #: The bare table when the pipeline is nothing but ``source=t`` (a join can name it).
-    table: str | None = None
-    #: The alias the user gave the ``source`` table, if any.
-    alias: str | None = None
-    #: The FROM clause of a join that the next stage selects from directly, and its conditions.
-    join_from: str | None = None
-    join_where: list[str] = field(default_factory=list)
+    #: The tables of the pipeline's source, which an appendcol sub-search reads again.
+    source: ast.Search | None = None
+
+    # helpers
+    def env(self) -> Env:
+        return Env(self.subsearch, self.block.defs)
+
+    def subsearch(self, query: ast.Query) -> str:
+        assert isinstance(query.source, ast.Search)
+        return pipeline_sql(query.source, query.commands, self.columns)
+
+    def sql(self, expr: ast.Expr) -> str:
+        return expr_sql(expr, self.env())
 
     def input_columns(self) -> list[str]:
         if self.known is None:
-            self.known = list(self.columns(self.sql))
+            self.known = list(self.columns(self.block.sql()))
         return list(self.known)
 
-    def wrap(self, select: str, tail: str = "", where: str | None = None) -> str:
-        """``SELECT select FROM (<sql>) AS _sN [WHERE where] tail`` as the new SQL.
+    def wrap(self) -> None:
+        """Start a new block over the current one."""
+        alias = _next_alias()
+        self.block = _Block(f"({self.block.sql()}) AS {alias}", [alias])
 
-        Right after a join the stage selects from the join itself, so that the join's aliases
-        (``l.id``) still qualify fields; a ``where`` there keeps the join open for the next stage.
-        """
-        conditions = [where] if where else []
-        if self.join_from is not None:
-            source = self.join_from
-            conditions = [*self.join_where, *conditions]
-            if select == "*" and not tail and where:
-                self.join_where = conditions
-            else:
-                self.join_from, self.join_where = None, []
+    def open_block(self, refs: Iterable[ast.Field] = ()) -> _Block:
+        """The current block if a command may add to it (not closed, its fields visible), else a
+        new block over it."""
+        if self.block.closed or not self.block.exposes(refs):
+            self.wrap()
+        return self.block
+
+    def set_items(self, items: list[_Item], names: list[str] | None) -> None:
+        self.block.items = items
+        self.block.table = None
+        self.known = names
+
+    # search
+    def search(self, search: ast.Search, commands: Sequence[ast.Command]) -> Sequence[ast.Command]:
+        """Open the first block from the source; returns the commands left to translate."""
+        self.source = ast.Search(search.table, None, None, search.more_tables, search.subsearch)
+        rest = list(commands)
+        if search.more_tables:
+            rest = self._multi_source(search, rest)
+        elif search.subsearch is not None:
+            alias = search.alias or _next_alias()
+            self.block = _Block(f"({self.subsearch(search.subsearch)}) AS {quote_name(alias)}", [quote_name(alias)])
         else:
-            self.stage += 1
-            source = f"({self.sql}) AS _s{self.stage}"
-        self.table = None
-        filtered = f" WHERE {' AND '.join(conditions)}" if conditions else ""
-        self.sql = f"SELECT {select} FROM {source}{filtered}{tail}"
-        return self.sql
-
-    def search(self, search: ast.Search) -> None:
-        self.table = table_sql(search.table)
-        source = self.table
-        if search.alias is not None:
-            # As after a join, the next stage selects from the aliased table so the alias qualifies.
-            self.alias = search.alias
-            source = self.join_from = f"{self.table} AS {quote_name(search.alias)}"
-        self.sql = f"SELECT * FROM {source}"
+            table = table_sql(search.table)
+            if search.alias is not None:
+                self.block = _Block(f"{table} AS {quote_name(search.alias)}", [quote_name(search.alias)])
+            else:
+                self.block = _Block(table, [quote_name(search.table.parts[-1])], table=table)
         if search.filter is not None:
-            condition = expr_sql(search.filter)
-            self.sql += f" WHERE {condition}"
-            self.table = None
-            self.join_where = [condition]
+            self.block.where.append(self.sql(search.filter))
+            self.block.table = None
+        return rest
+
+    def _multi_source(self, search: ast.Search, commands: list[ast.Command]) -> list[ast.Command]:
+        """``source = t1, t2``: a correlate joins the tables, each filtered by the commands before
+        it; without one, the tables' rows are one relation (matched by column name, a column
+        missing from a table is null), as the reference reads several indexes."""
+        tables = [search.table, *search.more_tables]
+        at = next((i for i, c in enumerate(commands) if isinstance(c, ast.Correlate)), None)
+        if at is not None:
+            correlate = commands[at]
+            assert isinstance(correlate, ast.Correlate)
+            self._correlate(tables, search.filter, commands[:at], correlate)
+            return commands[at + 1 :]
+        branches = [(table_sql(t), self.columns(f"SELECT * FROM {table_sql(t)}")) for t in tables]
+        names: list[str] = []
+        for _, cols in branches:
+            names.extend(c for c in cols if c.lower() not in {n.lower() for n in names})
+        selects = []
+        for table, cols in branches:
+            have = {c.lower() for c in cols}
+            items = [quote_name(n) if n.lower() in have else f"NULL AS {quote_name(n)}" for n in names]
+            selects.append(f"SELECT {', '.join(items)} FROM {table}")
+        alias = _next_alias()
+        self.block = _Block(f"({' UNION ALL '.join(selects)}) AS {alias}", [alias])
+        if search.alias is not None:
+            self.block = _Block(f"({self.block.sql()}) AS {quote_name(search.alias)}", [quote_name(search.alias)])
+        self.known = names
+        return commands
+
+    def _correlate(
+        self,
+        tables: list[ast.TableName],
+        condition: ast.Expr | None,
+        before: list[ast.Command],
+        correlate: ast.Correlate,
+    ) -> None:
+        if correlate.kind == "self":
+            raise PplSemanticError(_SELF_CORRELATION)
+        if len(tables) != 2:
+            raise PplSemanticError(f"Correlation command with `{correlate.kind}` type must have two source tables")
+        if len(correlate.mappings) != len(correlate.fields):
+            raise PplSemanticError(
+                "Correlation command was called with `fields` attribute having different elements from the 'mapping' attributes"
+            )
+        aliases = [quote_name(t.parts[-1]) for t in tables]
+        sides = []
+        for table, alias in zip(tables, aliases, strict=True):
+            sql = pipeline_sql(ast.Search(table, condition), before, self.columns)
+            sides.append(f"({sql}) AS {alias}")
+        conditions = [
+            f"({_correlated_field(left, tables, aliases)} {op} {_correlated_field(right, tables, aliases)})"
+            for left, op, right in correlate.mappings
+        ]
+        exact = correlate.kind == "exact"
+        join = "INNER JOIN" if exact else "FULL OUTER JOIN"
+        on = (" AND " if exact else " OR ").join(conditions)
+        self.block = _Block(f"{sides[0]} {join} {sides[1]} ON {on}", aliases)
 
     def command(self, command: ast.Command) -> None:
         handler = getattr(self, "on_" + type(command).__name__.lower())
         handler(command)
 
-    # one method per command
+    # -- filtering and projection -----------------------------------------------------------------
+
     def on_where(self, command: ast.Where) -> None:
-        self.wrap("*", where=expr_sql(command.condition))
+        block = self.open_block(field_refs(command.condition))
+        block.where.append(self.sql(command.condition))
+        block.table = None
 
     def on_fields(self, command: ast.Fields) -> None:
         if command.exclude:
-            drop = {_find(self.input_columns(), f.name) for f in command.fields}
-            keep = [c for c in self.input_columns() if c not in drop]
-            if not keep:
-                raise PplSemanticError("fields - cannot remove every field")
-            self.wrap(", ".join(quote_name(c) for c in keep))
-            self.known = keep
+            self._drop_fields(command.fields)
             return
-        self.wrap(", ".join(field_sql(f) for f in command.fields))
-        self.known = [f.parts[-1] for f in command.fields]
+        self.open_block(command.fields)
+        items = [_Item(self.sql(ref), ref.parts[-1]) for ref in command.fields]
+        self.set_items(items, [i.name for i in items])
+
+    def _drop_fields(self, drop: Sequence[ast.Field]) -> None:
+        block = self.open_block(drop)
+        if any(i.star and i.sql != "*" for i in block.items or []):
+            self.wrap()  # a star that already excludes, or several relations' stars
+            block = self.block
+        lowered = {f.name.lower() for f in drop}
+        if self.known is not None:
+            missing = lowered - {c.lower() for c in self.known}
+            if missing:
+                raise unresolved(next(f.name for f in drop if f.name.lower() in missing))
+            if not [c for c in self.known if c.lower() not in lowered]:
+                raise PplSemanticError("fields - cannot remove every field")
+        items = block.items or [_Item("*", star=True)]
+        explicit = {i.name.lower() for i in items if not i.star}
+        rest = [f for f in drop if f.name.lower() not in explicit]
+        if rest and not any(i.star for i in items):
+            raise unresolved(rest[0].name)
+        excluded = ", ".join(field_sql(f) for f in rest)
+        items = [
+            (_Item(f"* EXCEPT ({excluded})", star=True) if rest else i) if i.star else i
+            for i in items
+            if i.star or i.name.lower() not in lowered
+        ]
+        for name in lowered:
+            block.defs.pop(name, None)
+        block.hidden |= lowered
+        known = None if self.known is None else [c for c in self.known if c.lower() not in lowered]
+        self.set_items(items, known)
+
+    def on_eval(self, command: ast.Eval) -> None:
+        refs = [r for a in command.assignments for r in field_refs(a.value)]
+        defined = {a.target.name.lower() for a in command.assignments}
+        self.open_block([r for r in refs if r.name.lower() not in defined])
+        for assignment in command.assignments:
+            self._assign(assignment.target.name, assignment.value)
+
+    def _assign(self, name: str, value: ast.Expr) -> None:
+        """One new or replaced column; a replaced column keeps its place."""
+        sql = self.sql(value)
+        if len(sql) > _MAX_INLINE and self.block.defs:
+            self.wrap()
+            sql = self.sql(value)
+        self._put(name, sql)
+        if is_volatile(value) or len(sql) > _MAX_INLINE // 4:
+            # Not copied where it is used: a later command reads the column from a new block.
+            self.block.closed = True
+
+    def _put(self, name: str, sql: str) -> None:
+        """Set the output column ``name`` to ``sql``: replaced in place if the input has it."""
+        block = self.block
+        key = name.lower()
+        items = block.items
+        if items is not None and any(not i.star and i.name.lower() == key for i in items):
+            block.items = [_Item(sql, name) if not i.star and i.name.lower() == key else i for i in items]
+        elif key in block.defs or (self._has_column(name)):
+            self._replace_column(name, sql)
+        else:
+            block.items = [*(items or [_Item("*", star=True)]), _Item(sql, name)]
+            if self.known is not None:
+                self.known = [*self.known, name]
+        block.defs[key] = sql
+        block.table = None
+
+    def _has_column(self, name: str) -> bool:
+        return name.lower() in {c.lower() for c in self.input_columns()}
+
+    def _replace_column(self, name: str, sql: str) -> None:
+        """Spell out the select list from the input columns, with ``name`` replaced by ``sql``."""
+        block = self.block
+        if len(block.relations) > 1 or any(i.star and i.sql != "*" for i in block.items or []):
+            # Several relations, or a star that excludes: only Spark can spell their columns.
+            self.wrap()
+            block = self.block
+        current = self.input_columns()
+        extra = [i for i in block.items or [] if not i.star]
+        by_name = {i.name.lower(): i for i in extra}
+        items = []
+        for column in current:
+            if column.lower() == name.lower():
+                items.append(_Item(sql, column))
+            elif column.lower() in by_name:
+                items.append(by_name[column.lower()])
+            else:
+                items.append(_Item(quote_name(column), column))
+        block.items = items
+        self.known = [i.name for i in items]
+
+    def on_rename(self, command: ast.Rename) -> None:
+        """The new name comes last and the old one is dropped, as in the reference."""
+        pairs = self._rename_pairs(command)
+        if self.known is not None:
+            have = {c.lower() for c in self.known}
+            missing = next((old for old, _ in pairs if old.name.lower() not in have), None)
+            if missing is not None:
+                raise unresolved(missing.name)
+        block = self.open_block([old for old, _ in pairs])
+        items = block.items or [_Item("*", star=True)]
+        if any(i.star and i.sql != "*" for i in items):
+            self.wrap()
+            block, items = self.block, [_Item("*", star=True)]
+        renamed: list[_Item] = []
+        from_star: list[ast.Field] = []
+        for old, new in pairs:
+            at = next((k for k, i in enumerate(items) if not i.star and i.name.lower() == old.name.lower()), None)
+            if at is not None:
+                renamed.append(_Item(items[at].sql, new.name))
+                items = [*items[:at], *items[at + 1 :]]
+            elif any(i.star for i in items):
+                from_star.append(old)
+                renamed.append(_Item(field_sql(old), new.name))
+            else:
+                raise unresolved(old.name)
+        if from_star:
+            excluded = ", ".join(field_sql(f) for f in from_star)
+            items = [_Item(f"* EXCEPT ({excluded})", star=True) if i.star else i for i in items]
+        for old, new in pairs:
+            block.defs.pop(old.name.lower(), None)
+            block.hidden.add(old.name.lower())
+            block.hidden.discard(new.name.lower())
+        for item in renamed:
+            block.defs[item.name.lower()] = item.sql
+        known = None
+        if self.known is not None:
+            olds = {o.name.lower() for o, _ in pairs}
+            known = [c for c in self.known if c.lower() not in olds] + [n.name for _, n in pairs]
+        self.set_items([*items, *renamed], known)
+
+    def _rename_pairs(self, command: ast.Rename) -> list[tuple[ast.Field, ast.Field]]:
+        """The pairs of names, wildcard patterns (``*`` for any text) expanded over the input."""
+        pairs: list[tuple[ast.Field, ast.Field]] = []
+        for old, new in command.pairs:
+            if "*" not in old.name:
+                if "*" in new.name:
+                    raise PplSemanticError(f"rename {old.name} as {new.name}: a wildcard must be on both sides")
+                pairs.append((old, new))
+                continue
+            pattern = re.compile("^" + "(.*)".join(re.escape(p) for p in old.name.split("*")) + "$", re.I)
+            if new.name.count("*") != old.name.count("*"):
+                raise PplSemanticError(f"rename {old.name} as {new.name}: both sides need as many wildcards")
+            for column in self.input_columns():
+                match = pattern.match(column)
+                if match is not None:
+                    parts = new.name.split("*")
+                    renamed = parts[0] + "".join(g + p for g, p in zip(match.groups(), parts[1:], strict=True))
+                    pairs.append((ast.Field((column,)), ast.Field((renamed,))))
+        return pairs
+
+    # -- aggregation and ordering -----------------------------------------------------------------
 
     def on_stats(self, command: ast.Stats) -> None:
         if command.event:
             self._eventstats(command)
             return
-        items: list[str] = []
-        names: list[str] = []
+        refs = [r for a in command.aggregations for r in field_refs(a.call)]
+        refs += [g.field for g in command.by] + ([*field_refs(command.span.field)] if command.span else [])
+        block = self.open_block(refs)
+        env = self.env()
+        items: list[_Item] = []
         for agg in command.aggregations:
-            names.append(agg.alias or ppl_text(agg.call))
-            items.append(f"{aggregation_sql(agg.call)} AS {quote_name(names[-1])}")
-        keys = [field_sql(g.field) for g in command.by]
-        for group, key in zip(command.by, keys, strict=True):
-            names.append(group.alias or group.field.name)
-            items.append(aliased(key, names[-1]))
+            items.append(_Item(aggregation_sql(agg.call, env), agg.alias or agg.call.text or ppl_text(agg.call)))
+        keys = [expr_sql(g.field, env) for g in command.by]
+        items.extend(_Item(k, g.alias or g.field.name) for g, k in zip(command.by, keys, strict=True))
         if command.span is not None:
-            keys.append(span_sql(command.span))
-            names.append(span_name(command.span))
-            items.append(f"{keys[-1]} AS {quote_name(names[-1])}")
-        self.wrap(", ".join(items), f" GROUP BY {', '.join(keys)}" if keys else "")
-        self.known = names
+            keys.append(span_sql(command.span, env))
+            items.append(_Item(keys[-1], span_name(command.span)))
+        block.group_by = keys
+        block.order_by = ""
+        block.closed = True
+        block.defs = {}
+        self.set_items(items, [i.name for i in items])
 
     def _eventstats(self, command: ast.Stats) -> None:
-        keys = [field_sql(g.field) for g in command.by]
+        refs = [r for a in command.aggregations for r in field_refs(a.call)] + [g.field for g in command.by]
+        block = self.open_block(refs)
+        env = self.env()
+        keys = [expr_sql(g.field, env) for g in command.by]
         if command.span is not None:
-            keys.append(span_sql(command.span))
+            keys.append(span_sql(command.span, env))
         window = f"OVER (PARTITION BY {', '.join(keys)})" if keys else "OVER ()"
-        items = ["*"]
-        names: list[str] = []
+        added = []
         for agg in command.aggregations:
-            names.append(agg.alias or ppl_text(agg.call))
-            items.append(
-                f"{_over(_windowed(aggregation_sql(agg.call), agg.call.name), window)} AS {quote_name(names[-1])}"
-            )
-        self.wrap(", ".join(items))
-        self.known = None if self.known is None else [*self.known, *names]
+            sql = _over(_windowed(aggregation_sql(agg.call, env), agg.call.name), window)
+            added.append(_Item(sql, agg.alias or agg.call.text or ppl_text(agg.call)))
+        block.items = [*(block.items or [_Item("*", star=True)]), *added]
+        block.closed = True
+        block.table = None
+        self.known = None if self.known is None else [*self.known, *(i.name for i in added)]
 
     def on_sort(self, command: ast.Sort) -> None:
-        self.wrap("*", " ORDER BY " + ", ".join(_order_sql(k) for k in command.keys))
+        block = self.block
+        if block.limit or block.group_by or block.closed or not block.exposes([k.field for k in command.keys]):
+            self.wrap()
+            block = self.block
+        env = self.env()
+        block.order_by = ", ".join(_order_sql(k, env) for k in command.keys)
+        block.table = None
 
     def on_head(self, command: ast.Head) -> None:
+        if self.block.limit:
+            self.wrap()
         offset = f" OFFSET {command.offset}" if command.offset else ""
-        self.wrap("*", f" LIMIT {command.size}{offset}")
+        self.block.limit = f"LIMIT {command.size}{offset}"
+        self.block.closed = True
+        self.block.table = None
 
-    def on_eval(self, command: ast.Eval) -> None:
-        for assignment in command.assignments:
-            self._assign(assignment.target.name, expr_sql(assignment.value))
-
-    def _assign(self, name: str, value: str) -> None:
-        """One new or replaced column; a replaced column keeps its place."""
-        current = self.input_columns()
-        lowered = [c.lower() for c in current]
-        if name.lower() in lowered:
-            at = lowered.index(name.lower())
-            items = [f"{value} AS {quote_name(name)}" if i == at else quote_name(c) for i, c in enumerate(current)]
-            self.wrap(", ".join(items))
-            self.known = [name if i == at else c for i, c in enumerate(current)]
-        else:
-            self.wrap(f"*, {value} AS {quote_name(name)}")
-            self.known = [*current, name]
+    def on_toprare(self, command: ast.TopRare) -> None:
+        """The N most (top) or least (rare) common values, per group of the ``by`` fields, as the
+        reference's pages show; ties go by the values, ascending, so the answer is stable."""
+        block = self.open_block([*command.fields, *command.by])
+        env = self.env()
+        count_name = "count_" + command.fields[0].name
+        groups = [*command.fields, *command.by]
+        keys = [expr_sql(f, env) for f in groups]
+        # top_approx and rare_approx count exactly: an exact count is the best approximation, and
+        # the reference's approx_count_distinct of the grouped field is 1 in every group.
+        count = "count(*)"
+        items = [_Item(count, count_name), *(_Item(k, f.name) for k, f in zip(keys, groups, strict=True))]
+        direction = "ASC" if command.rare else "DESC"
+        order = ", ".join(
+            [f"{quote_name(count_name)} {direction}", *(f"{quote_name(f.name)} ASC" for f in command.fields)]
+        )
+        block.group_by = keys
+        block.defs = {}
+        block.closed = True
+        names = [i.name for i in items]
+        if not command.by:
+            self.set_items(items, names)
+            block.order_by = order
+            block.limit = f"LIMIT {command.number}"
+            return
+        partition = ", ".join(keys[len(command.fields) :])
+        inner_order = ", ".join([f"{count} {direction}", *(f"{k} ASC" for k in keys[: len(command.fields)])])
+        rank = f"row_number() OVER (PARTITION BY {partition} ORDER BY {inner_order})"
+        self.set_items([*items, _Item(rank, "__ppl_rank")], [*names, "__ppl_rank"])
+        self.wrap()
+        self.block.where.append(f"__ppl_rank <= {command.number}")
+        self.set_items([_Item(quote_name(n), n) for n in names], names)
+        self.block.order_by = ", ".join([*(f"{quote_name(f.name)} ASC" for f in command.by), order])
 
     def on_dedup(self, command: ast.Dedup) -> None:
         if command.consecutive:
             raise PplSemanticError("Consecutive deduplication is not supported")
-        current = self.input_columns()
-        keys = ", ".join(field_sql(f) for f in command.fields)
-        self.wrap(f"*, row_number() OVER (PARTITION BY {keys} ORDER BY {keys}) AS __ppl_dedup_rn")
+        block = self.open_block(command.fields)
+        env = self.env()
+        keys = ", ".join(expr_sql(f, env) for f in command.fields)
+        rn = "__ppl_dedup_rn"
+        block.items = [
+            *(block.items or [_Item("*", star=True)]),
+            _Item(f"row_number() OVER (PARTITION BY {keys} ORDER BY {keys})", rn),
+        ]
+        block.table = None
+        block.closed = True
+        known = self.known
+        self.wrap()
         if command.keep_empty:
             empty = " OR ".join(f"{field_sql(f)} IS NULL" for f in command.fields)
-            condition = f"__ppl_dedup_rn <= {command.number} OR {empty}"
+            condition = f"({rn} <= {command.number} OR {empty})"
         else:
             present = " AND ".join(f"{field_sql(f)} IS NOT NULL" for f in command.fields)
-            condition = f"__ppl_dedup_rn <= {command.number} AND {present}"
-        self.wrap(", ".join(quote_name(c) for c in current), where=condition)
-        self.known = current
+            condition = f"({rn} <= {command.number} AND {present})"
+        self.block.where.append(condition)
+        self.set_items([_Item(f"* EXCEPT ({rn})", star=True)], known)
 
-    def on_rename(self, command: ast.Rename) -> None:
-        current = self.input_columns()
-        sources = list(current)
-        for old, new in command.pairs:
-            at = current.index(_find(current, old.name))
-            current[at] = new.name
-        items = [
-            quote_name(s) if s == c else f"{quote_name(s)} AS {quote_name(c)}"
-            for s, c in zip(sources, current, strict=True)
-        ]
-        self.wrap(", ".join(items))
-        self.known = current
+    def on_trendline(self, command: ast.Trendline) -> None:
+        refs = [c.field for c in command.computations] + ([command.sort.field] if command.sort else [])
+        block = self.open_block(refs)
+        env = self.env()
+        order = f"ORDER BY {_order_sql(command.sort, env)} " if command.sort else ""
+        added = []
+        for comp in command.computations:
+            if comp.kind == "wma" and command.sort is None:
+                raise PplSemanticError("trendline wma(...) needs a sort field")
+            window = f"OVER ({order}ROWS BETWEEN {comp.points - 1} PRECEDING AND CURRENT ROW)"
+            added.append(_Item(_moving_average(comp, window, env), comp.alias or f"{comp.field.name}_trendline"))
+        block.items = [*(block.items or [_Item("*", star=True)]), *added]
+        if command.sort:
+            block.order_by = _order_sql(command.sort, env)
+        block.closed = True
+        block.table = None
+        self.known = None if self.known is None else [*self.known, *(i.name for i in added)]
 
-    def on_toprare(self, command: ast.TopRare) -> None:
-        count_name = "count_" + command.fields[0].name
-        groups = [*command.fields, *command.by]
-        keys = [field_sql(f) for f in groups]
-        items = [
-            f"count(*) AS {quote_name(count_name)}",
-            *(aliased(k, f.name) for k, f in zip(keys, groups, strict=True)),
-        ]
-        order = "ASC" if command.rare else "DESC"
-        tail = f" GROUP BY {', '.join(keys)} ORDER BY {quote_name(count_name)} {order} LIMIT {command.number}"
-        self.wrap(", ".join(items), tail)
-        self.known = [count_name, *(f.name for f in groups)]
+    # -- extraction -------------------------------------------------------------------------------
 
     def on_parse(self, command: ast.Parse) -> None:
         regex = grok_regex(command.pattern) if command.grok else command.pattern
         extract = named_groups(regex)
         if not extract.groups:
             raise PplSemanticError(f"The pattern {command.pattern!r} has no named group to extract")
-        source = field_sql(command.field)
-        current = self.input_columns()
-        lowered = {c.lower(): c for c in current}
-        values = {name: f"regexp_extract({source}, {string_sql(extract.regex)}, {n})" for name, n in extract.groups}
-        items: list[str] = []
-        for column in current:
-            match = next((n for n in values if n.lower() == column.lower()), None)
-            items.append(quote_name(column) if match is None else f"{values[match]} AS {quote_name(column)}")
-        added = [n for n in values if n.lower() not in lowered]
-        items.extend(f"{values[n]} AS {quote_name(n)}" for n in added)
-        self.wrap(", ".join(items))
-        self.known = [*current, *added]
+        self.open_block(list(field_refs(command.field)))
+        source = self.sql(command.field)
+        for name, number in extract.groups:
+            self._put(name, f"regexp_extract({source}, {string_sql(extract.regex)}, {number})")
+
+    def on_patterns(self, command: ast.Patterns) -> None:
+        self.open_block(list(field_refs(command.field)))
+        pattern = command.pattern or "[a-zA-Z0-9]"
+        value = f"coalesce(regexp_replace({self.sql(command.field)}, {string_sql(pattern)}, ''), '')"
+        self._put(command.new_field, value)
 
     def on_fillnull(self, command: ast.FillNull) -> None:
-        current = self.input_columns()
         if command.assignments:
-            fills = [(_find(current, a.target.name), expr_sql(a.value)) for a in command.assignments]
+            fills = [(a.target, a.value) for a in command.assignments]
         else:
             assert command.value is not None
-            value = expr_sql(command.value)
-            targets = [_find(current, f.name) for f in command.fields] if command.fields else current
-            fills = [(t, value) for t in targets]
-        filled = {name for name, _ in fills}
+            targets = command.fields or tuple(ast.Field((c,)) for c in self.input_columns())
+            fills = [(t, command.value) for t in targets]
+        block = self.open_block([t for t, _ in fills])
+        if any(i.star and i.sql != "*" for i in block.items or []):
+            self.wrap()
+            block = self.block
+        env = self.env()
+        values = [(t, f"coalesce({expr_sql(t, env)}, {expr_sql(v, env)})") for t, v in fills]
         # As the reference does, the filled fields come last, in the order they are given.
-        items = [quote_name(c) for c in current if c not in filled]
-        items.extend(f"coalesce({quote_name(n)}, {v}) AS {quote_name(n)}" for n, v in fills)
-        self.wrap(", ".join(items))
-        self.known = [*(c for c in current if c not in filled), *(n for n, _ in fills)]
+        names = {t.name.lower() for t, _ in values}
+        items = [i for i in block.items or [_Item("*", star=True)] if i.star or i.name.lower() not in names]
+        explicit = {i.name.lower() for i in block.items or [] if not i.star}
+        from_star = [t for t, _ in values if t.name.lower() not in explicit]
+        if from_star:
+            if not any(i.star for i in items):
+                raise unresolved(from_star[0].name)
+            excluded = ", ".join(field_sql(t) for t in from_star)
+            items = [_Item(f"* EXCEPT ({excluded})", star=True) if i.star else i for i in items]
+        items.extend(_Item(sql, t.parts[-1]) for t, sql in values)
+        for target, sql in values:
+            block.defs[target.name.lower()] = sql
+        known = None
+        if self.known is not None:
+            known = [*(c for c in self.known if c.lower() not in names), *(t.parts[-1] for t, _ in values)]
+        self.set_items(items, known)
 
-    def on_trendline(self, command: ast.Trendline) -> None:
-        order = f"ORDER BY {_order_sql(command.sort)} " if command.sort else ""
-        items = ["*"]
-        names: list[str] = []
-        for comp in command.computations:
-            if comp.kind == "wma" and command.sort is None:
-                raise PplSemanticError("trendline wma(...) needs a sort field")
-            window = f"OVER ({order}ROWS BETWEEN {comp.points - 1} PRECEDING AND CURRENT ROW)"
-            names.append(comp.alias or f"{comp.field.name}_trendline")
-            items.append(f"{_moving_average(comp, window)} AS {quote_name(names[-1])}")
-        tail = f" ORDER BY {_order_sql(command.sort)}" if command.sort else ""
-        self.wrap(", ".join(items), tail)
-        self.known = None if self.known is None else [*self.known, *names]
+    # -- structure --------------------------------------------------------------------------------
 
-    def on_lookup(self, command: ast.Lookup) -> None:
-        current = self.input_columns()
-        outputs = list(command.outputs)
-        if not outputs:
-            mapped = {m.name.lower() for m, _ in command.mappings}
-            lookup_columns = self.columns(f"SELECT * FROM {table_sql(command.table)}")
-            outputs = [(ast.Field((c,)), ast.Field((c,))) for c in lookup_columns if c.lower() not in mapped]
-        on = " AND ".join(f"{field_sql(s, '_l')} = {field_sql(m, '_r')}" for m, s in command.mappings)
-        matched = f"{field_sql(command.mappings[0][0], '_r')} IS NOT NULL"
-        replaced: dict[str, str] = {}
-        added: list[tuple[str, str]] = []
-        for source, output in outputs:
-            value = field_sql(source, "_r")
-            existing = next((c for c in current if c.lower() == output.name.lower()), None)
-            if existing is None:
-                if command.strategy == "append":
-                    raise unresolved(output.name)
-                added.append((output.name, value))
-            elif command.strategy == "append":
-                replaced[existing] = f"coalesce(_l.{quote_name(existing)}, {value})"
-            else:
-                replaced[existing] = f"CASE WHEN {matched} THEN {value} ELSE _l.{quote_name(existing)} END"
-        items = [f"{replaced[c]} AS {quote_name(c)}" if c in replaced else f"_l.{quote_name(c)}" for c in current]
-        items.extend(f"{v} AS {quote_name(n)}" for n, v in added)
-        self.table, self.join_from, self.join_where = None, None, []
-        self.sql = f"SELECT {', '.join(items)} FROM ({self.sql}) AS _l LEFT OUTER JOIN {table_sql(command.table)} AS _r ON {on}"
-        self.known = [*current, *(n for n, _ in added)]
-
-    def on_join(self, command: ast.Join) -> None:
-        if self.table is not None:
-            alias = command.left_alias or self.alias
-            left = self.table + (f" AS {quote_name(alias)}" if alias else "")
-        else:
-            self.join_from, self.join_where = None, []
-            self.stage += 1
-            left = f"({self.sql}) AS {quote_name(command.left_alias or self.alias or f'_s{self.stage}')}"
-        if isinstance(command.right, ast.TableName):
-            right = table_sql(command.right) + (f" AS {quote_name(command.right_alias)}" if command.right_alias else "")
-        else:
-            self.stage += 1
-            sub = _pipeline(command.right, self.columns)
-            right = f"({sub}) AS {quote_name(command.right_alias or f'_s{self.stage}')}"
-        on = "" if command.condition is None else f" ON {expr_sql(command.condition)}"
-        self.join_from = f"{left} {_JOIN_KEYWORDS[command.kind]} {right}{on}"
-        self.join_where = []
-        self.sql = f"SELECT * FROM {self.join_from}"
-        self.table = None
+    def on_flatten(self, command: ast.Flatten) -> None:
+        """A struct becomes its fields; an array of structs one row per element (a null one: one
+        row of nulls); the new fields come last, named by the aliases if given, and the field is
+        dropped, as in the reference."""
+        self.wrap()
+        alias = self.block.relations[0]
+        column = field_sql(command.field)
+        struct_fields = self._probe(f"SELECT {column}.* FROM {self.block.source}")
+        generated = _next_alias()
+        if struct_fields is not None:
+            names = list(command.aliases) or struct_fields
+            if len(names) != len(struct_fields):
+                raise PplSemanticError(
+                    f"flatten {command.field.name}: {len(struct_fields)} fields, {len(names)} aliases"
+                )
+            items = [_Item(f"{alias}.* EXCEPT ({column})", star=True)]
+            items += [_Item(f"{column}.{quote_name(f)}", n) for f, n in zip(struct_fields, names, strict=True)]
+            self.block.items = items
+            self.block.defs.update({i.name.lower(): i.sql for i in items[1:]})
+            self.known = None
+            return
+        names_sql = f" AS {', '.join(quote_name(a) for a in command.aliases)}" if command.aliases else ""
+        source = f"{self.block.source} LATERAL VIEW OUTER inline({column}) {generated}{names_sql}"
+        self.block = _Block(source, [alias, generated])
+        self.block.items = [_Item(f"{alias}.* EXCEPT ({column})", star=True), _Item(f"{generated}.*", star=True)]
         self.known = None
 
+    def on_expand(self, command: ast.Expand) -> None:
+        """One row per element of an array, named as the field (or its alias); a map gives one
+        row per entry, a struct of key and value. An empty or null one gives no row."""
+        self.wrap()
+        alias = self.block.relations[0]
+        column = field_sql(command.field)
+        is_map = self._probe(f"SELECT map_keys({column}) FROM {self.block.source}") is not None
+        values = f"map_entries({column})" if is_map else column
+        generated = _next_alias()
+        name = quote_name(command.alias or command.field.parts[-1])
+        self.block = _Block(
+            f"{self.block.source} LATERAL VIEW explode({values}) {generated} AS {name}", [alias, generated]
+        )
+        self.block.items = [_Item(f"{alias}.* EXCEPT ({column})", star=True), _Item(f"{generated}.*", star=True)]
+        self.known = None
+
+    def _probe(self, sql: str) -> list[str] | None:
+        """The columns of ``sql``, or None when Spark does not accept it: how a field's kind
+        (struct, array, map) is told, since the callback gives names, not types."""
+        try:
+            return list(self.columns(sql))
+        except Exception:  # noqa: BLE001 - any refusal means "not of this kind"; the real query reports errors
+            return None
+
+    def on_fieldsummary(self, command: ast.FieldSummary) -> None:
+        if not command.fields:
+            raise PplSemanticError("fieldsummary needs includefields = <fields>")
+        self.wrap()
+        base = self.block.sql()
+        selects = [_summary_sql(f, command.nulls, base) for f in command.fields]
+        alias = _next_alias()
+        self.block = _Block(f"({' UNION ALL '.join(selects)}) AS {alias}", [alias])
+        self.known = list(_SUMMARY_COLUMNS)
+
+    def on_appendcol(self, command: ast.AppendCol) -> None:
+        """The sub-search's rows set beside the main rows by row number (the main rows first, in
+        the order they come), as the reference pairs them; the shorter side is padded with nulls."""
+        main = self.block.sql()
+        assert self.source is not None
+        sub = pipeline_sql(self.source, command.commands, self.columns)
+        if command.override and not isinstance(command.commands[-1], ast.Fields | ast.Stats):
+            raise PplSemanticError("Not Supported operation: APPENDCOL should specify the output fields")
+        left, right = _next_alias(), _next_alias()
+        numbered = "row_number() OVER (ORDER BY 1)"
+        rn = "__ppl_appendcol_rn"
+        left_sql = f"(SELECT *, {numbered} AS {rn} FROM ({main})) AS {left}"
+        right_sql = f"(SELECT *, {numbered} AS {rn} FROM ({sub})) AS {right}"
+        join = f"{left_sql} FULL OUTER JOIN {right_sql} ON {left}.{rn} = {right}.{rn}"
+        if command.override:
+            sub_names = self.columns(sub)
+            excluded = ", ".join([f"{left}.{rn}", *(f"{left}.{quote_name(n)}" for n in sub_names)])
+        else:
+            excluded = f"{left}.{rn}"
+        self.block = _Block(join, [left, right])
+        self.block.items = [
+            _Item(f"{left}.* EXCEPT ({excluded})", star=True),
+            _Item(f"{right}.* EXCEPT ({right}.{rn})", star=True),
+        ]
+        self.block.order_by = f"coalesce({left}.{rn}, {right}.{rn})"
+        self.block.closed = True
+        self.known = None
+
+    # -- joins ------------------------------------------------------------------------------------
+
+    def on_join(self, command: ast.Join) -> None:
+        kind = command.kind if command.condition is not None else "cross"
+        block = self.block
+        can_extend = (
+            not block.closed
+            and all(not i.star or i.sql == "*" for i in block.items or [])
+            and block.names() is None
+            and (not block.where or kind in ("inner", "left", "semi", "anti", "cross"))
+        )
+        if command.left_alias is not None and not (can_extend and block.table is not None):
+            can_extend = False
+        if block.where and len(block.relations) == 1:
+            # A filtered table is joined filtered: as a subquery named as the table was, so its
+            # name still qualifies its fields and its filter reads none of the right side's.
+            can_extend = False
+        if not can_extend:
+            if command.left_alias is not None:
+                alias = quote_name(command.left_alias)
+            else:
+                alias = block.relations[0] if len(block.relations) == 1 else _next_alias()
+            self.block = _Block(f"({block.sql()}) AS {alias}", [alias])
+            block = self.block
+        elif command.left_alias is not None and block.table is not None:
+            block.source = f"{block.table} AS {quote_name(command.left_alias)}"
+            block.relations = [quote_name(command.left_alias)]
+        right, qualifier = self._join_right(command)
+        on = "" if command.condition is None else f" ON {self.sql(command.condition)}"
+        extras = [i for i in block.items or [] if not i.star]
+        if extras:
+            stars = [_Item(f"{q}.*", star=True) for q in block.relations]
+            right_star = [] if kind in ("semi", "anti") else [_Item(f"{qualifier}.*", star=True)]
+            block.items = [*stars, *extras, *right_star]
+        block.source = f"{block.source} {_JOIN_KEYWORDS[kind]} {right}{on}"
+        if kind not in ("semi", "anti"):
+            block.relations = [*block.relations, qualifier]
+        block.table = None
+        self.known = None
+
+    def _join_right(self, command: ast.Join) -> tuple[str, str]:
+        """The right side's SQL and the qualifier of its columns."""
+        if isinstance(command.right, ast.TableName):
+            table = table_sql(command.right)
+            if command.right_alias:
+                return f"{table} AS {quote_name(command.right_alias)}", quote_name(command.right_alias)
+            return table, quote_name(command.right.parts[-1])
+        alias = quote_name(command.right_alias or _next_alias())
+        return f"({self.subsearch(command.right)}) AS {alias}", alias
+
+    def on_lookup(self, command: ast.Lookup) -> None:
+        """A left join with the lookup table, as the reference's lookup.
+
+        With outputs, REPLACE sets each output to the looked-up value (null where nothing
+        matched) and APPEND keeps the input's value where it is not null; an output that is an
+        input field is replaced, and the outputs come last. Without outputs, every lookup field
+        but the keys is added, replacing an input field of the same name.
+        """
+        lookup = table_sql(command.table)
+        current = self.input_columns()
+        self.wrap()
+        left = self.block.relations[0]
+        right = _next_alias()
+        on = " AND ".join(f"{right}.{field_sql(m)} = {left}.{field_sql(s)}" for m, s in command.mappings)
+        keys = {m.name.lower() for m, _ in command.mappings}
+        outputs = list(command.outputs)
+        if not outputs:
+            lookup_columns = self.columns(f"SELECT * FROM {lookup}")
+            outputs = [(ast.Field((c,)), ast.Field((c,))) for c in lookup_columns if c.lower() not in keys]
+        existing = {c.lower(): c for c in current}
+        replaced = [existing[out.name.lower()] for _, out in outputs if out.name.lower() in existing]
+        star = (
+            f"{left}.* EXCEPT ({', '.join(f'{left}.{quote_name(c)}' for c in replaced)})" if replaced else f"{left}.*"
+        )
+        items = [_Item(star, star=True)]
+        for src, out in outputs:
+            value = f"{right}.{field_sql(src)}"
+            if command.strategy == "append" and out.name.lower() in existing:
+                value = f"coalesce({left}.{quote_name(existing[out.name.lower()])}, {value})"
+            items.append(_Item(value, out.name))
+        self.block = _Block(f"{self.block.source} LEFT OUTER JOIN {lookup} AS {right} ON {on}", [left, right])
+        lowered = {r.lower() for r in replaced}
+        self.set_items(items, [*(c for c in current if c.lower() not in lowered), *(o.name for _, o in outputs)])
+
+    def on_correlate(self, command: ast.Correlate) -> None:
+        if command.kind == "self":
+            raise PplSemanticError(_SELF_CORRELATION)
+        raise PplSemanticError(f"Correlation command with `{command.kind}` type must have two source tables")
+
+
+# -- helpers -------------------------------------------------------------------------------------
+
+_SELF_CORRELATION = "correlate self is not supported: Spark needs two aliases of the table; use join left = a right = b"
 
 _JOIN_KEYWORDS: dict[str, str] = {
     "inner": "INNER JOIN",
@@ -710,19 +847,45 @@ _JOIN_KEYWORDS: dict[str, str] = {
     "anti": "LEFT ANTI JOIN",
 }
 
-
-def _find(columns: Sequence[str], name: str) -> str:
-    """The column called ``name`` (Spark's names are case-insensitive), or the unresolved error."""
-    for column in columns:
-        if column.lower() == name.lower():
-            return column
-    raise unresolved(name)
+#: The columns of fieldsummary, named as the reference names them.
+_SUMMARY_COLUMNS = ("Field", "COUNT", "DISTINCT", "MIN", "MAX", "AVG", "MEAN", "STDDEV", "Nulls", "TYPEOF")
 
 
-def _order_sql(key: ast.SortKey | None) -> str:
+def _summary_sql(column: ast.Field, nulls: bool, base: str) -> str:
+    """One fieldsummary row. A numeric statistic of a non-numeric field is null (with nulls=true,
+    a null counts as 0), as a string cast to a number is in the reference."""
+    ref = field_sql(column)
+    text = f"CAST({ref} AS STRING)"
+    number = f"try_cast(coalesce({text}, '0') AS DOUBLE)" if nulls else f"try_cast({text} AS DOUBLE)"
+    items = [
+        f"{string_sql(column.name)} AS Field",
+        f"count({ref}) AS `COUNT`",
+        f"count(DISTINCT {ref}) AS `DISTINCT`",
+        f"CAST(min({ref}) AS STRING) AS `MIN`",
+        f"CAST(max({ref}) AS STRING) AS `MAX`",
+        f"avg({number}) AS `AVG`",
+        f"avg({number}) AS `MEAN`",
+        f"stddev({number}) AS `STDDEV`",
+        f"count(1) - count({ref}) AS Nulls",
+        f"typeof({ref}) AS `TYPEOF`",
+    ]
+    return f"SELECT {', '.join(items)} FROM ({base}) GROUP BY typeof({ref})"
+
+
+def _correlated_field(ref: ast.Field, tables: list[ast.TableName], aliases: list[str]) -> str:
+    """A mapping's ``table.field``: the table named as written (or by its last part) becomes its alias."""
+    parts = ref.parts
+    for table, alias in zip(tables, aliases, strict=True):
+        for size in range(len(table.parts), 0, -1):
+            if tuple(p.lower() for p in parts[:size]) == tuple(p.lower() for p in table.parts[-size:]):
+                return ".".join([alias, *(quote_name(p) for p in parts[size:])])
+    return field_sql(ref)
+
+
+def _order_sql(key: ast.SortKey | None, env: Env) -> str:
     assert key is not None
     # The reference's order: ascending with nulls first, descending with nulls last (Spark's too).
-    return f"{field_sql(key.field)} {'DESC NULLS LAST' if key.descending else 'ASC NULLS FIRST'}"
+    return f"{expr_sql(key.field, env)} {'DESC NULLS LAST' if key.descending else 'ASC NULLS FIRST'}"
 
 
 def _over(aggregate: str, window: str) -> str:
@@ -747,11 +910,13 @@ def _windowed(aggregate: str, name: str) -> str:
     else:
         if re.match(r"\w+\(", aggregate) and aggregate.endswith(")"):
             return aggregate
+    if re.fullmatch(r"percentile_disc\([^()]*\) WITHIN GROUP \(ORDER BY .+\)", aggregate, re.DOTALL):
+        return aggregate
     raise PplSemanticError(f"{name} is not supported in eventstats")
 
 
-def _moving_average(comp: ast.TrendComputation, window: str) -> str:
-    value = field_sql(comp.field)
+def _moving_average(comp: ast.TrendComputation, window: str, env: Env) -> str:
+    value = expr_sql(comp.field, env)
     full = f"count(*) {window} >= {comp.points}"
     if comp.kind == "sma":
         return f"CASE WHEN {full} THEN avg({value}) {window} END"

@@ -1,6 +1,7 @@
 """PPL through the REST API on the embedded default, as OpenSearch Dashboards sends it: each
 command's answer equals its hand-written SQL equivalent's, on tables in the datasource's shared
-catalog; a syntax error is a 400 at POST; an unknown field is a FAILED analysis."""
+catalog; the 22 TPC-H queries in PPL answer as the standard queries in SQL, in the same session;
+a syntax error is a 400 at POST; an unknown field is a FAILED analysis."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 import pytest
 
 from async_query.embedded.metastore import Metastore
+from bench import tpch
 from tests.e2e.conftest import BASE, Api, shared_catalog_api
 
 pytestmark = pytest.mark.e2e
@@ -194,4 +196,53 @@ def test_an_unknown_field_fails_the_statement_as_an_analysis_error(api: Api, ses
     assert "nope" in reply["error"]
     _, renamed = api.run(f"source = {WEB} | rename nope as other", session, lang="ppl")
     assert renamed["status"] == "FAILED"
-    assert renamed["error"].startswith("Fail to analyze query. Cause: [UNRESOLVED_COLUMN]")
+    assert renamed["error"].startswith("Fail to analyze query. Cause: [UNRESOLVED_COLUMN")
+    assert "`nope`" in renamed["error"]
+
+
+# -- TPC-H ----------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tpch_tables(api: Api, session: str, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """TPC-H at scale factor 0.01 (tpchgen-cli, generated once per run) as tables of the catalog,
+    made in the shared session; returns its id."""
+    paths = tpch.generate(tmp_path_factory.getbasetemp() / "tpch-0.01")
+    for statement in tpch.create_tables_sql(paths):
+        ok(api, statement, session)
+    return session
+
+
+def columns_of(reply: dict[str, Any], renamed: dict[str, str] | None = None) -> list[str]:
+    return [(renamed or {}).get(c["name"], c["name"]) for c in reply["schema"]]
+
+
+@pytest.mark.parametrize("number", range(1, 23), ids=[f"q{n}" for n in range(1, 23)])
+def test_tpch_query_in_ppl_answers_as_the_standard_sql(api: Api, tpch_tables: str, number: int) -> None:
+    expected = ok(api, tpch.SQL[number], tpch_tables)
+    answered = ok(api, tpch.ppl_standard(number), tpch_tables, lang="ppl")
+    want_columns = columns_of(expected)
+    got_columns = columns_of(answered, tpch.PPL_COLUMN_NAMES.get(number))
+    assert sorted(got_columns) == sorted(want_columns)
+    at = [got_columns.index(c) for c in want_columns]
+    got = [[row[i] for i in at] for row in answered["datarows"]]
+    assert answered["total"] == expected["total"]
+    assert canonical(got, number in tpch.ORDERED) == canonical(expected["datarows"], number in tpch.ORDERED)
+
+
+@pytest.mark.parametrize("number", sorted(tpch.VERBATIM_SQL))
+def test_tpch_reference_text_of_q2_and_q19_answers_as_it_reads(api: Api, tpch_tables: str, number: int) -> None:
+    expected = ok(api, tpch.VERBATIM_SQL[number], tpch_tables)["datarows"][0][0]
+    answered = ok(api, tpch.ppl(number), tpch_tables, lang="ppl")
+    assert answered["total"] == min(expected, 100 if number == 2 else expected)
+
+
+def test_an_unknown_or_refused_function_fails_the_statement_as_an_analysis_error(api: Api, session: str) -> None:
+    _, unknown = api.run(f"source = {WEB} | eval x = nope(host)", session, lang="ppl")
+    assert unknown["status"] == "FAILED"
+    assert unknown["error"] == "Fail to analyze query. Cause: nope is not a builtin function of PPL"
+    _, refused = api.run(f"source = {WEB} | eval j = json_delete(msg, array('a'))", session, lang="ppl")
+    assert refused["status"] == "FAILED"
+    assert refused["error"].startswith("Fail to analyze query. Cause: json_delete is not supported on Spark: ")
+    _, consecutive = api.run(f"source = {WEB} | dedup host consecutive=true", session, lang="ppl")
+    assert consecutive["error"] == "Fail to analyze query. Cause: Consecutive deduplication is not supported"

@@ -256,6 +256,20 @@ def test_ppl_translation_bench_on_the_test_session(spark: Any) -> None:
     assert not spark.catalog.tableExists(PEOPLE)
 
 
+@pytest.mark.spark
+def test_ppl_tpch_bench_on_the_test_session(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The TPC-H part of the PPL bench, one round, on data generated once for the run."""
+    from bench.ppl import TPCH_SECTION, run_tpch_bench
+
+    figures, details = run_tpch_bench(spark, tmp_path_factory.getbasetemp() / "tpch-0.01", rounds=1)
+    assert set(details["per_query"]) == {f"q{n}" for n in range(1, 23)}
+    assert all(q["translator_ms"] > 0 and q["sql_analyze_ms"] > 0 for q in details["per_query"].values())
+    named = _by_name(figures)
+    ratio = named["translator-only p50 / standard SQL p50"]
+    assert ratio.section == TPCH_SECTION and ratio.value is not None and ratio.value > 0
+    assert not spark.catalog.tableExists("lineitem")
+
+
 def test_get_cost_counts_the_reads_of_each_path(index_url: str) -> None:
     from bench.get_cost import run_get_cost
 

@@ -387,6 +387,13 @@ CASES: list[tuple[str, str, Expected]] = [
     ("cidrmatch-host", fn("cidrmatch", s("10.0.0.1"), s("10.0.0.1/32")), True),
     ("cidrmatch-host-no", fn("cidrmatch", s("10.0.0.2"), s("10.0.0.1/32")), False),
     ("cidrmatch-8", fn("cidrmatch", s("10.255.3.4"), s("10.0.0.0/8")), True),
+    # IPv6, as the reference's documentation shows: compressed and full forms alike
+    ("cidrmatch-v6", fn("cidrmatch", s("2003:0db8:0000:0000:0000:0000:0000:0000"), s("2003:db8::/32")), True),
+    ("cidrmatch-v6-short", fn("cidrmatch", s("2003:db8::1"), s("2003:db8::/32")), True),
+    ("cidrmatch-v6-outside", fn("cidrmatch", s("2003:db9::1"), s("2003:db8::/32")), False),
+    ("cidrmatch-v6-bits", fn("cidrmatch", s("2003:db8:8000::1"), s("2003:db8:8000::/33")), True),
+    ("cidrmatch-v6-bits-no", fn("cidrmatch", s("2003:db8:7fff::1"), s("2003:db8:8000::/33")), False),
+    ("cidrmatch-v6-loopback", fn("cidrmatch", s("::1"), s("::1/128")), True),
     # cast
     ("cast-bool-string", cast_sql("true", "string"), "true"),
     ("cast-int-string", cast_sql("1", "string"), "1"),
@@ -401,6 +408,39 @@ CASES: list[tuple[str, str, Expected]] = [
     ("cast-float", cast_sql(s("1.5"), "float"), 1.5),
     ("cast-short", cast_sql(s("7"), "short"), 7),
     ("cast-byte", cast_sql(s("7"), "byte"), 7),
+    ("cast-time", cast_sql(s("2012-08-07 01:02:03"), "time"), "01:02:03"),
+    # isempty and isblank take any type: a number is never empty (it is not cast from '')
+    ("isempty-number", fn("isempty", "0"), False),
+    ("isempty-null-number", fn("isempty", "CAST(NULL AS INT)"), True),
+    ("isblank-number", fn("isblank", "42"), False),
+    ("isempty-string", fn("isempty", s("")), True),
+    ("isblank-spaces", fn("isblank", s("   ")), True),
+    # MySQL date and time functions the reference's grammar names (MySQL's documented values)
+    ("addtime", fn("addtime", ts("2007-12-31 23:59:59"), s("00:00:01")), dt.datetime(2008, 1, 1, 0, 0, 0)),
+    ("subtime", fn("subtime", ts("2008-01-01 00:00:00"), s("01:00:00")), dt.datetime(2007, 12, 31, 23, 0, 0)),
+    ("convert_tz", fn("convert_tz", ts("2004-01-01 12:00:00"), s("+00:00"), s("+10:00")), dt.datetime(2004, 1, 1, 22)),
+    ("datetime", fn("datetime", s("2008-12-25 05:30:00")), dt.datetime(2008, 12, 25, 5, 30)),
+    ("to_days", fn("to_days", s("2000-07-03")), 730669),
+    ("from_days", fn("from_days", "730669"), dt.date(2000, 7, 3)),
+    ("to_seconds", fn("to_seconds", ts("2009-11-29 13:43:32")), 63426721412),
+    ("microsecond", fn("microsecond", ts("2009-12-31 23:59:59.000010")), 10),
+    ("minute_of_day", fn("minute_of_day", ts("2020-08-26 02:03:04")), 123),
+    ("period_add", fn("period_add", "200801", "2"), 200803),
+    ("period_add-yymm", fn("period_add", "0812", "2"), 200902),
+    ("period_diff", fn("period_diff", "200802", "200703"), 11),
+    ("sec_to_time", fn("sec_to_time", "2378"), "00:39:38"),
+    ("time_to_sec", fn("time_to_sec", s("22:23:00")), 80580),
+    ("timediff", fn("timediff", ts("2008-12-31 23:59:59"), ts("2008-12-30 01:01:01")), "46:58:58"),
+    ("timediff-negative", fn("timediff", ts("2000-01-01 00:00:00"), ts("2000-01-01 00:00:01")), "-00:00:01"),
+    ("str_to_date", fn("str_to_date", s("01,5,2013"), s("%d,%c,%Y")), dt.datetime(2013, 5, 1)),
+    ("time_format", fn("time_format", s("1998-01-31 13:14:15"), s("%H:%i:%s")), "13:14:15"),
+    ("utc_date", fn("utc_date"), is_a(dt.date)),
+    ("utc_time", fn("utc_time"), lambda v: isinstance(v, str) and len(v) == 8),
+    ("yearweek", fn("yearweek", s("2019-12-30")), 202001),
+    # interval literals in date arithmetic
+    ("date_add-interval", fn("date_add", d("1993-07-01"), interval_sql("3", "MONTH")), dt.date(1993, 10, 1)),
+    ("date_sub-interval", fn("date_sub", d("1998-12-01"), interval_sql("90", "DAY")), dt.date(1998, 9, 2)),
+    ("adddate-days", fn("adddate", d("1994-01-01"), "365"), dt.date(1995, 1, 1)),
 ]
 
 
@@ -448,9 +488,9 @@ def test_scalar_function_on_spark(values: dict[str, Any], case_id: str, sql: str
     assert _matches(actual, expected), f"{sql} = {actual!r}, expected {expected!r}"
 
 
-def test_cidrmatch_refuses_ipv6(spark: Any) -> None:
-    with pytest.raises(Exception, match="IPv4 addresses only"):
-        spark.sql("SELECT " + fn("cidrmatch", s("2003:db8::1"), s("2003:db8::/32"))).collect()
+def test_cidrmatch_refuses_mixed_families(spark: Any) -> None:
+    with pytest.raises(Exception, match="both IPv4 or both IPv6"):
+        spark.sql("SELECT " + fn("cidrmatch", s("10.0.0.1"), s("2003:db8::/32"))).collect()
 
 
 # The reference's accounts sample (stats examples).

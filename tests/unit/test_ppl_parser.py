@@ -423,3 +423,60 @@ def test_parsing_is_fast() -> None:
     for _ in range(200):
         parse_ppl(text)
     assert (time.perf_counter() - started) / 200 < 0.002
+
+
+# -- the rest of the reference's grammar ----------------------------------------------------------
+
+
+def test_sources_filter_first_several_tables_and_a_subsearch() -> None:
+    assert parse_ppl("search a = 1 source = t").source == Search(T, Binary("=", f("a"), i(1)))
+    assert parse_ppl("index = t, u as x").source == Search(T, None, "x", (TableName(("u",)),))
+    inner = Query(Search(TableName(("u",))), (Head(5, 0),))
+    assert parse_ppl("source = [ source = u | head 5 ] as s").source == Search(TableName(()), None, "s", (), inner)
+
+
+def test_interval_datetime_and_decimal_literals() -> None:
+    from query_core.ppl.ast import Interval
+
+    assert expr("d < interval 3 months") == Binary("<", f("d"), Interval(i(3), "MONTH"))
+    assert expr("d > DATE '2020-01-01'") == Binary(">", f("d"), Literal("2020-01-01", "date", "DATE '2020-01-01'"))
+    assert expr("x > .06") == Binary(">", f("x"), Literal(0.06, "decimal", "0.06"))
+    # the words stay field names where no literal follows them
+    assert expr("date > interval") == Binary(">", f("date"), f("interval"))
+    assert "Unknown interval unit eon" in str(error("source=t | where d < interval 1 eon"))
+
+
+def test_lambdas_position_and_regexp() -> None:
+    from query_core.ppl.ast import Lambda
+
+    call = expr("forall(a, x -> x > 0)")
+    assert call == Call("forall", (f("a"), Lambda(("x",), Binary(">", f("x"), i(0)))))
+    reduce = expr("reduce(a, 0, (acc, x) -> acc + x) > 1")
+    assert isinstance(reduce, Binary) and isinstance(reduce.left, Call)
+    assert reduce.left.args[2] == Lambda(("acc", "x"), Binary("+", f("acc"), f("x")))
+    assert expr("position('x' IN name) > 0") == Binary(">", Call("position", (s("x"), f("name"))), i(0))
+    assert expr("a regexp 'x.*'") == Call("regexp", (f("a"), s("x.*")))
+    assert expr("a contains 'x'") == Call("contains", (f("a"), s("x")))
+
+
+def test_the_commands_added_to_the_grammar() -> None:
+    from query_core.ppl.ast import AppendCol, Correlate, Expand, FieldSummary, Flatten, Patterns
+
+    assert command("patterns new_field='p' pattern='[0-9]' msg") == Patterns(f("msg"), "p", "[0-9]")
+    assert command("fieldsummary includefields = a, b nulls = true") == FieldSummary((f("a"), f("b")), True)
+    assert command("flatten s as (x, y)") == Flatten(f("s"), ("x", "y"))
+    assert command("expand arr as e") == Expand(f("arr"), "e")
+    assert command("appendcol override = true [ stats count() ]") == AppendCol(
+        (Stats((Aggregation(Call("count", ())),)),), True
+    )
+    assert command("correlate exact fields(a) scope(ts, 1d) mapping(t.a = u.b)") == Correlate(
+        "exact", (f("a"),), ((f("t.a"), "=", f("u.b")),), (f("ts"), Literal("1d", "interval", "1d"), None)
+    )
+    assert command("sort - auto(a), num(b)") == Sort((SortKey(f("a"), True), SortKey(f("b"))))
+    assert command("rename *_x as *_y") == Rename(((f("*_x"), f("*_y")),))
+
+
+def test_a_stats_aggregation_keeps_its_text_for_its_name() -> None:
+    stats = command("stats avg( x ) , MIN(y)")
+    assert isinstance(stats, Stats)
+    assert [a.call.text for a in stats.aggregations] == ["avg( x )", "MIN(y)"]
