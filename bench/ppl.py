@@ -374,8 +374,13 @@ def _per_command(samples: list[Sample]) -> dict[str, Any]:
 
 @contextmanager
 def _quiet_query_errors() -> Iterator[None]:
-    """PySpark 4 logs every AnalysisException with its stack; the bench provokes some on purpose."""
-    logger = logging.getLogger("SQLQueryContextLogger")
+    """PySpark 4 logs every AnalysisException with its stack; the bench provokes some on purpose.
+
+    The logger is PySpark's own class: one made here by ``logging.getLogger`` first would be a plain
+    logger, which PySpark later gets back and calls with keywords a plain logger refuses."""
+    from pyspark.logger import PySparkLogger
+
+    logger = PySparkLogger.getLogger("SQLQueryContextLogger")
     level = logger.level
     logger.setLevel(logging.CRITICAL)
     try:
