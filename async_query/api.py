@@ -20,7 +20,10 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from async_query import logs
 from async_query.datasource_api import datasource_router
+from async_query.metrics import MetricsMiddleware
+from async_query.ops_api import ops_router
 from async_query.replies import submitted_reply
 from async_query.security.errors import FORBIDDEN_REASON, UNAUTHORIZED_REASON
 from async_query.security.middleware import SecurityMiddleware, audit_note
@@ -234,6 +237,8 @@ def create_app(
         app.add_middleware(gateway.in_front_of)  # outside the request checks
     # Added last, so outermost: nothing is looked at before the caller is known.
     app.add_middleware(SecurityMiddleware, security=guard)
+    if service.settings.metrics_enabled:
+        app.add_middleware(MetricsMiddleware)  # outside even that: refusals are counted too
 
     @app.exception_handler(AsyncQueryError)
     async def on_product_error(request: Request, exc: AsyncQueryError) -> JSONResponse:
@@ -255,6 +260,7 @@ def create_app(
         return error_response(500, type(exc).__name__, "an unexpected error occurred; see the service log")
 
     app.include_router(datasource_router(service.datasources))
+    app.include_router(ops_router(service))  # before GET /{query_id}: it owns BASE/_health
 
     @app.post(BASE, status_code=201)
     def create_query(body: CreateAsyncQueryRequest, request: Request) -> JSONResponse:
@@ -283,6 +289,7 @@ def create_app(
 
     @app.get(BASE + "/{query_id}")
     async def get_query(query_id: str) -> Response:
+        logs.note(query_id=query_id)
         # Most GETs are answered on the event loop (a cached reply, or one real-time read of a
         # statement still going); the rest in a worker thread, where blocking calls are fine.
         body = await service.get_without_blocking(query_id)
@@ -292,6 +299,7 @@ def create_app(
 
     @app.delete(BASE + "/{query_id}", status_code=204)
     def cancel_query(query_id: str) -> Response:
+        logs.note(query_id=query_id)
         service.cancel(query_id)
         return Response(status_code=204)
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 from typing import TYPE_CHECKING
@@ -75,6 +74,8 @@ def _serve(args: argparse.Namespace) -> int:
             server_header=gateway is None,
             ssl_certfile=args.tls_cert,
             ssl_keyfile=args.tls_key,
+            # JSON lines: uvicorn's own lines go through the root's JSON handler too.
+            log_config=None if args.log_format == "json" else uvicorn.config.LOGGING_CONFIG,
         )
     finally:
         runtime.close()
@@ -112,6 +113,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=9000)
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     serve.add_argument(
+        "--log-format",
+        default="text",
+        choices=["text", "json"],
+        help="json: one JSON object per line, with queryId and sessionId on every line about a query",
+    )
+    serve.add_argument(
         "--insecure-no-auth",
         action="store_true",
         help="with ASYNC_QUERY_AUTH=none, listen on a non-loopback address anyway: anyone who reaches the "
@@ -135,11 +142,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from async_query import logs
+
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=getattr(logging, getattr(args, "log_level", "info").upper()),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    logs.configure(getattr(args, "log_level", "info"), getattr(args, "log_format", "text"))
     return int(args.func(args))
 
 

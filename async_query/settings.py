@@ -142,6 +142,19 @@ class Settings(BaseSettings):
     #: session changes once per heartbeat; the statement itself is read by id on every GET.
     session_cache_ms: int = 250
 
+    # -- what operators watch (docs/metrics.md) ------------------------------------------------
+    #: ``/metrics``, the stats endpoints and the request middleware; off: none of them.
+    metrics_enabled: bool = True
+    #: How often the metrics round runs (caches' counts, health gauges, the jobs' figures).
+    metrics_interval_s: float = 15.0
+    #: The stats' rolling counters: the count of the last whole interval, kept for a window
+    #: (the reference's ``plugins.query.metrics.rolling_interval`` and ``rolling_window``).
+    stats_rolling_interval_s: int = 60
+    stats_rolling_window_s: int = 3600
+    #: Each health check's time limit, and how long one health report is reused (seconds).
+    health_timeout_s: float = 3.0
+    health_cache_s: float = 5.0
+
     # -- gateway mode: every path but the service's own passes to the index cluster -------------
     #: Stand where OpenSearch Dashboards expects its cluster (``serve --gateway`` sets it too).
     gateway: bool = False

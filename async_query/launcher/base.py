@@ -6,7 +6,9 @@ import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import ClassVar
 
+from async_query import metrics
 from async_query.datasources import Datasource
 from async_query.settings import Settings
 from query_core.config import OpenSearchConfig
@@ -79,6 +81,9 @@ class Launcher(ABC):
     checkpoint_mandatory: bool = True
     #: Where tables live unless a datasource's Spark conf says otherwise ("": not known here).
     warehouse_root: str = ""
+    #: How metrics name the launcher and its calls (``docs/metrics.md``); "": the class's name.
+    kind: str = ""
+    call_names: ClassVar[dict[str, str]] = {}
 
     @abstractmethod
     def start(self, request: JobRequest) -> str:
@@ -95,6 +100,11 @@ class Launcher(ABC):
     def close(self) -> None:  # noqa: B027 - optional hook, most launchers hold nothing
         """Release what the launcher holds (local jobs are stopped)."""
 
+    def check(self) -> str | None:
+        """A cheap look at whether jobs can be started (the health check): None when they can,
+        else what is wrong."""
+        return None
+
 
 def stop_job_within(launcher: Launcher, job_id: str, timeout_s: float) -> None:
     """``launcher.cancel(job_id)``, waiting at most ``timeout_s`` for the call to return.
@@ -107,7 +117,7 @@ def stop_job_within(launcher: Launcher, job_id: str, timeout_s: float) -> None:
 
     def call() -> None:
         try:
-            launcher.cancel(job_id)
+            metrics.launcher_call(launcher, "cancel", lambda: launcher.cancel(job_id))
             outcome.append(None)
         except BaseException as exc:  # noqa: BLE001 - handed to the caller below
             outcome.append(exc)
