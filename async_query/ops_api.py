@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException
 
 from async_query import metrics
 from async_query.security.authz import require_admin
 from async_query.security.middleware import current_principal
 from async_query.security.principal import Principal
 from async_query.service import AsyncQueryService
-from query_core.errors import QueryNotFoundError
 
 HEALTH = metrics.ROUTES["health"]
 
@@ -34,7 +34,7 @@ def ops_router(service: AsyncQueryService) -> APIRouter:
 
     def check_enabled() -> None:
         if not enabled:
-            raise QueryNotFoundError("metrics are off in this service (ASYNC_QUERY_METRICS_ENABLED=false)")
+            raise HTTPException(404, "metrics are off in this service (ASYNC_QUERY_METRICS_ENABLED=false)")
 
     @router.get(metrics.ROUTES["metrics"], dependencies=admins)
     def prometheus_metrics() -> Response:
