@@ -24,6 +24,7 @@ from query_core.ids import DEPLOYMENT_INDEX, request_index
 from query_core.models import now_millis
 
 if TYPE_CHECKING:
+    from async_query.datasources import Datasource
     from async_query.service import AsyncQueryService
     from async_query.workers import Lease, Worker
 
@@ -60,6 +61,8 @@ class Health:
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="health")
         self._lock = threading.Lock()
         self._last: tuple[float, HealthReport] | None = None
+        #: The datasources as last listed (by the index check: the list is read from the index).
+        self._datasources: list[Datasource] = service.datasources.configured
 
     def report(self) -> HealthReport:
         """The checks' results, at most ``cache_s`` old."""
@@ -100,14 +103,17 @@ class Health:
     # -- the checks -------------------------------------------------------------------------
 
     def _index(self, info: dict[str, Any]) -> str | None:
-        return None if self.service.store.index.ping() else "the index cluster does not answer"
+        if not self.service.store.index.ping():
+            return "the index cluster does not answer"
+        self._datasources = self.service.datasources.all()  # the next report checks their launchers
+        return None
 
     def _launcher_checks(self) -> dict[str, Check]:
         """One check per launcher of the active datasources: a shared one under its connector's
         name, an EMR Serverless one under its datasource's."""
         checks: dict[str, Check] = {}
         service = self.service
-        for datasource in service.datasources.all():
+        for datasource in self._datasources:
             if datasource.status != "ACTIVE":
                 continue
             shared = datasource.connector in service.launchers
@@ -133,7 +139,7 @@ class Health:
             info[what] = {"lastRun": _stamp(loop.last_run_ms), "lastError": loop.last_error}
             if loop.stopped_unexpectedly:
                 problems.append(f"this process's {what} loop has stopped")
-            names: list[str | None] = [d.name for d in service.datasources.all()] if what == "housekeeping" else [None]
+            names: list[str | None] = [d.name for d in self._datasources] if what == "housekeeping" else [None]
             leases = info[what]["leases"] = {}
             for name in names:
                 found = service.store.locks.read(index_of(name), lease.name)

@@ -2,8 +2,9 @@
 reference's ``GET|POST /_plugins/_sql/stats`` and ``/_plugins/_ppl/stats``, and
 ``GET /_plugins/_async_query/_health``.
 
-Metrics and stats are for admins (a scrape sends an admin's credentials, unless authentication is
-``none``); health is open to every authenticated caller (it names no query, user or secret).
+Metrics and stats are for admins and the holders of a ``metrics_roles`` role (a scraper's user
+needs one, unless authentication is ``none``); health is open to every authenticated caller (it
+names no query, user or secret).
 """
 
 from __future__ import annotations
@@ -21,14 +22,17 @@ from async_query.service import AsyncQueryService
 HEALTH = metrics.ROUTES["health"]
 
 
-def metrics_reader(principal: Principal = Depends(current_principal)) -> Principal:  # noqa: B008 - FastAPI's idiom
-    """FastAPI dependency of the metrics and stats endpoints."""
-    require_admin(principal, "read the service's metrics")
-    return principal
-
-
 def ops_router(service: AsyncQueryService) -> APIRouter:
     router = APIRouter()
+    roles = frozenset(service.settings.metrics_roles)
+
+    def metrics_reader(principal: Principal = Depends(current_principal)) -> Principal:  # noqa: B008 - FastAPI's idiom
+        """FastAPI dependency of the metrics and stats endpoints: admins, and holders of a
+        ``metrics_roles`` role."""
+        if principal.roles.isdisjoint(roles):
+            require_admin(principal, "read the service's metrics")
+        return principal
+
     admins = [Depends(metrics_reader)]
     enabled = service.settings.metrics_enabled
 

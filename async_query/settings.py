@@ -145,6 +145,9 @@ class Settings(BaseSettings):
     # -- what operators watch (docs/metrics.md) ------------------------------------------------
     #: ``/metrics``, the stats endpoints and the request middleware; off: none of them.
     metrics_enabled: bool = True
+    #: Besides admins, holders of any of these roles may read ``/metrics`` and the stats (a
+    #: scraper's user need not be an admin; comma separated in the environment).
+    metrics_roles: Annotated[list[str], NoDecode] = Field(default_factory=list)
     #: How often the metrics round runs (caches' counts, health gauges, the jobs' figures).
     metrics_interval_s: float = 15.0
     #: The stats' rolling counters: the count of the last whole interval, kept for a window
@@ -166,7 +169,7 @@ class Settings(BaseSettings):
     #: Keep-alive connections to the cluster held for passed-through requests.
     gateway_max_connections: int = 64
 
-    @field_validator("admin_roles", mode="before")
+    @field_validator("admin_roles", "metrics_roles", mode="before")
     @classmethod
     def _split_roles(cls, value: object) -> object:
         if isinstance(value, str):

@@ -20,7 +20,7 @@ from async_query.security.users import UsersFile
 from tests.conftest import ServiceFactory
 from tests.support import serve_http
 
-PASSWORDS = {"admin": "admin-Pa55word-1", "reader": "reader-Pa55word-1"}
+PASSWORDS = {"admin": "admin-Pa55word-1", "reader": "reader-Pa55word-1", "scraper": "scraper-Pa55word-1"}
 ADMIN_ONLY = [("GET", "/metrics"), ("GET", "/_plugins/_sql/stats"), ("POST", "/_plugins/_ppl/stats")]
 
 
@@ -29,12 +29,14 @@ def users(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("users") / "users.json"
     UsersFile(path).add("admin", PASSWORDS["admin"], ["all_access"])
     UsersFile(path).add("reader", PASSWORDS["reader"], ["reader"])
+    UsersFile(path).add("scraper", PASSWORDS["scraper"], ["prometheus"])
     return path
 
 
 @pytest.fixture
 def secured(make_service: ServiceFactory, users: Path) -> Iterator[str]:
-    with serve_http(create_app(make_service(auth="basic", users_file=users))) as url:
+    service = make_service(auth="basic", users_file=users, metrics_roles=["prometheus"])
+    with serve_http(create_app(service)) as url:
         yield url
 
 
@@ -51,6 +53,9 @@ def test_metrics_and_stats_are_for_admins_and_health_for_every_caller(secured: s
             error = refused.json()["error"]
             assert "not authorized to read the service's metrics" in error["details"]
             assert client.request(method, path, auth=as_user("admin")).status_code == 200
+            assert client.request(method, path, auth=as_user("scraper")).status_code == 200
+        # the metrics role gives no other power
+        assert client.delete("/_plugins/_query/_datasources/local", auth=as_user("scraper")).status_code == 403
         assert client.get(f"{BASE}/_health").status_code == 401
         for user in ("reader", "admin"):
             health = client.get(f"{BASE}/_health", auth=as_user(user))
