@@ -157,8 +157,8 @@ def _stream_lags(live: list[Versioned[SessionDoc]]) -> dict[str, float]:
 
 
 class MetricsWorker(Worker):
-    """The plugin's metrics round, every ``interval_s``: copy the caches' counts, refresh the health
-    gauges, and, holding the deployment's metrics lease, feed the jobs' figures."""
+    """The plugin's metrics round, every ``interval_s``: copy the requests' and caches' counts,
+    refresh the health gauges, and, holding the deployment's metrics lease, feed the jobs' figures."""
 
     name = "metrics"
 
@@ -170,7 +170,7 @@ class MetricsWorker(Worker):
         self.health = health
 
     def run_once(self) -> None:
-        metrics.caches.copy()
+        metrics.flush()
         refresh = getattr(self.health, "report", None)
         if refresh is not None:
             refresh()

@@ -138,6 +138,7 @@ class Stats:
 
     def snapshot(self) -> dict[str, int]:
         """Every name of :data:`NAMES` with its value now."""
+        metrics.flush()
         values = dict.fromkeys(NAMES, 0)
         values.update({name: counter.value() for name, counter in self.rolling.items()})
         counts: dict[tuple[str, str, str], float] = {}
