@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -58,12 +59,10 @@ def _serve(args: argparse.Namespace) -> int:
         gateway = _gateway(settings, runtime.service.opensearch, policy) if policy is not None else None
         app = create_app(runtime.service, on_shutdown=runtime.close, security=security, gateway=gateway)
         scheme = "https" if args.tls_cert else "http"
-        print(
-            f"async query service on {scheme}://{args.host}:{args.port}/_plugins/_async_query (auth: {settings.auth})",
-            flush=True,
-        )
+        say = _announcer(args.log_format)
+        say(f"async query service on {scheme}://{args.host}:{args.port}/_plugins/_async_query (auth: {settings.auth})")
         if gateway is not None:
-            print(f"gateway: every other path on {scheme}://{args.host}:{args.port} passes to {gateway.upstream}", flush=True)
+            say(f"gateway: every other path on {scheme}://{args.host}:{args.port} passes to {gateway.upstream}")
         uvicorn.run(
             app,
             host=args.host,
@@ -87,6 +86,16 @@ def _gateway(settings: Settings, cluster: OpenSearchConfig, policy: PassPolicy) 
 
     limits = GatewayLimits(settings.gateway_connect_timeout_s, settings.gateway_read_timeout_s, settings.gateway_max_connections)
     return Gateway.for_cluster(cluster, policy, limits)
+
+
+def _announcer(log_format: str) -> Callable[[str], None]:
+    """How ``serve`` announces where it listens: a line on stdout, or with JSON logs a log line
+    (every line it writes is then JSON)."""
+    if log_format == "json":
+        import logging
+
+        return logging.getLogger("async_query.cli").info
+    return lambda text: print(text, flush=True)
 
 
 def _fail(*messages: str) -> int:
