@@ -6,7 +6,9 @@ metrics round; ``false``: none of them). Simulated live sessions (:mod:`bench.si
 statement; 8 closed-loop clients GET those running statements (the reply clients poll for), then
 one finished statement (the reply cache: the cheapest GET, where a fixed cost weighs most). Rounds
 alternate between the two services (and which goes first), so that the machine's changing load
-falls on both alike; the figure is GET/s on over GET/s off, over all rounds (target >= 0.95).
+falls on both alike; the figure is GET/s on over GET/s off, over all rounds (target >= 0.95), with
+the median of the paired rounds' ratios beside it. The service processes' CPU per GET (from
+``/proc``) is reported too: it depends much less on what else the machine runs.
 
 After the rounds, the ``on`` service's ``/metrics`` must count every GET it answered (the figure
 would mean nothing if the middleware had not run). Also, in this process: what the middleware
@@ -61,8 +63,8 @@ MODES = ("on", "off")
 
 @dataclass(frozen=True)
 class MetricsPlan:
-    rounds: int = 6
-    round_seconds: float = 4.0
+    rounds: int = 10
+    round_seconds: float = 2.5
     warmup_seconds: float = 0.5
     clients: int = 8
     sessions: int = 8
@@ -73,9 +75,20 @@ class MetricsPlan:
         return cls(rounds=2, round_seconds=1.0, warmup_seconds=0.2, sessions=4, calls=5_000)
 
 
+@dataclass(frozen=True)
+class Served:
+    url: str
+    pid: int
+
+    def cpu_s(self) -> float:
+        """CPU seconds the service process has used (user and system, from ``/proc``)."""
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @contextmanager
-def serving(mode: str, index_url: str, work: Path) -> Iterator[str]:
-    """``async-query serve`` with metrics ``on`` or ``off`` on the index; yields its URL."""
+def serving(mode: str, index_url: str, work: Path) -> Iterator[Served]:
+    """``async-query serve`` with metrics ``on`` or ``off`` on the index."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ASYNC_QUERY_", "OPENSEARCH_", "PROMETHEUS_"))}
     env.update(
@@ -91,7 +104,7 @@ def serving(mode: str, index_url: str, work: Path) -> Iterator[str]:
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_ready(proc, url, log_path)
-        yield url
+        yield Served(url, proc.pid)
     finally:
         proc.send_signal(signal.SIGINT)
         try:
@@ -116,23 +129,35 @@ def _wait_ready(proc: subprocess.Popen[bytes], url: str, log_path: Path) -> None
         time.sleep(0.1)
 
 
-def measure(urls: dict[str, str], ids: list[str], plan: MetricsPlan) -> dict[str, list[LoadResult]]:
+@dataclass
+class Round:
+    load: LoadResult
+    #: The service process's CPU seconds over the round (warm-up included), and its GETs.
+    cpu_s: float
+    answered: int
+
+
+def measure(served: dict[str, Served], ids: list[str], plan: MetricsPlan) -> dict[str, list[Round]]:
     """GET rounds per mode and kind of GET (``running``, ``finished``), alternating the modes."""
-    results: dict[str, list[LoadResult]] = {f"{kind} {mode}": [] for kind in ("running", "finished") for mode in urls}
+    results: dict[str, list[Round]] = {f"{kind} {mode}": [] for kind in ("running", "finished") for mode in served}
     for r in range(plan.rounds):
-        order = list(urls) if r % 2 == 0 else list(reversed(urls))
+        order = list(served) if r % 2 == 0 else list(reversed(served))
         for kind, targets in (("running", ids[1:]), ("finished", ids[:1])):
             for mode in order:
+                sent = [0]
+
+                def make(c: int, i: int, t: list[str] = targets, n: list[int] = sent) -> tuple[str, str, None]:
+                    n[0] += 1
+                    return "GET", f"{BASE}/{t[i % len(t)]}", None
+
+                cpu = served[mode].cpu_s()
                 result = run_load(
-                    urls[mode],
-                    lambda c, i, t=targets: ("GET", f"{BASE}/{t[i % len(t)]}", None),  # type: ignore[misc]
-                    plan.clients,
-                    duration=plan.round_seconds,
-                    warmup=plan.warmup_seconds,
+                    served[mode].url, make, plan.clients, duration=plan.round_seconds, warmup=plan.warmup_seconds
                 )
+                cpu = served[mode].cpu_s() - cpu
                 if set(result.statuses) != {200} or result.errors:
                     raise RuntimeError(f"{mode}: unexpected replies {result.statuses}, {result.errors} errors")
-                results[f"{kind} {mode}"].append(result)
+                results[f"{kind} {mode}"].append(Round(result, cpu, sent[0]))
     return results
 
 
@@ -190,25 +215,29 @@ def run_bench(plan: MetricsPlan, work: Path) -> tuple[list[Figure], dict[str, An
     try:
         with (
             SimulatedSessions(store, DS, plan.sessions) as sim,
-            serving("on", index.url, work) as on_url,
-            serving("off", index.url, work) as off_url,
+            serving("on", index.url, work) as on,
+            serving("off", index.url, work) as off,
         ):
             sim.create()
             sim.start(writers=1)
             ids = [s.statement_id for s in sim.sessions]
             _finish_one(store, DS, default_result_index(DS), ids[0])
-            urls = {"on": on_url, "off": off_url}
-            before = counted_gets(on_url)
-            results = measure(urls, ids, plan)
-            counted = counted_gets(on_url) - before
+            before = counted_gets(on.url)
+            results = measure({"on": on, "off": off}, ids, plan)
+            counted = counted_gets(on.url) - before
     finally:
         store.close()
         index.close()
-    sent = sum(r.statuses.get(200, 0) for key, rs in results.items() if key.endswith(" on") for r in rs)
+    sent = sum(r.answered for key, rs in results.items() if key.endswith(" on") for r in rs)
     details = {
         "plan": plan.__dict__,
-        "throughput_per_s": {k: _throughput(rs) for k, rs in results.items()},
-        "rounds": {k: [r.as_json() for r in rs] for k, rs in results.items()},
+        "throughput_per_s": {k: _throughput([r.load for r in rs]) for k, rs in results.items()},
+        "cpu_us_per_get": {k: sum(r.cpu_s for r in rs) / sum(r.answered for r in rs) * 1e6 for k, rs in results.items()},
+        "round_ratios": {
+            kind: [a.load.throughput / b.load.throughput for a, b in zip(results[f"{kind} on"], results[f"{kind} off"], strict=True)]
+            for kind in ("running", "finished")
+        },
+        "rounds": {k: [r.load.as_json() | {"cpu_s": r.cpu_s, "answered": r.answered} for r in rs] for k, rs in results.items()},
         "gets_answered_on": sent,
         "gets_counted_on": counted,
         "middleware_us": middleware_us(plan.calls),
@@ -230,10 +259,27 @@ def _figures(details: dict[str, Any]) -> list[Figure]:
     for kind in ("running", "finished"):
         on, off = tp[f"{kind} on"], tp[f"{kind} off"]
         what = "running statement" if kind == "running" else "finished statement (reply cache)"
+        ratios = sorted(details["round_ratios"][kind])
+        median = ratios[len(ratios) // 2]
+        cpu_on, cpu_off = details["cpu_us_per_get"][f"{kind} on"], details["cpu_us_per_get"][f"{kind} off"]
         figures += [
             Figure(SECTION, f"GET {what}, metrics off", off, "GET/s", note=clients),
             Figure(SECTION, f"GET {what}, metrics on", on, "GET/s", note=f"{clients}, same run"),
-            Figure(SECTION, f"GET {what}: on / off", on / off if off else 0.0, "x", Target(">=", RATIO_TARGET)),
+            Figure(
+                SECTION,
+                f"GET {what}: on / off",
+                on / off if off else 0.0,
+                "x",
+                Target(">=", RATIO_TARGET),
+                note=f"all rounds; median of the {len(ratios)} paired rounds {median:.3f}",
+            ),
+            Figure(
+                SECTION,
+                f"GET {what}: service CPU per GET, off / on",
+                cpu_off / cpu_on if cpu_on else 0.0,
+                "x",
+                note=f"{cpu_off:.0f} us off, {cpu_on:.0f} us on (the service process's, from /proc)",
+            ),
         ]
     figures.append(
         Figure(
