@@ -148,6 +148,17 @@ def test_a_post_get_delete_cycle_moves_exactly_its_counters(http: httpx.Client, 
     assert not any(v for k, v in stats.items() if "failed" in k)
 
 
+def test_the_get_path_s_cache_lookups_are_counted(http: httpx.Client, ds_name: str) -> None:
+    query_id = post(http, ds_name)
+    assert http.delete(f"{BASE}/{query_id}").status_code == 204
+    watch = Watch(http)
+    for _ in range(3):  # a finished reply: read once, then from the reply cache
+        assert http.get(f"{BASE}/{query_id}").json() == {"status": "CANCELLED"}
+    figures, _ = watch.done()
+    assert figures.moved("async_query_cache_lookups_total", cache="replies", result="hit") == 2
+    assert figures.moved("async_query_cache_lookups_total", cache="replies", result="miss") >= 1
+
+
 def test_labels_are_route_templates_never_ids(http: httpx.Client, ds_name: str) -> None:
     query_id = post(http, ds_name)
     http.get(f"{BASE}/{query_id}")
