@@ -20,8 +20,11 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from async_query import logs
 from async_query.datasource_api import datasource_router
 from async_query.http_limits import ConcurrencyLimit
+from async_query.metrics import MetricsMiddleware
+from async_query.ops_api import ops_router
 from async_query.replies import submitted_reply
 from async_query.security.errors import FORBIDDEN_REASON, UNAUTHORIZED_REASON
 from async_query.security.middleware import SecurityMiddleware, audit_note, current_principal
@@ -239,6 +242,8 @@ def create_app(
     app.add_middleware(SecurityMiddleware, security=guard)
     # Outside even that: it bounds everything, authentication included (docs/security.md).
     app.add_middleware(ConcurrencyLimit, limit=service.settings.http_max_concurrency)
+    if service.settings.metrics_enabled:
+        app.add_middleware(MetricsMiddleware)  # outside even that: refusals are counted too
 
     @app.exception_handler(AsyncQueryError)
     async def on_product_error(request: Request, exc: AsyncQueryError) -> JSONResponse:
@@ -260,6 +265,7 @@ def create_app(
         return error_response(500, type(exc).__name__, "an unexpected error occurred; see the service log")
 
     app.include_router(datasource_router(service.datasources, service.check_datasource))
+    app.include_router(ops_router(service))  # before GET /{query_id}: it owns BASE/_health
 
     caller = Depends(current_principal)
 
@@ -295,6 +301,7 @@ def create_app(
 
     @app.get(BASE + "/{query_id}")
     async def get_query(query_id: str, principal: Principal = caller) -> Response:
+        logs.note(query_id=query_id)
         # Most GETs are answered on the event loop (a cached reply, or one real-time read of a
         # statement still going); the rest in a worker thread, where blocking calls are fine.
         # Either way, only the query's submitter or an admin gets an answer.
@@ -305,6 +312,7 @@ def create_app(
 
     @app.delete(BASE + "/{query_id}", status_code=204)
     def cancel_query(query_id: str, principal: Principal = caller) -> Response:
+        logs.note(query_id=query_id)
         service.cancel(query_id, principal)
         return Response(status_code=204)
 

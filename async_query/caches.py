@@ -47,6 +47,13 @@ class Cache(Generic[K, V]):
             self.hits += 1
             return item[1]
 
+    def peek(self, key: K) -> V | None:
+        """The value of ``key`` if kept and fresh, without counting a hit or a miss (bookkeeping
+        lookups that are no part of the cache's work)."""
+        with self._lock:
+            item = self._items.get(key)
+            return item[1] if item is not None and item[0] >= time.monotonic() else None
+
     def put(self, key: K, value: V, ttl_s: float | None = None) -> None:
         ttl = ttl_s if ttl_s is not None else self.ttl_s
         expires = time.monotonic() + ttl if ttl is not None else float("inf")

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -60,12 +60,10 @@ def _serve(args: argparse.Namespace) -> int:
         gateway = _gateway(settings, runtime.service.opensearch, policy) if policy is not None else None
         app = create_app(runtime.service, on_shutdown=runtime.close, security=security, gateway=gateway)
         scheme = "https" if args.tls_cert else "http"
-        print(
-            f"async query service on {scheme}://{args.host}:{args.port}/_plugins/_async_query (auth: {settings.auth})",
-            flush=True,
-        )
+        say = _announcer(args.log_format)
+        say(f"async query service on {scheme}://{args.host}:{args.port}/_plugins/_async_query (auth: {settings.auth})")
         if gateway is not None:
-            print(f"gateway: every other path on {scheme}://{args.host}:{args.port} passes to {gateway.upstream}", flush=True)
+            say(f"gateway: every other path on {scheme}://{args.host}:{args.port} passes to {gateway.upstream}")
         uvicorn.run(
             app,
             host=args.host,
@@ -78,6 +76,8 @@ def _serve(args: argparse.Namespace) -> int:
             ssl_keyfile=args.tls_key,
             # Connections, head and body time, head size (docs/security.md, "Resource limits").
             **uvicorn_limits(settings),
+            # JSON lines: uvicorn's own lines go through the root's JSON handler too.
+            log_config=None if args.log_format == "json" else uvicorn.config.LOGGING_CONFIG,
         )
     finally:
         runtime.close()
@@ -89,6 +89,16 @@ def _gateway(settings: Settings, cluster: OpenSearchConfig, policy: PassPolicy) 
 
     limits = GatewayLimits(settings.gateway_connect_timeout_s, settings.gateway_read_timeout_s, settings.gateway_max_connections)
     return Gateway.for_cluster(cluster, policy, limits)
+
+
+def _announcer(log_format: str) -> Callable[[str], None]:
+    """How ``serve`` announces where it listens: a line on stdout, or with JSON logs a log line
+    (every line it writes is then JSON)."""
+    if log_format == "json":
+        import logging
+
+        return logging.getLogger("async_query.cli").info
+    return lambda text: print(text, flush=True)
 
 
 def _fail(*messages: str) -> int:
@@ -115,6 +125,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=9000)
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     serve.add_argument(
+        "--log-format",
+        default="text",
+        choices=["text", "json"],
+        help="json: one JSON object per line, with queryId and sessionId on every line about a query",
+    )
+    serve.add_argument(
         "--insecure-no-auth",
         action="store_true",
         help="with ASYNC_QUERY_AUTH=none, listen on a non-loopback address anyway: anyone who reaches the "
@@ -138,11 +154,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from async_query import logs
+
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=getattr(logging, getattr(args, "log_level", "info").upper()),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    logs.configure(getattr(args, "log_level", "info"), getattr(args, "log_format", "text"))
     return int(args.func(args))
 
 

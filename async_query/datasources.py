@@ -309,6 +309,11 @@ class DatasourceRegistry:
         self._cache.put(name, found if found is not None else MISSING)
         return found
 
+    @property
+    def configured(self) -> list[Datasource]:
+        """The datasources of the configuration (known without reading the index)."""
+        return list(self._configured.values())
+
     def all(self) -> list[Datasource]:
         stored = [self._from_document(s) for s in self._store.datasources.list()] if self._store else []
         return [*self._configured.values(), *(d for d in stored if d.name not in self._configured)]

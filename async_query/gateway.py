@@ -2,7 +2,7 @@
 
 Dashboards talks to one OpenSearch endpoint. In gateway mode the service answers its own paths
 (:data:`OWNED_PREFIXES`: the async query API, the datasource API and this product's additions
-under them) and passes every other request to the index cluster, unchanged: method, path (as
+under them, its metrics and stats) and passes every other request to the index cluster, unchanged: method, path (as
 received, still percent-encoded), query string, headers less the hop-by-hop ones, status and body,
 both bodies streamed (a large ``_bulk`` or search reply is never held whole), ``HEAD`` and chunked
 replies included. ``Host`` is rewritten for the cluster; ``Content-Length`` is kept when the
@@ -56,7 +56,14 @@ from query_core.config import OpenSearchConfig
 log = logging.getLogger(__name__)
 
 #: Paths the service answers itself (each prefix exactly, or followed by ``/``); all others pass.
-OWNED_PREFIXES = ("/_plugins/_async_query", "/_plugins/_query/_datasources")
+OWNED_PREFIXES = (
+    "/_plugins/_async_query",
+    "/_plugins/_query/_datasources",
+    # What operators read (docs/metrics.md): the service's own metrics and stats.
+    "/metrics",
+    "/_plugins/_sql/stats",
+    "/_plugins/_ppl/stats",
+)
 
 #: Hop-by-hop headers (RFC 9110 section 7.6.1, and the older names still seen): they describe one
 #: connection, never the request or reply, so they are dropped both ways, with whatever

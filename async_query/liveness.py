@@ -15,6 +15,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 
+from async_query import logs, metrics
 from async_query.caches import Cache
 from async_query.launcher.base import JobDescription, Launcher
 from query_core.errors import AsyncQueryError
@@ -181,7 +182,8 @@ class LivenessChecker:
         """The launcher's answer, or None (unknown) when it fails: a session is never ended on a
         failed call, only on a confirmed death."""
         try:
-            return self.launcher_of(doc).describe(doc.job_id)
+            launcher = self.launcher_of(doc)
+            return metrics.launcher_call(launcher, "describe", lambda: launcher.describe(doc.job_id))
         except AsyncQueryError as exc:
             log.warning("cannot describe job %s of session %s: %s", doc.job_id, doc.session_id, exc)
         except Exception:
@@ -192,9 +194,13 @@ class LivenessChecker:
         """Move the session to its end state and fail whatever it left unfinished."""
         doc = session.doc
         sessions = self.store.sessions
-        ended = sessions.end(session, state, error) or sessions.reread(doc) or session
-        log.warning("session %s ended %s: %s", doc.session_id, state.value, error)
-        self.fail_unfinished(ended.doc, f"Session ended before the statement finished: {ended.doc.error or error}")
+        with logs.about(session_id=doc.session_id):
+            written = sessions.end(session, state, error)
+            if written is not None:
+                metrics.session_ended_by_service(doc.data_source_name, doc.session_type.value, state.value)
+            ended = written or sessions.reread(doc) or session
+            log.warning("session %s ended %s: %s", doc.session_id, state.value, error)
+            self.fail_unfinished(ended.doc, f"Session ended before the statement finished: {ended.doc.error or error}")
         return ended
 
     def fail_unfinished(self, session: SessionDoc, error: str) -> None:

@@ -91,6 +91,8 @@ def build_runtime(settings: Settings, launchers: dict[str, Launcher] | None = No
                 class_archive=settings.local_job_class_archive_dir,
             )
         service = AsyncQueryService(settings, store, registry, all_launchers, opensearch)
+        if metastore is not None:
+            service.health.extra["metastore"] = metastore.problem
         service.start_workers()
     except BaseException:
         _close_children(embedded, metastore)

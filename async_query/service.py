@@ -17,11 +17,14 @@ from __future__ import annotations
 import threading
 
 from async_query import datasource_dialect as dialect
+from async_query import logs, metrics
 from async_query.caches import Cache
 from async_query.datasources import Datasource, DatasourceRegistry
 from async_query.dispatch import QueryKind, classify, kind_of_session
 from async_query.handlers import HandlerContext, QueryHandler, SubmitRequest, Submitted, handlers_for
 from async_query.handlers.interactive import InteractiveHandler
+from async_query.health import Health
+from async_query.job_figures import MetricsWorker
 from async_query.launcher.base import Launcher, launcher_policy, stop_job_within
 from async_query.liveness import LivenessChecker, Staleness
 from async_query.replies import success_reply
@@ -29,6 +32,7 @@ from async_query.security.authz import check_datasource_access, check_owner
 from async_query.security.principal import ANONYMOUS, Principal
 from async_query.session_cache import SessionCache
 from async_query.settings import Settings
+from async_query.stats import Stats
 from async_query.stream_watch import StreamWatcher
 from async_query.streams import StreamStopper
 from async_query.workers import CancelSupervisor, Housekeeper, Lease, StreamingHousekeeper
@@ -126,6 +130,11 @@ class AsyncQueryService:
         )
         #: Notices a dead stream within its staleness limit (its index then fails with the cause).
         self.stream_watcher = StreamWatcher(store, self.liveness, settings.stream_watch_interval_s)
+        #: ``GET /_plugins/_async_query/_health`` (docs/metrics.md).
+        self.health = Health(self, settings.health_timeout_s, settings.health_cache_s)
+        self.metrics_worker = MetricsWorker(store, settings.metrics_interval_s, health=self.health)
+        if settings.metrics_enabled:
+            self._count_for_metrics()
         self.handlers: dict[QueryKind, QueryHandler] = handlers_for(
             HandlerContext(
                 settings=settings,
@@ -140,12 +149,33 @@ class AsyncQueryService:
             )
         )
 
+    def _count_for_metrics(self) -> None:
+        """Feed the metrics (docs/metrics.md): this process's index calls, the queries it ends,
+        its GET caches' lookups, and the stats' rolling counters."""
+        settings = self.settings
+        metrics.stats = Stats(settings.stats_rolling_window_s, settings.stats_rolling_interval_s)
+        self.store.index.call_listeners.append(metrics.index_call)
+        self.store.statements.end_listeners.append(self._statement_ended)
+        for name, cache in (
+            ("replies", self.replies),
+            ("session_of_query", self.session_of_query),
+            ("sessions", self.session_cache.cache),
+        ):
+            metrics.caches.watch(name, cache)
+
+    def _statement_ended(self, doc: StatementDoc) -> None:
+        kind = self.kind_of_session_id.peek(doc.session_id)
+        metrics.query_finished(doc.data_source_name, kind.value if kind is not None else "unknown", doc.state.value)
+
     def start_workers(self) -> None:
-        """Start the background loops (cancel supervision, housekeeping); tests drive them by hand."""
+        """Start the background loops (cancel supervision, housekeeping, metrics); tests drive
+        them by hand."""
         self.supervisor.start()
         self.housekeeper.start()
         self.streaming_housekeeper.start()
         self.stream_watcher.start()
+        if self.settings.metrics_enabled:
+            self.metrics_worker.start()
 
     @property
     def default_engine(self) -> str:
@@ -214,6 +244,7 @@ class AsyncQueryService:
         )
         submitted = self.handlers[classified.kind].submit(request, classified)
         self.owner_of_query.put(submitted.query_id, request.submitted_by or "")
+        metrics.query_submitted(datasource.name, submitted.kind.value)
         self.session_of_query.put(submitted.query_id, submitted.session_id)
         self.kind_of_session_id.put(submitted.session_id, submitted.kind)
         return submitted
@@ -268,6 +299,7 @@ class AsyncQueryService:
         if cached is not None and self._cleared_by_cache(principal, query_id):
             return cached
         statement, session = self._statement_and_session(query_id)
+        logs.note(session_id=statement.doc.session_id)
         self._authorize(principal, statement.doc)
         if cached is not None:
             return cached
@@ -404,11 +436,14 @@ class AsyncQueryService:
     def cancel(self, query_id: str, principal: Principal = ANONYMOUS) -> None:
         """DELETE, for the query's submitter or an admin."""
         statement = self._statement(query_id)
+        logs.note(session_id=statement.doc.session_id)
         self._authorize(principal, statement.doc)
         session = self._session_for_routing(statement, None, needed=False)
         self.handler_of(statement.doc, session).cancel(statement)
 
     def close(self) -> None:
+        self.metrics_worker.stop()
+        self.health.close()
         self.supervisor.stop()
         self.housekeeper.stop()
         self.streaming_housekeeper.stop()

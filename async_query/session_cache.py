@@ -28,6 +28,11 @@ class SessionCache:
         #: must not be kept after it.
         self._generation = 0
 
+    @property
+    def cache(self) -> Cache[str, Versioned[SessionDoc]]:
+        """The bounded cache underneath (its hit and miss counts are the metrics')."""
+        return self._items
+
     def generation(self) -> int:
         """Take before reading a session; hand to :meth:`put` with what was read."""
         return self._generation

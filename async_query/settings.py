@@ -217,6 +217,22 @@ class Settings(BaseSettings):
     #: session changes once per heartbeat; the statement itself is read by id on every GET.
     session_cache_ms: int = 250
 
+    # -- what operators watch (docs/metrics.md) ------------------------------------------------
+    #: ``/metrics``, the stats endpoints and the request middleware; off: none of them.
+    metrics_enabled: bool = True
+    #: Besides admins, holders of any of these roles may read ``/metrics`` and the stats (a
+    #: scraper's user need not be an admin; comma separated in the environment).
+    metrics_roles: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    #: How often the metrics round runs (caches' counts, health gauges, the jobs' figures).
+    metrics_interval_s: float = 15.0
+    #: The stats' rolling counters: the count of the last whole interval, kept for a window
+    #: (the reference's ``plugins.query.metrics.rolling_interval`` and ``rolling_window``).
+    stats_rolling_interval_s: int = 60
+    stats_rolling_window_s: int = 3600
+    #: Each health check's time limit, and how long one health report is reused (seconds).
+    health_timeout_s: float = 3.0
+    health_cache_s: float = 5.0
+
     # -- gateway mode: every path but the service's own passes to the index cluster -------------
     #: Stand where OpenSearch Dashboards expects its cluster (``serve --gateway`` sets it too).
     gateway: bool = False
@@ -228,7 +244,7 @@ class Settings(BaseSettings):
     #: Keep-alive connections to the cluster held for passed-through requests.
     gateway_max_connections: int = 64
 
-    @field_validator("admin_roles", "emr_execution_roles", mode="before")
+    @field_validator("admin_roles", "emr_execution_roles", "metrics_roles", mode="before")
     @classmethod
     def _split_roles(cls, value: object) -> object:
         if isinstance(value, str):

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from async_query import metrics
 from async_query.datasources import Datasource, DatasourceRegistry
 from async_query.launcher.base import Launcher, stop_job_within
 from async_query.liveness import LivenessChecker
@@ -41,6 +42,9 @@ class Worker:
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
+        #: When the last round ended (epoch ms, 0: none yet) and why it failed ("" if it did not).
+        self.last_run_ms = 0
+        self.last_error = ""
 
     def run_once(self) -> None:
         raise NotImplementedError
@@ -62,12 +66,20 @@ class Worker:
         if self._thread is not None:
             self._thread.join(timeout=grace_s)
 
+    @property
+    def stopped_unexpectedly(self) -> bool:
+        """Started, not asked to stop, and its thread is gone (the health check's concern)."""
+        return self._thread is not None and not self._stop.is_set() and not self._thread.is_alive()
+
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
                 self.run_once()
-            except Exception:
+                self.last_error = ""
+            except Exception as exc:
                 log.exception("%s round failed", self.name)
+                self.last_error = f"{type(exc).__name__}: {exc}"
+            self.last_run_ms = now_millis()
             self._wake.wait(self.wait_s())
             self._wake.clear()
 
@@ -406,6 +418,7 @@ class StreamingHousekeeper(Worker):
             sessions = self.store.sessions.find(None, [SessionState.NOT_STARTED, SessionState.RUNNING])
         except AsyncQueryError as exc:
             log.warning("streaming housekeeping failed: %s", exc)
+            metrics.streaming_housekeeper_failed()
             return
         for session in sessions:
             if session.doc.session_type != SessionType.STREAMING:
@@ -414,6 +427,7 @@ class StreamingHousekeeper(Worker):
                 self.check(session)
             except AsyncQueryError as exc:
                 log.warning("streaming housekeeping of session %s failed: %s", session.doc.session_id, exc)
+                metrics.streaming_housekeeper_failed()
 
     def check(self, session: Versioned[SessionDoc]) -> None:
         doc = session.doc

@@ -7,9 +7,12 @@ import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from py4j.protocol import Py4JError
 
 from flint_repl_job.catalog import session_sql
+from flint_repl_job.figures import SparkIo
 from flint_repl_job.flint_statements import FlintStatementError, flint_statement
 from flint_repl_job.guard import StatementGuard
 from flint_repl_job.results import encode
@@ -144,6 +147,29 @@ class SparkExecutor:
                 if stage.numTasks and stage.numCompletedTasks >= stage.numTasks:
                     progress.stages_completed += 1
         return progress
+
+    def io(self, query_id: str) -> SparkIo:
+        """Spark's input and output metrics (rows and bytes read and written) of the stages of
+        this statement's job group, from Spark's status store (kept whether or not the UI runs)."""
+        sc = self.spark.sparkContext
+        store: Any = sc._jsc.sc().statusStore()  # type: ignore[union-attr]
+        no_tasks, no_quantiles = getattr(store, "stageData$default$3")(), getattr(store, "stageData$default$5")()
+        tracker = sc.statusTracker()
+        rows_read = bytes_read = rows_written = bytes_written = 0
+        for job_id in tracker.getJobIdsForGroup(query_id):
+            job = tracker.getJobInfo(job_id)
+            for stage_id in job.stageIds if job is not None else ():
+                try:
+                    attempts = store.stageData(stage_id, False, no_tasks, False, no_quantiles)
+                except Py4JError:  # forgotten by the store
+                    continue
+                for i in range(attempts.size()):
+                    stage = attempts.apply(i)
+                    rows_read += stage.inputRecords()
+                    bytes_read += stage.inputBytes()
+                    rows_written += stage.outputRecords()
+                    bytes_written += stage.outputBytes()
+        return SparkIo(rows_read, bytes_read, rows_written, bytes_written)
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)

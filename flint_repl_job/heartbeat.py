@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from flint_repl_job.config import JobConfig
 from flint_repl_job.executor import RunningQuery
-from query_core.models import RunningStatement, SessionDoc, StatementProgress, Versioned, now_millis
+from query_core.models import JobFigures, RunningStatement, SessionDoc, StatementProgress, Versioned, now_millis
 from query_core.store import Store, retry_on_conflict
 
 log = logging.getLogger(__name__)
@@ -63,6 +63,12 @@ class BeatExtension(Protocol):
         ...
 
 
+class FigureSource(Protocol):
+    """Where the job's figures come from (:class:`flint_repl_job.figures.JobCounters`)."""
+
+    def snapshot(self) -> JobFigures: ...
+
+
 class HeartbeatHost(Protocol):
     """What the heartbeat needs of the runner whose session it beats for."""
 
@@ -104,8 +110,8 @@ class HeartbeatHost(Protocol):
 class Heartbeat:
     """One conditional write of the session document per interval, whatever runs.
 
-    It carries liveness (``lastUpdateTime``), the statements running and their Spark progress, and
-    the interval itself (so the plugin can tell how stale is too stale). The interval is short while
+    It carries liveness (``lastUpdateTime``), the statements running and their Spark progress, the
+    interval itself (so the plugin can tell how stale is too stale), and the job's figures. The interval is short while
     statements run and long when idle; a change of activity re-times the next beat, it does not
     add one.
 
@@ -115,9 +121,15 @@ class Heartbeat:
     """
 
     def __init__(
-        self, job: HeartbeatHost, max_failures: int = MAX_BEAT_FAILURES, extension: BeatExtension | None = None
+        self,
+        job: HeartbeatHost,
+        max_failures: int = MAX_BEAT_FAILURES,
+        extension: BeatExtension | None = None,
+        figures: FigureSource | None = None,
     ) -> None:
         self.job = job
+        #: The job's cumulative figures, written with every beat (``docs/job.md``).
+        self.figures = figures
         #: Extra fields and interval of the runner's own (see :class:`BeatExtension`).
         self.extension = extension
         self.max_failures = max_failures
@@ -228,6 +240,8 @@ class Heartbeat:
         cfg = job.cfg
         next_ms = cfg.heartbeat_running_ms if report or job.running is not None else self._quiet_interval_ms()
         extra = self._extra_fields()
+        if self.figures is not None:  # after the extension's fields, which may feed them
+            extra["metrics"] = self.figures.snapshot()
 
         due_ms = now_millis() - int((time.monotonic() - self._due) * 1000)
 

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 from flint_repl_job.config import JobConfig
 from flint_repl_job.errors import classify
 from flint_repl_job.executor import QueryOutput, RunningQuery
+from flint_repl_job.figures import JobCounters
 from query_core.models import ResultDoc, StatementDoc, StatementProgress, Versioned, now_millis
 from query_core.states import StatementState, is_terminal
 from query_core.store import Store
@@ -94,6 +95,7 @@ class StatementRunner:
         *,
         on_change: Callable[[], None] = lambda: None,
         failure: Callable[[], str] = lambda: "",
+        figures: JobCounters | None = None,
     ) -> None:
         self.cfg = cfg
         self.store = store
@@ -103,6 +105,7 @@ class StatementRunner:
         self.failure = failure
         self.running: RunningQuery | None = None
         self.running_since = 0
+        self.figures = figures if figures is not None else JobCounters()
 
     def read_statement(self, statement_id: str) -> Versioned[StatementDoc] | None:
         return self.store.statements.get(self.cfg.datasource, statement_id)
@@ -143,6 +146,20 @@ class StatementRunner:
         finally:
             self.running = None
             self.on_change()
+            pickup = self.running_since - doc.submit_time if statement is not None else None
+            self.figures.statement_ran(pickup, int((time.monotonic() - started) * 1000))
+            self._count_io(doc.query_id)
+
+    def _count_io(self, query_id: str) -> None:
+        """Add the statement's Spark input and output to the job's figures, once it has ended (its
+        result and state are written first), where the executor can tell them."""
+        io_of = getattr(self.executor, "io", None)
+        if io_of is None:
+            return
+        try:
+            self.figures.add_io(io_of(query_id))
+        except Exception as exc:  # noqa: BLE001 - figures are optional (Py4J errors, say)
+            log.debug("no input/output figures for statement %s: %s: %s", query_id, type(exc).__name__, exc)
 
     def watch(
         self, doc: StatementDoc, statement: Versioned[StatementDoc] | None, running: RunningQuery, started: float

@@ -61,6 +61,42 @@ class StreamProgress(_Doc):
     last_error: str = ""
 
 
+#: Upper bounds (seconds) of the histograms a job reports (``docs/metrics.md``): how long a statement
+#: waited for its job (submitted -> running), and how long it ran. One more bucket counts the rest.
+PICKUP_BUCKETS_S = (0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
+RUN_BUCKETS_S = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 1800.0, 3600.0)
+
+
+class Histogram(_Doc):
+    """Observations counted per bucket (not cumulated; one count more than there are bounds, the
+    last for everything above them), and their sum in seconds."""
+
+    counts: list[int] = Field(default_factory=list)
+    sum: float = 0.0
+
+
+class JobFigures(_Doc):
+    """What a job has done since it started, carried by its heartbeat (``docs/job.md``). Every
+    figure is cumulative for the job (the plugin differences them per session), but for the
+    stream's lag, which is the latest micro-batch's."""
+
+    #: Statements this job moved to a terminal state, by that state (``success``, ``failed``...).
+    statements: dict[str, int] = Field(default_factory=dict)
+    pickup: Histogram = Field(default_factory=Histogram)
+    run: Histogram = Field(default_factory=Histogram)
+    #: Spark's input and output metrics of the statements' stages.
+    rows_read: int = 0
+    bytes_read: int = 0
+    rows_written: int = 0
+    bytes_written: int = 0
+    #: The job's calls to the index cluster, by outcome (``2xx``, ``4xx``, ``5xx``, ``unreachable``...).
+    opensearch_calls: dict[str, int] = Field(default_factory=dict)
+    #: A streaming job's micro-batches that ran, and how old the newest data the latest one read
+    #: was when it started (0: unknown).
+    micro_batches: int = 0
+    stream_lag_millis: int = 0
+
+
 class RunningStatement(_Doc):
     query_id: str
     start_time: int
@@ -113,6 +149,8 @@ class SessionDoc(_Doc):
     #: The user who started the session: only theirs take further statements, and the session
     #: listing shows a user only theirs (None: written before users were recorded; docs/security.md).
     submitted_by: str | None = None
+    #: The job's figures, reported by its heartbeat and its end (None before its first beat).
+    metrics: JobFigures | None = None
 
 
 class FlintIndexStateDoc(_Doc):

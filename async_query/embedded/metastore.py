@@ -158,6 +158,17 @@ class Metastore:
         self.close()
         raise MetastoreError(f"the metastore did not listen within {START_TIMEOUT_S:.0f} s{self._last_log_line()}")
 
+    def problem(self) -> str | None:
+        """The health check: None while it runs and accepts connections, else what is wrong."""
+        code = self.proc.poll()
+        if code is not None:
+            return f"the metastore exited with code {code}"
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=1.0):
+                return None
+        except OSError as exc:
+            return f"the metastore does not accept connections on port {self.port}: {exc.strerror or exc}"
+
     def _last_log_line(self) -> str:
         try:
             lines = [line for line in self.log_path.read_text(errors="replace").splitlines() if line.strip()]

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from async_query import logs
 from async_query.datasources import Datasource, DatasourceRegistry
 from async_query.dispatch import Classified, QueryKind
 from async_query.launcher.base import Launcher
@@ -56,6 +57,7 @@ def statement_doc(
     job_id: str = "",
 ) -> StatementDoc:
     """The statement document of a POST to ``datasource`` (its statement id is its query id)."""
+    logs.note(query_id=query_id, session_id=session_id)
     return StatementDoc(
         statement_id=query_id,
         query_id=query_id,

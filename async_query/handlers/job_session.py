@@ -15,6 +15,7 @@ import contextlib
 import logging
 from collections.abc import Iterator
 
+from async_query import logs, metrics
 from async_query.datasources import Datasource
 from async_query.dispatch import QueryKind
 from async_query.handlers.base import HandlerContext, fail_if_orphaned, render
@@ -104,7 +105,9 @@ class JobSessionHandler:
             **statement,
         )
         request = JobRequest(session_id, datasource, self.session_type, conf, secret, name_suffix=name_suffix)
-        job_id = launcher.start(request)
+        logs.note(session_id=session_id)
+        job_id = metrics.launcher_call(launcher, "start", lambda: launcher.start(request))
+        metrics.job_started(datasource.name, self.session_type.value, launcher.kind or type(launcher).__name__.lower())
         return launcher, job_id
 
     def session_doc(
@@ -176,5 +179,5 @@ def stopping_job_on_error(launcher: Launcher, job_id: str) -> Iterator[None]:
         yield
     except AsyncQueryError:
         with contextlib.suppress(AsyncQueryError):  # keep the original error
-            launcher.cancel(job_id)
+            metrics.launcher_call(launcher, "cancel", lambda: launcher.cancel(job_id))
         raise

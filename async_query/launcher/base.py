@@ -6,8 +6,10 @@ import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import ClassVar
 
 from async_query import datasource_dialect as dialect
+from async_query import metrics
 from async_query.datasources import Datasource
 from async_query.launcher.glue import glue_conf, index_store_connection
 from async_query.settings import Settings
@@ -84,6 +86,9 @@ class Launcher(ABC):
     #: The region of the AWS Glue catalog its jobs reach ("": none; a Glue-backed datasource's jobs
     #: then use this launcher's catalog and the service's own index connection).
     glue_region: str = ""
+    #: How metrics name the launcher and its calls (``docs/metrics.md``); "": the class's name.
+    kind: str = ""
+    call_names: ClassVar[dict[str, str]] = {}
 
     @abstractmethod
     def start(self, request: JobRequest) -> str:
@@ -104,6 +109,10 @@ class Launcher(ABC):
         """Forget finished jobs and delete their files older than ``keep_s`` seconds (housekeeping);
         returns how many were removed. Launchers that keep nothing per job have nothing to do."""
         return 0
+    def check(self) -> str | None:
+        """A cheap look at whether jobs can be started (the health check): None when they can,
+        else what is wrong."""
+        return None
 
 
 def stop_job_within(launcher: Launcher, job_id: str, timeout_s: float) -> None:
@@ -117,7 +126,7 @@ def stop_job_within(launcher: Launcher, job_id: str, timeout_s: float) -> None:
 
     def call() -> None:
         try:
-            launcher.cancel(job_id)
+            metrics.launcher_call(launcher, "cancel", lambda: launcher.cancel(job_id))
             outcome.append(None)
         except BaseException as exc:  # noqa: BLE001 - handed to the caller below
             outcome.append(exc)

@@ -29,7 +29,7 @@ import re
 import threading
 import uuid
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError
 from botocore.exceptions import ConnectionError as BotoConnectionError
@@ -123,6 +123,9 @@ def _redact(text: str, secrets: Iterable[str]) -> str:
 
 class EmrServerlessLauncher(Launcher):
     """Starts, cancels and describes EMR Serverless job runs of one application."""
+
+    kind = "emr-serverless"
+    call_names: ClassVar[dict[str, str]] = {"start": "StartJobRun", "describe": "GetJobRun", "cancel": "CancelJobRun"}
 
     def __init__(
         self,
@@ -308,6 +311,17 @@ class EmrServerlessLauncher(Launcher):
             log.warning("job run %s has an unknown state %r; taken as pending", job_id, raw)
             return JobDescription(job_id, JobRunState.PENDING, details or f"EMR Serverless state {raw}")
         return JobDescription(job_id, state, details)
+
+    def check(self) -> str | None:
+        """One ``GetApplication`` (no retries): the application must exist and not be terminated."""
+        try:
+            reply = self.client.get_application(applicationId=self.application_id)
+        except ClientError as exc:
+            return f"EMR Serverless GetApplication failed ({_error_code(exc) or _http_status(exc)})"
+        except BotoCoreError as exc:
+            return f"EMR Serverless GetApplication failed: {type(exc).__name__}"
+        state = str(reply.get("application", {}).get("state", ""))
+        return f"EMR Serverless application {self.application_id} is {state}" if state == "TERMINATED" else None
 
     def close(self) -> None:
         if self._owns_client:

@@ -24,6 +24,7 @@ import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
+from typing import ClassVar
 
 import flint_repl_job
 from async_query.launcher.base import JobDescription, JobRequest, JobRunState, Launcher
@@ -122,6 +123,8 @@ def catalog_settings(warehouse: Path, metastore_uri: str = "") -> dict[str, str]
 class LocalLauncher(Launcher):
     application_id = "local"
     describe_is_free = True
+    kind = "local"
+    call_names: ClassVar[dict[str, str]] = {"start": "start", "describe": "describe", "cancel": "kill"}
     #: Streams keep their checkpoints under the data directory unless their index names a place.
     checkpoint_mandatory = False
 
@@ -304,6 +307,12 @@ class LocalLauncher(Launcher):
         if removed:
             log.info("housekeeping removed %d finished local jobs' entries and files", removed)
         return removed
+
+    def check(self) -> str | None:
+        """``spark-submit`` is there and may be run."""
+        if not os.access(self.spark_submit, os.X_OK):
+            return f"spark-submit is missing or not executable: {self.spark_submit}"
+        return None
 
     def close(self) -> None:
         """Stop every job this launcher started, and wait (boundedly) for them to go."""

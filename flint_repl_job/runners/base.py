@@ -17,6 +17,7 @@ from abc import ABC, abstractmethod
 
 from flint_repl_job.config import JobConfig
 from flint_repl_job.executor import RunningQuery
+from flint_repl_job.figures import JobCounters
 from flint_repl_job.heartbeat import Heartbeat, SessionLostError
 from flint_repl_job.statement import Executor, StatementRunner
 from query_core.models import SessionDoc, StatementDoc, Versioned, now_millis
@@ -43,9 +44,19 @@ class SessionRunner(ABC):
         self.stop_event = stop_event or threading.Event()
         #: Why the session must end ``fail`` although the work itself did not fail (see :meth:`fail`).
         self.failure = ""
-        self.heartbeat = Heartbeat(self)
+        #: What the job counts about its work, carried by its heartbeat (``docs/job.md``).
+        self.figures = JobCounters()
+        self.store.index.call_listeners.append(self.figures.index_call)
+        self.store.statements.end_listeners.append(self.figures.statement_ended)
+        self.heartbeat = Heartbeat(self, figures=self.figures)
         self.statements = StatementRunner(
-            cfg, self.store, executor, self.stop_event, on_change=self.heartbeat.retime, failure=lambda: self.failure
+            cfg,
+            self.store,
+            executor,
+            self.stop_event,
+            on_change=self.heartbeat.retime,
+            failure=lambda: self.failure,
+            figures=self.figures,
         )
 
     # -- what the heartbeat reports ---------------------------------------------------------
@@ -115,7 +126,7 @@ class SessionRunner(ABC):
         """End the session, unless it has ended or another job has taken it over."""
         current = self.read_session()
         if current is not None:
-            self.store.sessions.end(current, state, error, job_id=self.cfg.job_id)
+            self.store.sessions.end(current, state, error, job_id=self.cfg.job_id, metrics=self.figures.snapshot())
 
     # -- the run ----------------------------------------------------------------------------
 

@@ -91,7 +91,11 @@ class StreamingJob(BatchJob):
 
     def beat_fields(self) -> dict[str, Any]:
         stream = self.stream
-        return {"stream_progress": stream.progress()} if stream is not None else {}
+        if stream is None:
+            return {}
+        progress = stream.progress()
+        self.figures.stream(progress)
+        return {"stream_progress": progress}
 
     # -- the work ---------------------------------------------------------------------------
 

@@ -36,7 +36,18 @@ from query_core.errors import (
 from query_core.ids import DATASOURCE_INDEX, REQUEST_INDEX_PATTERN, REQUEST_INDEX_PREFIX, RESULT_INDEX_PATTERN
 from query_core.realtime import AsyncRealtimeReader, ReadNotServed, ReadTimedOut, RealtimeReader
 from query_core.retry import bounded_retrying
-from query_core.store.connector import Filter, Found, Query, Term, Terms, Version, WriteListener, tell
+from query_core.store.connector import (
+    CallListener,
+    Filter,
+    Found,
+    Query,
+    Term,
+    Terms,
+    Version,
+    WriteListener,
+    tell,
+    tell_call,
+)
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +74,28 @@ def _reason(exc: os_exc.TransportError) -> str:
         if isinstance(err, dict):
             return f"{err.get('type', 'error')}: {err.get('reason', '')}"
     return str(exc.error)
+
+
+def call_outcome(exc: BaseException) -> str:
+    """The outcome of a failed call as call listeners are told it (``CALL_OUTCOMES``)."""
+    if isinstance(exc, os_exc.ConnectionError):
+        return "unreachable"
+    if isinstance(exc, os_exc.TransportError) and isinstance(exc.status_code, int):
+        return f"{exc.status_code // 100}xx"
+    return "error"
+
+
+#: Second words that make an operation of their own ("create index" is not "create").
+_OPERATION_OBJECTS = frozenset({"index", "template", "mapping", "stats"})
+
+
+def operation_of(what: str) -> str:
+    """The operation of a call as call listeners are told it: ``get``, ``create_index``... (a
+    bounded set: never an index or document name)."""
+    words = what.split(" ", 2)
+    if len(words) > 1 and words[1] in _OPERATION_OBJECTS:
+        return f"{words[0]}_{words[1]}"
+    return words[0]
 
 
 def translate(exc: Exception, what: str) -> AsyncQueryError:
@@ -122,6 +155,7 @@ class IndexClient:
         self._reader = RealtimeReader(cfg) if client is None and RealtimeReader.usable(cfg) else None
         self._async_reader = AsyncRealtimeReader(self._reader) if self._reader is not None else None
         self.write_listeners: list[WriteListener] = []
+        self.call_listeners: list[CallListener] = []
 
     @property
     def driver(self) -> OpenSearch:
@@ -144,14 +178,20 @@ class IndexClient:
         """
         started = time.monotonic()
         try:
-            return fn()
+            answer = fn()
         except os_exc.OpenSearchException as exc:
             if isinstance(exc, os_exc.ConnectionError):
                 self._forget_indexes()
             if not _is_transient(exc):
+                self._tell(what, call_outcome(exc), 0)
                 raise translate(exc, what) from exc
             failed_first: os_exc.OpenSearchException | None = exc
+        else:
+            if self.call_listeners:
+                tell_call(self.call_listeners, operation_of(what), "2xx")
+            return answer
         log.warning("index call %s failed (%s)", what, type(failed_first).__name__)
+        retries = 0
 
         def again() -> T:
             nonlocal failed_first
@@ -161,6 +201,8 @@ class IndexClient:
             return fn()
 
         def before_sleep(state: RetryCallState) -> None:
+            nonlocal retries
+            retries = state.attempt_number
             exc = state.outcome.exception() if state.outcome else None
             if isinstance(exc, os_exc.ConnectionError):
                 self._forget_indexes()
@@ -178,11 +220,18 @@ class IndexClient:
             before_sleep=before_sleep,
         )
         try:
-            return retrying(again)
+            answer = retrying(again)
         except os_exc.OpenSearchException as exc:
             if isinstance(exc, os_exc.ConnectionError):
                 self._forget_indexes()
+            self._tell(what, call_outcome(exc), retries)
             raise translate(exc, what) from exc
+        self._tell(what, "2xx", retries)
+        return answer
+
+    def _tell(self, what: str, outcome: str, retries: int) -> None:
+        if self.call_listeners:
+            tell_call(self.call_listeners, operation_of(what), outcome, retries)
 
     def _forget_indexes(self) -> None:
         """After losing the connection, check indexes and templates again before the next write:
@@ -359,7 +408,11 @@ class IndexClient:
 
                 replies = list(await asyncio.gather(*(reader.get(index, doc_id) for doc_id in doc_ids)))
         except ReadTimedOut as exc:
+            self._tell("get", "unreachable", 0)
             raise IndexUnavailableError(f"get {index}/{doc_ids[0]}: index server unavailable ({exc})") from exc
+        if self.call_listeners:
+            for _ in replies:
+                tell_call(self.call_listeners, "get", "2xx")
         return [_found(reply) for reply in replies]
 
     def update_if(self, index: str, doc_id: str, partial: dict[str, Any], version: Version) -> Version:

@@ -20,6 +20,7 @@ the DSL and every query the product makes is one the twin answers.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
@@ -86,12 +87,20 @@ class Query:
 #: Called with a document's id after this process wrote it (or tried to: a conflict means someone
 #: else did), so caches of documents can drop their copy.
 WriteListener = Callable[[str], None]
+#: Called once per call to the cluster with its operation (``get``, ``search``, ``create_index``...),
+#: its outcome (:data:`CALL_OUTCOMES`) and how many times it was retried: how a program counts its
+#: index calls (the plugin's metrics, a job's heartbeat figures; ``docs/metrics.md``).
+CallListener = Callable[[str, str, int], None]
+#: The outcomes of an index call: the status class of the cluster's answer, ``unreachable`` when
+#: none came (connection refused or reset, timeout), ``error`` for a failure on this side.
+CALL_OUTCOMES = ("2xx", "4xx", "5xx", "unreachable", "error")
 
 
 class IndexConnector(Protocol):
     """Documents and indexes of one cluster (see the module's documentation for the rules)."""
 
     write_listeners: list[WriteListener]
+    call_listeners: list[CallListener]
 
     # -- documents --------------------------------------------------------------------------
 
@@ -185,3 +194,12 @@ def tell(listeners: list[WriteListener], doc_id: str) -> None:
     """Tell every write listener that ``doc_id`` was written (or a write of it was tried)."""
     for listener in listeners:
         listener(doc_id)
+
+
+def tell_call(listeners: list[CallListener], operation: str, outcome: str, retries: int = 0) -> None:
+    """Tell every call listener how one index call went; a failing listener never fails the call."""
+    for listener in listeners:
+        try:
+            listener(operation, outcome, retries)
+        except Exception:  # counting must not break the product's work
+            logging.getLogger(__name__).exception("index call listener failed")

@@ -9,7 +9,10 @@ tests as :class:`~query_core.store.client.IndexClient`:
   does (one refresh every ``refresh_interval_s``, taken lazily when a search comes; ``0`` makes
   every write searchable at once, as the embedded index server does); :meth:`refresh` refreshes
   now;
-- failures can be injected (:meth:`fail_next`) to test what callers do when the index is away.
+- failures can be injected (:meth:`fail_next`) to test what callers do when the index is away;
+- call listeners are told of every call, under the cluster client's operation names: ``2xx``, or
+  the injected failure's outcome (a conflict is told as answered, ``2xx``: the twin decides it
+  after the call is counted).
 
 Thread-safe: one lock around everything (tests drive workers and handlers from several threads).
 """
@@ -26,11 +29,34 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from query_core.errors import AsyncQueryError, DocumentExistsError, IndexUnavailableError, VersionConflictError
-from query_core.store.connector import Filter, Found, Query, Range, Term, Terms, Version, WriteListener, tell
+from query_core.store.connector import (
+    CallListener,
+    Filter,
+    Found,
+    Query,
+    Range,
+    Term,
+    Terms,
+    Version,
+    WriteListener,
+    tell,
+    tell_call,
+)
 
 PRIMARY_TERM = 1
 _DATE_MATH = re.compile(r"now(?:-(\d+)([smhd]))?\Z")
 _UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+#: The twin's calls under the operation names the cluster client tells its call listeners.
+_OPERATIONS = {
+    "get_many": "mget",
+    "update_if": "update",
+    "delete_if": "delete",
+    "index_exists": "exists",
+    "mappings": "get_mapping",
+    "put_mapping_meta": "put_mapping",
+    "bulk_index": "bulk",
+    "delete_all": "delete_by_query",
+}
 
 
 @dataclass
@@ -53,6 +79,7 @@ class MemoryIndex:
     def __init__(self, refresh_interval_s: float = 1.0) -> None:
         self.refresh_interval_s = refresh_interval_s
         self.write_listeners: list[WriteListener] = []
+        self.call_listeners: list[CallListener] = []
         self._indexes: dict[str, _Index] = {}
         self._lock = threading.RLock()
         self._failures: list[AsyncQueryError] = []
@@ -68,8 +95,12 @@ class MemoryIndex:
 
     def _enter(self, name: str) -> None:
         self.calls[name] = self.calls.get(name, 0) + 1
-        if self._failures:
-            raise self._failures.pop(0)
+        failure = self._failures.pop(0) if self._failures else None
+        if self.call_listeners:
+            outcome = "2xx" if failure is None else "unreachable" if isinstance(failure, IndexUnavailableError) else "5xx"
+            tell_call(self.call_listeners, _OPERATIONS.get(name, name), outcome)
+        if failure is not None:
+            raise failure
 
     def _index(self, name: str, create: bool = False) -> _Index | None:
         found = self._indexes.get(name)

@@ -53,20 +53,29 @@ class SessionRepository(DocumentRepository[SessionDoc]):
     # -- the named operations ---------------------------------------------------------------
 
     def end(
-        self, session: Versioned[SessionDoc], state: SessionState, error: str = "", *, job_id: str | None = None
+        self,
+        session: Versioned[SessionDoc],
+        state: SessionState,
+        error: str = "",
+        *,
+        job_id: str | None = None,
+        **fields: Any,
     ) -> Versioned[SessionDoc] | None:
         """Move the session to its end ``state`` with ``error``: nothing runs in it any more.
 
         Never over an ended session (its end stands), and, when ``job_id`` is given, only while the
         session is that job's (a job never ends a session another job took over). Returns the
-        version written, or None when it had ended (or was not the job's, or is gone).
+        version written, or None when it had ended (or was not the job's, or is gone). ``fields``
+        are written with the end (a job's last figures).
         """
 
         def end(current: Versioned[SessionDoc]) -> Versioned[SessionDoc] | None:
             doc = current.doc
             if is_terminal(doc.state) or (job_id is not None and doc.job_id and doc.job_id != job_id):
                 return None
-            return self.move(current, state, error=error, running_statements=[], last_update_time=now_millis())
+            return self.move(
+                current, state, error=error, running_statements=[], last_update_time=now_millis(), **fields
+            )
 
         return self.change(session, end)
 

@@ -4,6 +4,7 @@ start one, cancel one, settle one with its result. See ``docs/documents.md``."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from query_core.errors import InvalidTransitionError
@@ -18,6 +19,10 @@ log = logging.getLogger(__name__)
 #: How long ago a waiting statement may have been submitted and still be found by a search.
 WAITING_LOOKBACK = "now-1h"
 _UNFINISHED = (StatementState.WAITING.value, StatementState.RUNNING.value)
+
+#: Called with a statement as this process moved it to a terminal state (a cancel, or a settle
+#: that applied): how a program counts the queries it ended (``docs/metrics.md``).
+EndListener = Callable[[StatementDoc], None]
 
 
 @dataclass(frozen=True)
@@ -40,6 +45,7 @@ class StatementRepository(DocumentRepository[StatementDoc]):
     def __init__(self, index: IndexConnector, request_index: str | None, results: ResultRepository) -> None:
         super().__init__(index, request_index)
         self.results = results
+        self.end_listeners: list[EndListener] = []
 
     def doc_id(self, doc: StatementDoc) -> str:
         return doc.statement_id
@@ -87,7 +93,10 @@ class StatementRepository(DocumentRepository[StatementDoc]):
             return cancelled
 
         written = self.change(statement, cancel)
-        return None if written is None else (written, cancelled_from[-1])
+        if written is None:
+            return None
+        self._ended(written.doc)
+        return written, cancelled_from[-1]
 
     def settle(
         self,
@@ -115,12 +124,20 @@ class StatementRepository(DocumentRepository[StatementDoc]):
 
         written = self.change(statement, end)
         if written is not None:
+            self._ended(written.doc)
             return Settled(written, True)
         if found and found[-1].doc.state != state:
             log.info(
                 "statement %s was already %s; left as it is", statement.doc.statement_id, found[-1].doc.state.value
             )
         return Settled(found[-1] if found else statement, False)
+
+    def _ended(self, doc: StatementDoc) -> None:
+        for listener in self.end_listeners:
+            try:
+                listener(doc)
+            except Exception:  # counting must not break the product's work
+                log.exception("statement end listener failed")
 
     def fail(self, statement: Versioned[StatementDoc], error: str) -> Versioned[StatementDoc]:
         """Move a statement to ``failed`` unless it has finished meanwhile; returns its last version."""

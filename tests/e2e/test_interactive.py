@@ -127,7 +127,7 @@ def test_cancel_waiting_then_running_statement(e2e: tuple[Api, AsyncQueryService
 
 
 def test_running_statement_reports_progress(e2e: tuple[Api, AsyncQueryService]) -> None:
-    api, _ = e2e
+    api, service = e2e
     warm, _ = api.run("SELECT 1")
     long = api.submit(SLEEP_10_MIN, warm["sessionId"])
 
@@ -138,6 +138,12 @@ def test_running_statement_reports_progress(e2e: tuple[Api, AsyncQueryService]) 
 
     seen = wait_for(progress, timeout=60, what="progress on GET")
     assert seen["tasksTotal"] >= 1 and seen["stagesTotal"] >= 1
+    # the same beats carry the job's figures: the warm statement's outcome, pickup and run time
+    session = service.store.sessions.get(api.datasource, warm["sessionId"])
+    figures = session.doc.metrics if session is not None else None
+    assert figures is not None and figures.statements.get("success", 0) >= 1, figures
+    assert sum(figures.pickup.counts) >= 1 and sum(figures.run.counts) >= 1
+    assert figures.opensearch_calls.get("2xx", 0) > 0
     assert api.cancel(long["queryId"]).status_code == 204
 
 

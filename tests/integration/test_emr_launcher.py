@@ -467,3 +467,38 @@ def test_the_job_reads_the_password_from_the_secret(emr: Any, app_id: str) -> No
     _, conf = parse_submit(calls.params[0]["jobDriver"]["sparkSubmit"]["sparkSubmitParameters"])
     cfg = JobConfig.load(conf.get, ["query_execution_result_mys3"], {})
     assert (cfg.opensearch.auth, cfg.opensearch.username, cfg.opensearch.password) == ("basic", "admin", PASSWORD)
+
+
+# -- the health check, and the metrics of its calls --------------------------------------------------
+
+
+def test_the_health_check_is_one_get_application(emr: Any, app_id: str) -> None:
+    calls = Calls(emr, "GetApplication")
+    assert launcher(app_id, emr).check() is None
+    assert len(calls.params) == 1 and calls.params[0] == {"applicationId": app_id}
+    problem = launcher("00fakeapplication", emr).check()
+    assert problem is not None and problem.startswith("EMR Serverless GetApplication failed")
+    assert PASSWORD not in problem
+
+
+def test_failed_calls_are_counted_under_the_reference_s_names(emr: Any, app_id: str) -> None:
+    from async_query import metrics
+    from async_query.stats import Stats
+
+    kept, stats = metrics.stats, Stats(interval_s=1)
+    metrics.stats = stats
+    try:
+        fail_first(emr, "StartJobRun", [(400, "ValidationException", "bad")])
+        with pytest.raises(LauncherValidationError):
+            metrics.launcher_call(launcher(app_id, emr), "start", lambda: launcher(app_id, emr).start(request()))
+        failed = stats.rolling["emr_start_job_request_failure_count"]
+        assert sum(failed._counts.values()) == 1
+        assert sum(stats.rolling["emr_get_job_request_failure_count"]._counts.values()) == 0
+    finally:
+        metrics.stats = kept
+    refused = {
+        labels["outcome"]: value
+        for labels, value in metrics.samples(metrics.LAUNCHER_CALLS, "_count")
+        if labels["operation"] == "StartJobRun"
+    }
+    assert refused.get("refused", 0) >= 1

@@ -39,7 +39,7 @@ def _register(spark: Any, page: str) -> None:
 IDS = [example_id(i) for i in range(len(EXAMPLES))]
 
 
-@pytest.mark.parametrize(("example", "ident"), zip(EXAMPLES, IDS, strict=True), ids=IDS)
+@pytest.mark.parametrize(("example", "ident"), list(zip(EXAMPLES, IDS, strict=True)), ids=IDS)
 def test_documented_example(docs_spark: Any, example: Example, ident: str) -> None:
     spark = docs_spark
     _register(spark, example.page)

@@ -111,6 +111,10 @@ def requests_of_every_endpoint(ds: str, query_id: str) -> list[tuple[str, str, A
         ("GET", DS_BASE, None),
         ("GET", f"{DS_BASE}/{ds}", None),
         ("DELETE", f"{DS_BASE}/{ds}", None),
+        ("GET", "/metrics", None),
+        ("GET", "/_plugins/_sql/stats", None),
+        ("POST", "/_plugins/_ppl/stats", None),
+        ("GET", f"{BASE}/_health", None),
         ("GET", "/no/such/path", None),
     ]
 

@@ -77,3 +77,19 @@ def test_the_code_points_to_pages_that_exist_and_to_nothing_outside_the_reposito
     assert pointed, "the code points to its contracts"
     missing = sorted(page for page in pointed if not (DOCS / page).exists())
     assert not missing
+
+
+def test_every_metric_and_stat_is_documented() -> None:
+    from prometheus_client import Counter, Gauge, Histogram
+
+    from async_query import metrics
+    from async_query.stats import NAMES
+
+    documented = {re.sub(r"`", "", row[0]) for row in rows("metrics.md", "metric")}
+    defined = set()
+    for value in vars(metrics).values():
+        if isinstance(value, Counter | Gauge | Histogram):
+            defined.add(value._name + ("_total" if isinstance(value, Counter) else ""))
+    assert documented == defined
+    stats = {name for row in rows("metrics.md", "name") for name in re.findall(r"`([a-z_]+)`", row[0])}
+    assert stats == set(NAMES)

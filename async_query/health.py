@@ -1,0 +1,160 @@
+"""``GET /_plugins/_async_query/_health``: is this service able to serve (``docs/metrics.md``)?
+
+Each check is cheap and bounded: the index cluster answers a ping; the embedded metastore, when
+there is one, runs and listens; each launcher answers its own cheap call (``spark-submit`` is
+there; EMR Serverless ``GetApplication``); housekeeping runs (this process's loop is alive, and
+no datasource's lease has gone unrenewed past its interval), with who holds each lease and when
+this process's loop last ran. The checks run concurrently, each given ``timeout_s``; one report
+is reused for ``cache_s`` seconds, however many ask.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from async_query import metrics
+from query_core.ids import DEPLOYMENT_INDEX, request_index
+from query_core.models import now_millis
+
+if TYPE_CHECKING:
+    from async_query.datasources import Datasource
+    from async_query.service import AsyncQueryService
+    from async_query.workers import Lease, Worker
+
+#: A check: None when all is well, else what is wrong; it may add what it found to ``info``.
+Check = Callable[[dict[str, Any]], "str | None"]
+
+
+@dataclass(frozen=True)
+class HealthReport:
+    #: Each check's result: ``ok``, ``details`` when it failed, and what it found.
+    checks: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def serving(self) -> bool:
+        return all(check["ok"] for check in self.checks.values())
+
+    def problems(self) -> str:
+        return "; ".join(f"{name}: {c['details']}" for name, c in self.checks.items() if not c["ok"])
+
+
+def _stamp(millis: int) -> str:
+    return dt.datetime.fromtimestamp(millis / 1000, dt.UTC).isoformat(timespec="seconds") if millis else ""
+
+
+class Health:
+    """The service's health checks, and their last report."""
+
+    def __init__(self, service: AsyncQueryService, timeout_s: float = 3.0, cache_s: float = 5.0) -> None:
+        self.service = service
+        self.timeout_s = timeout_s
+        self.cache_s = cache_s
+        #: More checks by name (the runtime adds the embedded metastore's).
+        self.extra: dict[str, Callable[[], str | None]] = {}
+        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="health")
+        self._lock = threading.Lock()
+        self._last: tuple[float, HealthReport] | None = None
+        #: The datasources as last listed (by the index check: the list is read from the index).
+        self._datasources: list[Datasource] = service.datasources.configured
+
+    def report(self) -> HealthReport:
+        """The checks' results, at most ``cache_s`` old."""
+        with self._lock:
+            if self._last is not None and time.monotonic() - self._last[0] < self.cache_s:
+                return self._last[1]
+            report = self._run(self._checks())
+            self._last = (time.monotonic(), report)
+        for name, check in report.checks.items():
+            metrics.HEALTHY.labels(name).set(1 if check["ok"] else 0)
+        return report
+
+    def _run(self, checks: dict[str, Check]) -> HealthReport:
+        infos: dict[str, dict[str, Any]] = {name: {} for name in checks}
+        futures: dict[str, Future[str | None]] = {
+            name: self._pool.submit(check, infos[name]) for name, check in checks.items()
+        }
+        deadline = time.monotonic() + self.timeout_s
+        results: dict[str, dict[str, Any]] = {}
+        for name, future in futures.items():
+            try:
+                problem = future.result(timeout=max(0.0, deadline - time.monotonic()))
+            except FutureTimeout:
+                problem = f"no answer within {self.timeout_s:g} s"
+            except Exception as exc:  # noqa: BLE001 - a failing check is a finding, not an error
+                problem = f"{type(exc).__name__}: {exc}"
+            results[name] = {"ok": problem is None, **({"details": problem} if problem else {}), **infos[name]}
+        return HealthReport(results)
+
+    def _checks(self) -> dict[str, Check]:
+        checks: dict[str, Check] = {"index": self._index}
+        for name, extra in self.extra.items():
+            checks[name] = lambda info, extra=extra: extra()  # type: ignore[misc]
+        checks.update(self._launcher_checks())
+        checks["housekeeping"] = self._housekeeping
+        return checks
+
+    # -- the checks -------------------------------------------------------------------------
+
+    def _index(self, info: dict[str, Any]) -> str | None:
+        if not self.service.store.index.ping():
+            return "the index cluster does not answer"
+        self._datasources = self.service.datasources.all()  # the next report checks their launchers
+        return None
+
+    def _launcher_checks(self) -> dict[str, Check]:
+        """One check per launcher of the active datasources: a shared one under its connector's
+        name, an EMR Serverless one under its datasource's."""
+        checks: dict[str, Check] = {}
+        service = self.service
+        for datasource in self._datasources:
+            if datasource.status != "ACTIVE":
+                continue
+            shared = datasource.connector in service.launchers
+            name = f"launcher:{datasource.connector if shared else datasource.name}"
+            if name not in checks:
+                checks[name] = lambda info, ds=datasource: service.launcher_for(ds).check()  # type: ignore[misc]
+        return checks
+
+    def _housekeeping(self, info: dict[str, Any]) -> str | None:
+        service = self.service
+        problems = []
+        loops: list[tuple[str, Worker, Lease, Callable[[str | None], str]]] = [
+            ("housekeeping", service.housekeeper, service.housekeeper.lease, lambda name: request_index(name or "")),
+            (
+                "streaming",
+                service.streaming_housekeeper,
+                service.streaming_housekeeper.lease,
+                lambda _: DEPLOYMENT_INDEX,
+            ),
+        ]
+        now = now_millis()
+        for what, loop, lease, index_of in loops:
+            info[what] = {"lastRun": _stamp(loop.last_run_ms), "lastError": loop.last_error}
+            if loop.stopped_unexpectedly:
+                problems.append(f"this process's {what} loop has stopped")
+            names: list[str | None] = [d.name for d in self._datasources] if what == "housekeeping" else [None]
+            leases = info[what]["leases"] = {}
+            for name in names:
+                found = service.store.locks.read(index_of(name), lease.name)
+                if found is None:
+                    continue
+                expires = int(found.source.get("expires", 0))
+                leases[name or "deployment"] = {
+                    "holder": found.source.get("owner", ""),
+                    "thisProcess": found.source.get("owner") == lease.owner,
+                    "renewed": _stamp(int(found.source.get("lastUpdateTime", 0))),
+                    "expires": _stamp(expires),
+                }
+                if now - expires > loop.interval_s * 1000:
+                    problems.append(f"{what} of {name or 'the deployment'} has not run since {_stamp(expires)}")
+        return "; ".join(problems) or None
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
