@@ -21,12 +21,12 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from async_query.datasource_api import datasource_router
-from async_query.replies import submitted_reply
+from async_query.replies import Page, submitted_reply
 from async_query.security.errors import FORBIDDEN_REASON, UNAUTHORIZED_REASON
 from async_query.security.middleware import SecurityMiddleware, audit_note
 from async_query.security.setup import Security, build_security
 from async_query.service import AsyncQueryService, SubmitRequest
-from query_core.errors import AsyncQueryError
+from query_core.errors import AsyncQueryError, InvalidRequestError
 from query_core.models import SessionDoc
 from query_core.states import SessionState
 
@@ -114,6 +114,18 @@ def _session_view(session: SessionDoc) -> dict[str, Any]:
             "running_statements",
         },
     )
+
+
+def page_asked(offset: int | None, size: int | None, max_size: int) -> Page:
+    """GET's paging parameters (an addition, ``docs/api.md``): ``offset`` defaults to 0, ``size``
+    to ``max_size`` (the rows of a result's first document), which it may not exceed."""
+    offset = 0 if offset is None else offset
+    size = max_size if size is None else size
+    if offset < 0:
+        raise InvalidRequestError("offset must be 0 or more")
+    if not 1 <= size <= max_size:
+        raise InvalidRequestError(f"size must be between 1 and {max_size}")
+    return Page(offset, size)
 
 
 class _RequestChecks:
@@ -282,7 +294,10 @@ def create_app(
         return JSONResponse({"sessions": [_session_view(s) for s in found]})
 
     @app.get(BASE + "/{query_id}")
-    async def get_query(query_id: str) -> Response:
+    async def get_query(query_id: str, offset: int | None = None, size: int | None = None) -> Response:
+        if offset is not None or size is not None:
+            page = page_asked(offset, size, service.settings.result_chunk_rows)
+            return Response(await run_in_threadpool(service.get_page, query_id, page), media_type="application/json")
         # Most GETs are answered on the event loop (a cached reply, or one real-time read of a
         # statement still going); the rest in a worker thread, where blocking calls are fine.
         body = await service.get_without_blocking(query_id)

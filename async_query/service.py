@@ -10,6 +10,7 @@ seeing a fresh write.
 
 from __future__ import annotations
 
+import logging
 import threading
 
 from async_query.caches import Cache
@@ -19,7 +20,7 @@ from async_query.handlers import HandlerContext, QueryHandler, SubmitRequest, Su
 from async_query.handlers.interactive import InteractiveHandler
 from async_query.launcher.base import Launcher, launcher_policy, stop_job_within
 from async_query.liveness import LivenessChecker, Staleness
-from async_query.replies import success_reply
+from async_query.replies import GONE, Page, page_reply, success_reply
 from async_query.session_cache import SessionCache
 from async_query.settings import Settings
 from async_query.streams import StreamStopper
@@ -29,11 +30,13 @@ from query_core.errors import QueryNotFoundError, UnknownDatasourceError
 from query_core.ids import datasource_of
 from query_core.models import SessionDoc, StatementDoc, Versioned
 from query_core.realtime import ReadNotServed
-from query_core.states import SessionState, is_terminal
+from query_core.states import SessionState, StatementState, is_terminal
 from query_core.store import Store
 from query_core.validation import validate_query
 
-__all__ = ["AsyncQueryService", "SubmitRequest", "Submitted", "success_reply"]
+__all__ = ["AsyncQueryService", "Page", "SubmitRequest", "Submitted", "success_reply"]
+
+log = logging.getLogger(__name__)
 
 
 class AsyncQueryService:
@@ -246,6 +249,29 @@ class AsyncQueryService:
         if not handler.answers_without_blocking(statement.doc, session.doc):
             return None
         return self._answer(statement, session, handler)
+
+    def get_page(self, query_id: str, page: Page) -> bytes:
+        """GET with paging (``docs/api.md``): rows of a successful result, read from the documents
+        that hold them (not cached: a script reads each page once). A statement that has not
+        succeeded gets the reply of :meth:`get`."""
+        statement, session = self._statement_and_session(query_id)
+        doc = statement.doc
+        if doc.state != StatementState.SUCCESS:
+            return self._answer(statement, self._session_for_routing(statement, session, not is_terminal(doc.state)))
+        result_index = self.datasources.get(doc.data_source_name).results
+        result = self.store.results.get(result_index, query_id)
+        if result is None:
+            return self._answer(statement, session)  # the reply saying the result is gone
+        if result.lossless is None:
+            return page_reply(result, None, page)
+        try:
+            found = self.store.results.page(
+                result_index, result, page.offset, page.size, self.settings.result_chunk_bytes
+            )
+        except LookupError as exc:
+            log.warning("GET %s: %s", query_id, exc)
+            return GONE
+        return page_reply(result, found, page)
 
     def _answer(
         self,

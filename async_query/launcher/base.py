@@ -12,7 +12,7 @@ from async_query.settings import Settings
 from query_core.config import OpenSearchConfig
 from query_core.errors import AsyncQueryError, LauncherError
 from query_core.ids import request_index
-from query_core.jobconf import PASSWORD_KEY, VALIDATION_KEYS, JobConf, render_conf
+from query_core.jobconf import PASSWORD_KEY, RESULT_KEYS, VALIDATION_KEYS, JobConf, render_conf
 from query_core.states import SessionType
 from query_core.validation import GrammarElement, Profile, ValidationPolicy, policy_for
 
@@ -180,8 +180,8 @@ def job_conf(
     Every setting of the contract is sent explicitly, so the plugin's settings win over the job's
     defaults; the datasource's own Spark conf comes after them and wins over both, except over
     the statement validation policy ``policy`` (by default the datasource's,
-    :func:`validation_policy`) and the Spark settings that enforce it, which are the job's own and
-    always win. ``query_id`` and
+    :func:`validation_policy`) and the Spark settings that enforce it, and the caps of results
+    (``docs/results.md``), which are the job's own and always win. ``query_id`` and
     ``query`` name a batch or streaming job's statement (a query longer than
     :data:`MAX_QUERY_IN_CONF` is left out: the job reads it from the statement document).
     ``checkpoint_root`` and ``checkpoint_mandatory`` say where streams keep checkpoints that
@@ -215,6 +215,10 @@ def job_conf(
         checkpoint_root=checkpoint_root,
         checkpoint_mandatory=checkpoint_mandatory,
         index_retry_seconds=settings.job_index_retry_seconds,
+        max_result_rows=settings.max_result_rows,
+        max_result_bytes=settings.max_result_bytes,
+        result_chunk_rows=settings.result_chunk_rows,
+        result_chunk_bytes=settings.result_chunk_bytes,
         validation_denied=tuple(sorted(element.name for element in policy.denied)),
         validation_functions=policy.function_table.value,
         validation_warehouse_root=policy.warehouse_root,
@@ -226,9 +230,10 @@ def job_conf(
     password = conf.pop(PASSWORD_KEY, "")
     secrets = {PASSWORD_KEY: password} if basic else {}
     conf["spark.sql.session.timeZone"] = "UTC"
-    own = {key: conf.pop(key) for key in VALIDATION_KEYS if key in conf}
+    own_keys = VALIDATION_KEYS | RESULT_KEYS
+    own = {key: conf.pop(key) for key in own_keys if key in conf}
     conf.update(datasource.spark_conf)
-    for key in VALIDATION_KEYS:
+    for key in own_keys:
         conf.pop(key, None)
     conf.update({**own, **_hardening(policy)})
     return conf, secrets
