@@ -18,6 +18,7 @@ from pyspark.sql import Row
 from pyspark.sql import types as t
 
 from async_query.api import BASE
+from async_query.client_cli import extent_note
 from async_query.replies import Page
 from async_query.service import AsyncQueryService, SubmitRequest
 from flint_repl_job.config import JobConfig
@@ -400,3 +401,15 @@ def test_a_statement_the_job_cannot_end_ends_its_session_and_never_stays_running
     reply = get(service, submitted.query_id)
     assert reply["status"] == "FAILED"
     assert reply["error"].startswith("Session ended before the statement finished: Session failed:")
+
+
+def test_the_command_line_says_what_a_large_reply_leaves_out() -> None:
+    rows = [[1], [2], [3]]
+    assert extent_note({"datarows": rows}) == ""
+    assert extent_note({"datarows": rows, "resultRows": 3, "truncated": False}) == ""
+    assert extent_note({"datarows": rows, "resultRows": 35_000, "truncated": False}) == (
+        "(the first 3 of 35,000 rows; GET with ?offset= reads the others)"
+    )
+    assert extent_note({"datarows": rows, "resultRows": 1_000_000, "truncated": True}) == (
+        "(the first 3 of 1,000,000 rows stored; the query had more rows than the result cap)"
+    )
