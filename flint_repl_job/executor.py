@@ -20,6 +20,7 @@ from flint_repl_job.result_stream import (
     ResultWriteError,
     stream_frame,
     stream_rows,
+    warm_workers,
 )
 from query_core.errors import AsyncQueryError
 from query_core.jobconf import DEFAULTS
@@ -29,12 +30,15 @@ from query_core.store import ResultRepository
 from query_core.validation import ALLOW_ALL, ValidationPolicy
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
     from flint_repl_job.indexes.engine import FlintEngine
 
 
 __all__ = ["QueryCancelledError", "QueryOutput", "ResultTarget", "RunningQuery", "SparkExecutor"]
+
+#: At most this many Python workers are started ahead of the first result.
+WARM_WORKERS = 4
 
 
 @dataclass
@@ -136,12 +140,26 @@ class SparkExecutor:
                 return QueryOutput.of(stream_rows(output.schema, output.rows, self.results.limits, write, cancelled))
             text = self.spark_sql(sql)
             self.guard.check_sql(text)
-            frame = self.spark.sql(text)
-            # Streamed, never collected whole: docs/results.md.
-            write = self.results.writer(query_id)
-            return QueryOutput.of(stream_frame(frame, self.results.limits, write, cancelled))
+            return self.output(self.spark.sql(text), query_id, cancelled)
         finally:
             sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+
+    def output(self, frame: DataFrame, query_id: str, cancelled: threading.Event) -> QueryOutput:
+        """A statement's rows, written as its result (docs/results.md): streamed from the
+        executors, never collected whole; a command's output or rows written in the query are in
+        the driver already, and are read there (no Spark job, no Python worker)."""
+        limits = self.results.limits
+        write = self.results.writer(query_id)
+        if frame.isLocal():
+            rows = frame.limit(limits.max_rows + 1).collect()
+            return QueryOutput.of(stream_rows(frame.schema, rows, limits, write, cancelled))
+        return QueryOutput.of(stream_frame(frame, limits, write, cancelled))
+
+    def warm_up(self) -> None:
+        """Start Spark's Python workers in the background, so that the session's first result
+        does not wait for them (:func:`warm_workers`)."""
+        partitions = max(1, min(self.spark.sparkContext.defaultParallelism, WARM_WORKERS))
+        threading.Thread(target=warm_workers, args=(self.spark, partitions), name="warm-up", daemon=True).start()
 
     def ppl_sql(self, ppl: str) -> str:
         """A PPL query as the Spark SQL it translates to. Commands that need their input's columns

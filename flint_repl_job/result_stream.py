@@ -16,6 +16,7 @@ about two chunks in Python, and the rows past the caps are never computed into a
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -26,8 +27,10 @@ from flint_repl_job.results import RowEncoder, columns, reference_schema
 from query_core.models import LosslessResult, ResultChunks
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
+
+log = logging.getLogger(__name__)
 
 #: A partition sends its rows on in pieces of at most this many rows, or about this many bytes.
 PIECE_ROWS = 1_000
@@ -249,6 +252,21 @@ def stream_frame(
         if close is not None:
             close()
     return _encoded(schema, assembled)
+
+
+def _ready(partition: Iterable[Any]) -> Iterator[int]:
+    """A Python worker's first task: this module (the rows' encoder) is imported by running it."""
+    yield 0
+
+
+def warm_workers(spark: SparkSession, partitions: int) -> None:
+    """Run one small task per partition on Spark's Python workers, so that they are started, and
+    the encoder imported in them, before the first result needs them (a second or more on a busy
+    machine). A warm-up that fails costs only that wait."""
+    try:
+        spark.sparkContext.parallelize(range(partitions), partitions).mapPartitions(_ready).collect()
+    except Exception as exc:  # noqa: BLE001 - Py4J errors, a stopping context: nothing to do
+        log.info("Python workers not started ahead: %s: %s", type(exc).__name__, exc)
 
 
 def stream_rows(

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from flint_repl_job.executor import ResultTarget, SparkExecutor
-from flint_repl_job.result_stream import ResultLimits, stream_frame
+from flint_repl_job.result_stream import ResultLimits, stream_frame, warm_workers
 from flint_repl_job.results import encode
 from query_core.store import MemoryIndex, ResultRepository
 
@@ -95,3 +95,31 @@ def test_a_cancel_stops_the_streaming_jobs(spark: Any) -> None:
         assert results.chunks == written
     finally:
         executor.close()
+
+
+def test_a_command_s_output_and_literal_rows_are_read_in_the_driver_without_a_spark_job(spark: Any) -> None:
+    results = NotingResults()
+    executor = SparkExecutor(spark, results=ResultTarget(limits(max_rows=2, chunk_rows=1), results, "results"))
+    try:
+        literal = executor.start("q-literal", "VALUES (1, 'a'), (2, 'b'), (3, 'c')").future.result(timeout=60)
+        shown = executor.start("q-command", "SHOW DATABASES").future.result(timeout=60)
+    finally:
+        executor.close()
+    tracker = spark.sparkContext.statusTracker()
+    assert not tracker.getJobIdsForGroup("q-literal") and not tracker.getJobIdsForGroup("q-command")
+    assert literal.lossless.datarows == '[[1,"a"]]' and literal.result == ["{'col1':1,'col2':'a'}"]
+    assert literal.chunks is not None and (literal.chunks.rows, literal.chunks.truncated) == (2, True)
+    assert results.chunks == 1
+    assert shown.lossless.datarows.startswith('[["default"]')
+
+
+def test_python_workers_are_started_ahead(spark: Any) -> None:
+    sc = spark.sparkContext
+    sc.setJobGroup("warm-up", "python workers")
+    try:
+        warm_workers(spark, 2)
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+    [job] = sc.statusTracker().getJobIdsForGroup("warm-up")
+    info = sc.statusTracker().getJobInfo(job)
+    assert info is not None and info.status == "SUCCEEDED"

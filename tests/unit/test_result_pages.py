@@ -320,7 +320,10 @@ def interactive_job(service: AsyncQueryService, session_id: str, rows: list[Row]
     session = service.store.sessions.get("local", session_id)
     assert session is not None
     limits = ResultLimits(10**6, 10**9, chunk_rows, 10**6)
-    cfg = dataclasses.replace(job_config("local", session_id, limits), job_id=session.doc.job_id)
+    # A short inactivity limit: a job that wrongly went on would end its loop in seconds.
+    cfg = dataclasses.replace(
+        job_config("local", session_id, limits), job_id=session.doc.job_id, inactivity_limit_ms=2_000
+    )
     target = ResultTarget(limits, service.store.results, cfg.result_index)
     return InteractiveJob(cfg, service.store, StreamingExecutor(rows, target))
 
@@ -413,3 +416,9 @@ def test_the_command_line_says_what_a_large_reply_leaves_out() -> None:
     assert extent_note({"datarows": rows, "resultRows": 1_000_000, "truncated": True}) == (
         "(the first 3 of 1,000,000 rows stored; the query had more rows than the result cap)"
     )
+
+
+def test_paging_an_unknown_query_is_the_usual_400(client: httpx.Client) -> None:
+    reply = client.get(f"{BASE}/bm9zdWNocXVlcnlsb2NhbA==", params={"offset": 0, "size": 5})
+    assert reply.status_code == 400
+    assert reply.json()["error"]["type"] == "AsyncQueryNotFoundException"
