@@ -158,8 +158,7 @@ class SparkExecutor:
     def warm_up(self) -> None:
         """Start Spark's Python workers in the background, so that the session's first result
         does not wait for them (:func:`warm_workers`)."""
-        partitions = max(1, min(self.spark.sparkContext.defaultParallelism, WARM_WORKERS))
-        threading.Thread(target=warm_workers, args=(self.spark, partitions), name="warm-up", daemon=True).start()
+        threading.Thread(target=warm_workers, args=(self.spark, WARM_WORKERS), name="warm-up", daemon=True).start()
 
     def ppl_sql(self, ppl: str) -> str:
         """A PPL query as the Spark SQL it translates to. Commands that need their input's columns

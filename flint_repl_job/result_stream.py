@@ -259,12 +259,14 @@ def _ready(partition: Iterable[Any]) -> Iterator[int]:
     yield 0
 
 
-def warm_workers(spark: SparkSession, partitions: int) -> None:
-    """Run one small task per partition on Spark's Python workers, so that they are started, and
-    the encoder imported in them, before the first result needs them (a second or more on a busy
-    machine). A warm-up that fails costs only that wait."""
+def warm_workers(spark: SparkSession, most: int) -> None:
+    """Run small tasks (as many as Spark runs at once, at most ``most``) on Spark's Python workers,
+    so that they are started, and the encoder imported in them, before the first result needs them
+    (a second or more on a busy machine). A warm-up that fails costs only that wait."""
     try:
-        spark.sparkContext.parallelize(range(partitions), partitions).mapPartitions(_ready).collect()
+        context = spark.sparkContext
+        partitions = max(1, min(context.defaultParallelism, most))
+        context.parallelize(range(partitions), partitions).mapPartitions(_ready).collect()
     except Exception as exc:  # noqa: BLE001 - Py4J errors, a stopping context: nothing to do
         log.info("Python workers not started ahead: %s: %s", type(exc).__name__, exc)
 

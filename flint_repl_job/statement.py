@@ -203,8 +203,9 @@ class StatementRunner:
         Without a statement document (``None``) only the result is written.
 
         A result document the index refuses (too large, a mapping conflict) fails the statement
-        with the cause instead; should even that be refused, the error propagates (the session
-        then ends, and with it the statement: it never stays ``running`` in a live session).
+        with the cause instead; should even that be refused, the error propagates to the runner,
+        which fails the statement or, failing that, ends the session: a statement never stays
+        ``running`` in a live session that no longer runs it.
 
         Returns the state the statement ended in: ``state``, or the terminal state it was found in
         (``cancelled``, say)."""
@@ -227,8 +228,8 @@ class StatementRunner:
         except IndexUnavailableError:
             raise
         except AsyncQueryError as exc:
-            if result.status == "FAILED" and not result.result:
-                raise  # even a failure's small document is refused: nothing smaller to write
+            if not result.result and result.lossless is None:
+                raise  # a document without rows is refused: nothing smaller to write
             failure = write_failure(exc)
             log.warning("result of %s refused by the index: %s", result.query_id, failure)
         failed = result.model_copy(
