@@ -20,7 +20,6 @@ from flint_repl_job.result_stream import (
     ResultWriteError,
     stream_frame,
     stream_rows,
-    warm_workers,
 )
 from query_core.errors import AsyncQueryError
 from query_core.jobconf import DEFAULTS
@@ -36,9 +35,6 @@ if TYPE_CHECKING:
 
 
 __all__ = ["QueryCancelledError", "QueryOutput", "ResultTarget", "RunningQuery", "SparkExecutor"]
-
-#: At most this many Python workers are started ahead of the first result.
-WARM_WORKERS = 4
 
 
 @dataclass
@@ -145,20 +141,18 @@ class SparkExecutor:
             sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
 
     def output(self, frame: DataFrame, query_id: str, cancelled: threading.Event) -> QueryOutput:
-        """A statement's rows, written as its result (docs/results.md): streamed from the
-        executors, never collected whole; a command's output or rows written in the query are in
-        the driver already, and are read there (no Spark job, no Python worker)."""
+        """A statement's rows, written as its result (docs/results.md), never collected whole.
+
+        Most results fit one page: its rows (``result_chunk_rows`` and one more, to know) are
+        taken first, as Spark's own LIMIT takes them (in parallel, scanning partitions only until
+        it has them, no Python worker). A result larger than that is run again and streamed from
+        the executors, partition after partition, up to the caps."""
         limits = self.results.limits
         write = self.results.writer(query_id)
-        if frame.isLocal():
-            rows = frame.limit(limits.max_rows + 1).collect()
-            return QueryOutput.of(stream_rows(frame.schema, rows, limits, write, cancelled))
+        page = frame.limit(limits.chunk_rows + 1).collect()
+        if len(page) <= limits.chunk_rows:
+            return QueryOutput.of(stream_rows(frame.schema, page, limits, write, cancelled))
         return QueryOutput.of(stream_frame(frame, limits, write, cancelled))
-
-    def warm_up(self) -> None:
-        """Start Spark's Python workers in the background, so that the session's first result
-        does not wait for them (:func:`warm_workers`)."""
-        threading.Thread(target=warm_workers, args=(self.spark, WARM_WORKERS), name="warm-up", daemon=True).start()
 
     def ppl_sql(self, ppl: str) -> str:
         """A PPL query as the Spark SQL it translates to. Commands that need their input's columns

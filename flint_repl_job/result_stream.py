@@ -1,5 +1,6 @@
 """A statement's rows, streamed into result documents of bounded size, up to the caps
-(``docs/results.md``).
+(``docs/results.md``). A result of one page is taken at once by the executor
+(:meth:`flint_repl_job.executor.SparkExecutor.output`); this module streams the larger ones.
 
 Rows are encoded where they are computed: each partition, on its executor, turns its rows into
 both encodings (:class:`~flint_repl_job.results.RowEncoder`) and sends them on in small pieces,
@@ -16,7 +17,6 @@ about two chunks in Python, and the rows past the caps are never computed into a
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -27,10 +27,8 @@ from flint_repl_job.results import RowEncoder, columns, reference_schema
 from query_core.models import LosslessResult, ResultChunks
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame
     from pyspark.sql.types import StructType
-
-log = logging.getLogger(__name__)
 
 #: A partition sends its rows on in pieces of at most this many rows, or about this many bytes.
 PIECE_ROWS = 1_000
@@ -252,23 +250,6 @@ def stream_frame(
         if close is not None:
             close()
     return _encoded(schema, assembled)
-
-
-def _ready(partition: Iterable[Any]) -> Iterator[int]:
-    """A Python worker's first task: this module (the rows' encoder) is imported by running it."""
-    yield 0
-
-
-def warm_workers(spark: SparkSession, most: int) -> None:
-    """Run small tasks (as many as Spark runs at once, at most ``most``) on Spark's Python workers,
-    so that they are started, and the encoder imported in them, before the first result needs them
-    (a second or more on a busy machine). A warm-up that fails costs only that wait."""
-    try:
-        context = spark.sparkContext
-        partitions = max(1, min(context.defaultParallelism, most))
-        context.parallelize(range(partitions), partitions).mapPartitions(_ready).collect()
-    except Exception as exc:  # noqa: BLE001 - Py4J errors, a stopping context: nothing to do
-        log.info("Python workers not started ahead: %s: %s", type(exc).__name__, exc)
 
 
 def stream_rows(

@@ -74,7 +74,6 @@ def main(argv: list[str]) -> int:
         store = Store.connect(cfg.opensearch, cfg.request_index)
         results = ResultTarget(cfg.result_limits, store.results, cfg.result_index)
         executor = SparkExecutor(spark, cfg.datasource, flint_engine(spark, store, cfg), cfg.validation, results)
-        executor.warm_up()
         try:
             runner(cfg, store, executor, stop).run()
         finally:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from flint_repl_job.executor import ResultTarget, SparkExecutor
-from flint_repl_job.result_stream import ResultLimits, stream_frame, warm_workers
+from flint_repl_job.result_stream import ResultLimits, stream_frame
 from flint_repl_job.results import encode
 from query_core.store import MemoryIndex, ResultRepository
 
@@ -97,29 +97,28 @@ def test_a_cancel_stops_the_streaming_jobs(spark: Any) -> None:
         executor.close()
 
 
-def test_a_command_s_output_and_literal_rows_are_read_in_the_driver_without_a_spark_job(spark: Any) -> None:
+def test_a_result_of_one_page_is_taken_at_once_and_a_larger_one_is_streamed(spark: Any) -> None:
+    """A page's worth of rows is taken as Spark's LIMIT takes it: a command's output or literal
+    rows without a Spark job, a query's in parallel, without streaming; only a larger result is
+    streamed (one job per partition read)."""
     results = NotingResults()
-    executor = SparkExecutor(spark, results=ResultTarget(limits(max_rows=2, chunk_rows=1), results, "results"))
+    tracker = spark.sparkContext.statusTracker()
+    executor = SparkExecutor(spark, results=ResultTarget(limits(max_rows=250, chunk_rows=100), results, "results"))
     try:
         literal = executor.start("q-literal", "VALUES (1, 'a'), (2, 'b'), (3, 'c')").future.result(timeout=60)
         shown = executor.start("q-command", "SHOW DATABASES").future.result(timeout=60)
+        small = executor.start("q-small", "SELECT id FROM range(0, 100, 1, 10)").future.result(timeout=60)
+        large = executor.start("q-large", "SELECT id FROM range(0, 1000, 1, 10)").future.result(timeout=60)
     finally:
         executor.close()
-    tracker = spark.sparkContext.statusTracker()
     assert not tracker.getJobIdsForGroup("q-literal") and not tracker.getJobIdsForGroup("q-command")
-    assert literal.lossless.datarows == '[[1,"a"]]' and literal.result == ["{'col1':1,'col2':'a'}"]
-    assert literal.chunks is not None and (literal.chunks.rows, literal.chunks.truncated) == (2, True)
-    assert results.chunks == 1
+    assert literal.lossless.datarows == '[[1,"a"],[2,"b"],[3,"c"]]' and literal.chunks is None
+    assert literal.result == ["{'col1':1,'col2':'a'}", "{'col1':2,'col2':'b'}", "{'col1':3,'col2':'c'}"]
     assert shown.lossless.datarows.startswith('[["default"]')
-
-
-def test_python_workers_are_started_ahead(spark: Any) -> None:
-    sc = spark.sparkContext
-    sc.setJobGroup("warm-up", "python workers")
-    try:
-        warm_workers(spark, 2)
-    finally:
-        sc.setLocalProperty("spark.jobGroup.id", None)
-    [job] = sc.statusTracker().getJobIdsForGroup("warm-up")
-    info = sc.statusTracker().getJobInfo(job)
-    assert info is not None and info.status == "SUCCEEDED"
+    assert json.loads(small.lossless.datarows) == [[i] for i in range(100)] and small.chunks is None
+    assert large.chunks is not None and (large.chunks.rows, large.chunks.truncated) == (250, True)
+    assert results.chunks == 2
+    # One job took the small result's page; the large one's took two (one partition, then four
+    # more, as Spark's LIMIT scales up), then one per partition the cap needs (100 + 100 + 50).
+    assert len(tracker.getJobIdsForGroup("q-small")) == 1
+    assert len(tracker.getJobIdsForGroup("q-large")) == 2 + 3
