@@ -16,6 +16,8 @@ the processes' peaks are that query's):
   ``main.py``), and Spark's Python workers (in ``local`` mode the executors' Python runs on the
   driver's machine too); after the query, the JVM's and the Python driver's own high-water marks
   (``VmHWM``) are read as well. **Driver peak** is the JVM's plus the Python driver's peak;
+* and the JVM's heap in use (``jstat -gc`` every 250 ms, when the JDK has it): the JVM's resident
+  size is mostly heap it keeps once grown, up to Spark's default 1 GB;
 * then 10 GETs with paging (``size`` 1,000) at offsets spread over the stored rows, past the first
   document: their p50;
 * the job is stopped before the next row count starts.
@@ -34,6 +36,7 @@ import logging
 import os
 import platform
 import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -145,6 +148,8 @@ class Peaks:
     python: int = 0
     driver: int = 0
     workers: int = 0
+    #: The JVM's heap in use, at its peak (0: not measured).
+    heap: int = 0
 
     def sample(self, jvm: int) -> None:
         procs = JobProcesses.of(jvm)
@@ -165,6 +170,41 @@ class Peaks:
         self.driver = max(self.driver, jvm_hwm + python_hwm)
 
 
+class HeapWatch:
+    """The driver JVM's heap in use (young and old generations), from one long-lived ``jstat -gc``
+    printing every 250 ms: what the JVM holds, where its resident size is mostly heap it keeps
+    once grown. Nothing when the JDK has no ``jstat``."""
+
+    def __init__(self, jvm: int) -> None:
+        self.peak = 0
+        self._proc: subprocess.Popen[str] | None = None
+        if shutil.which("jstat"):
+            self._proc = subprocess.Popen(
+                ["jstat", "-gc", str(jvm), "250"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+            )
+            threading.Thread(target=self._read, name="bench-jstat", daemon=True).start()
+
+    def _read(self) -> None:
+        assert self._proc is not None and self._proc.stdout is not None
+        header: list[str] = []
+        for line in self._proc.stdout:
+            cells = line.split()
+            if cells and cells[0] == "S0C":
+                header = cells
+                continue
+            try:
+                values = dict(zip(header, map(float, cells), strict=True))
+            except ValueError:
+                continue
+            used_kb = sum(values.get(name, 0.0) for name in ("S0U", "S1U", "EU", "OU"))
+            self.peak = max(self.peak, int(used_kb * 1024))
+
+    def stop(self) -> None:
+        if self._proc is not None:
+            self._proc.terminate()
+            self._proc.wait(timeout=10)
+
+
 class Sampler:
     """Samples :class:`Peaks` every :data:`SAMPLE_S` in a thread while a query runs."""
 
@@ -173,8 +213,10 @@ class Sampler:
         self.peaks = Peaks()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="bench-rss", daemon=True)
+        self._heap: HeapWatch | None = None
 
     def __enter__(self) -> Peaks:
+        self._heap = HeapWatch(self.jvm)
         self._thread.start()
         return self.peaks
 
@@ -182,6 +224,9 @@ class Sampler:
         self._stop.set()
         self._thread.join(timeout=10)
         self.peaks.add_high_water_marks(self.jvm)
+        if self._heap is not None:
+            self._heap.stop()
+            self.peaks.heap = self._heap.peak
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -253,6 +298,7 @@ class ResultsBench:
             "driver_peak_mb": round(peaks.driver / MB, 1),
             "jvm_peak_mb": round(peaks.jvm / MB, 1),
             "python_driver_peak_mb": round(peaks.python / MB, 1),
+            "jvm_heap_used_peak_mb": round(peaks.heap / MB, 1),
             "workers_peak_mb": round(peaks.workers / MB, 1),
             "first_page_rows": reply["size"],
             "first_page_bytes": len(json.dumps(reply)),
@@ -297,6 +343,7 @@ class ResultsBench:
             figures += [
                 Figure(SECTION, f"driver peak RSS, JVM + Python ({label})", run["driver_peak_mb"], "MB", note=note),
                 Figure(SECTION, f"  of which Python driver ({label})", run["python_driver_peak_mb"], "MB"),
+                Figure(SECTION, f"driver JVM heap in use, peak ({label})", run["jvm_heap_used_peak_mb"] or None, "MB"),
                 Figure(SECTION, f"Python workers peak RSS ({label})", run["workers_peak_mb"], "MB"),
                 Figure(SECTION, f"time to first page ({label})", run["first_page_s"], "s"),
                 Figure(
