@@ -259,5 +259,5 @@ def stream_rows(
     write: ChunkWriter,
     cancelled: threading.Event | None = None,
 ) -> EncodedResult:
-    """The same for rows already in the driver (a Flint statement's output)."""
+    """The same for rows already in the driver (a result of one page, a Flint statement's output)."""
     return _encoded(schema, assemble(encode_partition(rows, schema, limits), limits, write, cancelled))
