@@ -25,13 +25,13 @@ from async_query.datasource_api import datasource_router
 from async_query.http_limits import ConcurrencyLimit
 from async_query.metrics import MetricsMiddleware
 from async_query.ops_api import ops_router
-from async_query.replies import submitted_reply
+from async_query.replies import Page, submitted_reply
 from async_query.security.errors import FORBIDDEN_REASON, UNAUTHORIZED_REASON
 from async_query.security.middleware import SecurityMiddleware, audit_note, current_principal
 from async_query.security.principal import Principal
 from async_query.security.setup import Security, build_security
 from async_query.service import AsyncQueryService, SubmitRequest
-from query_core.errors import AsyncQueryError
+from query_core.errors import AsyncQueryError, InvalidRequestError
 from query_core.models import SessionDoc
 from query_core.states import SessionState
 
@@ -120,6 +120,18 @@ def _session_view(session: SessionDoc) -> dict[str, Any]:
             "submitted_by",
         },
     )
+
+
+def page_asked(offset: int | None, size: int | None, max_size: int) -> Page:
+    """GET's paging parameters (an addition, ``docs/api.md``): ``offset`` defaults to 0, ``size``
+    to ``max_size`` (the rows of a result's first document), which it may not exceed."""
+    offset = 0 if offset is None else offset
+    size = max_size if size is None else size
+    if offset < 0:
+        raise InvalidRequestError("offset must be 0 or more")
+    if not 1 <= size <= max_size:
+        raise InvalidRequestError(f"size must be between 1 and {max_size}")
+    return Page(offset, size)
 
 
 class _RequestChecks:
@@ -300,8 +312,14 @@ def create_app(
         return JSONResponse({"sessions": [_session_view(s) for s in found]})
 
     @app.get(BASE + "/{query_id}")
-    async def get_query(query_id: str, principal: Principal = caller) -> Response:
+    async def get_query(
+        query_id: str, principal: Principal = caller, offset: int | None = None, size: int | None = None
+    ) -> Response:
         logs.note(query_id=query_id)
+        if offset is not None or size is not None:
+            page = page_asked(offset, size, service.settings.result_chunk_rows)
+            paged = await run_in_threadpool(service.get_page, query_id, page, principal)
+            return Response(paged, media_type="application/json")
         # Most GETs are answered on the event loop (a cached reply, or one real-time read of a
         # statement still going); the rest in a worker thread, where blocking calls are fine.
         # Either way, only the query's submitter or an admin gets an answer.

@@ -293,6 +293,9 @@ def _show_reply(query_id: str, reply: Reply, fmt: str) -> int:
         _out(reply.text)
     elif reply.status == "SUCCESS":
         _out(render_table(reply.body.get("schema") or [], reply.body.get("datarows") or []))
+        note = extent_note(reply.body)
+        if note:
+            _err(note)
     else:
         _out(reply.status)
     if reply.status == "SUCCESS" or not reply.finished:
@@ -437,6 +440,18 @@ def _cut(text: str, width: int) -> str:
 def _pad(text: str, width: int, right: bool) -> str:
     gap = " " * (width - display_width(text))
     return gap + text if right else text + gap
+
+
+def extent_note(body: dict[str, Any]) -> str:
+    """What a reply leaves out of a large result (``resultRows``, ``truncated``: docs/api.md)."""
+    stored, shown = body.get("resultRows"), len(body.get("datarows") or [])
+    if not isinstance(stored, int):
+        return ""
+    if body.get("truncated"):
+        return f"(the first {shown:,} of {stored:,} rows stored; the query had more rows than the result cap)"
+    if stored > shown:
+        return f"(the first {shown:,} of {stored:,} rows; GET with ?offset= reads the others)"
+    return ""
 
 
 def render_table(schema: Sequence[dict[str, Any]], rows: Sequence[Sequence[Any]]) -> str:

@@ -13,6 +13,7 @@ from typing import Any
 from async_query.dispatch import QueryKind
 from query_core.models import ResultDoc, SessionDoc, StatementDoc, Versioned
 from query_core.states import StatementState, is_terminal
+from query_core.store.results import ResultPage
 
 
 @dataclass(frozen=True)
@@ -52,8 +53,12 @@ def statement_reply(
     if result is None:
         # The job writes the result before it marks the statement success; a missing result
         # means it was deleted (housekeeping) or never written by a foreign job.
-        return Reply(_json({"status": "FAILED", "error": "The result of this query is no longer available"}), final)
+        return Reply(GONE, final)
     return Reply(success_reply(result), final)
+
+
+#: The reply for a successful statement whose result (or part of it) is no longer stored.
+GONE = b'{"status":"FAILED","error":"The result of this query is no longer available"}'
 
 
 def needs_result(statement: StatementDoc) -> bool:
@@ -90,10 +95,27 @@ def _progress_of(query_id: str, session: Versioned[SessionDoc] | None) -> dict[s
     return None
 
 
+#: The reply for a result written in the reference's encoding that does not read back.
+_UNREADABLE = {
+    "status": "FAILED",
+    "error": "The result was written in the reference's lossy form and cannot be read back",
+}
+
+
+@dataclass(frozen=True)
+class Page:
+    """The rows GET asks for with ``offset`` and ``size`` (an addition: ``docs/api.md``)."""
+
+    offset: int
+    size: int
+
+
 def success_reply(result: ResultDoc) -> bytes:
-    """The SUCCESS reply, splicing the stored lossless rows (exact JSON text) without re-parsing."""
+    """The SUCCESS reply, splicing the stored lossless rows (exact JSON text) without re-parsing:
+    the rows of the result's first document, and, for a result stored in several documents or cut
+    at the cap, where the rest is (``resultRows``, ``truncated``)."""
     if result.lossless is not None:
-        schema = _json_text([c.model_dump() for c in result.lossless.schema_])
+        schema = _schema_text(result)
         total = result.lossless.total
         rows = result.lossless.datarows
     else:
@@ -102,18 +124,54 @@ def success_reply(result: ResultDoc) -> bytes:
         except (ValueError, KeyError, TypeError, AttributeError):
             # The reference's quote-swapped encoding cannot hold every value (a quote in a
             # string breaks it): say so rather than guess.
-            return _json(
-                {
-                    "status": "FAILED",
-                    "error": "The result was written in the reference's lossy form and cannot be read back",
-                }
-            )
+            return _json(_UNREADABLE)
         schema, rows, total = (
             _json_text(schema_list),
             _json_text(row_list),
             len(row_list),
         )
-    text = f'{{"status":"SUCCESS","schema":{schema},"datarows":{rows},"total":{total},"size":{total}}}'
+    return _success_text(schema, rows, total, _extent(result))
+
+
+def page_reply(result: ResultDoc, page: ResultPage | None, asked: Page) -> bytes:
+    """A SUCCESS reply for the rows ``asked`` for: ``page`` as read from the result's documents,
+    or, for a result written by the reference's job (no lossless form, one document), sliced from
+    its rows here."""
+    if page is not None:
+        schema, rows, count = _schema_text(result), page.datarows, page.count
+    else:
+        try:
+            schema_list, row_list = reference_rows(result)
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return _json(_UNREADABLE)
+        chosen = row_list[asked.offset : asked.offset + asked.size]
+        schema, rows, count = _json_text(schema_list), _json_text(chosen), len(chosen)
+    return _success_text(schema, rows, count, f',"offset":{asked.offset}' + _extent(result, always=True))
+
+
+def _schema_text(result: ResultDoc) -> str:
+    assert result.lossless is not None
+    return _json_text([c.model_dump() for c in result.lossless.schema_])
+
+
+def _extent(result: ResultDoc, always: bool = False) -> str:
+    """The additions saying how large the whole result is: ``resultRows`` (rows stored, over every
+    document) and ``truncated`` (the query had more rows than the caps let through). Left out of a
+    reply without paging when the first document holds the whole result (the reference's shape)."""
+    chunks = result.chunks
+    if chunks is None and not always:
+        return ""
+    if chunks is not None:
+        rows, truncated = chunks.rows, chunks.truncated
+    elif result.lossless is not None:
+        rows, truncated = result.lossless.total, False
+    else:
+        rows, truncated = len(result.result), False
+    return f',"resultRows":{rows},"truncated":{"true" if truncated else "false"}'
+
+
+def _success_text(schema: str, rows: str, count: int, extra: str) -> bytes:
+    text = f'{{"status":"SUCCESS","schema":{schema},"datarows":{rows},"total":{count},"size":{count}{extra}}}'
     return text.encode()
 
 

@@ -14,6 +14,7 @@ seeing a fresh write.
 
 from __future__ import annotations
 
+import logging
 import threading
 
 from async_query import datasource_dialect as dialect
@@ -27,7 +28,7 @@ from async_query.health import Health
 from async_query.job_figures import MetricsWorker
 from async_query.launcher.base import Launcher, launcher_policy, stop_job_within
 from async_query.liveness import LivenessChecker, Staleness
-from async_query.replies import success_reply
+from async_query.replies import GONE, Page, page_reply, success_reply
 from async_query.security.authz import check_datasource_access, check_owner
 from async_query.security.principal import ANONYMOUS, Principal
 from async_query.session_cache import SessionCache
@@ -41,11 +42,13 @@ from query_core.errors import InvalidRequestError, QueryNotFoundError, UnknownDa
 from query_core.ids import datasource_of
 from query_core.models import SessionDoc, StatementDoc, Versioned
 from query_core.realtime import ReadNotServed
-from query_core.states import SessionState, is_terminal
+from query_core.states import SessionState, StatementState, is_terminal
 from query_core.store import Store
 from query_core.validation import validate_query
 
-__all__ = ["AsyncQueryService", "SubmitRequest", "Submitted", "success_reply"]
+__all__ = ["AsyncQueryService", "Page", "SubmitRequest", "Submitted", "success_reply"]
+
+log = logging.getLogger(__name__)
 
 
 class AsyncQueryService:
@@ -353,6 +356,30 @@ class AsyncQueryService:
             return
         self.owner_of_query.put(statement.query_id, statement.submitted_by or "")
         check_owner(principal, statement.submitted_by, statement.query_id)
+    def get_page(self, query_id: str, page: Page, principal: Principal = ANONYMOUS) -> bytes:
+        """GET with paging (``docs/api.md``), for the query's submitter or an admin: rows of a
+        successful result, read from the documents that hold them (not cached: a script reads
+        each page once). A statement that has not succeeded gets the reply of :meth:`get`."""
+        statement, session = self._statement_and_session(query_id)
+        doc = statement.doc
+        logs.note(session_id=doc.session_id)
+        self._authorize(principal, doc)
+        if doc.state != StatementState.SUCCESS:
+            return self._answer(statement, self._session_for_routing(statement, session, not is_terminal(doc.state)))
+        result_index = self.datasources.get(doc.data_source_name).results
+        result = self.store.results.get(result_index, query_id)
+        if result is None:
+            return self._answer(statement, session)  # the reply saying the result is gone
+        if result.lossless is None:
+            return page_reply(result, None, page)
+        try:
+            found = self.store.results.page(
+                result_index, result, page.offset, page.size, self.settings.result_chunk_bytes
+            )
+        except LookupError as exc:
+            log.warning("GET %s: %s", query_id, exc)
+            return GONE
+        return page_reply(result, found, page)
 
     def _answer(
         self,

@@ -109,6 +109,13 @@ class Settings(BaseSettings):
     session_start_timeout_s: float = 300.0
     #: How many submitted statement ids a session document keeps for its job's real-time pickup.
     pending_ids_kept: int = 32
+    #: A result stops at this many rows, or bytes of row text, and ends SUCCESS marked ``truncated``
+    #: (``docs/results.md``); it is stored in documents of at most ``result_chunk_rows`` rows and
+    #: ``result_chunk_bytes`` bytes, the first of which is what a GET without paging returns.
+    max_result_rows: int = Field(default=1_000_000, gt=0)
+    max_result_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
+    result_chunk_rows: int = Field(default=10_000, gt=0)
+    result_chunk_bytes: int = Field(default=4 * 1024 * 1024, gt=0)
 
     # -- EMR Serverless (docs/datasources.md) ---------------------------------------------------
     #: The EMR Serverless application datasources run on (JSON, the reference's

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from flint_repl_job.result_stream import ResultLimits
 from query_core.config import OpenSearchConfig
 from query_core.jobconf import (
     APPLICATION_ID_ENV,
@@ -65,6 +66,18 @@ class JobConfig:
     session_wait_ms: int = DEFAULTS.session_wait_ms
     #: What statements may hold (the plugin checked them against it already; see docs/validation.md).
     validation: ValidationPolicy = ALLOW_ALL
+    #: Results stop at these caps and are written in documents of this size (docs/results.md).
+    max_result_rows: int = DEFAULTS.max_result_rows
+    max_result_bytes: int = DEFAULTS.max_result_bytes
+    result_chunk_rows: int = DEFAULTS.result_chunk_rows
+    result_chunk_bytes: int = DEFAULTS.result_chunk_bytes
+
+    @property
+    def result_limits(self) -> ResultLimits:
+        """The caps of each result, and the size of its documents."""
+        return ResultLimits(
+            self.max_result_rows, self.max_result_bytes, self.result_chunk_rows, self.result_chunk_bytes
+        )
 
     @classmethod
     def load(cls, get: Getter, argv: list[str], environ: Mapping[str, str] | None = None) -> JobConfig:
@@ -105,6 +118,10 @@ class JobConfig:
             search_interval_ms=conf.search_interval_ms,
             session_wait_ms=conf.session_wait_ms,
             validation=conf.validation_policy,
+            max_result_rows=conf.max_result_rows,
+            max_result_bytes=conf.max_result_bytes,
+            result_chunk_rows=conf.result_chunk_rows,
+            result_chunk_bytes=conf.result_chunk_bytes,
         )
 
 

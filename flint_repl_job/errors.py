@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 
 from flint_repl_job.catalog import unknown_catalog_message
+from flint_repl_job.result_stream import ResultWriteError
+from query_core.errors import AsyncQueryError
 from query_core.validation import QueryRefusedError
 
 _CUT_MARKERS = ("\n== SQL", "\n== Physical Plan", "\n== Parsed Logical Plan", "\nJVM stacktrace", "\n\tat ")
@@ -28,11 +30,20 @@ def clean(text: str) -> str:
     return text.strip()[:MAX_ERROR_CHARS]
 
 
+def write_failure(exc: BaseException) -> str:
+    """The error of a statement whose result the index would not take (too large, a mapping
+    conflict): the reference's words for it, and the index's reason."""
+    cause = exc.message if isinstance(exc, AsyncQueryError) else str(exc)
+    return f"Fail to write result, cause: {clean(cause)}"
+
+
 def classify(exc: BaseException, datasource: str = "") -> str:
     """The error text reported for a statement of ``datasource``'s session that raised ``exc``."""
     name = type(exc).__name__
     if isinstance(exc, QueryRefusedError):
         return exc.message  # the words the plugin refuses the statement with at POST
+    if isinstance(exc, ResultWriteError):
+        return write_failure(exc)
     message = clean(_message(exc))
     if name in ("ParseException", "FlintParseError", "PplSyntaxError"):
         return f"Syntax error: {message}"

@@ -15,26 +15,74 @@ from flint_repl_job.catalog import session_sql
 from flint_repl_job.figures import SparkIo
 from flint_repl_job.flint_statements import FlintStatementError, flint_statement
 from flint_repl_job.guard import StatementGuard
-from flint_repl_job.results import encode
-from query_core.models import LosslessResult, StatementProgress
+from flint_repl_job.result_stream import (
+    ChunkWriter,
+    EncodedResult,
+    QueryCancelledError,
+    ResultLimits,
+    ResultWriteError,
+    stream_frame,
+    stream_rows,
+)
+from query_core.errors import AsyncQueryError
+from query_core.jobconf import DEFAULTS
+from query_core.models import LosslessResult, ResultChunks, StatementProgress
 from query_core.ppl import to_spark_sql
+from query_core.store import ResultRepository
 from query_core.validation import ALLOW_ALL, ValidationPolicy
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
     from flint_repl_job.indexes.engine import FlintEngine
 
 
-class QueryCancelledError(Exception):
-    """The statement was cancelled before its Spark work started."""
+__all__ = ["QueryCancelledError", "QueryOutput", "ResultTarget", "RunningQuery", "SparkExecutor"]
 
 
 @dataclass
 class QueryOutput:
+    """A statement's result for its first document; ``chunks`` when it continues in further
+    documents (already written) or was cut at the cap."""
+
     result: list[str]
     schema: list[str]
     lossless: LosslessResult
+    chunks: ResultChunks | None = None
+
+    @classmethod
+    def of(cls, encoded: EncodedResult) -> QueryOutput:
+        return cls(encoded.result, encoded.schema, encoded.lossless, encoded.chunks)
+
+
+#: The contract's default caps (``docs/job.md``).
+DEFAULT_LIMITS = ResultLimits(
+    DEFAULTS.max_result_rows, DEFAULTS.max_result_bytes, DEFAULTS.result_chunk_rows, DEFAULTS.result_chunk_bytes
+)
+
+
+@dataclass(frozen=True)
+class ResultTarget:
+    """Where the documents of a result after its first go (``docs/results.md``), and its caps.
+
+    Without ``results``, a result that needs more than one document fails its statement."""
+
+    limits: ResultLimits = DEFAULT_LIMITS
+    results: ResultRepository | None = None
+    index: str = ""
+
+    def writer(self, query_id: str) -> ChunkWriter:
+        """Writes ``query_id``'s chunk documents; a failed write is a :class:`ResultWriteError`."""
+
+        def write(chunk: int, datarows: str, rows: int) -> None:
+            if self.results is None:
+                raise ResultWriteError("no result index to write a result of more than one document to")
+            try:
+                self.results.put_chunk(self.index, query_id, chunk, datarows, rows)
+            except AsyncQueryError as exc:
+                raise ResultWriteError(exc.message) from exc
+
+        return write
 
 
 @dataclass
@@ -56,8 +104,11 @@ class SparkExecutor:
         datasource: str = "",
         flint: FlintEngine | None = None,
         policy: ValidationPolicy = ALLOW_ALL,
+        results: ResultTarget | None = None,
     ) -> None:
         self.spark = spark
+        #: Where results go past their first document, and their caps.
+        self.results = results or ResultTarget()
         self.datasource = datasource
         self.flint = flint
         #: Checks each statement on Spark's own parse before it runs (docs/validation.md).
@@ -84,16 +135,27 @@ class SparkExecutor:
                     raise FlintStatementError("Flint statements need a job connected to the index cluster")
                 self.guard.check_flint(statement)
                 output = self.flint.run(statement)
-                result, schema, lossless = encode(output.schema, output.rows)
-                return QueryOutput(result, schema, lossless)
+                write = self.results.writer(query_id)
+                return QueryOutput.of(stream_rows(output.schema, output.rows, self.results.limits, write, cancelled))
             text = self.spark_sql(sql)
             self.guard.check_sql(text)
-            frame = self.spark.sql(text)
-            rows = frame.collect()
-            result, schema, lossless = encode(frame.schema, rows)
-            return QueryOutput(result, schema, lossless)
+            return self.output(self.spark.sql(text), query_id, cancelled)
         finally:
             sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+
+    def output(self, frame: DataFrame, query_id: str, cancelled: threading.Event) -> QueryOutput:
+        """A statement's rows, written as its result (docs/results.md), never collected whole.
+
+        Most results fit one page: its rows (``result_chunk_rows`` and one more, to know) are
+        taken first, as Spark's own LIMIT takes them (in parallel, scanning partitions only until
+        it has them, no Python worker). A result larger than that is run again and streamed from
+        the executors, partition after partition, up to the caps."""
+        limits = self.results.limits
+        write = self.results.writer(query_id)
+        page = frame.limit(limits.chunk_rows + 1).collect()
+        if len(page) <= limits.chunk_rows:
+            return QueryOutput.of(stream_rows(frame.schema, page, limits, write, cancelled))
+        return QueryOutput.of(stream_frame(frame, limits, write, cancelled))
 
     def ppl_sql(self, ppl: str) -> str:
         """A PPL query as the Spark SQL it translates to. Commands that need their input's columns

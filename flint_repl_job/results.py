@@ -18,7 +18,7 @@ from pyspark.sql import types as spark_types
 from flint_repl_job.values import dumps, to_json_value
 from query_core.models import ColumnSchema, LosslessResult
 
-__all__ = ["dumps", "encode", "to_json_value", "type_name"]
+__all__ = ["RowEncoder", "columns", "dumps", "encode", "reference_schema", "to_json_value", "type_name"]
 
 #: Spark type name -> the reference's schema type name, where they differ.
 _TYPE_NAMES = {"timestamp_ntz": "timestamp", "void": "null"}
@@ -29,25 +29,40 @@ def type_name(data_type: spark_types.DataType) -> str:
     return _TYPE_NAMES.get(name, name)
 
 
+class RowEncoder:
+    """Both encodings of one row at a time, for a result that is streamed (:mod:`.result_stream`)."""
+
+    def __init__(self, schema: spark_types.StructType) -> None:
+        self.fields = schema.fields
+        self._names = [json.dumps(f.name, ensure_ascii=False) for f in self.fields]
+
+    def encode(self, row: Any, reference: bool = True) -> tuple[str, str | None]:
+        """The row's lossless text (``[...]``) and, when ``reference``, its text in the reference's
+        encoding (a quote-swapped JSON object, null columns left out)."""
+        converted = [to_json_value(row[i], f.dataType) for i, f in enumerate(self.fields)]
+        texts = [dumps(v) for v in converted]
+        lossless = "[" + ",".join(texts) + "]"
+        if not reference:
+            return lossless, None
+        pairs = (f"{name}:{text}" for name, text, v in zip(self._names, texts, converted, strict=True) if v is not None)
+        return lossless, ("{" + ",".join(pairs) + "}").replace('"', "'")
+
+
+def reference_schema(schema: spark_types.StructType) -> list[str]:
+    """The reference's ``schema`` list: one quote-swapped JSON object per column."""
+    return [f"{{'column_name':'{f.name}','data_type':'{f.dataType.typeName()}'}}" for f in schema.fields]
+
+
+def columns(schema: spark_types.StructType) -> list[ColumnSchema]:
+    """The lossless schema: column names and the reference's type names."""
+    return [ColumnSchema(name=f.name, type=type_name(f.dataType)) for f in schema.fields]
+
+
 def encode(schema: spark_types.StructType, rows: list[Any]) -> tuple[list[str], list[str], LosslessResult]:
     """The reference's ``result`` and ``schema`` lists and the lossless form, for one result."""
-    fields = schema.fields
-    converted = [[to_json_value(row[i], f.dataType) for i, f in enumerate(fields)] for row in rows]
-    reference_rows = [
-        "{"
-        + ",".join(
-            f"{json.dumps(f.name, ensure_ascii=False)}:{dumps(v)}"
-            for f, v in zip(fields, row, strict=True)
-            if v is not None
-        )
-        + "}"
-        for row in converted
-    ]
-    result = [r.replace('"', "'") for r in reference_rows]
-    reference_schema = [f"{{'column_name':'{f.name}','data_type':'{f.dataType.typeName()}'}}" for f in fields]
+    encoder = RowEncoder(schema)
+    encoded = [encoder.encode(row) for row in rows]
     lossless = LosslessResult(
-        schema=[ColumnSchema(name=f.name, type=type_name(f.dataType)) for f in fields],
-        datarows="[" + ",".join("[" + ",".join(dumps(v) for v in row) + "]" for row in converted) + "]",
-        total=len(converted),
+        schema=columns(schema), datarows="[" + ",".join(text for text, _ in encoded) + "]", total=len(encoded)
     )
-    return result, reference_schema, lossless
+    return [reference or "" for _, reference in encoded], reference_schema(schema), lossless

@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from flint_repl_job.config import JobConfig
-from flint_repl_job.errors import classify
+from flint_repl_job.errors import classify, write_failure
 from flint_repl_job.executor import QueryOutput, RunningQuery
 from flint_repl_job.figures import JobCounters
+from query_core.errors import AsyncQueryError, IndexUnavailableError
 from query_core.models import ResultDoc, StatementDoc, StatementProgress, Versioned, now_millis
 from query_core.states import StatementState, is_terminal
 from query_core.store import Store
@@ -70,6 +71,7 @@ def build_result(
         result=output.result if output else [],
         schema=output.schema if output else [],
         lossless=output.lossless if output else None,
+        chunks=output.chunks if output else None,
         error=error,
         job_run_id=cfg.job_id,
         application_id=cfg.application_id,
@@ -217,15 +219,41 @@ class StatementRunner:
         a statement cancelled meanwhile keeps its state, and its result document is never read).
         Without a statement document (``None``) only the result is written.
 
+        A result document the index refuses (too large, a mapping conflict) fails the statement
+        with the cause instead; should even that be refused, the error propagates to the runner,
+        which fails the statement or, failing that, ends the session: a statement never stays
+        ``running`` in a live session that no longer runs it.
+
         Returns the state the statement ended in: ``state``, or the terminal state it was found in
         (``cancelled``, say)."""
+        state, result, error = self._write_result(state, result, error)
         if statement is None:
-            self.store.results.put(self.cfg.result_index, result)
             return Outcome(state, error)
-        settled = self.store.statements.settle(statement, state, error=error, result=(self.cfg.result_index, result))
+        settled = self.store.statements.settle(statement, state, error=error)
         if not settled.applied and is_terminal(settled.state):
             return Outcome(settled.state, "" if settled.state == StatementState.CANCELLED else error)
         return Outcome(state, error)
+
+    def _write_result(
+        self, state: StatementState, result: ResultDoc, error: str
+    ) -> tuple[StatementState, ResultDoc, str]:
+        """Write the result document (before the statement moves, ``docs/results.md``): the one
+        given, or, when the index refuses it, a ``FAILED`` one that says why."""
+        try:
+            self.store.results.put(self.cfg.result_index, result)
+            return state, result, error
+        except IndexUnavailableError:
+            raise
+        except AsyncQueryError as exc:
+            if not result.result and result.lossless is None:
+                raise  # a document without rows is refused: nothing smaller to write
+            failure = write_failure(exc)
+            log.warning("result of %s refused by the index: %s", result.query_id, failure)
+        failed = result.model_copy(
+            update={"status": "FAILED", "error": failure, "result": [], "schema_": [], "lossless": None, "chunks": None}
+        )
+        self.store.results.put(self.cfg.result_index, failed)
+        return StatementState.FAILED, failed, failure
 
     def result(
         self, doc: StatementDoc, status: Any, *, run_ms: int = 0, error: str = "", output: QueryOutput | None = None

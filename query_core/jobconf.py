@@ -261,6 +261,18 @@ class JobConf:
     index_retry_seconds: float = _setting(
         PREFIX_JOB + "indexRetrySeconds", 300.0, NUMBER, "seconds one index call is retried before the job gives up"
     )
+    max_result_rows: int = _setting(
+        PREFIX_JOB + "maxResultRows", 1_000_000, INTEGER, "a result stops at this many rows (docs/results.md)"
+    )
+    max_result_bytes: int = _setting(
+        PREFIX_JOB + "maxResultBytes", 64 * 1024 * 1024, INTEGER, "a result stops at this many bytes of row text"
+    )
+    result_chunk_rows: int = _setting(
+        PREFIX_JOB + "resultChunkRows", 10_000, INTEGER, "rows of one result document (the first is the first page)"
+    )
+    result_chunk_bytes: int = _setting(
+        PREFIX_JOB + "resultChunkBytes", 4 * 1024 * 1024, INTEGER, "bytes of row text of one result document"
+    )
 
     @property
     def validation_policy(self) -> ValidationPolicy:
@@ -312,6 +324,12 @@ SETTINGS: tuple[ConfKey, ...] = _table()
 _BY_KEY: dict[str, ConfKey] = {row.key: row for row in SETTINGS}
 #: The keys of the validation policy: the job's own, so a datasource's Spark conf never changes them.
 VALIDATION_KEYS: frozenset[str] = frozenset(row.key for row in SETTINGS if row.field.startswith("validation_"))
+#: The caps and chunking of results: the job's own, so a datasource's Spark conf never changes them.
+RESULT_KEYS: frozenset[str] = frozenset(
+    row.key
+    for row in SETTINGS
+    if row.field in ("max_result_rows", "max_result_bytes", "result_chunk_rows", "result_chunk_bytes")
+)
 #: Every conf key of the contract.
 KEYS: frozenset[str] = frozenset(_BY_KEY)
 #: The keys to keep off command lines.

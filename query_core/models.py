@@ -187,6 +187,34 @@ class LosslessResult(BaseModel):
     model_config = ConfigDict(populate_by_name=True)
 
 
+class ResultChunks(_Doc):
+    """A result stored in more than one document, or cut at the cap (``docs/results.md``).
+
+    The first document (id = query id) holds the first rows; the rows that follow are in
+    documents ``<queryId>-1``, ``<queryId>-2``, ... (:class:`ResultChunkDoc`), ``chunk_rows[i]``
+    rows in document ``i + 1``."""
+
+    #: Rows stored, over every document of the result.
+    rows: int
+    chunk_rows: list[int] = Field(default_factory=list)
+    #: The query had more rows than the caps let through: the stored rows are its first ones.
+    truncated: bool = False
+
+
+class ResultChunkDoc(_Doc):
+    """Rows of a result after its first document's (id ``<queryId>-<chunk>``). It names its query
+    ``chunkOf``, never ``queryId`` or ``jobRunId``: the reference plugin finds a result by a search
+    on those fields and must only ever find the first document."""
+
+    type: Literal["resultChunk"] = "resultChunk"
+    chunk_of: str
+    chunk: int
+    rows: int
+    #: The rows as JSON text, in the lossless encoding.
+    datarows: str
+    update_time: int = Field(default_factory=now_millis)
+
+
 class ResultDoc(_Doc):
     query_id: str
     query_text: str = ""
@@ -202,6 +230,8 @@ class ResultDoc(_Doc):
     update_time: int = Field(default_factory=now_millis)
     query_run_time: int = 0
     lossless: LosslessResult | None = None
+    #: Addition: set when the result continues in further documents or was cut at the cap.
+    chunks: ResultChunks | None = None
 
 
 D = TypeVar("D", bound=_Doc)

@@ -16,7 +16,7 @@ import time
 from typing import Any
 
 from flint_repl_job.config import JobConfig
-from flint_repl_job.executor import SparkExecutor
+from flint_repl_job.executor import ResultTarget, SparkExecutor
 from flint_repl_job.indexes.engine import FlintContext, FlintEngine
 from flint_repl_job.runners.base import SessionRunner
 from flint_repl_job.runners.batch import BatchJob
@@ -72,7 +72,8 @@ def main(argv: list[str]) -> int:
         stop = threading.Event()
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
         store = Store.connect(cfg.opensearch, cfg.request_index)
-        executor = SparkExecutor(spark, cfg.datasource, flint_engine(spark, store, cfg), cfg.validation)
+        results = ResultTarget(cfg.result_limits, store.results, cfg.result_index)
+        executor = SparkExecutor(spark, cfg.datasource, flint_engine(spark, store, cfg), cfg.validation, results)
         try:
             runner(cfg, store, executor, stop).run()
         finally:

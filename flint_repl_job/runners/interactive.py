@@ -18,7 +18,7 @@ from flint_repl_job.runners.base import SessionRunner
 from flint_repl_job.statement import Executor
 from query_core.errors import AsyncQueryError, IndexUnavailableError
 from query_core.models import StatementDoc, Versioned, now_millis
-from query_core.states import SessionState, StatementState
+from query_core.states import SessionState, StatementState, is_terminal
 from query_core.store import Store
 
 log = logging.getLogger(__name__)
@@ -59,11 +59,18 @@ class InteractiveJob(SessionRunner):
             self.process(statement)
         except (SessionLostError, IndexUnavailableError):
             raise
-        except AsyncQueryError:
-            # One statement's bookkeeping failed; the session goes on. The statement is failed if
-            # it can be, and in any case ends with the session (the plugin fails what is left).
+        except AsyncQueryError as exc:
             log.exception("statement %s could not be processed", statement.doc.statement_id)
+            self.give_up(statement, exc)
         return True
+
+    def give_up(self, statement: Versioned[StatementDoc], exc: AsyncQueryError) -> None:
+        """One statement's bookkeeping failed: fail it, and the session goes on. A statement must
+        not stay ``running`` in a live session that no longer runs it, so should even that write
+        fail, the error propagates and the session ends (the plugin then fails the statement)."""
+        current = self.read_statement(statement.doc.statement_id)
+        if current is not None and not is_terminal(current.doc.state):
+            self.store.statements.fail(current, f"Fail to run query. Cause: {exc.message}")
 
     # -- finding work -----------------------------------------------------------------------
 

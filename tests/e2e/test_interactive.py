@@ -14,7 +14,7 @@ from async_query.embedded.metastore import Metastore
 from async_query.launcher.local import catalog_settings
 from async_query.service import AsyncQueryService
 from query_core.states import SessionState
-from tests.e2e.conftest import Api, e2e_service
+from tests.e2e.conftest import BASE, Api, e2e_service
 from tests.support import serve_http, wait_for
 
 pytestmark = pytest.mark.e2e
@@ -75,6 +75,31 @@ def test_second_query_runs_in_the_same_session_and_job(e2e: tuple[Api, AsyncQuer
     statements = [service.store.statements.get(api.datasource, s["queryId"]) for s in (first, second)]
     assert all(s is not None for s in statements)
     assert statements[0].doc.job_id == statements[1].doc.job_id != ""  # type: ignore[union-attr]
+
+
+def test_five_million_rows_succeed_capped_and_the_session_stays_warm(e2e: tuple[Api, AsyncQueryService]) -> None:
+    """Five million rows, with the job's default driver memory and the default caps: the rows are
+    streamed (collecting them would take the driver gigabytes, and their one document would pass
+    the index's request limit), the result stops at the cap marked truncated, a page past the first
+    document reads the capped-off end, and the session goes on, warm."""
+    api, service = e2e
+    big, reply = api.run("SELECT id FROM range(5000000)", timeout=300)
+    assert reply["status"] == "SUCCESS", reply
+    cap, page_rows = service.settings.max_result_rows, service.settings.result_chunk_rows
+    assert reply["datarows"][:3] == [[0], [1], [2]] and reply["size"] == page_rows
+    assert (reply["resultRows"], reply["truncated"]) == (cap, True)
+
+    tail = api.http.get(f"{BASE}/{big['queryId']}", params={"offset": cap - 5, "size": 100}).json()
+    assert tail["datarows"] == [[i] for i in range(cap - 5, cap)]
+    assert (tail["offset"], tail["size"], tail["resultRows"], tail["truncated"]) == (cap - 5, 5, cap, True)
+
+    after, warm = api.run("SELECT 'warm' AS x", big["sessionId"], timeout=60)
+    assert warm["status"] == "SUCCESS" and warm["datarows"] == [["warm"]]
+    assert after["sessionId"] == big["sessionId"]
+    jobs = {service.store.statements.get(api.datasource, q["queryId"]).doc.job_id for q in (big, after)}  # type: ignore[union-attr]
+    assert len(jobs) == 1
+    session = service.store.sessions.get(api.datasource, big["sessionId"])
+    assert session is not None and session.doc.state == SessionState.RUNNING
 
 
 def test_syntax_error_comes_back_failed(e2e: tuple[Api, AsyncQueryService]) -> None:

@@ -55,6 +55,10 @@ PRODUCT_KEYS = {
     "spark.flint.validation.functionTable",
     "spark.flint.validation.warehouseRoot",
     "spark.flint.validation.checkpointRoot",
+    "spark.flint.job.maxResultRows",
+    "spark.flint.job.maxResultBytes",
+    "spark.flint.job.resultChunkRows",
+    "spark.flint.job.resultChunkBytes",
 }
 DOCUMENTED = REFERENCE_KEYS | PRODUCT_KEYS
 
@@ -96,6 +100,10 @@ EVERYTHING = JobConf(
     validation_functions="reference",
     validation_warehouse_root="file:/data/warehouse",
     validation_checkpoint_root="/data/checkpoints",
+    max_result_rows=500,
+    max_result_bytes=65_536,
+    result_chunk_rows=100,
+    result_chunk_bytes=4_096,
 )
 
 
@@ -231,7 +239,7 @@ def test_the_exclude_list_ignores_blanks() -> None:
 def test_the_job_config_defaults_are_the_contract_defaults() -> None:
     defaulted = [f for f in dataclasses.fields(JobConfig) if f.default is not dataclasses.MISSING]
     shared = [f for f in defaulted if f.name in {row.field for row in SETTINGS}]
-    assert len(shared) == 16
+    assert len(shared) == 20
     for f in shared:
         assert f.default == getattr(DEFAULTS, f.name), f.name
 
@@ -246,6 +254,10 @@ def test_the_plugin_settings_differ_from_the_job_defaults_only_deliberately() ->
         "heartbeat_running_ms": "heartbeat_running_ms",
         "heartbeat_idle_ms": "heartbeat_idle_ms",
         "job_index_retry_seconds": "index_retry_seconds",
+        "max_result_rows": "max_result_rows",
+        "max_result_bytes": "max_result_bytes",
+        "result_chunk_rows": "result_chunk_rows",
+        "result_chunk_bytes": "result_chunk_bytes",
     }
     differing = {
         name for name, setting in plugin.items() if Settings.model_fields[name].default != getattr(DEFAULTS, setting)
@@ -262,6 +274,10 @@ def plugin_settings() -> Settings:
         heartbeat_running_ms=500,
         heartbeat_idle_ms=9_000,
         job_index_retry_seconds=12.5,
+        max_result_rows=500,
+        max_result_bytes=65_536,
+        result_chunk_rows=100,
+        result_chunk_bytes=4_096,
     )
 
 
@@ -309,6 +325,28 @@ def test_what_the_plugin_sends_is_what_the_job_reads() -> None:
         assert cfg.loop_frequency_ms == 50
         assert cfg.heartbeat_running_ms == 500
         assert cfg.heartbeat_idle_ms == 9_000
+        assert (cfg.max_result_rows, cfg.max_result_bytes) == (500, 65_536)
+        assert (cfg.result_chunk_rows, cfg.result_chunk_bytes) == (100, 4_096)
+
+
+def test_a_datasource_s_spark_conf_cannot_lift_the_caps_of_results() -> None:
+    """The caps keep a result within what the driver and the index can hold: a datasource's Spark
+    conf (which its owner writes) does not change them, the plugin's settings do."""
+    lifted = {
+        "spark.flint.job.maxResultRows": "999999999",
+        "spark.flint.job.maxResultBytes": "999999999999",
+        "spark.flint.job.resultChunkRows": "999999999",
+        "spark.flint.job.resultChunkBytes": "999999999999",
+    }
+    ds = Datasource(name="mys3", spark_conf={**lifted, "spark.executor.memory": "2g"})
+    conf, _ = job_conf(plugin_settings(), ds, OpenSearchConfig(), "sid", SessionType.INTERACTIVE)
+    assert conf["spark.executor.memory"] == "2g"
+    assert {key: conf[key] for key in lifted} == {
+        "spark.flint.job.maxResultRows": "500",
+        "spark.flint.job.maxResultBytes": "65536",
+        "spark.flint.job.resultChunkRows": "100",
+        "spark.flint.job.resultChunkBytes": "4096",
+    }
 
 
 def test_the_plugin_sends_its_loop_frequency_explicitly() -> None:

@@ -12,7 +12,7 @@ import pytest
 from async_query.datasources import Datasource, local_datasource
 from async_query.security.errors import ForbiddenError
 from async_query.security.principal import ANONYMOUS, Principal
-from async_query.service import AsyncQueryService, SubmitRequest
+from async_query.service import AsyncQueryService, Page, SubmitRequest
 from query_core.errors import QueryNotFoundError
 from query_core.ids import REQUEST_INDEX_PATTERN, new_id
 from query_core.models import SessionDoc, StatementDoc
@@ -163,6 +163,15 @@ def test_a_user_cannot_read_another_users_query(service: AsyncQueryService) -> N
         asyncio.run(service.get_without_blocking(query_id, BOB))
     assert status(service, query_id, ALICE) == "WAITING"
     assert status(service, query_id, ROOT) == "WAITING"
+
+
+def test_a_user_cannot_page_through_another_users_result(service: AsyncQueryService) -> None:
+    """GET with ``?offset=`` reads result documents apart from the reply cache: the same check."""
+    query_id = submit(service, ALICE)
+    with pytest.raises(ForbiddenError):
+        service.get_page(query_id, Page(offset=0, size=10), BOB)
+    assert json.loads(service.get_page(query_id, Page(offset=0, size=10), ALICE))["status"] == "WAITING"
+    assert json.loads(service.get_page(query_id, Page(offset=0, size=10), ROOT))["status"] == "WAITING"
 
 
 def test_an_unknown_id_is_the_same_400_for_everyone(service: AsyncQueryService) -> None:
