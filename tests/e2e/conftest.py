@@ -75,10 +75,11 @@ def e2e_service(
     ds_name: str,
     catalog: dict[str, str] | None = None,
     properties: dict[str, str] | None = None,
+    spark_conf: dict[str, str] | None = None,
     **settings: Any,
 ) -> AsyncQueryService:
     """A service whose local jobs use ``catalog`` (default: each job its own in-memory catalog);
-    ``properties`` are the datasource's."""
+    ``properties`` and ``spark_conf`` (its ``sparkConf``) are the datasource's."""
     cfg = Settings(data_dir=tmp / "var", **settings)
     opensearch = OpenSearchConfig(
         url=index_url,
@@ -86,7 +87,9 @@ def e2e_service(
         username=os.environ.get("OPENSEARCH_USERNAME", ""),
         password=os.environ.get("OPENSEARCH_PASSWORD", ""),
     )
-    datasource = local_datasource(ds_name).model_copy(update={"properties": properties or {}})
+    datasource = local_datasource(ds_name).model_copy(
+        update={"properties": properties or {}, "spark_conf": spark_conf or {}}
+    )
     launcher = LocalLauncher(
         cfg.data_dir,
         cfg.cluster_name,
@@ -106,13 +109,14 @@ def shared_catalog_service(
     tmp: Path,
     ds_name: str,
     properties: dict[str, str] | None = None,
+    spark_conf: dict[str, str] | None = None,
     **settings: Any,
 ) -> Iterator[tuple[Api, AsyncQueryService]]:
     """A service on real HTTP whose local jobs share ``metastore``'s catalog (the embedded
-    default's), named by the datasource ``ds_name`` (with ``properties``); ``settings`` override
-    the service's."""
+    default's), named by the datasource ``ds_name`` (with ``properties`` and ``spark_conf``);
+    ``settings`` override the service's."""
     catalog = catalog_settings(metastore.home / "warehouse", metastore.uri)
-    service = e2e_service(index_url, tmp, ds_name, catalog, properties, **settings)
+    service = e2e_service(index_url, tmp, ds_name, catalog, properties, spark_conf, **settings)
     try:
         with serve_http(create_app(service)) as url:
             yield Api(url, ds_name), service

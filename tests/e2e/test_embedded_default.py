@@ -21,6 +21,8 @@ from tests.faults.procs import VENV_BIN, PluginProcess, kill_all_jobs
 from tests.support import free_port
 
 pytestmark = pytest.mark.e2e
+#: Settings of the local jobs' JVM alone, kept from the test run's environment.
+JOB_JVM_SETTINGS = ("ASYNC_QUERY_LOCAL_JOB_CLASS_ARCHIVE_DIR", "ASYNC_QUERY_LOCAL_JOB_JAVA_OPTIONS")
 
 
 class Newcomer:
@@ -30,6 +32,9 @@ class Newcomer:
         self.tmp = tmp
         self.data_dir = tmp / "var"
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENSEARCH_", "ASYNC_QUERY_"))}
+        # The run's shared class archive and quick-start JIT (tests/conftest.py): the service's jobs
+        # start as fast as the other tests' do, with no class-archive warm-up of their own.
+        self.env.update({k: os.environ[k] for k in JOB_JVM_SETTINGS if k in os.environ})
         self.env.update(
             ASYNC_QUERY_DATA_DIR=str(self.data_dir),
             ASYNC_QUERY_STATE_DIR=str(tmp / "cli-state"),

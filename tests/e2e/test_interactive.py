@@ -177,7 +177,7 @@ def test_inactive_session_ends_dead_and_a_post_gets_a_new_session_that_sees_its_
 ) -> None:
     name = "local" if index_server is not None else "inact"
     catalog = catalog_settings(metastore.home / "warehouse", metastore.uri)
-    service = e2e_service(module_index_url, tmp_path, name, catalog, inactivity_limit_ms=2_000)
+    service = e2e_service(module_index_url, tmp_path, name, catalog, inactivity_limit_ms=1_000)
     try:
         with serve_http(create_app(service)) as url:
             api = Api(url, service.datasources.all()[0].name)

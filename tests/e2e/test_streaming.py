@@ -41,12 +41,15 @@ def service(
     metastore: Metastore, module_index_url: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[Api, AsyncQueryService]]:
     tmp = tmp_path_factory.mktemp("streaming")
+    # Two shuffle partitions, not Spark's 200: each micro-batch of the windowed view's stateful
+    # aggregation otherwise runs 200 state-store tasks, some 20 s per batch on two cores.
     with shared_catalog_service(
         metastore,
         module_index_url,
         tmp,
         DS,
-        heartbeat_streaming_ms=1_000,
+        spark_conf={"spark.sql.shuffle.partitions": "2"},
+        heartbeat_streaming_ms=500,
         stream_check_ms=200,
         stale_heartbeats=3,
         max_refreshing_jobs=2,
@@ -242,8 +245,8 @@ def test_drop_stops_the_stream_and_vacuum_removes_index_and_checkpoint(api: Api,
 def test_a_killed_streaming_job_fails_its_index_with_the_cause_and_recover_resumes(
     api: Api, svc: AsyncQueryService, events: Events
 ) -> None:
-    """The stream watcher notices the silent session at its staleness limit (3 beats of 1 s here)
-    and fails the index; the housekeeping sweep never runs."""
+    """The stream watcher notices the silent session at its staleness limit (3 beats of 0.5 s
+    here) and fails the index; the housekeeping sweep never runs."""
     job_id = state_of(svc, COVERING).job_id
     pid = job_pid(svc.settings.data_dir, job_id)
     svc.stream_watcher.start()
@@ -259,7 +262,8 @@ def test_a_killed_streaming_job_fails_its_index_with_the_cause_and_recover_resum
         took_s = time.monotonic() - killed_at
     finally:
         svc.stream_watcher.stop()
-    print(f"kill -9 -> index failed: {took_s:.1f} s (staleness limit 3 s)", file=sys.stderr)
+    limit_s = svc.settings.stale_heartbeats * svc.settings.heartbeat_streaming_ms / 1000
+    print(f"kill -9 -> index failed: {took_s:.1f} s (staleness limit {limit_s:g} s)", file=sys.stderr)
     assert svc.housekeeper.stalled_indexes.repaired == 0 and svc.stream_watcher.failed == [COVERING]
     assert job_id in state.error and "streaming session" in state.error and "exited with code -9" in state.error
     assert not group_members(pid)
