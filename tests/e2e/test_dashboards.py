@@ -96,5 +96,7 @@ def test_dashboards_works_through_one_endpoint(dashboards: httpx.Client) -> None
     assert (row[1], row[3], row[6]) == ("skipping", "dash_logs", "active")
 
     # Discover's PPL.
-    _, counted = run(client, "source = local.default.dash_logs | where status >= 400 | stats count() as n by status", "ppl", session)
+    _, counted = run(
+        client, "source = local.default.dash_logs | where status >= 400 | stats count() as n by status", "ppl", session
+    )
     assert sorted(counted["datarows"]) == [[1, 500], [2, 404]]
