@@ -376,3 +376,13 @@ def test_the_password_is_kept_apart(auth: Any, password: str, secret: dict[str, 
     assert got == secret
     assert "spark.datasource.flint.auth.password" not in conf
     assert ("spark.datasource.flint.auth.username" in conf) is (auth == "basic")
+
+
+def test_the_index_request_timeouts_are_settings_of_plugin_and_job() -> None:
+    assert Settings().opensearch("http://127.0.0.1:9200").request_timeout == 10.0
+    settings = Settings(opensearch_request_timeout_s=2.0, job_index_request_timeout_s=4.0)
+    assert settings.opensearch("http://127.0.0.1:9200").request_timeout == 2.0
+    conf, _ = job_conf(
+        settings, Datasource(name="ds"), settings.opensearch("http://127.0.0.1:9200"), "c2lk", SessionType.INTERACTIVE
+    )
+    assert conf["spark.flint.job.indexRequestTimeoutSeconds"] == "4.0"
