@@ -89,6 +89,7 @@ def build_runtime(settings: Settings, launchers: dict[str, Launcher] | None = No
                 catalog,
                 java_options=settings.local_job_java_options,
                 class_archive=settings.local_job_class_archive_dir,
+                stop_grace_s=settings.local_job_stop_grace_s,
             )
         service = AsyncQueryService(settings, store, registry, all_launchers, opensearch)
         if metastore is not None:

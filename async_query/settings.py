@@ -56,6 +56,9 @@ class Settings(BaseSettings):
     opensearch_auth: str = "basic_if_user"
     opensearch_region: str = "us-east-1"
     opensearch_retry_seconds: float = 10.0
+    #: Seconds one HTTP request of the plugin to the index cluster may take (past it: retried
+    #: within ``opensearch_retry_seconds``, then a 503).
+    opensearch_request_timeout_s: float = Field(default=10.0, gt=0)
 
     # -- where local state lives (warehouse, metastore, job logs, embedded index) --------------
     data_dir: Path = Path("var")
@@ -86,6 +89,8 @@ class Settings(BaseSettings):
     #: JVM options of every local job's driver (e.g. ``-XX:TieredStopAtLevel=1`` trades peak
     #: speed for a faster start; the tests use it).
     local_job_java_options: str = ""
+    #: How long a cancelled local job gets to stop on SIGTERM before its process group is killed.
+    local_job_stop_grace_s: float = Field(default=5.0, ge=0)
     #: Where local jobs keep the class-data sharing archive that halves their JVM's start-up
     #: (``docs/job.md``); empty: ``<data_dir>/jvm``.
     local_job_class_archive_dir: Path | None = None
@@ -103,6 +108,8 @@ class Settings(BaseSettings):
     stream_check_ms: int = 1_000
     #: How long a job keeps retrying an index call before it gives up (survives index outages).
     job_index_retry_seconds: float = 300.0
+    #: Seconds one HTTP request of a job to the index cluster may take (past it: retried).
+    job_index_request_timeout_s: float = Field(default=10.0, gt=0)
     #: A running session is stale (suspected dead) after this many missed heartbeats.
     stale_heartbeats: float = 3.0
     #: A session that has not started running within this many seconds is suspected dead.
@@ -281,4 +288,5 @@ class Settings(BaseSettings):
             verify_certs=self.opensearch_verify_certs,
             ca_certs=self.opensearch_ca_certs,
             retry_seconds=self.opensearch_retry_seconds,
+            request_timeout=self.opensearch_request_timeout_s,
         )

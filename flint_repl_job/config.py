@@ -145,6 +145,7 @@ def _opensearch(conf: JobConf, env: Mapping[str, str]) -> OpenSearchConfig:
         # The job outlives short index outages: it keeps retrying its writes for longer.
         retry_attempts=conf.index_retry_attempts,
         retry_seconds=conf.index_retry_seconds,
+        request_timeout=conf.index_request_timeout_seconds,
     )
 
 

@@ -261,6 +261,9 @@ class JobConf:
     index_retry_seconds: float = _setting(
         PREFIX_JOB + "indexRetrySeconds", 300.0, NUMBER, "seconds one index call is retried before the job gives up"
     )
+    index_request_timeout_seconds: float = _setting(
+        PREFIX_JOB + "indexRequestTimeoutSeconds", 10.0, NUMBER, "seconds one index request may take (past it: retried)"
+    )
     max_result_rows: int = _setting(
         PREFIX_JOB + "maxResultRows", 1_000_000, INTEGER, "a result stops at this many rows (docs/results.md)"
     )

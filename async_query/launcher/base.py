@@ -243,6 +243,7 @@ def job_conf(
         checkpoint_root=checkpoint_root,
         checkpoint_mandatory=checkpoint_mandatory,
         index_retry_seconds=settings.job_index_retry_seconds,
+        index_request_timeout_seconds=settings.job_index_request_timeout_s,
         max_result_rows=settings.max_result_rows,
         max_result_bytes=settings.max_result_bytes,
         result_chunk_rows=settings.result_chunk_rows,

@@ -35,7 +35,8 @@ from query_core.jobconf import APPLICATION_ID_ENV, JOB_ID_ENV, PASSWORD_KEY, key
 
 log = logging.getLogger(__name__)
 
-#: How long a cancelled job gets to stop on SIGTERM before it is killed.
+#: How long a cancelled job gets to stop on SIGTERM before it is killed (by default; the setting
+#: ``local_job_stop_grace_s``).
 STOP_GRACE_S = 5.0
 ENTRY_FILE = Path(flint_repl_job.__file__).resolve().parent / "main.py"
 WARMUP_FILE = ENTRY_FILE.with_name("warmup.py")
@@ -138,6 +139,7 @@ class LocalLauncher(Launcher):
         *,
         java_options: str = "",
         class_archive: Path | None = None,
+        stop_grace_s: float = STOP_GRACE_S,
     ) -> None:
         self.data_dir = data_dir.resolve()
         self.cluster_name = cluster_name
@@ -153,6 +155,8 @@ class LocalLauncher(Launcher):
         #: The class-data sharing archive of the jobs' JVM (:mod:`.class_archive`), under
         #: ``<data_dir>/jvm`` unless another (shared) directory is named.
         self.class_archive = ClassArchive(class_archive or self.data_dir / "jvm")
+        #: How long a cancelled job gets to stop on SIGTERM before its process group is killed.
+        self.stop_grace_s = stop_grace_s
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
         self._logs: dict[str, Path] = {}
         self._lock = threading.Lock()
@@ -270,9 +274,9 @@ class LocalLauncher(Launcher):
             proc = self._procs.get(job_id)
         try:
             if proc is not None:
-                proc.wait(timeout=STOP_GRACE_S)
+                proc.wait(timeout=self.stop_grace_s)
             else:
-                _wait_gone(pid, STOP_GRACE_S)
+                _wait_gone(pid, self.stop_grace_s)
         except subprocess.TimeoutExpired:
             pass
         _signal_group(pid, signal.SIGKILL)
@@ -323,7 +327,7 @@ class LocalLauncher(Launcher):
                 _signal_group(proc.pid, signal.SIGTERM)
         for job_id, proc in procs.items():
             try:
-                proc.wait(timeout=STOP_GRACE_S)
+                proc.wait(timeout=self.stop_grace_s)
             except subprocess.TimeoutExpired:
                 log.warning("job %s did not stop on SIGTERM; killing it", job_id)
             _signal_group(proc.pid, signal.SIGKILL)

@@ -28,6 +28,7 @@ def fault_service(index_url: str, tmp: Path, ds_name: str = "local", **settings:
         cfg.spark_master,
         java_options=cfg.local_job_java_options,
         class_archive=cfg.local_job_class_archive_dir,
+        stop_grace_s=cfg.local_job_stop_grace_s,
     )
     store = Store.connect(opensearch)
     return AsyncQueryService(cfg, store, DatasourceRegistry([datasource]), {"local": launcher}, opensearch)

@@ -19,6 +19,19 @@ import httpx
 from tests.support import free_port, wait_for
 
 VENV_BIN = Path(sys.executable).parent
+#: Settings the test run gives every local job (tests/conftest.py: one shared class archive, the
+#: quick-starting JIT tier), which plugin processes started by the tests keep too.
+SHARED_JOB_SETTINGS = ("ASYNC_QUERY_LOCAL_JOB_CLASS_ARCHIVE_DIR", "ASYNC_QUERY_LOCAL_JOB_JAVA_OPTIONS")
+
+
+def plugin_env() -> dict[str, str]:
+    """This process's environment for a plugin process, without the index connection and the
+    service settings (the test names those) but for :data:`SHARED_JOB_SETTINGS`."""
+    return {
+        k: v
+        for k, v in os.environ.items()
+        if k in SHARED_JOB_SETTINGS or not k.startswith(("OPENSEARCH_", "ASYNC_QUERY_"))
+    }
 
 
 # -- Spark jobs, by the local launcher's pid files --------------------------------------------------

@@ -25,7 +25,7 @@ import pytest
 from async_query.api import BASE
 from tests.conftest import REAL_CLUSTER
 from tests.e2e.conftest import TERMINAL
-from tests.faults.procs import PluginProcess, kill_all_jobs
+from tests.faults.procs import PluginProcess, kill_all_jobs, plugin_env
 from tests.support import free_port, wait_for
 
 pytestmark = [
@@ -57,7 +57,7 @@ class Service:
     def __init__(self, tmp: Path) -> None:
         self.tmp = tmp
         self.data_dir = tmp / "var"
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENSEARCH_", "ASYNC_QUERY_"))}
+        self.env = plugin_env()
         self.env.update(
             ASYNC_QUERY_DATA_DIR=str(self.data_dir),
             ASYNC_QUERY_SPARK_MASTER="local[1]",

@@ -1,4 +1,4 @@
-"""200 rounds of DELETE racing the completion of ``SELECT 1`` in one warm session.
+"""100 rounds of DELETE racing the completion of ``SELECT 1`` in one warm session.
 
 Each round submits, waits a random 0-200 ms (the race: the DELETE lands while the statement is
 waiting, running, or already done), deletes, and polls to a terminal state. Whatever the timing:
@@ -27,7 +27,7 @@ from tests.support import serve_http, wait_for
 
 pytestmark = pytest.mark.e2e
 
-ROUNDS = 200
+ROUNDS = 100
 
 
 def _poll_to_terminal(api: Api, query_id: str, timeout: float = 60) -> list[str]:

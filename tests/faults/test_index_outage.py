@@ -34,7 +34,13 @@ from tests.faults.procs import FixedPortIndex, is_job_process, job_pid, kill_all
 from tests.support import RecordingLauncher, serve_http, wait_for
 
 DS = "local"
-RETRY_S = 1.5
+#: How long the plugin retries a failing index call (connection refused, a timeout) before its 503.
+RETRY_S = 0.5
+#: How long one index request of the plugin, and of the job, may take: the long outage below
+#: outlasts it, the short one does not.
+REQUEST_TIMEOUT_S = 3.0
+#: The short outage, during which a POST is held (shorter than the request timeout).
+SHORT_OUTAGE_S = 1.5
 #: Runs for hours on any machine (a count over a cross join of two ranges), until cancelled.
 SLEEP_10_MIN = "SELECT count(*) AS n FROM range(10000000) a, range(10000000) b"
 
@@ -82,8 +88,10 @@ def outage(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Outage]:
             tmp,
             DS,
             opensearch_retry_seconds=RETRY_S,
+            opensearch_request_timeout_s=REQUEST_TIMEOUT_S,
+            job_index_request_timeout_s=REQUEST_TIMEOUT_S,
             heartbeat_running_ms=500,
-            # Stale after 6 s idle: the short outage below (2 s) must not make the session look dead.
+            # Stale after 6 s idle: the short outage below must not make the session look dead.
             heartbeat_idle_ms=2_000,
             stale_heartbeats=3,
             liveness_cache_s=1,
@@ -125,9 +133,10 @@ def test_job_rides_out_a_paused_index_server_and_no_accepted_statement_is_lost(o
     pid = job_pid(service.settings.data_dir, job_id)
     retries_before = _retries(outage.job_log(sid))
 
-    # -- a long outage (longer than the 10 s index request timeout of plugin and job) ------------
-    # A few seconds of Spark work (a count over a cross join of two ranges).
-    running = api.submit("SELECT count(*) AS n, 'a' AS tag FROM range(40000) x, range(40000) y", sid)
+    # -- a long outage (longer than the index request timeout of plugin and job) -----------------
+    # A few seconds of Spark work (a count over a cross join of two ranges), about as long as the
+    # outage: the statement finishes during it, or soon after.
+    running = api.submit("SELECT count(*) AS n, 'a' AS tag FROM range(12000) x, range(12000) y", sid)
     api.wait_status(running["queryId"], {"RUNNING"})
     queued = api.submit("SELECT 'b' AS tag", sid)  # accepted, waiting behind the running one
     index.pause()
@@ -153,7 +162,7 @@ def test_job_rides_out_a_paused_index_server_and_no_accepted_statement_is_lost(o
     assert_error_shape(got["reply"], 503)
 
     a = api.wait_status(running["queryId"], TERMINAL, timeout=60)
-    assert a["status"] == "SUCCESS" and a["datarows"] == [[1_600_000_000, "a"]], a
+    assert a["status"] == "SUCCESS" and a["datarows"] == [[144_000_000, "a"]], a
     b = api.wait_status(queued["queryId"], TERMINAL, timeout=60)
     assert b["status"] == "SUCCESS" and b["datarows"] == [["b"]], b
 
@@ -169,8 +178,8 @@ def test_job_rides_out_a_paused_index_server_and_no_accepted_statement_is_lost(o
     index.pause()
     try:
         post, posted = _in_thread(lambda: api.http.post(BASE, json={**body, "query": "SELECT 'd' AS tag"}))
-        # Deliberate delay: the length of the outage (shorter than the 10 s request timeout).
-        time.sleep(2)
+        # Deliberate delay: the length of the outage (shorter than the request timeout).
+        time.sleep(SHORT_OUTAGE_S)
         assert post.is_alive(), f"the POST did not wait for the paused index: {posted}"
     finally:
         index.resume()

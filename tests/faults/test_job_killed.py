@@ -157,7 +157,9 @@ def test_cancel_is_escalated_when_the_job_hangs_before_its_heartbeat_reports_the
         module_ds_name,
         heartbeat_running_ms=20_000,
         heartbeat_idle_ms=30_000,
-        cancel_deadline_s=2,
+        cancel_deadline_s=1,
+        # The hung job cannot act on SIGTERM: the SIGKILL after the grace is what stops it.
+        local_job_stop_grace_s=0.5,
     )
     service.start_workers()
     pid = 0
@@ -178,7 +180,7 @@ def test_cancel_is_escalated_when_the_job_hangs_before_its_heartbeat_reports_the
                 current = service.store.sessions.get(module_ds_name, sid)
                 return current is not None and current.doc.state == SessionState.DEAD
 
-            # Deadline 2 s; the supervisor checks every 0.2 s.
+            # Deadline 1 s; the supervisor checks every 0.2 s.
             wait_for(ended, timeout=10, what="the supervisor to cancel the hung job and end its session")
             wait_for(lambda: not group_members(pid), timeout=15, what="the hung job to be stopped")
     finally:

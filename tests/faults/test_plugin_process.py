@@ -23,14 +23,22 @@ from query_core.config import OpenSearchConfig
 from query_core.states import SessionState
 from query_core.store import Store
 from tests.e2e.conftest import TERMINAL, Api
-from tests.faults.procs import FixedPortIndex, PluginProcess, group_members, is_job_process, job_pid, kill_all_jobs
+from tests.faults.procs import (
+    FixedPortIndex,
+    PluginProcess,
+    group_members,
+    is_job_process,
+    job_pid,
+    kill_all_jobs,
+    plugin_env,
+)
 from tests.support import free_port, wait_for
 
 pytestmark = pytest.mark.e2e
 
 DS = "local"
 #: Some seconds of Spark work (a count over a cross join of two ranges), then a known answer.
-LONG = "SELECT count(*) AS n, 42 AS answer FROM range(100000) a, range(100000) b"
+LONG = "SELECT count(*) AS n, 42 AS answer FROM range(15000) a, range(15000) b"
 #: Runs for hours on any machine (a count over a cross join of two ranges), until cancelled.
 SLEEP_10_MIN = "SELECT count(*) AS n FROM range(10000000) a, range(10000000) b"
 
@@ -66,7 +74,7 @@ def plugins(tmp_path: Path) -> Iterator[list[PluginProcess]]:
 def start_plugin(
     plugins: list[PluginProcess], index: FixedPortIndex, tmp_path: Path, port: int, **settings: str
 ) -> PluginProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENSEARCH_", "ASYNC_QUERY_"))}
+    env = plugin_env()
     env.update(
         OPENSEARCH_URL=index.url,
         ASYNC_QUERY_DATA_DIR=str(tmp_path / "var"),
@@ -118,7 +126,7 @@ def test_statement_survives_a_plugin_kill_and_a_new_plugin_serves_it(
     done = api.wait_status(qid, TERMINAL, timeout=120)
     assert done["status"] == "SUCCESS", done
     assert done["schema"] == [{"name": "n", "type": "long"}, {"name": "answer", "type": "integer"}]
-    assert done["datarows"] == [[10_000_000_000, 42]], done
+    assert done["datarows"] == [[225_000_000, 42]], done
 
     again, reply = api.run("SELECT 'reused' AS x", sid, timeout=60)
     assert again["sessionId"] == sid
@@ -159,7 +167,8 @@ def test_plugin_stopped_by_a_signal_stops_the_jobs_it_started(
 def test_served_plugin_escalates_a_cancel_the_job_does_not_honour(
     index: FixedPortIndex, store: Store, plugins: list[PluginProcess], tmp_path: Path
 ) -> None:
-    plugin = start_plugin(plugins, index, tmp_path, free_port(), cancel_deadline_s="2")
+    # The hung job cannot act on SIGTERM: the SIGKILL after the grace is what stops it.
+    plugin = start_plugin(plugins, index, tmp_path, free_port(), cancel_deadline_s="1", local_job_stop_grace_s="0.5")
     api = Api(plugin.url, DS)
     submitted = api.submit(SLEEP_10_MIN)
     qid, sid = submitted["queryId"], submitted["sessionId"]
@@ -182,7 +191,7 @@ def test_served_plugin_escalates_a_cancel_the_job_does_not_honour(
             session = store.sessions.get(DS, sid)
             return session is not None and session.doc.state == SessionState.DEAD
 
-        # Deadline 2 s, then the supervisor cancels the job and ends the session.
+        # Deadline 1 s, then the supervisor cancels the job and ends the session.
         wait_for(ended, timeout=15, what="the supervisor to end the session of the hung job")
         assert "did not stop within" in store.sessions.get(DS, sid).doc.error  # type: ignore[union-attr]
         wait_for(lambda: not group_members(pid), timeout=15, what="the hung job to be stopped")

@@ -51,6 +51,7 @@ PRODUCT_KEYS = {
     "spark.flint.job.sessionWaitMillis",
     "spark.flint.job.indexRetryAttempts",
     "spark.flint.job.indexRetrySeconds",
+    "spark.flint.job.indexRequestTimeoutSeconds",
     "spark.flint.validation.deniedElements",
     "spark.flint.validation.functionTable",
     "spark.flint.validation.warehouseRoot",
@@ -96,6 +97,7 @@ EVERYTHING = JobConf(
     session_wait_ms=12_000,
     index_retry_attempts=7,
     index_retry_seconds=12.5,
+    index_request_timeout_seconds=2.5,
     validation_denied=("FILE", "MISC_FUNCTIONS"),
     validation_functions="reference",
     validation_warehouse_root="file:/data/warehouse",
@@ -254,6 +256,7 @@ def test_the_plugin_settings_differ_from_the_job_defaults_only_deliberately() ->
         "heartbeat_running_ms": "heartbeat_running_ms",
         "heartbeat_idle_ms": "heartbeat_idle_ms",
         "job_index_retry_seconds": "index_retry_seconds",
+        "job_index_request_timeout_s": "index_request_timeout_seconds",
         "max_result_rows": "max_result_rows",
         "max_result_bytes": "max_result_bytes",
         "result_chunk_rows": "result_chunk_rows",
@@ -274,6 +277,7 @@ def plugin_settings() -> Settings:
         heartbeat_running_ms=500,
         heartbeat_idle_ms=9_000,
         job_index_retry_seconds=12.5,
+        job_index_request_timeout_s=2.5,
         max_result_rows=500,
         max_result_bytes=65_536,
         result_chunk_rows=100,
@@ -319,6 +323,7 @@ def test_what_the_plugin_sends_is_what_the_job_reads() -> None:
         assert cfg.opensearch.region == "eu-west-1"
         assert cfg.opensearch.verify_certs is False
         assert cfg.opensearch.retry_seconds == 12.5
+        assert cfg.opensearch.request_timeout == 2.5
         assert cfg.inactivity_limit_ms == 5_000
         assert cfg.query_execution_timeout_s == 60
         assert cfg.query_wait_timeout_ms == 7_000
@@ -371,3 +376,13 @@ def test_the_password_is_kept_apart(auth: Any, password: str, secret: dict[str, 
     assert got == secret
     assert "spark.datasource.flint.auth.password" not in conf
     assert ("spark.datasource.flint.auth.username" in conf) is (auth == "basic")
+
+
+def test_the_index_request_timeouts_are_settings_of_plugin_and_job() -> None:
+    assert Settings().opensearch("http://127.0.0.1:9200").request_timeout == 10.0
+    settings = Settings(opensearch_request_timeout_s=2.0, job_index_request_timeout_s=4.0)
+    assert settings.opensearch("http://127.0.0.1:9200").request_timeout == 2.0
+    conf, _ = job_conf(
+        settings, Datasource(name="ds"), settings.opensearch("http://127.0.0.1:9200"), "c2lk", SessionType.INTERACTIVE
+    )
+    assert conf["spark.flint.job.indexRequestTimeoutSeconds"] == "4.0"
