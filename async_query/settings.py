@@ -193,6 +193,8 @@ class Settings(BaseSettings):
     auth: Literal["none", "basic", "cluster"] = "none"
     #: The users of ``basic`` (empty: ``<data_dir>/users.json``), managed by ``async-query user``.
     users_file: Path | None = None
+    #: How often, at most, the service looks at the users file for a change (seconds).
+    users_recheck_s: float = 1.0
     #: Holders of any of these roles are admins (comma separated in the environment).
     admin_roles: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["all_access"])
     #: How long a verified Authorization header is trusted without checking it again (seconds).

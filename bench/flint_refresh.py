@@ -1,7 +1,8 @@
 """Refresh throughput of Flint indexes next to the index server's own bulk ceiling.
 
-``python -m bench.flint_refresh [--rows N] [--partitions P]``: a parquet table of N rows (default
-1,000,000) is written by Spark (local mode, in this process); a covering index over all its
+``python -m bench.flint_refresh [--rows N] [--partitions P] [--table DB.NAME]``: a parquet table
+of N rows (default 1,000,000; named ``default.events`` unless told) is written by Spark (local
+mode, in this process, or the session :func:`main` is given); a covering index over all its
 columns (ids from ``id_expression``) is created and refreshed by the job's Flint engine, which
 writes through the ``opensearch`` PySpark data source. The ceiling is the same documents, with the
 same ids and mapping, bulk-indexed from one Python process in batches of the data source's size.
@@ -28,6 +29,7 @@ from query_core.store import Store, quiet_driver_logs
 
 log = logging.getLogger(__name__)
 CEILING = "bench_bulk_ceiling"
+TABLE = "default.events"
 
 
 def spark_session(warehouse: str, partitions: int) -> Any:
@@ -48,9 +50,9 @@ def spark_session(warehouse: str, partitions: int) -> Any:
     return session
 
 
-def make_table(spark: Any, rows: int, partitions: int) -> float:
+def make_table(spark: Any, rows: int, partitions: int, table: str = TABLE) -> float:
     began = time.monotonic()
-    spark.sql("DROP TABLE IF EXISTS default.events")
+    spark.sql(f"DROP TABLE IF EXISTS {table}")
     frame = spark.range(rows, numPartitions=partitions).selectExpr(
         "id",
         "concat('r', cast(id % 7 as string)) AS region",
@@ -58,7 +60,7 @@ def make_table(spark: Any, rows: int, partitions: int) -> float:
         "cast(id as double) / 3 AS price",
         "date_add(DATE'2024-01-01', cast(id % 365 as int)) AS day",
     )
-    frame.write.format("parquet").saveAsTable("default.events")
+    frame.write.format("parquet").saveAsTable(table)
     return time.monotonic() - began
 
 
@@ -70,9 +72,9 @@ def run(engine: FlintEngine, sql: str) -> float:
     return time.monotonic() - began
 
 
-def bulk_ceiling(spark: Any, store: Store) -> tuple[float, int]:
+def bulk_ceiling(spark: Any, store: Store, table: str = TABLE) -> tuple[float, int]:
     """Seconds to bulk-index the covering index's documents from this one process."""
-    frame = spark.read.table("default.events")
+    frame = spark.read.table(table)
     body = index_body(frame.schema, {}, {})
     store.index.delete_index(CEILING)
     store.index.create_index(CEILING, body)
@@ -87,13 +89,19 @@ def bulk_ceiling(spark: Any, store: Store) -> tuple[float, int]:
     return time.monotonic() - began, len(docs)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, spark: Any = None) -> int:
+    """The bench; on ``spark`` when given (the caller's session, left running, its logging left as
+    it is, the table dropped at the end), else on a session of its own."""
     parser = argparse.ArgumentParser(prog="python -m bench.flint_refresh", description=__doc__)
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--partitions", type=int, default=4, help="source files (and write tasks)")
+    parser.add_argument("--table", default=TABLE, help="the source table to (re)create, as DB.NAME")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING)
-    quiet_driver_logs()
+    table = args.table
+    own_session = spark is None
+    if own_session:
+        logging.basicConfig(level=logging.WARNING)
+        quiet_driver_logs()
 
     server = None
     url = os.environ.get("OPENSEARCH_URL", "")
@@ -104,29 +112,34 @@ def main(argv: list[str] | None = None) -> int:
         url = server.url
     store = Store.connect(OpenSearchConfig(url=url))
     with tempfile.TemporaryDirectory(prefix="bench-flint-") as warehouse:
-        spark = spark_session(warehouse, args.partitions)
+        if own_session:
+            spark = spark_session(warehouse, args.partitions)
         try:
-            table_s = make_table(spark, args.rows, args.partitions)
+            table_s = make_table(spark, args.rows, args.partitions, table)
             print(f"source table: {args.rows:,} rows in {args.partitions} parquet files, written in {table_s:.1f} s")
             # The ceiling first, and its index dropped before the refresh: the in-memory index server
             # holds one copy of the documents at a time (about 17 KB each in osmem).
-            ceiling_s, docs = bulk_ceiling(spark, store)
+            ceiling_s, docs = bulk_ceiling(spark, store, table)
             store.index.delete_index(CEILING)
             print(f"bulk ceiling measured: {docs:,} documents in {ceiling_s:.1f} s", flush=True)
             # A datasource of its own per run, so that a real cluster's leftovers never interfere.
             datasource = f"bench{secrets.token_hex(3)}"
             engine = FlintEngine(FlintContext(spark, store, OpenSearchConfig(url=url), datasource))
-            covering = f"flint_{datasource}_default_events_all_index"
-            run(engine, "CREATE INDEX all ON default.events (id, region, qty, price, day) WITH (id_expression = 'id')")
-            refresh_s = run(engine, "REFRESH INDEX all ON default.events")
+            prefix = f"flint_{datasource}_{table.replace('.', '_')}"
+            covering = f"{prefix}_all_index"
+            run(engine, f"CREATE INDEX all ON {table} (id, region, qty, price, day) WITH (id_expression = 'id')")
+            refresh_s = run(engine, f"REFRESH INDEX all ON {table}")
             indexed = sum(1 for _ in store.index.scan(covering))
             store.index.delete_index(covering)
             print(f"covering index refreshed: {indexed:,} documents in {refresh_s:.1f} s", flush=True)
-            run(engine, "CREATE SKIPPING INDEX ON default.events (region VALUE_SET, qty MIN_MAX, id BLOOM_FILTER)")
-            skipping_s = run(engine, "REFRESH SKIPPING INDEX ON default.events")
-            store.index.delete_index(f"flint_{datasource}_default_events_skipping_index")
+            run(engine, f"CREATE SKIPPING INDEX ON {table} (region VALUE_SET, qty MIN_MAX, id BLOOM_FILTER)")
+            skipping_s = run(engine, f"REFRESH SKIPPING INDEX ON {table}")
+            store.index.delete_index(f"{prefix}_skipping_index")
         finally:
-            spark.stop()
+            if own_session:
+                spark.stop()
+            else:
+                spark.sql(f"DROP TABLE IF EXISTS {table}")
             store.close()
             if server is not None:
                 server.close()

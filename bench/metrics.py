@@ -87,8 +87,28 @@ class Served:
 
 
 @contextmanager
-def serving(mode: str, index_url: str, work: Path) -> Iterator[Served]:
-    """``async-query serve`` with metrics ``on`` or ``off`` on the index."""
+def serving(modes: list[str], index_url: str, work: Path) -> Iterator[dict[str, Served]]:
+    """``async-query serve`` with metrics ``on`` or ``off`` on the index, one per mode, started
+    side by side; yields them by mode."""
+    started: dict[str, tuple[subprocess.Popen[bytes], str, Path]] = {}
+    try:
+        for mode in modes:
+            started[mode] = _launch(mode, index_url, work)
+        for proc, url, log_path in started.values():
+            _wait_ready(proc, url, log_path)
+        yield {mode: Served(url, proc.pid) for mode, (proc, url, _) in started.items()}
+    finally:
+        for proc, _, _ in started.values():
+            proc.send_signal(signal.SIGINT)
+        for proc, _, _ in started.values():
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def _launch(mode: str, index_url: str, work: Path) -> tuple[subprocess.Popen[bytes], str, Path]:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ASYNC_QUERY_", "OPENSEARCH_", "PROMETHEUS_"))}
     env.update(
@@ -101,17 +121,7 @@ def serving(mode: str, index_url: str, work: Path) -> Iterator[Served]:
     command = [sys.executable, "-m", "async_query.cli", "serve", "--port", str(port), "--log-level", "warning"]
     with open(log_path, "ab") as out:
         proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        _wait_ready(proc, url, log_path)
-        yield Served(url, proc.pid)
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    return proc, f"http://127.0.0.1:{port}", log_path
 
 
 def _wait_ready(proc: subprocess.Popen[bytes], url: str, log_path: Path) -> None:
@@ -126,7 +136,7 @@ def _wait_ready(proc: subprocess.Popen[bytes], url: str, log_path: Path) -> None
             pass
         if time.monotonic() > deadline:
             raise RuntimeError(f"the service did not answer within 60 s; see {log_path}")
-        time.sleep(0.1)
+        time.sleep(0.02)
 
 
 @dataclass
@@ -215,15 +225,15 @@ def run_bench(plan: MetricsPlan, work: Path) -> tuple[list[Figure], dict[str, An
     try:
         with (
             SimulatedSessions(store, DS, plan.sessions) as sim,
-            serving("on", index.url, work) as on,
-            serving("off", index.url, work) as off,
+            serving(list(MODES), index.url, work) as served,
         ):
+            on = served["on"]
             sim.create()
             sim.start(writers=1)
             ids = [s.statement_id for s in sim.sessions]
             _finish_one(store, DS, default_result_index(DS), ids[0])
             before = counted_gets(on.url)
-            results = measure({"on": on, "off": off}, ids, plan)
+            results = measure(served, ids, plan)
             counted = counted_gets(on.url) - before
     finally:
         store.close()

@@ -207,7 +207,19 @@ def _stop_leftover(home: Path) -> None:
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + STOP_GRACE_S
     while time.monotonic() < deadline:
-        if not Path(f"/proc/{pid}").exists():
+        if not _running(pid):
             return
         time.sleep(0.1)
     os.kill(pid, signal.SIGKILL)
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` still runs: a process that has exited is gone once reaped, and until then a
+    zombie (state ``Z``), which holds no file and no lock any more (its parent, alive but not the
+    one stopping it, reaps it when it likes)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    # pid (comm) state ...: comm may hold spaces and parentheses, the state follows the last ")"
+    return stat.rpartition(")")[2].split()[:1] not in (["Z"], ["X"])

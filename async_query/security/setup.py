@@ -64,7 +64,9 @@ def build_security(settings: Settings, insecure_no_auth: bool = False) -> Securi
     cache = CredentialCache(settings.auth_cache_s, settings.auth_cache_entries)
     authenticator: Authenticator
     if settings.auth == "basic":
-        authenticator = BasicAuthentication(UserDirectory(settings.users_path), cache, settings.admin_roles)
+        authenticator = BasicAuthentication(
+            UserDirectory(settings.users_path, recheck_s=settings.users_recheck_s), cache, settings.admin_roles
+        )
     elif settings.auth == "cluster":
         if not settings.opensearch_url:
             raise ValueError("ASYNC_QUERY_AUTH=cluster needs OPENSEARCH_URL")

@@ -210,27 +210,23 @@ def test_report_table_and_json() -> None:
 
 
 @pytest.mark.spark
-def test_flint_refresh_bench_prints_its_figures(index_url: str) -> None:
-    """The refresh-throughput bench, tiny, in a process of its own (it starts and stops its own
-    Spark session), against this test's index server."""
-    import os
-    import subprocess
-    import sys
+def test_flint_refresh_bench_prints_its_figures(
+    spark: Any, index_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The refresh-throughput bench, tiny, on the session-scoped Spark session (from the command
+    line it starts and stops a session of its own), against this test's index server."""
+    from bench.flint_refresh import main
 
-    env = {**os.environ, "OPENSEARCH_URL": index_url, "SPARK_LOCAL_IP": "127.0.0.1"}
-    done = subprocess.run(
-        [sys.executable, "-m", "bench.flint_refresh", "--rows", "3000", "--partitions", "2"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "covering index refresh: 3,000 documents" in done.stdout
-    assert "bulk ceiling (one Python process, batches of 1000): 3,000 documents" in done.stdout
-    ratio = float(done.stdout.split("refresh / ceiling: ")[1].split()[0])
+    table = "default.bench_refresh_events"
+    monkeypatch.setenv("OPENSEARCH_URL", index_url)
+    assert main(["--rows", "1500", "--partitions", "2", "--table", table], spark=spark) == 0
+    out = capsys.readouterr().out
+    assert "covering index refresh: 1,500 documents" in out
+    assert "bulk ceiling (one Python process, batches of 1000): 1,500 documents" in out
+    ratio = float(out.split("refresh / ceiling: ")[1].split()[0])
     assert ratio > 0
+    assert "skipping index refresh (VALUE_SET, MIN_MAX, BLOOM_FILTER over 2 files): " in out
+    assert not spark.catalog.tableExists(table)  # the caller's session is left as it was
 
 
 @pytest.mark.spark

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+import httpx
 import pytest
 from moto.server import ThreadedMotoServer
 
@@ -34,8 +35,9 @@ HOOK = REPO / "localstack" / "init" / "ready.d" / "10-async-query.py"
 REGION = "us-east-1"
 
 
-@pytest.fixture
-def endpoint() -> Iterator[str]:
+@pytest.fixture(scope="module")
+def moto_server() -> Iterator[str]:
+    """One moto server for the module (stopping one waits out its half-second poll)."""
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
@@ -43,6 +45,13 @@ def endpoint() -> Iterator[str]:
         yield f"http://{host}:{port}"
     finally:
         server.stop()
+
+
+@pytest.fixture
+def endpoint(moto_server: str) -> str:
+    """The module's moto server, emptied of everything earlier tests made."""
+    httpx.post(f"{moto_server}/moto-api/reset", timeout=30).raise_for_status()
+    return moto_server
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from query_core.ids import REQUEST_INDEX_PATTERN, request_index
 from query_core.states import StatementState
 from query_core.store import Query, Store
 from tests.conftest import ServiceFactory
-from tests.support import RecordingLauncher, client_of, driver, serve_http
+from tests.support import FAST_HASHER, RecordingLauncher, client_of, driver, serve_http
 
 PASSWORDS = {"root": "root-Pa55word-1", "bob": "bob-Pa55word-22", "carol": "carol-Pa55word-3"}
 ROLES = {"root": ["all_access"], "bob": ["analysts"], "carol": ["analysts"]}
@@ -32,7 +32,7 @@ ROLES = {"root": ["all_access"], "bob": ["analysts"], "carol": ["analysts"]}
 @pytest.fixture(scope="module")
 def users_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("users") / "users.json"
-    users = UsersFile(path)
+    users = UsersFile(path, FAST_HASHER)
     for name, password in PASSWORDS.items():
         users.add(name, password, ROLES[name])
     return path

@@ -35,7 +35,15 @@ from query_core.errors import UnknownDatasourceError
 from query_core.ids import new_id
 from query_core.states import StatementState
 from tests.conftest import ServiceFactory
-from tests.support import ClusterUser, RecordingLauncher, SecurityPluginStandIn, free_port, serve_http, wait_for
+from tests.support import (
+    FAST_HASHER,
+    ClusterUser,
+    RecordingLauncher,
+    SecurityPluginStandIn,
+    free_port,
+    serve_http,
+    wait_for,
+)
 
 PASSWORDS = {"alice": "alice-Pa55word-1", "bob": "bob-Pa55word-22"}
 QUERY_TEXT = "SELECT 'query-text-that-must-not-be-audited'"
@@ -49,7 +57,7 @@ CLUSTER_USERS = {
 @pytest.fixture(scope="module")
 def users_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("users") / "users.json"
-    users = UsersFile(path)
+    users = UsersFile(path, FAST_HASHER)
     users.add("alice", PASSWORDS["alice"], ["all_access"])
     users.add("bob", PASSWORDS["bob"], ["reader"])
     return path
@@ -265,8 +273,8 @@ def test_a_removed_user_is_refused_without_a_restart(
     make_service: ServiceFactory, tmp_path: Path, datasource: Datasource
 ) -> None:
     path = tmp_path / "users.json"
-    UsersFile(path).add("carol", "carol-Pa55word", ["reader"])
-    service = make_service(auth="basic", users_file=path)
+    UsersFile(path, FAST_HASHER).add("carol", "carol-Pa55word", ["reader"])
+    service = make_service(auth="basic", users_file=path, users_recheck_s=0.05)
     with serve_http(create_app(service)) as url:
         auth = httpx.BasicAuth("carol", "carol-Pa55word")
         assert httpx.get(f"{url}{BASE}/_sessions", auth=auth).status_code == 200  # now cached
@@ -542,7 +550,7 @@ def test_serve_with_basic_auth_keeps_its_files_private(tmp_path: Path) -> None:
     and its children write under the data directory private (index snapshots, a job's log and pid
     file: the job is ``true``, which starts and ends at once, so no Spark runs)."""
     users_file = tmp_path / "users.json"
-    UsersFile(users_file).add("alice", PASSWORDS["alice"], ["all_access"])
+    UsersFile(users_file, FAST_HASHER).add("alice", PASSWORDS["alice"], ["all_access"])
     port = free_port()
     env = _serve_env(
         tmp_path,
@@ -581,7 +589,7 @@ def test_serve_over_tls(tmp_path: Path, index_url: str) -> None:
     """``--tls-cert``/``--tls-key``: the service answers HTTPS, and plain HTTP gets nothing."""
     cert, key = _self_signed(tmp_path)
     users_file = tmp_path / "users.json"
-    UsersFile(users_file).add("alice", PASSWORDS["alice"], ["all_access"])
+    UsersFile(users_file, FAST_HASHER).add("alice", PASSWORDS["alice"], ["all_access"])
     port = free_port()
     env = _serve_env(
         tmp_path, ASYNC_QUERY_AUTH="basic", ASYNC_QUERY_USERS_FILE=str(users_file), OPENSEARCH_URL=index_url

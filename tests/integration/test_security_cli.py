@@ -21,7 +21,7 @@ from async_query.client_state import FILE_NAME, STATE_DIR_ENV
 from async_query.datasources import Datasource
 from async_query.security.users import UsersFile, read_users
 from tests.conftest import ServiceFactory
-from tests.support import serve_http
+from tests.support import FAST_HASHER, serve_http
 
 PASSWORD = "alice-Pa55word-1"
 
@@ -39,7 +39,7 @@ def clean_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture
 def url(make_service: ServiceFactory, tmp_path: Path) -> Iterator[str]:
     users = tmp_path / "users.json"
-    UsersFile(users).add("alice", PASSWORD, ["all_access"])
+    UsersFile(users, FAST_HASHER).add("alice", PASSWORD, ["all_access"])
     service = make_service(auth="basic", users_file=users)
     with serve_http(create_app(service)) as served:
         yield served
@@ -213,7 +213,7 @@ def test_a_user_added_while_serving_can_log_in(
         )
         == 0
     )
-    service = make_service(auth="basic", users_file=path)
+    service = make_service(auth="basic", users_file=path, users_recheck_s=0.05)
     with serve_http(create_app(service)) as served:
         assert httpx.get(f"{served}{BASE}/_sessions", auth=("dave", "dave-Pa55word")).status_code == 401
         assert (

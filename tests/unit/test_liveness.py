@@ -339,7 +339,8 @@ def test_a_local_job_that_dies_at_start_up_is_reported_at_once(make_service: Ser
     fake_submit.write_text("#!/bin/sh\necho 'JAVA_HOME is not set' >&2\nexit 1\n")
     fake_submit.chmod(0o755)
     launcher = LocalLauncher(tmp_path / "var", "test", spark_submit=str(fake_submit))
-    service = make_service(launcher)
+    # the first GET may find the job still starting: its answer is reused only briefly here
+    service = make_service(launcher, liveness_cache_s=0.1)
     qid, _ = submit(service)
     reply = wait_for(
         lambda: r if (r := status(service, qid))["status"] == "FAILED" else None, timeout=10, what="the failure to show"

@@ -18,7 +18,7 @@ from async_query import logs, metrics
 from async_query.api import BASE, create_app
 from async_query.security.users import UsersFile
 from tests.conftest import ServiceFactory
-from tests.support import serve_http
+from tests.support import FAST_HASHER, serve_http
 
 PASSWORDS = {"admin": "admin-Pa55word-1", "reader": "reader-Pa55word-1", "scraper": "scraper-Pa55word-1"}
 ADMIN_ONLY = [("GET", "/metrics"), ("GET", "/_plugins/_sql/stats"), ("POST", "/_plugins/_ppl/stats")]
@@ -27,9 +27,9 @@ ADMIN_ONLY = [("GET", "/metrics"), ("GET", "/_plugins/_sql/stats"), ("POST", "/_
 @pytest.fixture(scope="module")
 def users(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("users") / "users.json"
-    UsersFile(path).add("admin", PASSWORDS["admin"], ["all_access"])
-    UsersFile(path).add("reader", PASSWORDS["reader"], ["reader"])
-    UsersFile(path).add("scraper", PASSWORDS["scraper"], ["prometheus"])
+    UsersFile(path, FAST_HASHER).add("admin", PASSWORDS["admin"], ["all_access"])
+    UsersFile(path, FAST_HASHER).add("reader", PASSWORDS["reader"], ["reader"])
+    UsersFile(path, FAST_HASHER).add("scraper", PASSWORDS["scraper"], ["prometheus"])
     return path
 
 

@@ -22,6 +22,7 @@ from async_query.security.setup import serve_checks
 from async_query.security.users import UserDirectory, UsersFile, UsersFileError
 from async_query.settings import Settings
 from query_core.ids import new_id
+from tests.support import FAST_HASHER
 
 # -- principals and authorization ------------------------------------------------------------------
 
@@ -265,7 +266,7 @@ def test_users_file_is_private_and_holds_hashes_only(tmp_path: Path) -> None:
 
 def test_the_directory_follows_the_file(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     path = tmp_path / "users.json"
-    users = UsersFile(path)
+    users = UsersFile(path, FAST_HASHER)
     users.add("alice", "alice-Pa55word", ["r"])
     directory = UserDirectory(path, recheck_s=0)
     assert directory.knows("alice") and not directory.changed()
@@ -278,15 +279,13 @@ def test_the_directory_follows_the_file(tmp_path: Path, caplog: pytest.LogCaptur
     assert directory.changed() and len(directory) == 0  # gone: nobody gets in
 
 
-def _add_one(path: str, name: str) -> None:
-    UsersFile(Path(path)).add(name, f"{name}-Pa55word", ["r"])
-
-
 def test_concurrent_adds_keep_every_user(tmp_path: Path) -> None:
     path = tmp_path / "users.json"
     names = [f"user{i}" for i in range(3)]
     ctx = multiprocessing.get_context("spawn")
-    procs = [ctx.Process(target=_add_one, args=(str(path), n)) for n in names]
+    # the target is the product's own method: a child imports its module only, not this one's
+    add = UsersFile(path, FAST_HASHER).add
+    procs = [ctx.Process(target=add, args=(n, f"{n}-Pa55word", ["r"])) for n in names]
     for p in procs:
         p.start()
     for p in procs:
