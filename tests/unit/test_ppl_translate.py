@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
 
@@ -397,11 +396,3 @@ def test_quoting_helpers() -> None:
     assert quote_name("select") == "`select`"
     assert quote_name("a`b") == "`a``b`"
     assert string_sql("it's \\ here") == "'it\\'s \\\\ here'"
-
-
-def test_translation_is_fast() -> None:
-    text = "source=t a=1 | where b > 2 | stats count() as c, avg(x) by span(ts, 1h) as h, g | sort - c | head 5"
-    started = time.perf_counter()
-    for _ in range(200):
-        to_spark_sql(text, no_columns)
-    assert (time.perf_counter() - started) / 200 < 0.002
