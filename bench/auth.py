@@ -18,11 +18,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
-import datetime as dt
-import json
 import logging
 import os
-import platform
 import signal
 import subprocess
 import sys
@@ -41,7 +38,7 @@ from async_query.security.authn import BasicAuthentication, CredentialCache
 from async_query.security.users import UserDirectory, UsersFile
 from bench.env import free_port
 from bench.httpload import LoadResult, run_load
-from bench.report import Figure, Report, Target
+from bench.report import Figure, Target, close_report, new_report, run_summary
 from bench.sim import SimulatedSessions
 from bench.stats import percentile
 from query_core.config import OpenSearchConfig
@@ -266,30 +263,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     plan = AuthPlan.quick() if args.quick else AuthPlan()
-    report = Report()
-    report.meta = {
-        "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "quick": args.quick,
-        "cpus": os.cpu_count(),
-        "loadavg_before": [round(x, 2) for x in os.getloadavg()],
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-    }
+    report = new_report(quick=args.quick)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench-auth-") as work:
         figures, details = run_bench(plan, Path(work))
     report.add(figures)
     report.details[SECTION] = details
-    report.meta["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]
-    report.meta["duration_s"] = round(time.perf_counter() - started, 1)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report.as_json(), indent=2, default=str) + "\n")
+    close_report(report, started, args.out)
     print(report.table())
     print()
-    print(
-        f"duration {report.meta['duration_s']} s, load average before {report.meta['loadavg_before']}"
-        f" after {report.meta['loadavg_after']}; JSON: {args.out}"
-    )
+    print(run_summary(report, args.out))
     return 0
 
 

@@ -20,10 +20,8 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import logging
 import os
-import platform
 import random
 import sys
 import tempfile
@@ -35,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import tpch
-from bench.report import Figure, Report, Target
+from bench.report import Figure, Target, close_report, new_report, run_summary
 from bench.stats import percentile, summary
 from query_core.ppl import PplSemanticError, PplSyntaxError, parse_ppl, to_spark_sql
 
@@ -569,15 +567,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tpch-rounds", type=int, default=5, help="timed rounds per TPC-H query (default: 5)")
     args = parser.parse_args(argv)
     count = 30 if args.quick else 300
-    report = Report()
-    report.meta = {
-        "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "quick": args.quick,
-        "cpus": os.cpu_count(),
-        "loadavg_before": [round(x, 2) for x in os.getloadavg()],
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-    }
+    report = new_report(quick=args.quick)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench-ppl-") as warehouse:
         spark = spark_session(warehouse)
@@ -591,17 +581,13 @@ def main(argv: list[str] | None = None) -> int:
     report.add(tpch_found)
     report.details[SECTION] = details
     report.details[TPCH_SECTION] = tpch_details
-    report.meta["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]
-    report.meta["duration_s"] = round(time.perf_counter() - started, 1)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report.as_json(), indent=2, default=str) + "\n")
+    close_report(report, started, args.out)
     print(report.table())
     print()
     print(
         f"{details['kept']} of {count} queries measured ({len(details['untranslatable'])} did not translate,"
         f" {len(details['rejected_by_spark'])} rejected by Spark); spark.sql eager: {details['spark_sql_is_eager']};"
-        f" duration {report.meta['duration_s']} s, load average before {report.meta['loadavg_before']}"
-        f" after {report.meta['loadavg_after']}; JSON: {args.out}"
+        f" {run_summary(report, args.out)}"
     )
     return 0
 

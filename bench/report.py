@@ -5,10 +5,16 @@ Targets are recorded and shown next to each figure; nothing here fails when one 
 
 from __future__ import annotations
 
+import datetime as dt
+import json
 import math
 import operator
+import os
+import platform
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 _OPS: dict[str, Callable[[float, float], bool]] = {
@@ -94,6 +100,46 @@ class Report:
             if n == 0:
                 lines.append("  ".join("-" * w for w in widths) + "  ----")
         return "\n".join(lines)
+
+
+def load_average() -> list[float]:
+    """The 1, 5 and 15 minute load averages, rounded (empty where the platform has none)."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return []
+
+
+def new_report(**meta: Any) -> Report:
+    """A report whose meta says when and where the run started, and under what load, with ``meta``."""
+    return Report(
+        meta={
+            "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "cpus": os.cpu_count(),
+            "loadavg_before": load_average(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            **meta,
+        }
+    )
+
+
+def close_report(report: Report, started: float, out: Path) -> None:
+    """The run's end in the meta (load average, duration since ``started``, a ``perf_counter``
+    reading), and the JSON written to ``out``."""
+    report.meta["loadavg_after"] = load_average()
+    report.meta["duration_s"] = round(time.perf_counter() - started, 1)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report.as_json(), indent=2, default=str) + "\n")
+
+
+def run_summary(report: Report, out: Path) -> str:
+    """The line printed under the table: duration, load, CPUs and where the JSON went."""
+    meta = report.meta
+    return (
+        f"duration {meta['duration_s']} s, load average before {meta['loadavg_before']}"
+        f" after {meta['loadavg_after']} on {meta['cpus']} CPUs; JSON: {out}"
+    )
 
 
 def _num(value: float) -> str:

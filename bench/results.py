@@ -30,11 +30,9 @@ rows are streamed and stop at the cap), and a paged GET under 100 ms. Run it und
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import logging
 import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -55,7 +53,7 @@ from async_query.launcher.local import LocalLauncher
 from async_query.service import AsyncQueryService
 from async_query.settings import Settings
 from bench.emr import serve_app
-from bench.report import Figure, Report, Target
+from bench.report import Figure, Target, close_report, new_report, run_summary
 from bench.stats import percentile
 from bench.streaming import index_server
 from query_core.store import Store, quiet_driver_logs
@@ -401,16 +399,7 @@ def main(argv: list[str] | None = None) -> int:
     quiet_driver_logs()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     counts = [100_000, 500_000] if args.quick else [int(n) for n in args.rows.split(",")]
-    report = Report(
-        meta={
-            "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            "rows": counts,
-            "query": QUERY,
-            "cpus": os.cpu_count(),
-            "loadavg_before": [round(x, 2) for x in os.getloadavg()],
-            "python": platform.python_version(),
-        }
-    )
+    report = new_report(rows=counts, query=QUERY)
     started = time.perf_counter()
     work = Path(tempfile.mkdtemp(prefix="aq-bench-results-"))
     failure: BenchError | None = None
@@ -425,14 +414,12 @@ def main(argv: list[str] | None = None) -> int:
             report.details[SECTION] = bench.details
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    report.meta["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]
-    report.meta["duration_s"] = round(time.perf_counter() - started, 1)
     if failure is not None:
         report.skipped[SECTION] = f"failed: {failure}"[:300]
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report.as_json(), indent=2, default=str) + "\n")
+    close_report(report, started, args.out)
     print(report.table())
-    print(f"\nduration {report.meta['duration_s']} s on {report.meta['cpus']} CPUs; JSON: {args.out}")
+    print()
+    print(run_summary(report, args.out))
     if failure is not None:
         print(f"\nERROR: {failure}", file=sys.stderr)
         return 1

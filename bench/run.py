@@ -9,11 +9,8 @@ asserted. See ``bench/README.md``.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import json
 import logging
 import os
-import platform
 import sys
 import time
 import traceback
@@ -24,7 +21,7 @@ from typing import Any
 from bench.api_latency import ApiPlan, run_api_latency
 from bench.emr import EmrPlan, run_getjobrun
 from bench.env import BenchEnv
-from bench.report import Figure, Report
+from bench.report import Figure, Report, close_report, new_report, run_summary
 from bench.scale import ScalePlan, run_scale
 from bench.spark import IdleWindow, SparkBench, SparkPlan
 from query_core.store import Store
@@ -41,13 +38,6 @@ SERVICE_ENV = {"ASYNC_QUERY_INACTIVITY_LIMIT_MS": "900000"}
 
 class _Skip(Exception):  # noqa: N818 - an outcome, not a failure
     """A section that cannot run here (a missing optional piece)."""
-
-
-def _loadavg() -> list[float]:
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        return []
 
 
 def _section(report: Report, name: str, run: Callable[[], tuple[list[Figure], dict[str, Any]] | list[Figure]]) -> bool:
@@ -82,19 +72,13 @@ def _scale_run(
 
 
 def run(quick: bool, out: Path, skip_spark: bool = False, scale_sessions: list[int] | None = None) -> Report:
-    report = Report()
     started = time.perf_counter()
-    report.meta = {
-        "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "quick": quick,
-        "cpus": os.cpu_count(),
-        "loadavg_before": _loadavg(),
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "index": os.environ.get("OPENSEARCH_URL")
+    report = new_report(
+        quick=quick,
+        index=os.environ.get("OPENSEARCH_URL")
         or os.environ.get("ASYNC_QUERY_OPENSEARCH_URL")
         or "embedded osmem-server",
-    }
+    )
     api_plan = ApiPlan.quick() if quick else ApiPlan()
     spark_plan = SparkPlan.quick() if quick else SparkPlan()
     scale_plan = ScalePlan.quick() if quick else ScalePlan()
@@ -161,10 +145,7 @@ def run(quick: bool, out: Path, skip_spark: bool = False, scale_sessions: list[i
         finally:
             env.stop_service()
 
-    report.meta["loadavg_after"] = _loadavg()
-    report.meta["duration_s"] = round(time.perf_counter() - started, 1)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report.as_json(), indent=2, default=str) + "\n")
+    close_report(report, started, out)
     return report
 
 
@@ -191,10 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(report.table())
     print()
-    print(
-        f"duration {report.meta['duration_s']} s, load average before {report.meta['loadavg_before']} "
-        f"after {report.meta['loadavg_after']} on {report.meta['cpus']} CPUs; JSON: {args.out}"
-    )
+    print(run_summary(report, args.out))
     return 0
 
 

@@ -39,11 +39,8 @@ printed), not a hang. Run it alone, under the Spark lock: ``flock /tmp/spark.loc
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import json
 import logging
 import os
-import platform
 import shutil
 import sys
 import tempfile
@@ -64,7 +61,7 @@ from async_query.launcher.local import LocalLauncher, catalog_settings
 from async_query.service import AsyncQueryService
 from async_query.settings import Settings
 from bench.emr import serve_app
-from bench.report import Figure, Report, Target
+from bench.report import Figure, Target, close_report, new_report, run_summary
 from bench.sim import client_of
 from bench.stats import percentile, summary
 from query_core.flint import latest_id
@@ -756,16 +753,7 @@ def main(argv: list[str] | None = None) -> int:
     quiet_driver_logs()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     plan = StreamingPlan.quick() if args.quick else StreamingPlan()
-    report = Report(
-        meta={
-            "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            "quick": args.quick,
-            "plan": plan.__dict__,
-            "cpus": os.cpu_count(),
-            "loadavg_before": [round(x, 2) for x in os.getloadavg()],
-            "python": platform.python_version(),
-        }
-    )
+    report = new_report(quick=args.quick, plan=plan.__dict__)
     started = time.perf_counter()
     work = Path(tempfile.mkdtemp(prefix="aq-bench-streaming-"))
     failure: BenchError | None = None
@@ -787,19 +775,13 @@ def main(argv: list[str] | None = None) -> int:
     if bench is not None:
         report.add(bench.figures)
         report.details[SECTION] = bench.details
-    report.meta["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]
-    report.meta["duration_s"] = round(time.perf_counter() - started, 1)
     if failure is not None:
         report.skipped[SECTION] = f"failed: {str(failure).splitlines()[0]}"[:300]
         report.details["error"] = str(failure)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report.as_json(), indent=2, default=str) + "\n")
+    close_report(report, started, args.out)
     print(report.table())
     print()
-    print(
-        f"duration {report.meta['duration_s']} s, load average before {report.meta['loadavg_before']} "
-        f"after {report.meta['loadavg_after']} on {report.meta['cpus']} CPUs; JSON: {args.out}"
-    )
+    print(run_summary(report, args.out))
     if failure is not None:
         print(f"\nERROR: {failure}", file=sys.stderr)
         return 1
