@@ -36,7 +36,7 @@ import httpx
 from async_query.security.audit import AuditLog
 from async_query.security.authn import BasicAuthentication, CredentialCache
 from async_query.security.users import UserDirectory, UsersFile
-from bench.env import free_port
+from bench.env import free_port, wait_serving
 from bench.httpload import LoadResult, run_load
 from bench.report import Figure, Target, close_report, new_report, run_summary
 from bench.sim import SimulatedSessions
@@ -83,7 +83,7 @@ def serving(modes: list[str], index_url: str, work: Path, users_file: Path) -> I
         for mode in modes:
             started[mode] = _launch(mode, index_url, work, users_file)
         for proc, url, log_path in started.values():
-            _wait_ready(proc, url, log_path)
+            wait_serving(proc, url, log_path, headers={"Authorization": basic_header(USER, PASSWORD)})
         yield {mode: url for mode, (_, url, _) in started.items()}
     finally:
         for proc, _, _ in started.values():
@@ -113,22 +113,6 @@ def _launch(mode: str, index_url: str, work: Path, users_file: Path) -> tuple[su
     with open(log_path, "ab") as out:
         proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env)
     return proc, f"http://127.0.0.1:{port}", log_path
-
-
-def _wait_ready(proc: subprocess.Popen[bytes], url: str, log_path: Path) -> None:
-    headers = {"Authorization": basic_header(USER, PASSWORD)}
-    deadline = time.monotonic() + 60
-    while True:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the service exited with {proc.returncode}; see {log_path}")
-        try:
-            if httpx.get(f"{url}{BASE}/_sessions", headers=headers, timeout=5).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"the service did not answer within 60 s; see {log_path}")
-        time.sleep(0.02)
 
 
 def measure_http(urls: dict[str, str], ids: list[str], plan: AuthPlan) -> dict[str, list[float]]:

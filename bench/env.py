@@ -100,18 +100,7 @@ class BenchEnv:
                 command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
             )
         self.base_url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"the service exited with {self.proc.returncode}; see {self.log_path}")
-            try:
-                if httpx.get(f"{self.base_url}/_plugins/_async_query/_sessions", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"the service did not answer within 60 s; see {self.log_path}")
-            time.sleep(0.1)
+        wait_serving(self.proc, self.base_url, self.log_path, interval=0.1)
         log.info("service pid %d at %s (index %s)", self.proc.pid, self.base_url, self.index_url)
 
     def close(self) -> None:
@@ -175,3 +164,26 @@ class BenchEnv:
             return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
         except OSError:
             return ""
+
+
+def wait_serving(
+    proc: subprocess.Popen[bytes],
+    base_url: str,
+    log_path: Path,
+    headers: dict[str, str] | None = None,
+    interval: float = 0.02,
+) -> None:
+    """Return once the ``async-query serve`` process ``proc`` answers its session listing at
+    ``base_url``; fail if it exits first or has not answered within 60 s (its log: ``log_path``)."""
+    deadline = time.monotonic() + 60
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the service exited with {proc.returncode}; see {log_path}")
+        try:
+            if httpx.get(f"{base_url}/_plugins/_async_query/_sessions", headers=headers, timeout=5).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the service did not answer within 60 s; see {log_path}")
+        time.sleep(interval)

@@ -39,7 +39,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from async_query.metrics import ROUTES, MetricsMiddleware
 from bench.api_latency import _finish_one
-from bench.env import free_port
+from bench.env import free_port, wait_serving
 from bench.httpload import LoadResult, run_load
 from bench.report import Figure, Target, close_report, new_report, run_summary
 from bench.sim import SimulatedSessions
@@ -92,7 +92,7 @@ def serving(modes: list[str], index_url: str, work: Path) -> Iterator[dict[str, 
         for mode in modes:
             started[mode] = _launch(mode, index_url, work)
         for proc, url, log_path in started.values():
-            _wait_ready(proc, url, log_path)
+            wait_serving(proc, url, log_path)
         yield {mode: Served(url, proc.pid) for mode, (proc, url, _) in started.items()}
     finally:
         for proc, _, _ in started.values():
@@ -119,21 +119,6 @@ def _launch(mode: str, index_url: str, work: Path) -> tuple[subprocess.Popen[byt
     with open(log_path, "ab") as out:
         proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env)
     return proc, f"http://127.0.0.1:{port}", log_path
-
-
-def _wait_ready(proc: subprocess.Popen[bytes], url: str, log_path: Path) -> None:
-    deadline = time.monotonic() + 60
-    while True:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the service exited with {proc.returncode}; see {log_path}")
-        try:
-            if httpx.get(f"{url}{BASE}/_sessions", timeout=5).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"the service did not answer within 60 s; see {log_path}")
-        time.sleep(0.02)
 
 
 @dataclass

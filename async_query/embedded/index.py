@@ -12,13 +12,11 @@ the design and its reasons.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,12 +24,12 @@ from typing import Any
 
 import httpx
 
+from async_query.embedded.osmem_process import ready_line
 from query_core.errors import AsyncQueryError
 
 log = logging.getLogger(__name__)
 
 #: How long a start may take: loading a large snapshot and replaying the journal.
-START_TIMEOUT_S = 600.0
 STOP_TIMEOUT_S = 60.0
 
 
@@ -125,23 +123,8 @@ class EmbeddedIndex:
 
 def _wait_ready(process: subprocess.Popen[bytes]) -> dict[str, Any]:
     """The index server's first stdout line (its URLs), or an error once it exited or timed out."""
-    found: dict[str, Any] = {}
-
-    def read() -> None:
-        assert process.stdout is not None
-        for line in process.stdout:
-            try:
-                message = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(message, dict) and "url" in message:
-                found.update(message)
-                return
-
-    reader = threading.Thread(target=read, name="index-start", daemon=True)
-    reader.start()
-    reader.join(START_TIMEOUT_S)
-    if not found:
+    found = ready_line(process, name="index-start")
+    if found is None:
         if process.poll() is None:
             process.kill()
         process.wait()

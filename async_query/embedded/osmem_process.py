@@ -38,7 +38,7 @@ class OsmemProcess:
         if seed is not None:
             command += ["--seed", str(seed)]
         process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True)
-        ready = _ready_line(process)
+        ready = ready_line(process)
         if ready is None:
             if process.poll() is None:
                 process.kill()
@@ -59,8 +59,9 @@ class OsmemProcess:
             self.process.wait()
 
 
-def _ready_line(process: subprocess.Popen[bytes]) -> dict[str, Any] | None:
-    """The server's first JSON line on stdout (its URL), or None if it exits or times out."""
+def ready_line(process: subprocess.Popen[bytes], name: str = "osmem-start") -> dict[str, Any] | None:
+    """The first JSON line with a ``url`` on the process's stdout (how ``osmem-server`` and the
+    embedded index's keeper say they are ready), or None if it exits or times out."""
     found: dict[str, Any] = {}
 
     def read() -> None:
@@ -74,7 +75,7 @@ def _ready_line(process: subprocess.Popen[bytes]) -> dict[str, Any] | None:
                 found.update(message)
                 return
 
-    reader = threading.Thread(target=read, name="osmem-start", daemon=True)
+    reader = threading.Thread(target=read, name=name, daemon=True)
     reader.start()
     reader.join(START_TIMEOUT_S)
     return found or None
