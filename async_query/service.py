@@ -356,6 +356,7 @@ class AsyncQueryService:
             return
         self.owner_of_query.put(statement.query_id, statement.submitted_by or "")
         check_owner(principal, statement.submitted_by, statement.query_id)
+
     def get_page(self, query_id: str, page: Page, principal: Principal = ANONYMOUS) -> bytes:
         """GET with paging (``docs/api.md``), for the query's submitter or an admin: rows of a
         successful result, read from the documents that hold them (not cached: a script reads
