@@ -544,6 +544,7 @@ class _Translator:
             [f"{quote_name(count_name)} {direction}", *(f"{quote_name(f.name)} ASC" for f in command.fields)]
         )
         block.group_by = keys
+        block.order_by = ""  # an earlier sort orders rows the grouping no longer has, as in stats
         block.defs = {}
         block.closed = True
         names = [i.name for i in items]

@@ -238,6 +238,9 @@ def test_top_and_rare() -> None:
     assert to_spark_sql("source=t | rare name", no_columns).endswith(
         "GROUP BY name ORDER BY count_name ASC, name ASC LIMIT 10"
     )
+    # an earlier sort orders rows the grouping no longer has: dropped, as stats drops it
+    for text in ("source=t | sort a, - b | rare 9 name by age", "source=t | sort a | top name"):
+        assert "ORDER BY a ASC" not in to_spark_sql(text, no_columns)
 
 
 def test_parse_adds_or_replaces_fields() -> None:
