@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import fcntl
 import json
 import logging
@@ -331,12 +332,15 @@ def _watch_stdin(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
     """Stop when stdin closes: the service closed it, or died (then the kernel closed it)."""
 
     def wait_for_eof() -> None:
+        # The file descriptor, not sys.stdin: a thread blocked in a buffered read holds the
+        # reader's lock, which the interpreter takes at exit (a fatal error when it cannot).
         try:
-            while sys.stdin.buffer.read(4096):
+            while os.read(0, 4096):
                 pass
-        except (OSError, ValueError):
+        except OSError:
             pass
-        loop.call_soon_threadsafe(stop.set)
+        with contextlib.suppress(RuntimeError):  # the loop has ended already
+            loop.call_soon_threadsafe(stop.set)
 
     threading.Thread(target=wait_for_eof, name="stdin-watch", daemon=True).start()
 
