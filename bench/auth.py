@@ -15,15 +15,12 @@ one audit line), and what the first request of new credentials costs (one argon2
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import base64
 import logging
 import os
-import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -36,9 +33,9 @@ import httpx
 from async_query.security.audit import AuditLog
 from async_query.security.authn import BasicAuthentication, CredentialCache
 from async_query.security.users import UserDirectory, UsersFile
-from bench.env import free_port, wait_serving
+from bench.env import free_port, stop_services, wait_serving
 from bench.httpload import LoadResult, run_load
-from bench.report import Figure, Target, close_report, new_report, run_summary
+from bench.report import Figure, Target, run_standalone
 from bench.sim import SimulatedSessions
 from bench.stats import percentile
 from query_core.config import OpenSearchConfig
@@ -86,14 +83,7 @@ def serving(modes: list[str], index_url: str, work: Path, users_file: Path) -> I
             wait_serving(proc, url, log_path, headers={"Authorization": basic_header(USER, PASSWORD)})
         yield {mode: url for mode, (_, url, _) in started.items()}
     finally:
-        for proc, _, _ in started.values():
-            proc.send_signal(signal.SIGINT)
-        for proc, _, _ in started.values():
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_services([proc for proc, _, _ in started.values()], grace_s=20)
 
 
 def _launch(mode: str, index_url: str, work: Path, users_file: Path) -> tuple[subprocess.Popen[bytes], str, Path]:
@@ -241,23 +231,14 @@ def _figures(latencies: dict[str, list[float]], first_ms: float, parts: dict[str
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.auth", description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="a smoke run (2 short rounds)")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"JSON output (default: {DEFAULT_OUT})")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    plan = AuthPlan.quick() if args.quick else AuthPlan()
-    report = new_report(quick=args.quick)
-    started = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="bench-auth-") as work:
-        figures, details = run_bench(plan, Path(work))
-    report.add(figures)
-    report.details[SECTION] = details
-    close_report(report, started, args.out)
-    print(report.table())
-    print()
-    print(run_summary(report, args.out))
-    return 0
+    return run_standalone(
+        argv,
+        prog="python -m bench.auth",
+        doc=__doc__,
+        default_out=DEFAULT_OUT,
+        section=SECTION,
+        run=lambda quick, work: run_bench(AuthPlan.quick() if quick else AuthPlan(), work),
+    )
 
 
 if __name__ == "__main__":

@@ -121,14 +121,7 @@ class BenchEnv:
         if proc is None:
             return
         self.proc = None
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(timeout=STOP_GRACE_S)
-            except subprocess.TimeoutExpired:
-                log.warning("the service did not stop on SIGINT; killing it (pid %d)", proc.pid)
-                proc.kill()
-                proc.wait()
+        stop_services([proc], STOP_GRACE_S)
         self._kill_leftover_jobs()
 
     def _kill_leftover_jobs(self) -> None:
@@ -187,3 +180,18 @@ def wait_serving(
         if time.monotonic() > deadline:
             raise RuntimeError(f"the service did not answer within 60 s; see {log_path}")
         time.sleep(interval)
+
+
+def stop_services(procs: list[subprocess.Popen[bytes]], grace_s: float) -> None:
+    """SIGINT to every ``async-query serve`` process still running (its shutdown stops its Spark
+    jobs), then a kill for any that has not stopped within ``grace_s`` of it."""
+    running = [proc for proc in procs if proc.poll() is None]
+    for proc in running:
+        proc.send_signal(signal.SIGINT)
+    for proc in running:
+        try:
+            proc.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            log.warning("the service did not stop on SIGINT; killing it (pid %d)", proc.pid)
+            proc.kill()
+            proc.wait()

@@ -19,14 +19,11 @@ adds per request around an app that does nothing, in microseconds.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import logging
 import os
-import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -39,9 +36,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from async_query.metrics import ROUTES, MetricsMiddleware
 from bench.api_latency import _finish_one
-from bench.env import free_port, wait_serving
+from bench.env import free_port, stop_services, wait_serving
 from bench.httpload import LoadResult, run_load
-from bench.report import Figure, Target, close_report, new_report, run_summary
+from bench.report import Figure, Target, run_standalone
 from bench.sim import SimulatedSessions
 from query_core.config import OpenSearchConfig
 from query_core.ids import default_result_index
@@ -95,14 +92,7 @@ def serving(modes: list[str], index_url: str, work: Path) -> Iterator[dict[str, 
             wait_serving(proc, url, log_path)
         yield {mode: Served(url, proc.pid) for mode, (proc, url, _) in started.items()}
     finally:
-        for proc, _, _ in started.values():
-            proc.send_signal(signal.SIGINT)
-        for proc, _, _ in started.values():
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_services([proc for proc, _, _ in started.values()], grace_s=20)
 
 
 def _launch(mode: str, index_url: str, work: Path) -> tuple[subprocess.Popen[bytes], str, Path]:
@@ -286,23 +276,14 @@ def _figures(details: dict[str, Any]) -> list[Figure]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.metrics", description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="a smoke run (2 short rounds)")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"JSON output (default: {DEFAULT_OUT})")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    plan = MetricsPlan.quick() if args.quick else MetricsPlan()
-    report = new_report(quick=args.quick)
-    started = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="bench-metrics-") as work:
-        figures, details = run_bench(plan, Path(work))
-    report.add(figures)
-    report.details[SECTION] = details
-    close_report(report, started, args.out)
-    print(report.table())
-    print()
-    print(run_summary(report, args.out))
-    return 0
+    return run_standalone(
+        argv,
+        prog="python -m bench.metrics",
+        doc=__doc__,
+        default_out=DEFAULT_OUT,
+        section=SECTION,
+        run=lambda quick, work: run_bench(MetricsPlan.quick() if quick else MetricsPlan(), work),
+    )
 
 
 if __name__ == "__main__":

@@ -5,12 +5,15 @@ Targets are recorded and shown next to each figure; nothing here fails when one 
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
 import json
+import logging
 import math
 import operator
 import os
 import platform
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -140,6 +143,36 @@ def run_summary(report: Report, out: Path) -> str:
         f"duration {meta['duration_s']} s, load average before {meta['loadavg_before']}"
         f" after {meta['loadavg_after']} on {meta['cpus']} CPUs; JSON: {out}"
     )
+
+
+def run_standalone(
+    argv: list[str] | None,
+    *,
+    prog: str,
+    doc: str | None,
+    default_out: Path,
+    section: str,
+    run: Callable[[bool, Path], tuple[list[Figure], dict[str, Any]]],
+) -> int:
+    """The main of a bench that runs one section in a work directory of its own: ``--quick`` and
+    ``--out``, ``run(quick, work_dir)`` for the figures and details, the JSON written, the table
+    and the run's summary printed."""
+    parser = argparse.ArgumentParser(prog=prog, description=doc)
+    parser.add_argument("--quick", action="store_true", help="a smoke run (2 short rounds)")
+    parser.add_argument("--out", type=Path, default=default_out, help=f"JSON output (default: {default_out})")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    report = new_report(quick=args.quick)
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix=f"bench-{prog.rpartition('.')[2]}-") as work:
+        figures, details = run(args.quick, Path(work))
+    report.add(figures)
+    report.details[section] = details
+    close_report(report, started, args.out)
+    print(report.table())
+    print()
+    print(run_summary(report, args.out))
+    return 0
 
 
 def _num(value: float) -> str:
