@@ -13,6 +13,7 @@ import math
 import operator
 import os
 import platform
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -169,9 +170,18 @@ def run_standalone(
     report.add(figures)
     report.details[section] = details
     close_report(report, started, args.out)
+    return print_report(report, args.out)
+
+
+def print_report(report: Report, out: Path, failure: BaseException | None = None) -> int:
+    """Print the table and the run's summary line, and the failure that cut the run short if one
+    did; the exit code (1 after a failure)."""
     print(report.table())
     print()
-    print(run_summary(report, args.out))
+    print(run_summary(report, out))
+    if failure is not None:
+        print(f"\nERROR: {failure}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -53,7 +53,7 @@ from async_query.launcher.local import LocalLauncher
 from async_query.service import AsyncQueryService
 from async_query.settings import Settings
 from bench.emr import serve_app
-from bench.report import Figure, Target, close_report, new_report, run_summary
+from bench.report import Figure, Target, close_report, new_report, print_report
 from bench.stats import percentile
 from bench.streaming import index_server
 from query_core.store import Store, quiet_driver_logs
@@ -150,22 +150,22 @@ class Peaks:
     heap: int = 0
 
     def sample(self, jvm: int) -> None:
-        procs = JobProcesses.of(jvm)
-        jvm_rss = _status_kb(procs.jvm, "VmRSS") * 1024
-        python_rss = _status_kb(procs.python, "VmRSS") * 1024
-        self.jvm = max(self.jvm, jvm_rss)
-        self.python = max(self.python, python_rss)
-        self.driver = max(self.driver, jvm_rss + python_rss)
+        procs = self._driver_peaks(jvm, "VmRSS")
         self.workers = max(self.workers, sum(_status_kb(p, "VmRSS") for p in procs.workers) * 1024)
 
     def add_high_water_marks(self, jvm: int) -> None:
         """The processes' own peaks (``VmHWM``): nothing between two samples is missed."""
+        self._driver_peaks(jvm, "VmHWM")
+
+    def _driver_peaks(self, jvm: int, field: str) -> JobProcesses:
+        """The driver's processes' ``field`` (of ``/proc/<pid>/status``) taken into the peaks."""
         procs = JobProcesses.of(jvm)
-        jvm_hwm = _status_kb(procs.jvm, "VmHWM") * 1024
-        python_hwm = _status_kb(procs.python, "VmHWM") * 1024
-        self.jvm = max(self.jvm, jvm_hwm)
-        self.python = max(self.python, python_hwm)
-        self.driver = max(self.driver, jvm_hwm + python_hwm)
+        jvm_bytes = _status_kb(procs.jvm, field) * 1024
+        python_bytes = _status_kb(procs.python, field) * 1024
+        self.jvm = max(self.jvm, jvm_bytes)
+        self.python = max(self.python, python_bytes)
+        self.driver = max(self.driver, jvm_bytes + python_bytes)
+        return procs
 
 
 class HeapWatch:
@@ -417,13 +417,7 @@ def main(argv: list[str] | None = None) -> int:
     if failure is not None:
         report.skipped[SECTION] = f"failed: {failure}"[:300]
     close_report(report, started, args.out)
-    print(report.table())
-    print()
-    print(run_summary(report, args.out))
-    if failure is not None:
-        print(f"\nERROR: {failure}", file=sys.stderr)
-        return 1
-    return 0
+    return print_report(report, args.out, failure)
 
 
 if __name__ == "__main__":

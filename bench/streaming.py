@@ -61,7 +61,7 @@ from async_query.launcher.local import LocalLauncher, catalog_settings
 from async_query.service import AsyncQueryService
 from async_query.settings import Settings
 from bench.emr import serve_app
-from bench.report import Figure, Target, close_report, new_report, run_summary
+from bench.report import Figure, Target, close_report, new_report, print_report
 from bench.sim import client_of
 from bench.stats import percentile, summary
 from query_core.flint import latest_id
@@ -779,13 +779,7 @@ def main(argv: list[str] | None = None) -> int:
         report.skipped[SECTION] = f"failed: {str(failure).splitlines()[0]}"[:300]
         report.details["error"] = str(failure)
     close_report(report, started, args.out)
-    print(report.table())
-    print()
-    print(run_summary(report, args.out))
-    if failure is not None:
-        print(f"\nERROR: {failure}", file=sys.stderr)
-        return 1
-    return 0
+    return print_report(report, args.out, failure)
 
 
 if __name__ == "__main__":
