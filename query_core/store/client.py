@@ -580,12 +580,17 @@ class IndexClient:
             pending = retry
         return len(docs)
 
-    def scan(self, index: str, batch: int = 1000) -> Iterator[tuple[str, dict[str, Any]]]:
-        """Every document of the index as (id, source), in batches of a scroll."""
-        page = self._call(
-            f"scan {index}",
-            lambda: self._client.search(index=index, body={"size": batch, "sort": ["_doc"]}, scroll="1m"),
-        )
+    def scan(
+        self, index: str, batch: int = 1000, fields: Sequence[str] | None = None, filters: tuple[Filter, ...] = ()
+    ) -> Iterator[tuple[str, dict[str, Any]]]:
+        """Every document of the index (matching every filter) as (id, source), in batches of a
+        scroll; with ``fields``, only those fields of each source."""
+        body: dict[str, Any] = {"size": batch, "sort": ["_doc"]}
+        if filters:
+            body["query"] = _query_dsl(filters)
+        if fields is not None:
+            body["_source"] = list(fields)
+        page = self._call(f"scan {index}", lambda: self._client.search(index=index, body=body, scroll="1m"))
         scroll_id = page.get("_scroll_id")
         try:
             while page["hits"]["hits"]:

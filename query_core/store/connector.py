@@ -179,8 +179,11 @@ class IndexConnector(Protocol):
         """Delete every document of ``index`` (the index and its mapping stay)."""
         ...
 
-    def scan(self, index: str, batch: int = 1000) -> Iterator[tuple[str, dict[str, Any]]]:
-        """Every document of the index as (id, source)."""
+    def scan(
+        self, index: str, batch: int = 1000, fields: Sequence[str] | None = None, filters: tuple[Filter, ...] = ()
+    ) -> Iterator[tuple[str, dict[str, Any]]]:
+        """Every document of the index (matching every filter) as (id, source); with ``fields``,
+        each source holds only those of its fields (the others are not sent)."""
         ...
 
     # -- the connection ---------------------------------------------------------------------

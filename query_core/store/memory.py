@@ -299,11 +299,17 @@ class MemoryIndex:
             idx.next_seq()
             return deleted
 
-    def scan(self, index: str, batch: int = 1000) -> Iterator[tuple[str, dict[str, Any]]]:
+    def scan(
+        self, index: str, batch: int = 1000, fields: Sequence[str] | None = None, filters: tuple[Filter, ...] = ()
+    ) -> Iterator[tuple[str, dict[str, Any]]]:
         with self._lock:
             self._enter("scan")
             idx = self._index(index)
             items = [] if idx is None else [(doc_id, copy.deepcopy(src)) for doc_id, (src, _) in idx.docs.items()]
+        items = [(doc_id, src) for doc_id, src in items if _matches(src, filters)]
+        if fields is not None:
+            wanted = set(fields)
+            items = [(doc_id, {k: v for k, v in src.items() if k in wanted}) for doc_id, src in items]
         yield from items
 
     # -- the connection ---------------------------------------------------------------------

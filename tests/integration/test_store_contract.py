@@ -21,7 +21,7 @@ from query_core.errors import (
 from query_core.ids import new_id, request_index
 from query_core.models import ResultDoc, SessionDoc, StatementDoc, Versioned, now_millis
 from query_core.states import SessionState, SessionType, StatementState
-from query_core.store import MemoryIndex, Query, Store, Term, retry_on_conflict
+from query_core.store import MemoryIndex, Query, Range, Store, Term, Terms, retry_on_conflict
 
 
 @pytest.fixture(params=["index", "memory"])
@@ -528,6 +528,19 @@ def test_a_search_takes_typed_filters(store: Store, ds_name: str) -> None:
     )
     assert [f.doc_id for f in found] == [docs[0].doc.statement_id, docs[1].doc.statement_id]
     assert isinstance(found[0].source, dict) and found[0].version.primary_term >= 1
+
+
+def test_a_scan_reads_every_document_or_only_the_fields_asked(store: Store) -> None:
+    index = "flint_local_default_scanned_skipping_index"
+    store.index.create_index(index, {"mappings": {"properties": {"file_path": {"type": "keyword"}}}})
+    store.index.bulk_index(index, [(f"d{i}", {"file_path": f"f{i}", "n": i, "big": "x" * 100}) for i in range(25)])
+    store.index.refresh(index)
+    whole = dict(store.index.scan(index, batch=10))
+    narrow = dict(store.index.scan(index, batch=10, fields=["file_path", "n"]))
+    assert len(whole) == 25 and whole["d3"] == {"file_path": "f3", "n": 3, "big": "x" * 100}
+    assert narrow == {f"d{i}": {"file_path": f"f{i}", "n": i} for i in range(25)}
+    chosen = dict(store.index.scan(index, fields=["n"], filters=(Range("n", gte=3, lt=9), Terms("file_path", ("f4", "f8", "f20")))))
+    assert chosen == {"d4": {"n": 4}, "d8": {"n": 8}}
 
 
 def test_the_twin_can_fail_on_purpose(ds_name: str) -> None:
