@@ -12,6 +12,9 @@ keys without the prefix:
   overwrites what it wrote before, so nothing is lost or duplicated; without, the server picks ids.
   ``id_column_in_source`` (default ``true``): whether that column is also a field of the document;
 - ``batch_size`` (documents per ``_bulk`` request, default 1000);
+- ``push_filters`` (default ``false``): a read takes the query's filters to the index where an
+  index query selects exactly what they keep (:class:`FilteringReader`; needs Spark's
+  ``spark.sql.python.filterPushdown.enabled``);
 - ``meta`` and ``index_settings``: JSON objects for the mapping's ``_meta`` and the index settings,
   used when the writer creates the index (its mapping is derived from the DataFrame's schema).
 
@@ -44,7 +47,7 @@ import base64
 import datetime as dt
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,14 +57,22 @@ from pyspark.sql.datasource import (
     DataSourceReader,
     DataSourceStreamWriter,
     DataSourceWriter,
+    EqualTo,
+    Filter,
+    GreaterThan,
+    GreaterThanOrEqual,
+    In,
     InputPartition,
+    LessThan,
+    LessThanOrEqual,
     WriterCommitMessage,
 )
 
 from flint_repl_job.config import auth_kind
 from flint_repl_job.values import Timestamps, to_json_value
 from query_core.config import OpenSearchConfig
-from query_core.store import IndexClient
+from query_core.store import IndexClient, Range, Term, Terms
+from query_core.store.connector import Filter as StoreFilter
 
 log = logging.getLogger(__name__)
 
@@ -241,7 +252,10 @@ class OpenSearchDataSource(DataSource):
         return OpenSearchStreamWriter(dict(self.options), self._index(), schema, overwrite)
 
     def reader(self, schema: st.StructType) -> OpenSearchReader:
-        return OpenSearchReader(dict(self.options), self._index(), schema)
+        options = dict(self.options)
+        if options.get("push_filters", "false").lower() == "true":
+            return FilteringReader(options, self._index(), schema)
+        return OpenSearchReader(options, self._index(), schema)
 
 
 @dataclass
@@ -356,23 +370,87 @@ def _without(schema: st.StructType, column: str) -> st.StructType:
 
 
 class OpenSearchReader(DataSourceReader):
-    """Reads the whole index in one partition, as tuples in the schema's column order."""
+    """Reads the whole index in one partition, as tuples in the schema's column order, asking the
+    index for the schema's fields only."""
 
     def __init__(self, options: dict[str, str], index: str, schema: st.StructType) -> None:
         self.options = options
         self.index = index
         self.schema = schema
+        #: Filters of the index query (:class:`FilteringReader`); none: every document.
+        self.filters: tuple[StoreFilter, ...] = ()
 
     def partitions(self) -> list[InputPartition]:
         return [InputPartition(0)]
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
         store = IndexClient(connection(self.options))
+        fields = [f.name for f in self.schema.fields]
         try:
-            for _, source in store.scan(self.index):
+            for _, source in store.scan(self.index, fields=fields, filters=self.filters):
                 yield tuple(from_source(source.get(f.name), f.dataType) for f in self.schema.fields)
         finally:
             store.close()
+
+
+class FilteringReader(OpenSearchReader):
+    """A reader that takes the query's filters to the index (option ``push_filters``; Spark calls
+    :meth:`pushFilters` only with ``spark.sql.python.filterPushdown.enabled``, and refuses a reader
+    that has it otherwise, hence a reader of its own).
+
+    Pushed: ``=`` and ``IN`` on string, integer and boolean columns, and ``<``, ``<=``, ``>``,
+    ``>=`` on integer columns, whose index queries (``term``, ``terms``, ``range``) select exactly
+    the documents Spark's filter keeps. Spark still applies every filter to what is read: the index
+    query only narrows what is sent."""
+
+    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:  # noqa: N802 - PySpark's name
+        types = {f.name: f.dataType for f in self.schema.fields}
+        pushed = []
+        for item in filters:
+            query = index_filter(item, types)
+            if query is not None:
+                pushed.append(query)
+            yield item
+        self.filters = tuple(pushed)
+
+
+_EXACT_TYPES = (st.StringType, st.ByteType, st.ShortType, st.IntegerType, st.LongType, st.BooleanType)
+_INTEGER_TYPES = (st.ByteType, st.ShortType, st.IntegerType, st.LongType)
+_LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
+
+
+def index_filter(item: Filter, types: Mapping[str, st.DataType]) -> StoreFilter | None:
+    """The index query of one of Spark's pushed filters, or None when it has none that selects
+    exactly the same documents."""
+    column: tuple[str, ...] = tuple(getattr(item, "attribute", ()))
+    if len(column) != 1 or column[0] not in types:
+        return None
+    name = column[0]
+    data_type = types[name]
+    if type(data_type) not in _EXACT_TYPES:
+        return None
+    if isinstance(item, EqualTo) and _scalar(item.value):
+        return Term(name, item.value)
+    if isinstance(item, In) and item.value and all(_scalar(v) for v in item.value):
+        return Terms(name, tuple(item.value))
+    if not isinstance(data_type, _INTEGER_TYPES) or isinstance(getattr(item, "value", None), bool):
+        return None
+    value = getattr(item, "value", None)
+    if not isinstance(value, int):
+        return None
+    bounds = {
+        GreaterThan: {"gte": value + 1},
+        GreaterThanOrEqual: {"gte": value},
+        LessThan: {"lt": value},
+        LessThanOrEqual: {"lt": value + 1},
+    }.get(type(item))
+    if bounds is None or not all(_LONG_MIN <= b <= _LONG_MAX for b in bounds.values()):
+        return None
+    return Range(name, **bounds)
+
+
+def _scalar(value: Any) -> bool:
+    return isinstance(value, (str, int, bool))
 
 
 def register(spark: Any) -> None:

@@ -109,3 +109,40 @@ def test_a_refused_document_fails_the_write_with_its_reason(spark: Any, index_ur
 def test_an_unknown_id_column_is_a_clear_error(spark: Any, index_url: str) -> None:
     with pytest.raises(Exception, match="id_column 'nope' is not a column"):
         frame(spark, 3).write.format("opensearch").options(**options(index_url, id_column="nope")).mode("append").save()
+
+
+def test_a_read_can_take_the_querys_filters_to_the_index(spark: Any, index_url: str) -> None:
+    """With ``push_filters``, the filters an index query answers exactly are sent with the scan;
+    Spark still applies every filter, so the rows are the same either way."""
+    frame(spark, 40).write.format("opensearch").options(**options(index_url, id_column="id")).mode("append").save()
+    schema = "id STRING, n BIGINT, even BOOLEAN, x DOUBLE"
+    condition = "n >= 10 AND n < 30 AND even AND id IN ('id-12', 'id-14', 'id-15', 'id-29') AND x > 1.0"
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+    try:
+        pushed = spark.read.format("opensearch").options(**options(index_url, push_filters="true")).schema(schema)
+        plain = spark.read.format("opensearch").options(**options(index_url)).schema(schema)
+        got = sorted(pushed.load().where(condition).collect())
+        assert got == sorted(plain.load().where(condition).collect())
+        assert [r["id"] for r in got] == ["id-12", "id-14"]
+    finally:
+        spark.conf.unset("spark.sql.python.filterPushdown.enabled")
+
+
+def test_the_filters_sent_to_the_index_are_those_it_answers_exactly() -> None:
+    from pyspark.sql import types as st
+    from pyspark.sql.datasource import EqualTo, GreaterThan, In, IsNotNull, LessThanOrEqual
+
+    from flint_repl_job.opensearch_source import index_filter
+    from query_core.store import Range, Term, Terms
+
+    types = {"n": st.LongType(), "s": st.StringType(), "x": st.DoubleType(), "b": st.BooleanType()}
+    assert index_filter(EqualTo(("s",), "a"), types) == Term("s", "a")
+    assert index_filter(In(("n",), (1, 2)), types) == Terms("n", (1, 2))
+    assert index_filter(GreaterThan(("n",), 5), types) == Range("n", gte=6)
+    assert index_filter(LessThanOrEqual(("n",), 5), types) == Range("n", lt=6)
+    assert index_filter(EqualTo(("b",), True), types) == Term("b", True)
+    assert index_filter(GreaterThan(("x",), 1.5), types) is None  # doubles: not pushed
+    assert index_filter(GreaterThan(("s",), "a"), types) is None  # string ranges: not pushed
+    assert index_filter(IsNotNull(("n",)), types) is None
+    assert index_filter(LessThanOrEqual(("n",), 2**63 - 1), types) is None  # no bound past a long
+    assert index_filter(EqualTo(("inner", "k"), 1), types) is None
