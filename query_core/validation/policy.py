@@ -111,6 +111,10 @@ PROTECTED_KEYS: tuple[str, ...] = (
     "spark.plugins",
     "spark.redaction.",
 )
+#: Flint keys a session may set for itself: the query acceleration switches (docs/acceleration.md).
+SESSION_FLINT_KEYS = frozenset(
+    {"spark.flint.optimizer.enabled", "spark.flint.optimizer.covering.enabled", "spark.flint.index.hybridscan.enabled"}
+)
 #: A key whose last part names a class, a provider or a place is protected wherever it lives.
 _PROTECTED_SUFFIXES = ("class", "classes", "impl", "implementation", "provider", "factory", "dir", "location")
 
@@ -118,6 +122,8 @@ _PROTECTED_SUFFIXES = ("class", "classes", "impl", "implementation", "provider",
 def is_protected_key(key: str) -> bool:
     """Whether SET/RESET of ``key`` changes where data or code comes from."""
     lowered = key.strip().lower()
+    if lowered in SESSION_FLINT_KEYS:
+        return False
     for protected in PROTECTED_KEYS:
         wanted = protected.lower()
         if lowered == wanted.rstrip(".") or (wanted.endswith(".") and lowered.startswith(wanted)):

@@ -269,6 +269,8 @@ LOCAL_ALLOWED = [
     "SELECT date_format(ts, 'yyyy-MM-dd'), to_date(ts), nvl(a, b), coalesce(a, 1), cast(a AS INT) FROM t",
     "SELECT explode(array(1, 2)), map_keys(map('a', 1)), bit_count(3), transform(array(1), x -> x + 1)",
     "SET spark.sql.shuffle.partitions=4",
+    "SET spark.flint.optimizer.enabled = false",
+    "SET spark.flint.index.hybridscan.enabled=false",
     "SET",
     "RESET",
     "SELECT /*+ BROADCAST(t) */ * FROM t",
@@ -454,6 +456,11 @@ def test_locations_must_lie_below_their_root(location: str, root: str, under: bo
         ("spark.sql.shuffle.partitions", False),
         ("spark.sql.ansi.enabled", False),
         ("spark.sql.session.timeZone", False),
+        ("spark.flint.optimizer.enabled", False),
+        ("spark.flint.optimizer.covering.enabled", False),
+        ("SPARK.FLINT.INDEX.HYBRIDSCAN.ENABLED", False),
+        ("spark.flint.optimizer.enabled.extra", True),
+        ("spark.flint.index.checkpointLocation.rootDir", True),
     ],
 )
 def test_protected_keys(key: str, protected: bool) -> None:
