@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from py4j.protocol import Py4JError
 
+from flint_repl_job.acceleration.accelerator import Accelerator
+from flint_repl_job.acceleration.report import Acceleration
 from flint_repl_job.catalog import session_sql
 from flint_repl_job.figures import SparkIo
 from flint_repl_job.flint_statements import FlintStatementError, flint_statement
@@ -96,7 +98,12 @@ class SparkExecutor:
     """Starts statements under a Spark job group named by the query id, and cancels that group.
 
     Statements name the session catalog by the datasource's name (see :mod:`.catalog`); Flint
-    statements are run by ``flint`` (:mod:`.indexes.engine`)."""
+    statements are run by ``flint`` (:mod:`.indexes.engine`), and queries read the datasource's
+    Flint indexes where they help (:mod:`.acceleration`; with ``flint`` only, which reaches the
+    index cluster)."""
+
+    #: How many statements' acceleration reports are kept for :meth:`acceleration`.
+    KEPT_REPORTS = 16
 
     def __init__(
         self,
@@ -113,6 +120,10 @@ class SparkExecutor:
         self.flint = flint
         #: Checks each statement on Spark's own parse before it runs (docs/validation.md).
         self.guard = StatementGuard(spark, policy)
+        self.accelerator = (
+            Accelerator(spark, flint.store, flint.context.opensearch, datasource) if flint is not None else None
+        )
+        self._accelerations: dict[str, Acceleration] = {}
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="statement")
 
     def start(self, query_id: str, sql: str, lang: str = "sql") -> RunningQuery:
@@ -139,9 +150,24 @@ class SparkExecutor:
                 return QueryOutput.of(stream_rows(output.schema, output.rows, self.results.limits, write, cancelled))
             text = self.spark_sql(sql)
             self.guard.check_sql(text)
-            return self.output(self.spark.sql(text), query_id, cancelled)
+            return self.output(self.frame(query_id, text), query_id, cancelled)
         finally:
             sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+
+    def frame(self, query_id: str, text: str) -> DataFrame:
+        """The statement's DataFrame, through the accelerator when there is one."""
+        if self.accelerator is None:
+            return self.spark.sql(text)
+        prepared = self.accelerator.sql(text)
+        if prepared.acceleration is not None:
+            self._accelerations[query_id] = prepared.acceleration
+            while len(self._accelerations) > self.KEPT_REPORTS:
+                del self._accelerations[next(iter(self._accelerations))]
+        return prepared.frame
+
+    def acceleration(self, query_id: str) -> Acceleration | None:
+        """What acceleration did for the statement (once: the report is handed over)."""
+        return self._accelerations.pop(query_id, None)
 
     def output(self, frame: DataFrame, query_id: str, cancelled: threading.Event) -> QueryOutput:
         """A statement's rows, written as its result (docs/results.md), never collected whole.

@@ -11,6 +11,7 @@ import bisect
 import threading
 from dataclasses import dataclass
 
+from flint_repl_job.acceleration.report import Acceleration
 from query_core.models import PICKUP_BUCKETS_S, RUN_BUCKETS_S, Histogram, JobFigures, StatementDoc, StreamProgress
 
 
@@ -51,6 +52,8 @@ class JobCounters:
         self._io = SparkIo()
         self._micro_batches = 0
         self._stream_lag_ms = 0
+        self._accelerated: dict[str, int] = {}
+        self._files_skipped = 0
 
     # -- feeds ------------------------------------------------------------------------------
 
@@ -82,6 +85,15 @@ class JobCounters:
                 mine.bytes_written + io.bytes_written,
             )
 
+    def accelerated(self, report: Acceleration) -> None:
+        """A query's use of Flint indexes: counted once per kind of index that changed what it
+        read (a skipping index that skipped no file does not count)."""
+        kinds = {use.kind for use in report.used if use.kind != "skipping" or use.skipped > 0}
+        with self._lock:
+            for kind in kinds:
+                self._accelerated[kind] = self._accelerated.get(kind, 0) + 1
+            self._files_skipped += sum(use.skipped for use in report.used)
+
     def stream(self, progress: StreamProgress) -> None:
         """The stream's latest progress: micro-batches run, and the latest one's lag."""
         with self._lock:
@@ -105,4 +117,6 @@ class JobCounters:
                 opensearch_calls=dict(self._calls),
                 micro_batches=self._micro_batches,
                 stream_lag_millis=self._stream_lag_ms,
+                accelerated_queries=dict(self._accelerated),
+                files_skipped=self._files_skipped,
             )

@@ -151,6 +151,7 @@ class StatementRunner:
             pickup = self.running_since - doc.submit_time if statement is not None else None
             self.figures.statement_ran(pickup, int((time.monotonic() - started) * 1000))
             self._count_io(doc.query_id)
+            self._count_acceleration(doc.query_id)
 
     def _count_io(self, query_id: str) -> None:
         """Add the statement's Spark input and output to the job's figures, once it has ended (its
@@ -162,6 +163,13 @@ class StatementRunner:
             self.figures.add_io(io_of(query_id))
         except Exception as exc:  # noqa: BLE001 - figures are optional (Py4J errors, say)
             log.debug("no input/output figures for statement %s: %s: %s", query_id, type(exc).__name__, exc)
+
+    def _count_acceleration(self, query_id: str) -> None:
+        """Add the statement's use of Flint indexes to the job's figures (``docs/acceleration.md``)."""
+        report_of = getattr(self.executor, "acceleration", None)
+        report = report_of(query_id) if report_of is not None else None
+        if report is not None:
+            self.figures.accelerated(report)
 
     def watch(
         self, doc: StatementDoc, statement: Versioned[StatementDoc] | None, running: RunningQuery, started: float

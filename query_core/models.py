@@ -95,6 +95,10 @@ class JobFigures(_Doc):
     #: was when it started (0: unknown).
     micro_batches: int = 0
     stream_lag_millis: int = 0
+    #: Queries that read a Flint index, by the kind of index used (``skipping``: files were
+    #: skipped; ``covering``: the index was read instead of the table), and the files skipped.
+    accelerated_queries: dict[str, int] = Field(default_factory=dict)
+    files_skipped: int = 0
 
 
 class RunningStatement(_Doc):

@@ -20,6 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from flint_repl_job.acceleration.files import SNAPSHOT_PROPERTY, SourceSnapshot
+from flint_repl_job.acceleration.plans import input_files
 from flint_repl_job.indexes.builders import (
     FILE_PATH_COLUMN,
     ID_COLUMN,
@@ -290,6 +292,9 @@ class FlintEngine:
         if not self._registered:
             register(self.spark)
             self._registered = True
+        if meta.kind is IndexKind.COVERING and self.store.index.index_exists(meta.index_name):
+            # A stream adds rows the recorded snapshot does not account for: no longer known fresh.
+            self._record_snapshot(meta.index_name, None)
         try:
             return start_stream(
                 self.spark,
@@ -468,6 +473,9 @@ class FlintEngine:
             self.incremental_stream_refresh(meta)
             return
         frame = build_frame(self.spark, meta, self.datasource)
+        if meta.kind is IndexKind.COVERING:
+            self.refresh_covering(frame, meta)
+            return
         if meta.incremental_refresh and meta.kind is IndexKind.SKIPPING:
             from pyspark.sql import functions as sf
 
@@ -477,6 +485,26 @@ class FlintEngine:
             self.write(frame, meta, overwrite=False)
             return
         self.write(frame, meta, overwrite=True)
+
+    def refresh_covering(self, frame: DataFrame, meta: IndexMeta) -> None:
+        """Rewrite a covering index, and record in its ``_meta`` the table's files it was built
+        from (:class:`SourceSnapshot`): queries read the index instead of the table only while the
+        table has exactly those files (``docs/acceleration.md``). The record is removed before the
+        index is rewritten, so an index whose refresh did not finish is never taken as fresh."""
+        snapshot = SourceSnapshot.of(input_files(frame))  # the listing the write below reads
+        self._record_snapshot(meta.index_name, None)
+        self.write(frame, meta, overwrite=True)
+        self._record_snapshot(meta.index_name, snapshot)
+
+    def _record_snapshot(self, index_name: str, snapshot: SourceSnapshot | None) -> None:
+        raw = flint_meta(self.store.index, index_name)
+        if raw is None:
+            raise FlintIndexError(f"Index {index_name} doesn't exist")
+        properties = dict(raw.get("properties") or {})
+        properties.pop(SNAPSHOT_PROPERTY, None)
+        if snapshot is not None:
+            properties[SNAPSHOT_PROPERTY] = snapshot.to_property()
+        self.store.index.put_mapping_meta(index_name, {**raw, "properties": properties})
 
     def incremental_stream_refresh(self, meta: IndexMeta) -> None:
         """One run of the index's stream with an available-now trigger, awaited to its end.

@@ -1,0 +1,351 @@
+"""Spark's plans of a query, read and rebuilt from Python through the session's JVM gateway
+(``docs/acceleration.md``: why the acceleration works on plans this way).
+
+A plan is read whole as JSON (``TreeNode.toJSON``, one call), so finding the tables a query scans
+and the filters right above them costs no call per node. The JVM is asked only what the JSON does
+not say exactly: whether a condition is deterministic, the values of timestamp literals and of
+``InSet``, the file listing of a scan, a literal's ``xxhash64``.
+
+A plan is rebuilt by replacing subtrees found by their path (child ordinals from the root): every
+node on the way gets its new children with ``withNewChildren``, and the new plan is marked
+analyzed, so Spark's analyzer does not resolve again what it resolved once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from flint_repl_job.acceleration.expressions import Expr, expression_of
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+#: Relations whose files Spark lists itself (file-based tables): the ones a skipping index prunes.
+FILE_RELATION = "HadoopFsRelation"
+#: The Spark catalog that stands for the datasource (``flint_repl_job.catalog``).
+SESSION_CATALOG = "spark_catalog"
+#: Separates values the JVM joins into one string (never in a path, a name or a printed value here).
+_SEPARATOR = "\u0001"
+
+
+@dataclass(frozen=True)
+class PlanNode:
+    """One logical plan node from a plan's JSON: class (simple name), own fields, children, and
+    its path from the root."""
+
+    cls: str
+    fields: dict[str, Any]
+    children: tuple[PlanNode, ...] = ()
+    path: tuple[int, ...] = ()
+
+    def walk(self) -> Iterator[PlanNode]:
+        yield self
+        for child in self.children:
+            yield from child.walk()
+
+
+def plan_of(nodes: Sequence[dict[str, Any]]) -> PlanNode:
+    """The tree of a plan's JSON (a pre-order list of nodes)."""
+    tree, _ = _read(nodes, 0, ())
+    return tree
+
+
+def _read(nodes: Sequence[dict[str, Any]], at: int, path: tuple[int, ...]) -> tuple[PlanNode, int]:
+    node = nodes[at]
+    cls = str(node.get("class", "")).rsplit(".", 1)[-1]
+    children, pos = [], at + 1
+    for i in range(int(node.get("num-children", 0))):
+        child, pos = _read(nodes, pos, (*path, i))
+        children.append(child)
+    own = {k: v for k, v in node.items() if k not in ("class", "num-children")}
+    return PlanNode(cls, own, tuple(children), path), pos
+
+
+@dataclass(frozen=True)
+class Column:
+    expr_id: int
+    name: str
+    data_type: str
+
+
+@dataclass(frozen=True)
+class TableScan:
+    """A table as a query reads it: a ``LogicalRelation`` of a catalog table, and the ``Filter``
+    right above it in the optimized plan if there is one."""
+
+    table: tuple[str, str, str]
+    relation: PlanNode
+    columns: tuple[Column, ...]
+    filter: PlanNode | None = None
+    provider: str = ""
+
+    @property
+    def key(self) -> frozenset[int]:
+        """The ids of its output attributes: what finds the same scan in another plan of the query."""
+        return frozenset(c.expr_id for c in self.columns)
+
+    @property
+    def condition(self) -> Expr | None:
+        if self.filter is None:
+            return None
+        return expression_of(self.filter.fields["condition"])
+
+    def qualified(self, datasource: str) -> str:
+        """``catalog.db.table`` with the datasource's name for the session catalog."""
+        catalog, database, name = self.table
+        return f"{datasource if catalog == SESSION_CATALOG else catalog}.{database}.{name}"
+
+
+def relation_columns(relation: PlanNode) -> tuple[Column, ...]:
+    found = []
+    for attribute in relation.fields.get("output") or []:
+        expr = expression_of(attribute)
+        if expr.expr_id is not None:
+            found.append(Column(expr.expr_id, str(expr.fields.get("name", "")), expr.data_type))
+    return tuple(found)
+
+
+def table_scans(plan: PlanNode) -> list[TableScan]:
+    """Every catalog table a plan reads through a ``LogicalRelation``, with the filter right above."""
+    scans: list[TableScan] = []
+
+    def visit(node: PlanNode, parent: PlanNode | None) -> None:
+        if node.cls == "LogicalRelation":
+            table = _table_of(node)
+            if table is not None:
+                above = parent if parent is not None and parent.cls == "Filter" else None
+                provider = str((node.fields.get("catalogTable") or {}).get("provider") or "")
+                scans.append(TableScan(table, node, relation_columns(node), above, provider))
+        for child in node.children:
+            visit(child, node)
+
+    visit(plan, None)
+    return scans
+
+
+def _table_of(relation: PlanNode) -> tuple[str, str, str] | None:
+    catalog_table = relation.fields.get("catalogTable")
+    if not isinstance(catalog_table, dict) or relation.fields.get("isStreaming"):
+        return None
+    ident = catalog_table.get("identifier") or {}
+    if not ident.get("table") or not ident.get("database"):
+        return None
+    return str(ident.get("catalog") or SESSION_CATALOG), str(ident["database"]), str(ident["table"])
+
+
+def relation_paths(plan: PlanNode) -> dict[frozenset[int], list[tuple[int, ...]]]:
+    """Where each ``LogicalRelation`` is in ``plan``, by its attributes' ids."""
+    found: dict[frozenset[int], list[tuple[int, ...]]] = {}
+    for node in plan.walk():
+        if node.cls == "LogicalRelation":
+            key = frozenset(c.expr_id for c in relation_columns(node))
+            found.setdefault(key, []).append(node.path)
+    return found
+
+
+def referenced_ids(plan: PlanNode) -> set[int]:
+    """The attribute ids every node but a ``LogicalRelation`` refers to, anywhere in its fields
+    (subquery plans inside expressions included)."""
+    ids: set[int] = set()
+    for node in plan.walk():
+        if node.cls != "LogicalRelation":
+            _collect_ids(node.fields, ids)
+    return ids
+
+
+def _collect_ids(value: Any, ids: set[int]) -> None:
+    if isinstance(value, dict):
+        if str(value.get("class", "")).endswith(("AttributeReference", "OuterReference")):
+            ident = value.get("exprId")
+            if isinstance(ident, dict) and "id" in ident:
+                ids.add(int(ident["id"]))
+        for item in value.values():
+            _collect_ids(item, ids)
+    elif isinstance(value, list):
+        for item in value:
+            _collect_ids(item, ids)
+
+
+# -- the JVM side -------------------------------------------------------------------------------------
+
+
+def joined_strings(spark: SparkSession, strings: Any) -> list[str]:
+    """A Java ``String[]`` as a Python list, in one call (not one per element)."""
+    joined = spark._jvm.scala.collection.immutable.ArraySeq.unsafeWrapArray(strings).mkString(_SEPARATOR)  # type: ignore[union-attr]
+    return [s for s in str(joined).split(_SEPARATOR) if s]
+
+
+def files_read(frame: DataFrame) -> int:
+    """How many files the file scans of a DataFrame's last run read (Spark's ``numFiles`` scan
+    metric, summed over its scans): what EXPLAIN's ``kept`` promises, measured."""
+    total = 0
+    pending = [frame._jdf.queryExecution().executedPlan()]
+    while pending:
+        node = pending.pop()
+        name = node.getClass().getSimpleName()
+        if name == "AdaptiveSparkPlanExec":
+            pending.append(node.executedPlan())
+            continue
+        if name.endswith("QueryStageExec"):
+            pending.append(node.plan())
+            continue
+        if name == "FileSourceScanExec":
+            total += int(node.metrics().apply("numFiles").value())
+        children = node.children()
+        pending += [children.apply(i) for i in range(children.size())]
+    return total
+
+
+def input_files(frame: DataFrame) -> list[str]:
+    """The files a DataFrame reads (``DataFrame.inputFiles``, in one call)."""
+    return joined_strings(frame.sparkSession, frame._jdf.inputFiles())
+
+
+@dataclass
+class Plans:
+    """The session's parser, plans and a few Catalyst calls, through its JVM gateway."""
+
+    spark: SparkSession
+    _classes: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def jvm(self) -> Any:
+        return self.spark._jvm
+
+    @property
+    def session(self) -> Any:
+        return self.spark._jsparkSession
+
+    def parse(self, sql: str) -> Any:
+        return self.session.sessionState().sqlParser().parsePlan(sql)
+
+    def is_query(self, parsed: Any) -> bool:
+        """Whether a parsed statement is a query (its rows are its answer, it runs when read),
+        not a command that Spark runs as soon as it is analysed (INSERT, CREATE, SET...)."""
+        name = parsed.getClass().getSimpleName()
+        if name.endswith(("Statement", "Command")) or name in ("CreateTableAsSelect", "ReplaceTableAsSelect"):
+            return False
+        return not self._class("org.apache.spark.sql.catalyst.plans.logical.Command").isInstance(parsed)
+
+    def _class(self, name: str) -> Any:
+        if name not in self._classes:
+            loader = self.jvm.java.lang.Thread.currentThread().getContextClassLoader()
+            self._classes[name] = self.jvm.java.lang.Class.forName(name, True, loader)
+        return self._classes[name]
+
+    def frame(self, plan: Any) -> DataFrame:
+        """A DataFrame over a logical plan (analysed now, as ``spark.sql`` does)."""
+        from pyspark.sql import DataFrame
+
+        return DataFrame(self.jvm.org.apache.spark.sql.classic.Dataset.ofRows(self.session, plan), self.spark)
+
+    @staticmethod
+    def analyzed(frame: DataFrame) -> Any:
+        return frame._jdf.queryExecution().analyzed()
+
+    @staticmethod
+    def optimized(frame: DataFrame) -> Any:
+        return frame._jdf.queryExecution().optimizedPlan()
+
+    @staticmethod
+    def json_tree(plan: Any) -> PlanNode:
+        return plan_of(json.loads(plan.toJSON()))
+
+    @staticmethod
+    def node_at(root: Any, path: Sequence[int]) -> Any:
+        node = root
+        for i in path:
+            node = node.children().apply(i)
+        return node
+
+    def is_file_relation(self, relation: Any) -> bool:
+        return bool(relation.relation().getClass().getSimpleName() == FILE_RELATION)
+
+    def listing(self, relation: Any) -> list[str]:
+        """The files the scan of a file relation lists (after the optimizer's partition pruning)."""
+        return joined_strings(self.spark, relation.relation().location().inputFiles())
+
+    def internal_values(self, expression: Any) -> list[str] | None:
+        """The internal values of a ``Literal`` (one) or of an ``InSet`` (its set), printed."""
+        name = expression.getClass().getSimpleName()
+        if name == "Literal":
+            value = expression.value()
+            return None if value is None else [str(value)]
+        if name == "InSet":
+            values = expression.hset()
+            joined = str(values.mkString(_SEPARATOR))
+            texts = joined.split(_SEPARATOR) if joined else []
+            return texts if len(texts) == values.size() else None
+        return None
+
+    def xxhash64(self, literal: Any) -> int:
+        """Spark's ``xxhash64`` of a literal (seed 42), as the skipping index hashed its values."""
+        expressions = self.jvm.org.apache.spark.sql.catalyst.expressions
+        hashed = expressions.XxHash64(self.jvm.PythonUtils.toSeq([literal]), 42)
+        return int(hashed.eval(None))
+
+    def restrict(self, relation: Any, paths: Sequence[str], keep: bool) -> Any:
+        """The analysed plan of ``relation`` reading only ``paths`` (``keep``) or all but them:
+        a filter on the scan's ``_metadata.file_path``, which Spark applies to its file listing
+        before it reads any file, with the relation's own output above it."""
+        functions = self.jvm.org.apache.spark.sql.functions
+        frame = self.jvm.org.apache.spark.sql.classic.Dataset.ofRows(self.session, relation)
+        path = frame.metadataColumn("_metadata").getField("file_path")
+        listed = self.jvm.org.apache.commons.lang3.StringUtils.split(_SEPARATOR.join(paths), _SEPARATOR)
+        condition = path.isInCollection(self.jvm.scala.collection.immutable.ArraySeq.unsafeWrapArray(listed))
+        if not keep:
+            condition = getattr(functions, "not")(condition)
+        return frame.filter(condition).queryExecution().analyzed()
+
+    def replace_output(self, relation: Any, source: Any) -> Any:
+        """A plan that reads ``source`` (an analysed plan with one column per column of
+        ``relation``, in order) and outputs ``relation``'s own attributes (same ids), so the rest
+        of the query refers to it as it did to ``relation``."""
+        expressions = self.jvm.org.apache.spark.sql.catalyst.expressions
+        wanted, given = relation.output(), source.output()
+        aliases = []
+        none = self.jvm.scala.Option.apply(None)
+        nothing = self.jvm.PythonUtils.toSeq([])
+        for i in range(wanted.size()):
+            attribute = wanted.apply(i)
+            aliases.append(
+                expressions.Alias(
+                    given.apply(i), attribute.name(), attribute.exprId(), attribute.qualifier(), none, nothing
+                )
+            )
+        project = self.jvm.org.apache.spark.sql.catalyst.plans.logical.Project
+        return project(self.jvm.PythonUtils.toSeq(aliases), source)
+
+    def rebuild(self, root: Any, replacements: Mapping[tuple[int, ...], Any]) -> Any:
+        """``root`` with the subtree at each path replaced, marked analyzed."""
+        rebuilt = self._rebuild(root, (), replacements)
+        rebuilt.setAnalyzed()
+        return rebuilt
+
+    def _rebuild(self, node: Any, path: tuple[int, ...], replacements: Mapping[tuple[int, ...], Any]) -> Any:
+        if path in replacements:
+            return replacements[path]
+        if not any(p[: len(path)] == path for p in replacements):
+            return node
+        children = node.children()
+        new = [self._rebuild(children.apply(i), (*path, i), replacements) for i in range(children.size())]
+        return node.withNewChildren(self.jvm.PythonUtils.toSeq(new))
+
+    def explain(self, frame: DataFrame, mode: Any) -> str:
+        return str(frame._jdf.queryExecution().explainString(mode))
+
+
+__all__ = [
+    "Column",
+    "PlanNode",
+    "Plans",
+    "TableScan",
+    "plan_of",
+    "referenced_ids",
+    "relation_columns",
+    "relation_paths",
+    "table_scans",
+]
