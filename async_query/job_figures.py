@@ -120,6 +120,10 @@ class JobFigureFeed:
             metrics.JOB_INDEX_CALLS.labels(datasource, session_type, outcome).inc(n)
         if now.micro_batches > before.micro_batches:
             metrics.STREAM_BATCHES.labels(datasource).inc(now.micro_batches - before.micro_batches)
+        for index_kind, n in _grown(now.accelerated_queries, before.accelerated_queries).items():
+            metrics.ACCELERATED_QUERIES.labels(datasource, index_kind).inc(n)
+        if now.files_skipped > before.files_skipped:
+            metrics.FILES_SKIPPED.labels(datasource).inc(now.files_skipped - before.files_skipped)
 
     def _prune(self, now: int, since: int) -> None:
         """Forget ended sessions no search can find any more, and any not found for long."""

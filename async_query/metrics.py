@@ -161,6 +161,18 @@ STREAM_BATCHES = Counter(
     ["datasource"],
     registry=REGISTRY,
 )
+ACCELERATED_QUERIES = Counter(
+    "async_query_accelerated_queries",
+    "Queries of the jobs that read a Flint index, by datasource and kind of index (skipping: files skipped; covering: read instead of the table)",
+    ["datasource", "kind"],
+    registry=REGISTRY,
+)
+FILES_SKIPPED = Counter(
+    "async_query_files_skipped",
+    "Files the jobs' queries did not read thanks to skipping indexes, by datasource",
+    ["datasource"],
+    registry=REGISTRY,
+)
 STREAM_LAG = Gauge(
     "async_query_stream_lag_seconds",
     "The largest lag among a datasource's live streams: how old the newest data its latest micro-batch read was",

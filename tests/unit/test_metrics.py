@@ -251,7 +251,13 @@ def test_a_session_death_is_confirmed_by_one_describe(make_service: ServiceFacto
 REFRESH = "REFRESH SKIPPING INDEX ON local.default.http_logs"
 
 
-def figures_of(statements: dict[str, int], rows_read: int = 0, calls: int = 0) -> JobFigures:
+def figures_of(
+    statements: dict[str, int],
+    rows_read: int = 0,
+    calls: int = 0,
+    accelerated: dict[str, int] | None = None,
+    skipped: int = 0,
+) -> JobFigures:
     pickup = [0] * (len(PICKUP_BUCKETS_S) + 1)
     run = [0] * (len(RUN_BUCKETS_S) + 1)
     done = sum(statements.values())
@@ -264,6 +270,8 @@ def figures_of(statements: dict[str, int], rows_read: int = 0, calls: int = 0) -
         rows_read=rows_read,
         bytes_read=rows_read * 20,
         opensearch_calls={"2xx": calls},
+        accelerated_queries=accelerated or {},
+        files_skipped=skipped,
     )
 
 
@@ -292,14 +300,15 @@ def test_a_refresh_job_moves_exactly_its_counters_once(
         SessionState.RUNNING,
         last_update_time=now_millis(),
         running_statements=[RunningStatement(query_id=query_id, start_time=now_millis())],
-        metrics=figures_of({}, calls=3),
+        metrics=figures_of({}, calls=3, accelerated={"skipping": 1}, skipped=10),
     )
     running = job.statements.start(statement)
     assert running is not None
     store.index.refresh(index)
     feed.run_once()
     job.statements.settle(running, StatementState.SUCCESS)
-    job.sessions.end(session, SessionState.DEAD, metrics=figures_of({"success": 1}, rows_read=100, calls=7))
+    end_figures = figures_of({"success": 1}, rows_read=100, calls=7, accelerated={"skipping": 2, "covering": 1}, skipped=40)
+    job.sessions.end(session, SessionState.DEAD, metrics=end_figures)
     store.index.refresh(index)
     feed.run_once()
     feed.run_once()  # found again: nothing counted twice
@@ -317,6 +326,9 @@ def test_a_refresh_job_moves_exactly_its_counters_once(
     assert figures.moved("async_query_job_rows_total", **job_labels, direction="read") == 100
     assert figures.moved("async_query_job_bytes_total", **job_labels, direction="read") == 2000
     assert figures.moved_any("async_query_job_index_calls_total") == {frozenset({**job_labels, "outcome": "2xx"}.items()): 7}
+    assert figures.moved("async_query_accelerated_queries_total", datasource=ds_name, kind="skipping") == 2
+    assert figures.moved("async_query_accelerated_queries_total", datasource=ds_name, kind="covering") == 1
+    assert figures.moved("async_query_files_skipped_total", datasource=ds_name) == 40
     assert figures.now("async_query_sessions", datasource=ds_name, type="batch", state="not_started") == 0
     assert figures.now("async_query_sessions", datasource=ds_name, type="batch", state="running") == 0
     assert stats["async_query_create_api_request_count"] == 0
