@@ -61,16 +61,22 @@ log = logging.getLogger(__name__)
 
 #: The Spark conf that lets a Python data source take a query's filters (the covering index's).
 FILTER_PUSHDOWN_KEY = "spark.sql.python.filterPushdown.enabled"
+#: Bounds of the index lookups' own client (:meth:`Accelerator.connect`).
+LOOKUP_RETRY_ATTEMPTS = 2
+LOOKUP_RETRY_S = 2.0
+LOOKUP_TIMEOUT_S = 5.0
 #: States in which a skipping index is not read (its contents are being deleted).
 _GONE = frozenset({FlintIndexState.DELETED, FlintIndexState.DELETING, FlintIndexState.VACUUMING})
 
 
 @dataclass
 class Prepared:
-    """A statement's DataFrame, and what acceleration did for it (None: not a query it looked at)."""
+    """A statement's DataFrame, and what acceleration did for it (None: not a query it looked at).
+    ``original`` is the query as Spark alone plans it, when ``frame`` reads an index instead."""
 
     frame: DataFrame
     acceleration: Acceleration | None = None
+    original: DataFrame | None = None
 
 
 @dataclass
@@ -93,10 +99,27 @@ class Accelerator:
     def __init__(self, spark: SparkSession, store: Store, opensearch: OpenSearchConfig, datasource: str) -> None:
         self.spark = spark
         self.plans = Plans(spark)
+        self.store = store
         self.lookup = IndexLookup(store, datasource)
         self.opensearch = opensearch
         self.datasource = datasource
         self._registered = False
+
+    @classmethod
+    def connect(cls, spark: SparkSession, opensearch: OpenSearchConfig, datasource: str) -> Accelerator:
+        """An accelerator with an index client of its own that gives up quickly: a lookup that
+        fails costs a query a few seconds at most, then the query reads its tables whole."""
+        quick = opensearch.model_copy(
+            update={
+                "retry_attempts": LOOKUP_RETRY_ATTEMPTS,
+                "retry_seconds": LOOKUP_RETRY_S,
+                "request_timeout": min(opensearch.request_timeout, LOOKUP_TIMEOUT_S),
+            }
+        )
+        return cls(spark, Store.connect(quick), opensearch, datasource)
+
+    def close(self) -> None:
+        self.store.close()
 
     # -- statements -----------------------------------------------------------------------------
 
@@ -117,7 +140,10 @@ class Accelerator:
 
     def explain(self, sql: str, parsed: Any, switches: Switches) -> Prepared:
         """EXPLAIN of a query: Spark's explanation of the accelerated plan, after a section that
-        names the indexes used (``kept K of N files``) and why others were not."""
+        names the indexes used (``kept K of N files``) and why others were not. The EXPLAIN of
+        a command is Spark's alone (analysing a command would run it)."""
+        if not self.plans.is_query(parsed.logicalPlan()):
+            return Prepared(self.spark.sql(sql))
         try:
             inner = self.plans.frame(parsed.logicalPlan())
         except Exception:  # noqa: BLE001 - EXPLAIN shows the query's own error, as Spark does
@@ -150,7 +176,7 @@ class Accelerator:
         report = Acceleration(tuple(work.used), tuple(work.notes), work.lookup_s * 1000, elapsed_ms)
         if report.used:
             log.info("acceleration: %s (%.0f ms)", report.summary(), elapsed_ms)
-        return Prepared(result, report)
+        return Prepared(result, report, frame if result is not frame else None)
 
     # -- the plan ---------------------------------------------------------------------------------
 
@@ -213,39 +239,41 @@ class Accelerator:
 
     def _skipping(self, work: _Work, scan: TableScan, index: FoundIndex, relation: Any) -> Any | None:
         name = index.meta.index_name
-        predicates = self._predicates(work, scan, name)
-        if predicates is None:
+        if index.state is None or index.state in _GONE:
+            work.notes.append(f"{name}: not used, its state is {index.state.value if index.state else 'unknown'}")
             return None
-        condition = self.plans.node_at(work.optimized, scan.filter.path).condition() if scan.filter else None
+        found = self._predicates(work, scan, name)
+        if found is None:
+            return None
+        predicates, condition = found
         tests = file_tests(index.meta.indexed_columns, predicates, lambda p: self._hash(condition, p))
         if not tests:
             work.notes.append(f"{name}: no condition of the query on a column it indexes, in a form it answers")
             return None
-        if index.state is None or index.state in _GONE:
-            work.notes.append(f"{name}: not used, its state is {index.state.value if index.state else 'unknown'}")
-            return None
         started = time.monotonic()
         try:
-            documents = self.lookup.skipping_documents(name, [f for t in tests for f in t.fields])
-            listed = [
-                normalize_path(p) for p in self.plans.listing(self.plans.node_at(work.optimized, scan.relation.path))
-            ]
+            optimized_relation = self.plans.node_at(work.optimized, scan.relation.path)
+            listed = [normalize_path(p) for p in self.plans.listing(optimized_relation)]
+            fields = [f for t in tests for f in t.fields]
+            documents = self.lookup.skipping_documents(index.meta, fields, listed)
             selection = select_files(listed, documents, tests, work.switches.hybrid_scan)
         finally:
             work.lookup_s += time.monotonic() - started
         why = " AND ".join(t.describe() for t in tests)
-        work.used.append(
-            IndexUse(name, SKIPPING, scan.qualified(self.datasource), len(selection.kept), selection.listed, why)
-        )
+        use = IndexUse(name, SKIPPING, scan.qualified(self.datasource), len(selection.kept), selection.listed, why)
+        work.used.append(use)
         if not selection.skipped:
             return None
-        if work.switches.hybrid_scan:
-            return self.plans.restrict(relation, selection.skipped, keep=False)
-        return self.plans.restrict(relation, selection.kept, keep=True)
+        # The shorter list says it: the files to read, or those not to. Both are exact against the
+        # listing the scan reads; "all but" also reads a file that would appear after it.
+        if not work.switches.hybrid_scan or len(selection.kept) <= len(selection.skipped):
+            return self.plans.restrict(relation, selection.kept, keep=True)
+        return self.plans.restrict(relation, selection.skipped, keep=False)
 
-    def _predicates(self, work: _Work, scan: TableScan, index_name: str) -> list[ColumnPredicate] | None:
-        """The column predicates of the filter right above the scan; None (with a note) when the
-        filter cannot be used at all (none, an OR, something non-deterministic)."""
+    def _predicates(self, work: _Work, scan: TableScan, index_name: str) -> tuple[list[ColumnPredicate], Any] | None:
+        """The column predicates of the filter right above the scan, and that filter's condition
+        in the JVM; None (with a note) when the filter cannot be used at all (none, an OR,
+        something non-deterministic)."""
         condition = scan.condition
         if condition is None or scan.filter is None:
             return None
@@ -265,7 +293,7 @@ class Accelerator:
             predicate = column_predicate(conjunct, columns, read)
             if predicate is not None:
                 found.append(predicate)
-        return found
+        return found, jvm_condition
 
     def _literal_reader(self, condition: Any) -> Callable[[tuple[int, ...]], list[str] | None]:
         def read(path: tuple[int, ...]) -> list[str] | None:
@@ -274,7 +302,7 @@ class Accelerator:
         return read
 
     def _hash(self, condition: Any, predicate: ColumnPredicate) -> int | None:
-        if condition is None or len(predicate.literal_paths) != 1:
+        if len(predicate.literal_paths) != 1:
             return None
         try:
             return self.plans.xxhash64(self.plans.node_at(condition, predicate.literal_paths[0]))
@@ -348,7 +376,7 @@ class Accelerator:
         from pyspark.sql.types import StructType, _parse_datatype_json_value
 
         self._activate()
-        types = {c.name: _parse_datatype_json_value(c.data_type) for c in scan.columns}
+        types = {c.name: _parse_datatype_json_value(c.type_json) for c in scan.columns}
         read = [c.name for c in scan.columns if c.name in needed] or [scan.columns[0].name]
         options = {**source_options(self.opensearch), "index": index_name}
         if str(self.spark.conf.get(FILTER_PUSHDOWN_KEY, "false")).lower() == "true":

@@ -4,13 +4,23 @@ One mapping request per table finds its indexes (their ``_meta``), one read by i
 state document, one scroll of only the fields a query needs a skipping index's documents. Any
 failure (the index cluster down, an index gone meanwhile, a ``_meta`` that is not understood)
 raises :class:`IndexLookupError`; the accelerator then reads the table as if it had no index.
+
+A skipping index's documents are kept between queries (:data:`MAX_CACHED_DOCUMENTS` at most, the
+least recently used dropped first) and read again only when the table lists a file they do not
+describe. That is safe because a document states facts about one file, and a table's files are
+never rewritten under the same name (Spark writes each new file under a new one): a document
+read earlier is as true as one read now, and a file it does not know is asked about again. The
+cache is keyed by the index's columns, so an index made again with other columns is read anew.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from cachetools import LRUCache
 
 from flint_repl_job.acceleration.skipping import FILE_PATH_FIELD, documents_by_path
 from flint_repl_job.indexes.meta import IndexMeta
@@ -21,17 +31,10 @@ from query_core.flint.naming import FLINT_INDEX_PREFIX, latest_id, sanitize_inde
 from query_core.states import FlintIndexState
 from query_core.store import Store
 
-#: States in which an index's contents may be read (the reference refuses only ``deleted``; an
-#: index being deleted or vacuumed is about to lose its contents).
-READABLE_STATES = frozenset(
-    {
-        FlintIndexState.ACTIVE,
-        FlintIndexState.REFRESHING,
-        FlintIndexState.UPDATING,
-        FlintIndexState.CANCELLING,
-        FlintIndexState.RECOVERING,
-    }
-)
+#: Index documents kept between queries, all skipping indexes together.
+MAX_CACHED_DOCUMENTS = 200_000
+
+Documents = Mapping[str, Mapping[str, Any]]
 
 
 class IndexLookupError(Exception):
@@ -63,6 +66,9 @@ class IndexLookup:
     def __init__(self, store: Store, datasource: str) -> None:
         self.store = store
         self.datasource = datasource
+        self._documents: LRUCache[tuple[str, str, tuple[str, ...]], Documents] = LRUCache(
+            maxsize=MAX_CACHED_DOCUMENTS, getsizeof=len
+        )
 
     def indexes_of(self, table: str) -> TableIndexes:
         """The skipping and covering indexes of ``table`` (``catalog.db.table``)."""
@@ -91,14 +97,22 @@ class IndexLookup:
             raise IndexLookupError(f"cannot read the state of {index_name}: {exc}") from exc
         return found.doc.state if found is not None else None
 
-    def skipping_documents(self, index_name: str, fields: Sequence[str]) -> dict[str, Any]:
-        """The skipping index's documents by normalized file path, with only ``fields``."""
-        wanted = sorted({FILE_PATH_FIELD, *fields})
+    def skipping_documents(self, meta: IndexMeta, fields: Sequence[str], listed: Sequence[str]) -> Documents:
+        """The skipping index's documents by normalized file path, with only ``fields``: those
+        read before if they describe every file of ``listed`` (normalized paths), else read now."""
+        wanted = tuple(sorted({FILE_PATH_FIELD, *fields}))
+        key = (meta.index_name, json.dumps(meta.indexed_columns, sort_keys=True, default=str), wanted)
+        cached = self._documents.get(key)
+        if cached is not None and all(path in cached for path in listed):
+            return cached
         try:
-            hits = [source for _, source in self.store.index.scan(index_name, batch=10_000, fields=wanted)]
+            hits = [source for _, source in self.store.index.scan(meta.index_name, batch=10_000, fields=wanted)]
         except AsyncQueryError as exc:
-            raise IndexLookupError(f"cannot read {index_name}: {exc}") from exc
-        return documents_by_path(hits)
+            raise IndexLookupError(f"cannot read {meta.index_name}: {exc}") from exc
+        found = documents_by_path(hits)
+        if len(found) <= MAX_CACHED_DOCUMENTS:
+            self._documents[key] = found
+        return found
 
 
-__all__ = ["NO_INDEXES", "READABLE_STATES", "FoundIndex", "IndexLookup", "IndexLookupError", "TableIndexes"]
+__all__ = ["MAX_CACHED_DOCUMENTS", "NO_INDEXES", "FoundIndex", "IndexLookup", "IndexLookupError", "TableIndexes"]

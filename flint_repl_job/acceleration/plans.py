@@ -66,9 +66,13 @@ def _read(nodes: Sequence[dict[str, Any]], at: int, path: tuple[int, ...]) -> tu
 
 @dataclass(frozen=True)
 class Column:
+    """A relation's column: its attribute id, name, type as the plan's JSON names it (``long``,
+    ``decimal(10,2)``; complex types as JSON text) and that JSON value itself."""
+
     expr_id: int
     name: str
     data_type: str
+    type_json: Any = None
 
 
 @dataclass(frozen=True)
@@ -104,7 +108,9 @@ def relation_columns(relation: PlanNode) -> tuple[Column, ...]:
     for attribute in relation.fields.get("output") or []:
         expr = expression_of(attribute)
         if expr.expr_id is not None:
-            found.append(Column(expr.expr_id, str(expr.fields.get("name", "")), expr.data_type))
+            raw = expr.fields.get("dataType")
+            text = raw if isinstance(raw, str) else json.dumps(raw, sort_keys=True)
+            found.append(Column(expr.expr_id, str(expr.fields.get("name", "")), text, raw))
     return tuple(found)
 
 

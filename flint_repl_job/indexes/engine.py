@@ -491,7 +491,9 @@ class FlintEngine:
         from (:class:`SourceSnapshot`): queries read the index instead of the table only while the
         table has exactly those files (``docs/acceleration.md``). The record is removed before the
         index is rewritten, so an index whose refresh did not finish is never taken as fresh."""
-        snapshot = SourceSnapshot.of(input_files(frame))  # the listing the write below reads
+        # The table's whole listing (not the WHERE's partitions), as a query compares it: for a
+        # table of files Spark lists once, the very listing the write below reads.
+        snapshot = SourceSnapshot.of(input_files(table_frame(self.spark, meta.source, self.datasource)))
         self._record_snapshot(meta.index_name, None)
         self.write(frame, meta, overwrite=True)
         self._record_snapshot(meta.index_name, snapshot)

@@ -350,3 +350,50 @@ def test_a_reports_explain_section_and_the_figures_it_adds() -> None:
     counters.accelerated(Acceleration(used=(IndexUse("i", "skipping", "t", kept=4, listed=4),)))  # skipped nothing
     figures = counters.snapshot()
     assert figures.accelerated_queries == {"skipping": 1, "covering": 1} and figures.files_skipped == 117
+
+
+# -- the index lookup, on the in-memory twin -------------------------------------------------------------
+
+
+def test_a_tables_indexes_are_found_by_their_source_and_documents_kept_while_they_describe_its_files(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from flint_repl_job.acceleration.lookup import IndexLookup
+    from query_core.flint.naming import latest_id
+    from query_core.models import FlintIndexStateDoc
+    from query_core.store import Store
+
+    store = Store.in_memory()
+    columns = [{"kind": "MIN_MAX", "columnName": "id", "columnType": "bigint", "parameters": {}}]
+    for name, source in (
+        ("flint_lake_default_t_skipping_index", "lake.default.t"),
+        ("flint_lake_default_t_2_skipping_index", "lake.default.t_2"),  # matches the pattern, another table
+    ):
+        meta = {"kind": "skipping", "name": name, "source": source, "indexedColumns": columns, "options": {}}
+        store.index.create_index(name, {"mappings": {"_meta": meta}})
+        created = store.index_states.create(
+            FlintIndexStateDoc(latest_id=latest_id(name), state=FlintIndexState.CREATING, data_source_name="lake")
+        )
+        store.index_states.move(created, FlintIndexState.ACTIVE)
+    index = "flint_lake_default_t_skipping_index"
+    store.index.bulk_index(index, [("a", {"file_path": "file:///t/a", "MinMax_id_0": 0, "MinMax_id_1": 9, "x": 1})])
+    lookup = IndexLookup(store, "lake")
+    found = lookup.indexes_of("lake.default.t")
+    assert found.skipping is not None and found.skipping.meta.index_name == index and not found.covering
+    assert found.skipping.state is FlintIndexState.ACTIVE
+
+    scans: list[str] = []
+    scan = store.index.scan
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        scans.append(args[0])
+        return scan(*args, **kwargs)
+
+    monkeypatch.setattr(store.index, "scan", counted)
+    fields = ["MinMax_id_0", "MinMax_id_1"]
+    docs = lookup.skipping_documents(found.skipping.meta, fields, ["file:/t/a"])
+    assert docs == {"file:/t/a": {"file_path": "file:///t/a", "MinMax_id_0": 0, "MinMax_id_1": 9}}
+    assert lookup.skipping_documents(found.skipping.meta, fields, ["file:/t/a"]) == docs and len(scans) == 1
+    store.index.bulk_index(index, [("b", {"file_path": "file:///t/b", "MinMax_id_0": 10, "MinMax_id_1": 19})])
+    docs = lookup.skipping_documents(found.skipping.meta, fields, ["file:/t/a", "file:/t/b"])  # b is new: read again
+    assert set(docs) == {"file:/t/a", "file:/t/b"} and len(scans) == 2
