@@ -3,6 +3,7 @@ watch for cancellation, enforce the execution timeout and report progress."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -11,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from py4j.protocol import Py4JError
 
-from flint_repl_job.acceleration.accelerator import Accelerator
+from flint_repl_job.acceleration.accelerator import Accelerator, Prepared
 from flint_repl_job.acceleration.report import Acceleration
 from flint_repl_job.catalog import session_sql
 from flint_repl_job.figures import SparkIo
@@ -40,6 +41,8 @@ if TYPE_CHECKING:
 
 
 __all__ = ["QueryCancelledError", "QueryOutput", "ResultTarget", "RunningQuery", "SparkExecutor"]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -121,7 +124,7 @@ class SparkExecutor:
         #: Checks each statement on Spark's own parse before it runs (docs/validation.md).
         self.guard = StatementGuard(spark, policy)
         self.accelerator = (
-            Accelerator(spark, flint.store, flint.context.opensearch, datasource) if flint is not None else None
+            Accelerator.connect(spark, flint.context.opensearch, datasource) if flint is not None else None
         )
         self._accelerations: dict[str, Acceleration] = {}
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="statement")
@@ -150,20 +153,34 @@ class SparkExecutor:
                 return QueryOutput.of(stream_rows(output.schema, output.rows, self.results.limits, write, cancelled))
             text = self.spark_sql(sql)
             self.guard.check_sql(text)
-            return self.output(self.frame(query_id, text), query_id, cancelled)
+            prepared = self.prepare(query_id, text)
+            try:
+                return self.output(prepared.frame, query_id, cancelled)
+            except (QueryCancelledError, ResultWriteError):
+                raise
+            except Exception as exc:
+                if prepared.original is None or cancelled.is_set():
+                    raise
+                # A covering index read at run time (the index cluster gone meanwhile, say): the
+                # query runs again on its tables, as if it had no index (docs/acceleration.md).
+                log.warning("statement %s failed on its accelerated plan, run again on its tables: %s", query_id, exc)
+                return self.output(prepared.original, query_id, cancelled)
         finally:
             sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
 
-    def frame(self, query_id: str, text: str) -> DataFrame:
+    def prepare(self, query_id: str, text: str) -> Prepared:
         """The statement's DataFrame, through the accelerator when there is one."""
         if self.accelerator is None:
-            return self.spark.sql(text)
+            return Prepared(self.spark.sql(text))
         prepared = self.accelerator.sql(text)
         if prepared.acceleration is not None:
             self._accelerations[query_id] = prepared.acceleration
             while len(self._accelerations) > self.KEPT_REPORTS:
                 del self._accelerations[next(iter(self._accelerations))]
-        return prepared.frame
+        return prepared
+
+    def frame(self, query_id: str, text: str) -> DataFrame:
+        return self.prepare(query_id, text).frame
 
     def acceleration(self, query_id: str) -> Acceleration | None:
         """What acceleration did for the statement (once: the report is handed over)."""
@@ -261,3 +278,5 @@ class SparkExecutor:
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+        if self.accelerator is not None:
+            self.accelerator.close()

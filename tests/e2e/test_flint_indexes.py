@@ -128,6 +128,21 @@ def test_each_index_kind_lives_its_whole_life_through_the_api(
     assert {doc_id for doc_id, _ in svc.store.index.scan(COVERING)} == {f"{p}/{n}" for p, _, n in VISITS}
     assert sorted((d["page"], d["total"]) for d in docs(svc, MV)) == [("/cart", 5), ("/home", 8), ("/pay", 2)]
 
+    # Queries use them (docs/acceleration.md): the covering index answers what it covers, the
+    # skipping index keeps the one file whose range holds n = 5; SET turns both off.
+    _, covered = ok(api, "SELECT page, n FROM visits WHERE n > 3 ORDER BY n", session)
+    assert covered["datarows"] == [["/cart", 4], ["/home", 5]]
+    _, explained = ok(api, "EXPLAIN SELECT page, n FROM visits WHERE n > 3", session)
+    assert f"{COVERING}: covering index read instead of {DS}.default.visits" in explained["datarows"][0][0]
+    _, pruned = ok(api, "SELECT * FROM visits WHERE n = 5", session)
+    assert pruned["datarows"] == [["/home", "us", 5]]
+    _, explained = ok(api, "EXPLAIN SELECT * FROM visits WHERE n = 5", session)
+    assert f"{SKIPPING}: skipping index, kept 1 of 2 files" in explained["datarows"][0][0]
+    ok(api, "SET spark.flint.optimizer.enabled = false", session)
+    _, explained = ok(api, "EXPLAIN SELECT * FROM visits WHERE n = 5", session)
+    assert "Flint" not in explained["datarows"][0][0]
+    ok(api, "SET spark.flint.optimizer.enabled = true", session)
+
     _, described = ok(api, f"DESC SKIPPING INDEX ON {DS}.default.visits", session)
     assert described["datarows"] == [["page", "string", "VALUE_SET"], ["n", "bigint", "MIN_MAX"]]
     _, described = ok(api, "DESCRIBE MATERIALIZED VIEW per_page", session)

@@ -367,6 +367,11 @@ def test_an_index_lookup_failure_reads_the_whole_table_with_a_warning(
 def test_commands_run_as_before(env: Env) -> None:
     name = "accel_copy"
     try:
+        env.spark.sql(f"CREATE TABLE default.{name} (id BIGINT) USING parquet")
+        explained = env.accelerator.sql(f"EXPLAIN INSERT INTO default.{name} SELECT id FROM {EVENTS} WHERE id = 1")
+        assert "Flint" not in explained.frame.collect()[0][0]
+        assert env.spark.table(f"default.{name}").count() == 0  # explained, not run
+        env.spark.sql(f"DROP TABLE default.{name}")
         prepared = env.accelerator.sql(
             f"CREATE TABLE default.{name} USING parquet AS SELECT * FROM {EVENTS} WHERE status = 203"
         )
@@ -445,3 +450,27 @@ def test_a_partial_covering_index_never_serves_what_its_where_does_not_imply(env
             rows, report = env.query(sql)
             assert rows == env.plain(sql), sql
             assert bool(covering_used(report)) is used, (sql, report.notes)
+
+
+def test_a_covering_index_that_fails_at_run_time_leaves_the_query_to_its_table(
+    env: Env, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    with table_with_index(env, "accel_vanishing", 2, "gone", "(id, status)") as name:
+        index = f"flint_lake_default_{name}_gone_index"
+        mappings = env.store.index.mappings(index)[index]
+        prepare = env.executor.prepare
+
+        def prepare_then_lose_the_index(query_id: str, text: str) -> Any:
+            prepared = prepare(query_id, text)
+            env.store.index.delete_index(index)  # gone between planning and running
+            return prepared
+
+        monkeypatch.setattr(env.executor, "prepare", prepare_then_lose_the_index)
+        sql = f"SELECT id FROM {name} WHERE status = 201"
+        with caplog.at_level(logging.WARNING):
+            output = env.executor.start("q-vanishing", sql).future.result(timeout=120)
+        assert len(output.result) == ROWS_PER_FILE
+        assert any("run again on its tables" in r.getMessage() for r in caplog.records)
+        report = env.executor.acceleration("q-vanishing")
+        assert report is not None and covering_used(report) == [index]
+        env.store.index.create_index(index, {"mappings": mappings})  # for the fixture's drop and vacuum
