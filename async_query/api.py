@@ -22,47 +22,26 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from async_query import logs
 from async_query.datasource_api import datasource_router
+from async_query.http_errors import error_response
 from async_query.http_limits import ConcurrencyLimit
 from async_query.metrics import MetricsMiddleware
 from async_query.ops_api import ops_router
 from async_query.replies import Page, submitted_reply
-from async_query.security.errors import FORBIDDEN_REASON, UNAUTHORIZED_REASON
 from async_query.security.middleware import SecurityMiddleware, audit_note, current_principal
 from async_query.security.principal import Principal
 from async_query.security.setup import Security, build_security
-from async_query.service import AsyncQueryService, SubmitRequest
+from async_query.service import SubmitRequest
 from query_core.errors import AsyncQueryError, InvalidRequestError
 from query_core.models import SessionDoc
 from query_core.states import SessionState
 
 if TYPE_CHECKING:
     from async_query.gateway import Gateway
+    from async_query.runtime import Plugin
 
 log = logging.getLogger(__name__)
 
 BASE = "/_plugins/_async_query"
-REASONS = {
-    400: "Invalid Request",
-    401: UNAUTHORIZED_REASON,
-    403: FORBIDDEN_REASON,
-    502: "Bad Gateway",
-    504: "Gateway Timeout",
-    404: "Invalid Request",
-    405: "Invalid Request",
-    406: "Invalid Request",
-    413: "Invalid Request",
-    415: "Invalid Request",
-    429: "Too Many Requests",
-    503: "Service Unavailable",
-}
-INTERNAL = "There was internal problem at backend"
-
-
-def error_response(status: int, error_type: str, details: str, reason: str = "") -> JSONResponse:
-    reason = reason or REASONS.get(status, INTERNAL)
-    return JSONResponse(
-        {"status": status, "error": {"type": error_type, "reason": reason, "details": details}}, status_code=status
-    )
 
 
 class CreateAsyncQueryRequest(BaseModel):
@@ -216,7 +195,7 @@ class _RequestChecks:
 
 
 def create_app(
-    service: AsyncQueryService,
+    plugin: Plugin,
     on_shutdown: Callable[[], None] | None = None,
     security: Security | None = None,
     gateway: Gateway | None = None,
@@ -227,7 +206,8 @@ def create_app(
     ``gateway``, every path the app does not own passes through it to the index cluster, after
     authentication and before any of the app's own request checks (its connections open and close
     with the app)."""
-    guard = security if security is not None else build_security(service.settings)
+    service, settings = plugin.service, plugin.settings
+    guard = security if security is not None else build_security(settings)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -244,8 +224,8 @@ def create_app(
 
     app = FastAPI(title="Async query service", docs_url=None, redoc_url=None, lifespan=lifespan)
     app.state.service = service
-    max_body = service.settings.max_body_bytes
-    max_query = service.settings.max_query_chars
+    max_body = settings.max_body_bytes
+    max_query = settings.max_query_chars
 
     app.add_middleware(_RequestChecks, max_body=max_body)
     if gateway is not None:
@@ -253,8 +233,8 @@ def create_app(
     # Added last, so outermost: nothing is looked at before the caller is known.
     app.add_middleware(SecurityMiddleware, security=guard)
     # Outside even that: it bounds everything, authentication included (docs/security.md).
-    app.add_middleware(ConcurrencyLimit, limit=service.settings.http_max_concurrency)
-    if service.settings.metrics_enabled:
+    app.add_middleware(ConcurrencyLimit, limit=settings.http_max_concurrency)
+    if settings.metrics_enabled:
         app.add_middleware(MetricsMiddleware)  # outside even that: refusals are counted too
 
     @app.exception_handler(AsyncQueryError)
@@ -276,8 +256,8 @@ def create_app(
         log.exception("%s %s failed", request.method, request.url.path)
         return error_response(500, type(exc).__name__, "an unexpected error occurred; see the service log")
 
-    app.include_router(datasource_router(service.datasources, service.check_datasource))
-    app.include_router(ops_router(service))  # before GET /{query_id}: it owns BASE/_health
+    app.include_router(datasource_router(plugin.datasources, plugin.launchers.check))
+    app.include_router(ops_router(settings, plugin.health, plugin.stats))  # before GET /{query_id}: it owns BASE/_health
 
     caller = Depends(current_principal)
 
@@ -317,7 +297,7 @@ def create_app(
     ) -> Response:
         logs.note(query_id=query_id)
         if offset is not None or size is not None:
-            page = page_asked(offset, size, service.settings.result_chunk_rows)
+            page = page_asked(offset, size, settings.result_chunk_rows)
             paged = await run_in_threadpool(service.get_page, query_id, page, principal)
             return Response(paged, media_type="application/json")
         # Most GETs are answered on the event loop (a cached reply, or one real-time read of a

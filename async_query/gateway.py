@@ -49,7 +49,7 @@ from urllib.parse import urlsplit
 import httpx
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from async_query.api import error_response
+from async_query.http_errors import error_response
 from async_query.settings import Settings
 from query_core.config import OpenSearchConfig
 

@@ -20,7 +20,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -39,9 +39,6 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from query_core.errors import LauncherThrottledError, LauncherValidationError
 from query_core.models import PICKUP_BUCKETS_S, RUN_BUCKETS_S
 from query_core.models import Histogram as HistogramDoc
-
-if TYPE_CHECKING:
-    from async_query.stats import Stats
 
 log = logging.getLogger(__name__)
 
@@ -181,8 +178,22 @@ HEALTHY = Gauge(
     registry=REGISTRY,
 )
 
-#: The stats of the reference's ``/_plugins/_sql/stats`` (set by the service).
-stats: Stats | None = None
+
+class StatsRecorder(Protocol):
+    """What the reference's stats (:class:`async_query.stats.Stats`) count as events happen."""
+
+    def counts_request(self, route: str) -> bool: ...
+
+    def request(self, route: str, method: str, status: int) -> None: ...
+
+    def launcher_failed(self, launcher: str, call: str) -> None: ...
+
+    def job_started(self, session_type: str) -> None: ...
+
+
+#: The stats of the reference's ``/_plugins/_sql/stats``: set where the plugin is built
+#: (:mod:`async_query.runtime`), None while no plugin counts them.
+stats: StatsRecorder | None = None
 
 
 # -- recording ---------------------------------------------------------------------------------

@@ -31,9 +31,9 @@ TERMINAL = ("SUCCESS", "FAILED", "CANCELLED", "TIMEOUT")
 def run_query(runtime: Runtime, query: str, session_id: str | None = None, timeout: float = 180) -> tuple[float, str]:
     """Seconds from POST to a terminal GET, and the session id."""
     began = time.monotonic()
-    submitted = runtime.service.submit(SubmitRequest("local", "sql", query, session_id))
+    submitted = runtime.plugin.service.submit(SubmitRequest("local", "sql", query, session_id))
     while True:
-        reply = json.loads(runtime.service.get(submitted.query_id))
+        reply = json.loads(runtime.plugin.service.get(submitted.query_id))
         if reply["status"] in TERMINAL:
             break
         if time.monotonic() - began > timeout:

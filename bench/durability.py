@@ -405,13 +405,13 @@ def run_durability(plan: Plan, workdir: Path) -> tuple[list[Figure], dict[str, A
     options = JournalOptions(compact_ratio=plan.compact_ratio, compact_min_bytes=plan.compact_min_bytes)
     embedded = EmbeddedIndex.start(workdir / "index", options=options)
     store = Store.connect(OpenSearchConfig(url=embedded.url))
-    services: list[BenchEnv] = []
+    plugins: list[BenchEnv] = []
     details: dict[str, Any] = {"plan": plan.__dict__}
     figures: list[Figure] = []
     try:
         store.index.create_index(request_index(DS), index_mappings.load("request_index"))
         store.index.create_index(RESULTS, index_mappings.load("result_index"))
-        services = [
+        plugins = [
             start_service(embedded.url, workdir / "journaled"),
             start_service(embedded.private_url, workdir / "direct"),
         ]
@@ -423,7 +423,7 @@ def run_durability(plan: Plan, workdir: Path) -> tuple[list[Figure], dict[str, A
         ):
             sim.create()
             sim.start_in_process(writers=2)
-            windows = _windows(plan, embedded, sim, services)
+            windows = _windows(plan, embedded, sim, plugins)
         costs: list[Figure] = []
         for window in windows:
             found, details[f"history_{window.history}"] = cost_figures(window, plan)
@@ -435,12 +435,12 @@ def run_durability(plan: Plan, workdir: Path) -> tuple[list[Figure], dict[str, A
         details["post_journaled"] = summary([ms for w in windows for ms in w.post_journal])
         details["post_direct"] = summary([ms for w in windows for ms in w.post_direct])
         details["index_get_proxy"], details["index_get_direct"] = summary(raw[0]), summary(raw[1])
-        for env in services:
+        for env in plugins:
             env.stop_service()
         store.close()
         figures.append(restart_figure(embedded, options, workdir / "index", plan.histories[-1]))
     finally:
-        for env in services:
+        for env in plugins:
             env.stop_service()
         store.close()
         embedded.close()
@@ -465,7 +465,7 @@ def restart_figure(embedded: EmbeddedIndex, options: JournalOptions, directory: 
     )
 
 
-def _windows(plan: Plan, embedded: EmbeddedIndex, sim: SimulatedSessions, services: list[BenchEnv]) -> list[Window]:
+def _windows(plan: Plan, embedded: EmbeddedIndex, sim: SimulatedSessions, plugins: list[BenchEnv]) -> list[Window]:
     windows = []
     seeded = 0
     for history in plan.histories:
@@ -478,7 +478,7 @@ def _windows(plan: Plan, embedded: EmbeddedIndex, sim: SimulatedSessions, servic
             file=sys.stderr,
             flush=True,
         )
-        windows.append(steady_load(services[0].base_url, services[1].base_url, sim, embedded, plan, history))
+        windows.append(steady_load(plugins[0].base_url, plugins[1].base_url, sim, embedded, plan, history))
     return windows
 
 

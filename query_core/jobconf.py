@@ -20,8 +20,10 @@ or an error for a *required* key.
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from query_core.ids import request_index
@@ -50,6 +52,18 @@ JOB_ID_ENV = "SERVERLESS_EMR_JOB_ID"
 #: the entry file (``entryPoint``) and the code archive (``--py-files``).
 ENTRY_FILE_NAME = "main.py"
 CODE_ARCHIVE_NAME = "async_query_job.zip"
+#: The job's package, and the file that records a local job JVM's class archive (a short job).
+JOB_PACKAGE = "flint_repl_job"
+WARMUP_FILE_NAME = "warmup.py"
+
+
+def job_package_dir() -> Path:
+    """Where the job's package lies, found without importing it (the plugin runs the job's files
+    with ``spark-submit``; it never imports the job's code)."""
+    spec = importlib.util.find_spec(JOB_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise JobConfError(f"cannot find the job's package {JOB_PACKAGE!r}")
+    return Path(next(iter(spec.submodule_search_locations))).resolve()
 
 
 class JobConfError(ValueError):

@@ -20,7 +20,7 @@ import pytest
 from async_query.api import create_app
 from async_query.datasources import Datasource, DatasourceRegistry, local_datasource
 from async_query.launcher.base import Launcher
-from async_query.service import AsyncQueryService
+from async_query.runtime import Plugin, build_plugin
 from async_query.settings import Settings
 from query_core.config import OpenSearchConfig
 from query_core.store import Store
@@ -98,47 +98,47 @@ def datasource(ds_name: str) -> Datasource:
     return local_datasource(ds_name)
 
 
-ServiceFactory = Callable[..., AsyncQueryService]
+PluginFactory = Callable[..., Plugin]
 
 
 @pytest.fixture
-def make_service(
+def make_plugin(
     store: Store, datasource: Datasource, opensearch_config: OpenSearchConfig, tmp_path: Path
-) -> Iterator[ServiceFactory]:
+) -> Iterator[PluginFactory]:
     """Build services on this test's index; ``launcher`` defaults to a RecordingLauncher."""
-    made: list[AsyncQueryService] = []
+    made: list[Plugin] = []
 
     def make(
         launcher: Launcher | None = None,
         datasources: list[Datasource] | None = None,
         launchers: dict[str, Launcher] | None = None,
         **settings: Any,
-    ) -> AsyncQueryService:
+    ) -> Plugin:
         cfg = Settings(data_dir=tmp_path / "var", **settings)
         registry = DatasourceRegistry(datasources or [datasource], store)
         chosen = launchers or {"local": launcher or RecordingLauncher()}
-        service = AsyncQueryService(cfg, store, registry, chosen, opensearch_config)
-        made.append(service)
-        return service
+        plugin = build_plugin(cfg, store, registry, chosen, opensearch_config)
+        made.append(plugin)
+        return plugin
 
     yield make
-    for service in made:
-        service.close()
+    for plugin in made:
+        plugin.close()
 
 
 # The two below serve the modules that define a ``service`` fixture built with a RecordingLauncher.
 
 
 @pytest.fixture
-def launcher(service: AsyncQueryService) -> RecordingLauncher:
+def launcher(plugin: Plugin) -> RecordingLauncher:
     """The recording launcher of the module's ``service``."""
-    found = service.launchers["local"]
+    found = plugin.launchers.shared["local"]
     assert isinstance(found, RecordingLauncher)
     return found
 
 
 @pytest.fixture
-def client(service: AsyncQueryService) -> Iterator[httpx.Client]:
+def client(plugin: Plugin) -> Iterator[httpx.Client]:
     """An HTTP client of the module's ``service``, served on a free loopback port."""
-    with serve_http(create_app(service)) as url, httpx.Client(base_url=url, timeout=30) as c:
+    with serve_http(create_app(plugin)) as url, httpx.Client(base_url=url, timeout=30) as c:
         yield c

@@ -7,14 +7,13 @@ session type. Handlers never re-parse a query: what they need later is in the do
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
 from async_query import logs
-from async_query.datasources import Datasource, DatasourceRegistry
+from async_query.datasources import DatasourceRegistry
 from async_query.dispatch import Classified, QueryKind
-from async_query.launcher.base import Launcher
+from async_query.launcher.registry import LauncherRegistry
 from async_query.liveness import LivenessChecker
 from async_query.replies import Reply, needs_result, statement_reply
 from async_query.security.principal import ANONYMOUS, Principal
@@ -91,11 +90,10 @@ class HandlerContext:
     datasources: DatasourceRegistry
     liveness: LivenessChecker
     supervisor: CancelSupervisor
-    launcher_for: Callable[[Datasource], Launcher]
+    #: Which launcher runs a datasource's jobs; it also stops a job, bounded in time.
+    launchers: LauncherRegistry
     #: The connection the jobs use (it may differ from the plugin's, e.g. a public endpoint).
     opensearch: OpenSearchConfig
-    #: Cancels a job through its datasource's launcher (``stop_job(datasource, job_id)``), bounded.
-    stop_job: Callable[[str, str], None]
     #: Stops streaming jobs when an operation asks (bounded: see :mod:`async_query.streams`).
     stream_stopper: StreamStopper
 

@@ -121,7 +121,7 @@ class BatchHandler(JobSessionHandler):
             log.warning("cannot cancel the refresh of index %s: %s", target.index_name, exc)
 
     def _ask_launcher_to_stop(self, session: SessionDoc) -> None:
-        self.context.stop_job(session.data_source_name, session.job_id)
+        self.context.launchers.stop_job(session.data_source_name, session.job_id)
 
 
 def _once(action: Callable[[], None]) -> Callable[[], None]:

@@ -48,7 +48,7 @@ class IndexDmlHandler:
         self.context = context
         self.store = context.store
         self.settings = context.settings
-        self.operations = IndexDmlOperations(context.store, context.stop_job, context.stream_stopper.stop)
+        self.operations = IndexDmlOperations(context.store, context.launchers.stop_job, context.stream_stopper.stop)
         self._pool = ThreadPoolExecutor(max_workers=max(1, self.settings.index_dml_workers), thread_name_prefix="dml")
         self._running: set[Future[None]] = set()
         #: Queries accepted and not finished (running or waiting for a thread), at most ``index_dml_queue``.

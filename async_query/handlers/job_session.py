@@ -91,7 +91,7 @@ class JobSessionHandler:
     def _launch(
         self, datasource: Datasource, session_id: str, name_suffix: str, statement: dict[str, str]
     ) -> tuple[Launcher, str]:
-        launcher = self.context.launcher_for(datasource)
+        launcher = self.context.launchers.for_datasource(datasource)
         conf, secret = job_conf(
             self.settings,
             datasource,

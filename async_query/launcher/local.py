@@ -26,20 +26,27 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import ClassVar
 
-import flint_repl_job
 from async_query.launcher.base import JobDescription, JobRequest, JobRunState, Launcher
 from async_query.launcher.class_archive import ClassArchive
-from flint_repl_job.config import PASSWORD_ENV
 from query_core.errors import LauncherError
-from query_core.jobconf import APPLICATION_ID_ENV, JOB_ID_ENV, PASSWORD_KEY, key_of
+from query_core.jobconf import (
+    APPLICATION_ID_ENV,
+    ENTRY_FILE_NAME,
+    JOB_ID_ENV,
+    PASSWORD_ENV,
+    PASSWORD_KEY,
+    WARMUP_FILE_NAME,
+    job_package_dir,
+    key_of,
+)
 
 log = logging.getLogger(__name__)
 
 #: How long a cancelled job gets to stop on SIGTERM before it is killed (by default; the setting
 #: ``local_job_stop_grace_s``).
 STOP_GRACE_S = 5.0
-ENTRY_FILE = Path(flint_repl_job.__file__).resolve().parent / "main.py"
-WARMUP_FILE = ENTRY_FILE.with_name("warmup.py")
+ENTRY_FILE = job_package_dir() / ENTRY_FILE_NAME
+WARMUP_FILE = ENTRY_FILE.with_name(WARMUP_FILE_NAME)
 #: Environment variables a job inherits from the service, by name and by prefix: what Spark, Java,
 #: Python, Hadoop clients and TLS need to run, and where AWS is (never a credential).
 INHERITED_ENV = frozenset(

@@ -17,9 +17,9 @@ from async_query.security.authn import (
     CredentialCache,
     NoAuthentication,
 )
-from async_query.security.hosts import is_loopback_bind
 from async_query.security.users import UserDirectory, UsersFileError, read_users
 from async_query.settings import Settings
+from query_core.hosts import is_loopback_bind
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from pyspark.sql import types as t
 from async_query.api import BASE, create_app
 from async_query.datasources import Datasource
 from async_query.launcher.base import JobRunState
-from async_query.service import AsyncQueryService
+from async_query.runtime import Plugin
 from flint_repl_job.results import encode
 from query_core.ids import new_id, request_index
 from query_core.models import (
@@ -32,7 +32,7 @@ from query_core.models import (
 )
 from query_core.states import SessionState, SessionType, StatementState
 from query_core.store import Store
-from tests.conftest import ServiceFactory
+from tests.conftest import PluginFactory
 from tests.support import RecordingLauncher, driver, serve_http
 
 # -- fixtures and helpers --------------------------------------------------------------------------
@@ -44,8 +44,8 @@ def other_datasource(ds_name: str, datasource: Datasource) -> Datasource:
 
 
 @pytest.fixture
-def service(make_service: ServiceFactory, datasource: Datasource, other_datasource: Datasource) -> AsyncQueryService:
-    return make_service(datasources=[datasource, other_datasource])
+def plugin(make_plugin: PluginFactory, datasource: Datasource, other_datasource: Datasource) -> Plugin:
+    return make_plugin(datasources=[datasource, other_datasource])
 
 
 def post(client: httpx.Client, ds: str, query: str = "SELECT 1", session_id: str | None = None) -> httpx.Response:
@@ -669,12 +669,12 @@ def test_post_without_json_content_type(client: httpx.Client, ds_name: str) -> N
         assert_error(resp, resp.status_code)
 
 
-def test_post_oversized_body(make_service: ServiceFactory, ds_name: str) -> None:
-    service = make_service(max_body_bytes=4_000)
-    launcher = service.launchers["local"]
+def test_post_oversized_body(make_plugin: PluginFactory, ds_name: str) -> None:
+    plugin = make_plugin(max_body_bytes=4_000)
+    launcher = plugin.launchers.shared["local"]
     assert isinstance(launcher, RecordingLauncher)
     big = {"datasource": ds_name, "lang": "sql", "query": "SELECT '" + "x" * 10_000 + "'"}
-    with serve_http(create_app(service)) as url, httpx.Client(base_url=url, timeout=30) as c:
+    with serve_http(create_app(plugin)) as url, httpx.Client(base_url=url, timeout=30) as c:
         assert_error(c.post(BASE, json=big), 413)
         # a body that does not say its length is held to the same limit
         chunks = iter([json.dumps(big).encode()[i : i + 1000] for i in range(0, 11_000, 1000)])
@@ -688,9 +688,9 @@ def test_post_oversized_body(make_service: ServiceFactory, ds_name: str) -> None
     assert len(launcher.started) == 2
 
 
-def test_post_overlong_query(make_service: ServiceFactory, ds_name: str) -> None:
-    service = make_service(max_query_chars=100)
-    with serve_http(create_app(service)) as url, httpx.Client(base_url=url, timeout=30) as c:
+def test_post_overlong_query(make_plugin: PluginFactory, ds_name: str) -> None:
+    plugin = make_plugin(max_query_chars=100)
+    with serve_http(create_app(plugin)) as url, httpx.Client(base_url=url, timeout=30) as c:
         body = assert_error(c.post(BASE, json={"datasource": ds_name, "lang": "sql", "query": "x" * 101}), 400)
         assert "100" in body["error"]["details"]
         assert c.post(BASE, json={"datasource": ds_name, "lang": "sql", "query": "x" * 100}).status_code == 201

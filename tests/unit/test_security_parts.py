@@ -15,12 +15,12 @@ from async_query.security.audit import AuditLog
 from async_query.security.authn import CredentialCache, parse_basic
 from async_query.security.authz import check_datasource_access, check_owner, require_admin
 from async_query.security.errors import ForbiddenError
-from async_query.security.hosts import is_loopback_bind, loopback_host
 from async_query.security.middleware import classify
 from async_query.security.principal import ANONYMOUS, Principal
 from async_query.security.setup import serve_checks
 from async_query.security.users import UserDirectory, UsersFile, UsersFileError
 from async_query.settings import Settings
+from query_core.hosts import is_loopback_bind, loopback_host
 from query_core.ids import new_id
 from tests.support import FAST_HASHER
 

@@ -9,29 +9,30 @@ from typing import Any
 
 import pytest
 
-from async_query.service import AsyncQueryService, SubmitRequest
+from async_query.service import SubmitRequest
+from async_query.runtime import Plugin
 from async_query.slots import INTERACTIVE_SESSIONS, REFRESHING_JOBS, SLOTS_INDEX, Slots
 from query_core.errors import LauncherError, TooManyRequestsError
 from query_core.states import SessionState
 from query_core.store import Store
-from tests.conftest import ServiceFactory
+from tests.conftest import PluginFactory
 from tests.support import RecordingLauncher
 
 REFUSAL = "domain concurrent active session can not exceed 3"
 
 
-def new_session(service: AsyncQueryService) -> str:
-    ds = service.datasources.all()[0].name
-    return service.submit(SubmitRequest(ds, "sql", "SELECT 1")).session_id
+def new_session(plugin: Plugin) -> str:
+    ds = plugin.datasources.all()[0].name
+    return plugin.service.submit(SubmitRequest(ds, "sql", "SELECT 1")).session_id
 
 
 def test_two_plugin_processes_race_new_sessions_and_exactly_the_limit_launch(
-    make_service: ServiceFactory, store: Store
+    make_plugin: PluginFactory, store: Store
 ) -> None:
     """Two services on one index (two plugin processes' state) race 12 POSTs for 3 sessions:
     exactly 3 jobs launch, although none of the new sessions is searchable when the others count."""
     launchers = [RecordingLauncher(), RecordingLauncher()]
-    services = [make_service(launcher, max_sessions=3) for launcher in launchers]
+    plugins = [make_plugin(launcher, max_sessions=3) for launcher in launchers]
     start = threading.Barrier(12)
     outcomes: list[str] = []
     lock = threading.Lock()
@@ -39,7 +40,7 @@ def test_two_plugin_processes_race_new_sessions_and_exactly_the_limit_launch(
     def post(n: int) -> None:
         start.wait()
         try:
-            new_session(services[n % 2])
+            new_session(plugins[n % 2])
             outcome = "accepted"
         except TooManyRequestsError as exc:
             outcome = exc.message
@@ -63,7 +64,7 @@ def test_two_plugin_processes_race_new_sessions_and_exactly_the_limit_launch(
 
 
 def test_a_failed_launch_gives_its_session_slot_back_and_an_ended_session_frees_its_own(
-    make_service: ServiceFactory, store: Store
+    make_plugin: PluginFactory, store: Store
 ) -> None:
     class FailingOnce(RecordingLauncher):
         failed = False
@@ -75,17 +76,17 @@ def test_a_failed_launch_gives_its_session_slot_back_and_an_ended_session_frees_
             return super().start(request)
 
     launcher = FailingOnce()
-    service = make_service(launcher, max_sessions=1)
-    ds = service.datasources.all()[0].name
+    plugin = make_plugin(launcher, max_sessions=1)
+    ds = plugin.datasources.all()[0].name
     with pytest.raises(LauncherError):
-        new_session(service)
-    first = new_session(service)  # the failed launch released the slot at once
+        new_session(plugin)
+    first = new_session(plugin)  # the failed launch released the slot at once
     with pytest.raises(TooManyRequestsError, match="can not exceed 1"):
-        new_session(service)
+        new_session(plugin)
     assert len(launcher.started) == 1
 
     session = store.sessions.get(ds, first)
     assert session is not None
     store.sessions.update(session, SessionState.DEAD)  # the job ended it (idle, say): no search refresh
-    second = new_session(service)
+    second = new_session(plugin)
     assert second != first and len(launcher.started) == 2
