@@ -57,10 +57,10 @@ import httpx
 
 from async_query.datasources import Datasource, DatasourceRegistry
 from async_query.launcher.base import Launcher
-from async_query.service import SubmitRequest
 from async_query.reads import QueryReads
 from async_query.runtime import Plugin, build_plugin
 from async_query.security.principal import ANONYMOUS, Principal
+from async_query.service import SubmitRequest
 from async_query.settings import Settings
 from bench.env import free_port
 from bench.report import Figure, Report, Target

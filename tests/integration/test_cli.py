@@ -21,9 +21,9 @@ import pytest
 from async_query.api import create_app
 from async_query.cli import main
 from async_query.datasources import Datasource
-from async_query.service import Submitted
 from async_query.runtime import Plugin
 from async_query.security.principal import ANONYMOUS, Principal
+from async_query.service import Submitted
 from async_query_cli.client import AsyncQueryClient, Reply, ServiceUnreachableError
 from async_query_cli.commands import (
     EXIT_API_ERROR,

@@ -14,8 +14,8 @@ from contextlib import contextmanager
 
 import pytest
 
-from async_query.service import SubmitRequest
 from async_query.runtime import Plugin
+from async_query.service import SubmitRequest
 from query_core.config import OpenSearchConfig
 from query_core.errors import IndexUnavailableError
 from query_core.models import RunningStatement, SessionDoc, StatementProgress, Versioned, now_millis

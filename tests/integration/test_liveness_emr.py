@@ -12,8 +12,8 @@ from moto.core import DEFAULT_ACCOUNT_ID
 
 from async_query.datasources import Datasource
 from async_query.launcher.emr import EmrServerlessLauncher
-from async_query.service import SubmitRequest
 from async_query.runtime import Plugin
+from async_query.service import SubmitRequest
 from query_core.models import RunningStatement, now_millis
 from query_core.states import SessionState
 from query_core.store import Store

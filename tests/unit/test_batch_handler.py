@@ -15,8 +15,8 @@ import pytest
 
 from async_query.api import BASE
 from async_query.launcher.base import MAX_QUERY_IN_CONF, JobRunState, job_conf
-from async_query.service import SubmitRequest
 from async_query.runtime import Plugin
+from async_query.service import SubmitRequest
 from async_query.settings import Settings
 from query_core.config import OpenSearchConfig
 from query_core.errors import IndexUnavailableError, InvalidTransitionError, TooManyRequestsError

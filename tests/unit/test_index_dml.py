@@ -13,8 +13,8 @@ import pytest
 
 from async_query.api import BASE, create_app
 from async_query.launcher.base import JobRunState
-from async_query.service import SubmitRequest
 from async_query.runtime import Plugin
+from async_query.service import SubmitRequest
 from async_query.workers import DAY_MS
 from query_core.flint import latest_id
 from query_core.flint.metas import flint_metas

@@ -16,8 +16,8 @@ import pytest
 
 from async_query.launcher.base import JobDescription, JobRunState
 from async_query.launcher.local import LocalLauncher
-from async_query.service import SubmitRequest
 from async_query.runtime import Plugin
+from async_query.service import SubmitRequest
 from query_core.errors import QueryNotFoundError, TooManyRequestsError
 from query_core.ids import REQUEST_INDEX_PATTERN, request_index
 from query_core.models import RunningStatement, SessionDoc, StatementDoc, StatementProgress, Versioned, now_millis

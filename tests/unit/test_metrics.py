@@ -23,8 +23,8 @@ from async_query.api import BASE, create_app
 from async_query.job_figures import MetricsWorker
 from async_query.launcher.base import JobRequest, JobRunState
 from async_query.metrics import ROUTES, route_of
-from async_query.service import SubmitRequest
 from async_query.runtime import Plugin
+from async_query.service import SubmitRequest
 from async_query.stats import NAMES, RollingCounter, Stats
 from query_core.errors import LauncherError
 from query_core.ids import request_index

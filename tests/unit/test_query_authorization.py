@@ -10,10 +10,10 @@ import json
 import pytest
 
 from async_query.datasources import Datasource, local_datasource
-from async_query.service import Page, SubmitRequest
 from async_query.runtime import Plugin
 from async_query.security.errors import ForbiddenError
 from async_query.security.principal import ANONYMOUS, Principal
+from async_query.service import Page, SubmitRequest
 from query_core.errors import QueryNotFoundError
 from query_core.ids import REQUEST_INDEX_PATTERN, new_id
 from query_core.models import SessionDoc, StatementDoc

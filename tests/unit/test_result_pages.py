@@ -18,9 +18,9 @@ from pyspark.sql import Row
 from pyspark.sql import types as t
 
 from async_query.api import BASE
-from async_query.service import SubmitRequest
 from async_query.replies import Page
 from async_query.runtime import Plugin
+from async_query.service import SubmitRequest
 from async_query_cli.commands import extent_note
 from flint_repl_job.config import JobConfig
 from flint_repl_job.executor import QueryOutput, ResultTarget, RunningQuery

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from async_query.service import SubmitRequest
 from async_query.runtime import Plugin
+from async_query.service import SubmitRequest
 from async_query.slots import INTERACTIVE_SESSIONS, REFRESHING_JOBS, SLOTS_INDEX, Slots
 from query_core.errors import LauncherError, TooManyRequestsError
 from query_core.states import SessionState

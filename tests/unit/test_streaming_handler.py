@@ -13,8 +13,8 @@ import pytest
 
 from async_query.datasources import Datasource
 from async_query.launcher.base import JobRunState
-from async_query.service import SubmitRequest
 from async_query.runtime import Plugin
+from async_query.service import SubmitRequest
 from async_query.slots import REFRESHING_JOBS, SLOTS_INDEX, Holder, Slots
 from query_core.errors import LauncherError, TooManyRequestsError
 from query_core.flint import latest_id
