@@ -64,7 +64,7 @@ from query_core.flint import (
 from query_core.flint.ast import CreateStatement
 from query_core.flint.metas import flint_meta, flint_metas
 from query_core.flint.naming import FLINT_INDEX_PREFIX, sanitize_index_name
-from query_core.index_ops import MAX_INDEX_ERROR, IndexTarget, IndexTransaction
+from query_core.index_ops import IndexTarget, IndexTransaction
 from query_core.models import now_millis
 from query_core.states import FlintIndexState, SessionState
 from query_core.store import Store
@@ -326,12 +326,7 @@ class FlintEngine:
         if current is None or current.doc.state is not FlintIndexState.ACTIVE:
             return
         try:
-            self.store.index_states.move(
-                current,
-                FlintIndexState.ACTIVE,
-                error=error[:MAX_INDEX_ERROR],
-                last_update_time=now_millis(),
-            )
+            self.store.index_states.record_error(current, error)
         except (ConflictError, AsyncQueryError) as exc:
             log.warning("could not record the error on %s: %s", transaction.target.index_name, exc)
 

@@ -16,12 +16,14 @@ from query_core.errors import (
     AsyncQueryError,
     DocumentExistsError,
     InvalidTransitionError,
+    SessionLostError,
     VersionConflictError,
 )
 from query_core.ids import new_id, request_index
-from query_core.models import ResultDoc, SessionDoc, StatementDoc, Versioned, now_millis
-from query_core.states import SessionState, SessionType, StatementState
+from query_core.models import FlintIndexStateDoc, ResultDoc, SessionDoc, StatementDoc, Versioned, now_millis
+from query_core.states import INDEX_OPERATIONS, FlintIndexState, SessionState, SessionType, StatementState
 from query_core.store import MemoryIndex, Query, Store, Term, retry_on_conflict
+from query_core.store.index_states import MAX_INDEX_ERROR
 
 
 @pytest.fixture(params=["index", "memory"])
@@ -91,9 +93,9 @@ def test_get_of_missing_documents_and_indexes(store: Store, ds_name: str) -> Non
 
 def test_two_updates_from_the_same_version_one_wins(store: Store, ds_name: str) -> None:
     v0 = store.statements.create(statement(ds_name, new_id(ds_name)))
-    running = store.statements.move(v0, StatementState.RUNNING)
+    running = store.statements._move(v0, StatementState.RUNNING)
     with pytest.raises(VersionConflictError):
-        store.statements.move(v0, StatementState.CANCELLED)
+        store.statements._move(v0, StatementState.CANCELLED)
     found = store.statements.get(ds_name, v0.doc.statement_id)
     assert found is not None
     assert found.doc.state == StatementState.RUNNING
@@ -102,7 +104,7 @@ def test_two_updates_from_the_same_version_one_wins(store: Store, ds_name: str) 
 
 def test_racing_threads_exactly_one_wins(store: Store, ds_name: str) -> None:
     v0 = store.statements.create(statement(ds_name, new_id(ds_name)))
-    v1 = store.statements.move(v0, StatementState.RUNNING)
+    v1 = store.statements._move(v0, StatementState.RUNNING)
     targets = [StatementState.SUCCESS, StatementState.CANCELLED, StatementState.FAILED, StatementState.TIMEOUT] * 2
     barrier = threading.Barrier(len(targets))
     outcomes: list[tuple[StatementState, str]] = []
@@ -111,7 +113,7 @@ def test_racing_threads_exactly_one_wins(store: Store, ds_name: str) -> None:
     def race(target: StatementState) -> None:
         barrier.wait(timeout=10)
         try:
-            store.statements.move(v1, target, error=f"by {target.value}")
+            store.statements._move(v1, target, error=f"by {target.value}")
             outcome = "won"
         except VersionConflictError:
             outcome = "lost"
@@ -140,7 +142,7 @@ def test_racing_heartbeats_on_a_session(store: Store, ds_name: str) -> None:
     def beat(i: int) -> None:
         barrier.wait(timeout=10)
         try:
-            store.sessions.update(v0, SessionState.RUNNING, last_update_time=i)
+            store.sessions._move(v0, SessionState.RUNNING, last_update_time=i)
             wins.append(i)
         except VersionConflictError:
             pass
@@ -161,14 +163,14 @@ def test_racing_heartbeats_on_a_session(store: Store, ds_name: str) -> None:
 def test_invalid_moves_are_refused_without_writing(store: Store, ds_name: str) -> None:
     waiting = store.statements.create(statement(ds_name, new_id(ds_name)))
     with pytest.raises(InvalidTransitionError):
-        store.statements.move(waiting, StatementState.SUCCESS)  # waiting -> success skips running
+        store.statements._move(waiting, StatementState.SUCCESS)  # waiting -> success skips running
     after = store.statements.get(ds_name, waiting.doc.statement_id)
     assert after is not None and after.seq_no == waiting.seq_no and after.doc.state == StatementState.WAITING
 
-    done = store.statements.move(store.statements.move(waiting, StatementState.RUNNING), StatementState.CANCELLED)
+    done = store.statements._move(store.statements._move(waiting, StatementState.RUNNING), StatementState.CANCELLED)
     for target in StatementState:
         with pytest.raises(InvalidTransitionError):
-            store.statements.move(done, target, error="late")
+            store.statements._move(done, target, error="late")
     after = store.statements.get(ds_name, waiting.doc.statement_id)
     assert after is not None
     assert after.seq_no == done.seq_no
@@ -177,11 +179,12 @@ def test_invalid_moves_are_refused_without_writing(store: Store, ds_name: str) -
 
 def test_a_dead_session_takes_no_heartbeat(store: Store, ds_name: str) -> None:
     v0 = store.sessions.create(session(ds_name))
-    dead = store.sessions.update(v0, SessionState.DEAD, error="gone")
+    dead = store.sessions.end(v0, SessionState.DEAD, error="gone")
+    assert dead is not None
     with pytest.raises(InvalidTransitionError):
-        store.sessions.update(dead, last_update_time=now_millis())
+        store.sessions.beat(dead, at=now_millis())
     with pytest.raises(InvalidTransitionError):
-        store.sessions.update(dead, SessionState.RUNNING)
+        store.sessions._move(dead, SessionState.RUNNING)
     after = store.sessions.get(ds_name, v0.doc.session_id)
     assert after is not None and after.seq_no == dead.seq_no and after.doc.state == SessionState.DEAD
 
@@ -191,7 +194,7 @@ def test_a_misspelt_field_is_refused_before_any_write(store: Store, ds_name: str
     (it would otherwise be stored under the misspelt name and the real field left as it was)."""
     st = store.statements.create(statement(ds_name, new_id(ds_name)))
     with pytest.raises(ValueError, match="eror") as err:
-        store.statements.move(st, StatementState.FAILED, eror="boom")
+        store.statements._move(st, StatementState.FAILED, eror="boom")
     assert not isinstance(err.value, AsyncQueryError)  # not a client error: no handler may turn it into a 4xx
     after = store.index.get(request_index(ds_name), st.doc.statement_id)
     assert after is not None
@@ -199,9 +202,9 @@ def test_a_misspelt_field_is_refused_before_any_write(store: Store, ds_name: str
 
     se = store.sessions.create(session(ds_name))
     with pytest.raises(ValueError, match="lastUpdateTime"):
-        store.sessions.update(se, lastUpdateTime=1)  # the stored alias is not the field's name either
+        store.sessions.beat(se, lastUpdateTime=1)  # the stored alias is not the field's name either
     with pytest.raises(ValueError, match="hearbeat_interval_millis"):
-        store.sessions.update(se, SessionState.RUNNING, error="", hearbeat_interval_millis=1)
+        store.sessions.claim(se, "job-a", error="", hearbeat_interval_millis=1)
     after = store.index.get(request_index(ds_name), se.doc.session_id)
     assert after is not None
     assert after.version.seq_no == se.seq_no and after.source == se.doc.to_source()
@@ -230,14 +233,14 @@ def test_find_waiting_statements_oldest_first(store: Store, ds_name: str) -> Non
     # not found: another session's, a running one, one submitted more than an hour ago
     store.statements.create(statement(ds_name, new_id(ds_name), submit_time=now - 5_000))
     running = store.statements.create(statement(ds_name, sid, submit_time=now - 4_000))
-    store.statements.move(running, StatementState.RUNNING)
+    store.statements.start(running)
     store.statements.create(statement(ds_name, sid, submit_time=now - 2 * 3600 * 1000))
     refresh(store, ds_name)
 
     found = store.statements.find_waiting(ds_name, sid)
     assert [v.doc.statement_id for v in found] == [first.statement_id, second.statement_id, third.statement_id]
     # the versions returned are usable for conditional writes
-    store.statements.move(found[0], StatementState.RUNNING)
+    assert store.statements.start(found[0]) is not None
     assert len(store.statements.find_waiting(ds_name, sid, size=2)) == 2
 
 
@@ -247,16 +250,15 @@ def test_find_waiting_statements_on_a_missing_index(store: Store, ds_name: str) 
 
 def test_find_unfinished_statements_and_sessions(store: Store, ds_name: str) -> None:
     s = store.sessions.create(session(ds_name))
-    store.sessions.update(s, SessionState.RUNNING)
+    store.sessions.claim(s, "job-a")
     dead = store.sessions.create(session(ds_name))
-    store.sessions.update(dead, SessionState.DEAD)
+    store.sessions.end(dead, SessionState.DEAD)
     sid = s.doc.session_id
     waiting = store.statements.create(statement(ds_name, sid))
-    running = store.statements.move(store.statements.create(statement(ds_name, sid)), StatementState.RUNNING)
-    store.statements.move(
-        store.statements.move(store.statements.create(statement(ds_name, sid)), StatementState.RUNNING),
-        StatementState.SUCCESS,
-    )
+    running = store.statements.start(store.statements.create(statement(ds_name, sid)))
+    assert running is not None
+    done = store.statements.start(store.statements.create(statement(ds_name, sid)))
+    assert done is not None and store.statements.settle(done, StatementState.SUCCESS).applied
     refresh(store, ds_name)
     unfinished = {v.doc.statement_id for v in store.statements.find_unfinished(ds_name, sid)}
     assert unfinished == {waiting.doc.statement_id, running.doc.statement_id}
@@ -279,10 +281,10 @@ def test_documents_of_a_custom_request_index_stay_there(store: Store, ds_name: s
 
     [waiting] = bound.statements.find_waiting(ds_name, se.doc.session_id)
     assert waiting.doc.statement_id == st.doc.statement_id
-    bound.statements.move(waiting, StatementState.RUNNING)
+    bound.statements.start(waiting)
     session_now = bound.sessions.get(ds_name, se.doc.session_id)
     assert session_now is not None
-    bound.sessions.update(session_now, SessionState.RUNNING, job_id="j1")
+    bound.sessions.claim(session_now, "j1")
 
     moved = bound.statements.get(ds_name, st.doc.statement_id)
     assert moved is not None and moved.doc.state == StatementState.RUNNING
@@ -299,7 +301,7 @@ def test_documents_of_a_custom_request_index_stay_there(store: Store, ds_name: s
 
 def test_update_with_retry_rereads_after_a_conflict(store: Store, ds_name: str) -> None:
     v0 = store.sessions.create(session(ds_name))
-    store.sessions.update(v0, SessionState.RUNNING, last_update_time=1)  # someone else moves it first
+    store.sessions._move(v0, SessionState.RUNNING, last_update_time=1)  # someone else moves it first
     seen: list[int] = []
     reads = 0
 
@@ -310,7 +312,8 @@ def test_update_with_retry_rereads_after_a_conflict(store: Store, ds_name: str) 
 
     def change(current: Versioned[SessionDoc]) -> Versioned[SessionDoc]:
         seen.append(current.seq_no)
-        return store.sessions.update(current, pending_statement_ids=[*current.doc.pending_statement_ids, "q1"])
+        ids = [*current.doc.pending_statement_ids, "q1"]
+        return store.sessions._move(current, current.doc.state, pending_statement_ids=ids)
 
     written = retry_on_conflict(reread, change, first=v0)
     assert written is not None
@@ -333,21 +336,21 @@ def test_a_conditional_write_to_a_deleted_document_is_a_conflict(store: Store, d
     v0 = store.statements.create(statement(ds_name, new_id(ds_name)))
     store.index.delete(request_index(ds_name), v0.doc.statement_id)
     with pytest.raises(VersionConflictError):
-        store.statements.move(v0, StatementState.CANCELLED)
+        store.statements._move(v0, StatementState.CANCELLED)
     reread = lambda: store.statements.get(ds_name, v0.doc.statement_id)  # noqa: E731
-    change = lambda current: store.statements.move(current, StatementState.CANCELLED)  # noqa: E731
+    change = lambda current: store.statements._move(current, StatementState.CANCELLED)  # noqa: E731
     assert retry_on_conflict(reread, change, first=v0) is None
 
 
 def test_update_with_retry_is_bounded(store: Store, ds_name: str) -> None:
     v0 = store.sessions.create(session(ds_name))
-    store.sessions.update(v0, last_update_time=5)
+    store.sessions.beat(v0, at=5)
     calls = 0
 
     def change(current: Versioned[SessionDoc]) -> Versioned[SessionDoc]:
         nonlocal calls
         calls += 1
-        return store.sessions.update(current, last_update_time=6)
+        return store.sessions._move(current, current.doc.state, last_update_time=6)
 
     with pytest.raises(VersionConflictError):
         retry_on_conflict(lambda: v0, change, attempts=4)  # the re-read is always stale
@@ -379,9 +382,9 @@ def test_the_twin_hides_a_write_from_searches_until_the_index_refreshes(ds_name:
 
 def test_an_update_that_changes_nothing_keeps_the_version(store: Store, ds_name: str) -> None:
     v0 = store.sessions.create(session(ds_name))
-    same = store.sessions.update(v0, error="")
+    same = store.sessions._move(v0, v0.doc.state, error="")
     assert (same.seq_no, same.primary_term) == (v0.seq_no, v0.primary_term)
-    moved = store.sessions.update(same, error="changed")
+    moved = store.sessions._move(same, same.doc.state, error="changed")
     assert moved.seq_no > v0.seq_no
 
 
@@ -401,9 +404,8 @@ def result(query_id: str, status: str = "SUCCESS") -> ResultDoc:
 
 
 def test_settle_writes_the_result_then_the_terminal_state(store: Store, ds_name: str) -> None:
-    running = store.statements.move(
-        store.statements.create(statement(ds_name, new_id(ds_name))), StatementState.RUNNING
-    )
+    running = store.statements.start(store.statements.create(statement(ds_name, new_id(ds_name))))
+    assert running is not None
     results_index = f"query_execution_result_{ds_name}"
     settled = store.statements.settle(
         running, StatementState.SUCCESS, result=(results_index, result(running.doc.query_id))
@@ -416,7 +418,8 @@ def test_settle_writes_the_result_then_the_terminal_state(store: Store, ds_name:
 
 def test_settle_never_overwrites_a_finished_statement(store: Store, ds_name: str) -> None:
     waiting = store.statements.create(statement(ds_name, new_id(ds_name)))
-    running = store.statements.move(waiting, StatementState.RUNNING)
+    running = store.statements.start(waiting)
+    assert running is not None
     cancelled = store.statements.cancel(running)
     assert cancelled is not None and cancelled[1] == StatementState.RUNNING
     settled = store.statements.settle(running, StatementState.SUCCESS, error="")  # from a stale version
@@ -436,7 +439,8 @@ def test_start_moves_only_a_waiting_statement(store: Store, ds_name: str) -> Non
 
 def test_end_session_is_once_and_only_by_its_job(store: Store, ds_name: str) -> None:
     v0 = store.sessions.create(session(ds_name))
-    running = store.sessions.update(v0, SessionState.RUNNING, job_id="job-a")
+    running = store.sessions.claim(v0, "job-a")
+    assert running is not None
     assert store.sessions.end(running, SessionState.DEAD, job_id="job-b") is None  # not job-b's
     ended = store.sessions.end(v0, SessionState.FAIL, "broken", job_id="job-a")  # from a stale version
     assert ended is not None and ended.doc.state == SessionState.FAIL and ended.doc.error == "broken"
@@ -456,19 +460,146 @@ def test_append_pending_keeps_the_last_ids_and_stops_at_the_end(store: Store, ds
 
 
 def test_only_a_vacuum_removes_an_index_state(store: Store, ds_name: str) -> None:
-    from query_core.models import FlintIndexStateDoc
-    from query_core.states import FlintIndexState
-
     doc = FlintIndexStateDoc(latest_id="aWR4", state=FlintIndexState.DELETING, data_source_name=ds_name)
     deleting = store.index_states.create(doc)
     with pytest.raises(InvalidTransitionError):
         store.index_states.delete(deleting)
-    deleted = store.index_states.move(deleting, FlintIndexState.DELETED)
-    vacuuming = store.index_states.move(deleted, FlintIndexState.VACUUMING)
+    deleted = store.index_states.commit(deleting, INDEX_OPERATIONS["drop"])
+    assert deleted is not None
+    vacuuming = store.index_states.begin(deleted, INDEX_OPERATIONS["vacuum"])
     with pytest.raises(VersionConflictError):
         store.index_states.delete(Versioned(vacuuming.doc, deleted.seq_no, deleted.primary_term))  # stale
     store.index_states.delete(vacuuming)
     assert store.index_states.get(ds_name, "aWR4") is None
+
+
+def test_claim_takes_a_session_for_its_job_only(store: Store, ds_name: str) -> None:
+    """The ownership rules: one live job per session."""
+    v0 = store.sessions.create(session(ds_name, exclude_job_ids=["job-x"]))
+    with pytest.raises(SessionLostError, match="job job-x is excluded"):
+        store.sessions.claim(v0, "job-x")
+    with pytest.raises(SessionLostError, match="job job-y is excluded"):
+        store.sessions.claim(v0, "job-y", excluded=["job-y"])  # the job's own list
+    claimed = store.sessions.claim(v0, "job-a", application_id="app", heartbeat_interval_millis=5_000)
+    assert claimed is not None
+    doc = claimed.doc
+    assert (doc.state, doc.job_id, doc.application_id, doc.heartbeat_interval_millis) == (
+        SessionState.RUNNING,
+        "job-a",
+        "app",
+        5_000,
+    )
+    assert doc.job_start_time == doc.last_update_time > 0
+    again = store.sessions.claim(v0, "job-a")  # from a stale version: re-read, still its own
+    assert again is not None and again.doc.state == SessionState.RUNNING
+    with pytest.raises(SessionLostError, match="is owned by job job-a"):
+        store.sessions.claim(again, "job-b")
+    ended = store.sessions.end(again, SessionState.DEAD)
+    assert ended is not None
+    with pytest.raises(SessionLostError, match="is dead"):
+        store.sessions.claim(ended, "job-a")
+    store.index.delete(request_index(ds_name), v0.doc.session_id)
+    assert store.sessions.claim(v0, "job-a") is None  # gone
+
+
+def test_beat_keeps_the_state_and_stops_once_the_session_is_not_the_jobs(store: Store, ds_name: str) -> None:
+    v0 = store.sessions.create(session(ds_name))
+    claimed = store.sessions.claim(v0, "job-a")
+    assert claimed is not None
+    beaten = store.sessions.beat(v0, at=42, heartbeat_interval_millis=1_000)  # stale: re-read
+    assert beaten is not None and beaten.doc.state == SessionState.RUNNING
+    assert (beaten.doc.last_update_time, beaten.doc.heartbeat_interval_millis) == (42, 1_000)
+    assert beaten.doc.job_id == "job-a"
+    fresh = store.sessions.beat(beaten, job_id="job-a")
+    assert fresh is not None and fresh.doc.last_update_time > 42
+    with pytest.raises(SessionLostError, match="is owned by job job-a"):
+        store.sessions.beat(fresh, job_id="job-b")
+    with pytest.raises(SessionLostError, match="excluded"):
+        store.sessions.beat(fresh, job_id="job-a", excluded=["job-a"])
+    after = store.sessions.get(ds_name, v0.doc.session_id)
+    assert after is not None and after.seq_no == fresh.seq_no
+
+
+def test_start_runs_a_session_of_the_plugins_own_work_until_it_ends(store: Store, ds_name: str) -> None:
+    v0 = store.sessions.create(session(ds_name, session_type=SessionType.LOCAL))
+    started = store.sessions.start(v0)
+    assert started is not None and started.doc.state == SessionState.RUNNING and started.doc.last_update_time > 0
+    assert started.doc.job_id == ""
+    ended = store.sessions.end(started, SessionState.DEAD)
+    assert ended is not None
+    assert store.sessions.start(v0) is None  # ended meanwhile: left as it is
+    final = store.sessions.get(ds_name, v0.doc.session_id)
+    assert final is not None and final.doc.state == SessionState.DEAD
+
+
+def index_state(ds: str, state: FlintIndexState, **fields: Any) -> FlintIndexStateDoc:
+    return FlintIndexStateDoc(
+        latest_id=new_id(ds), state=state, data_source_name=ds, index_name="flint_idx", **fields
+    )
+
+
+def test_an_index_operation_begins_then_commits_or_rolls_back(store: Store, ds_name: str) -> None:
+    create, refresh_op = INDEX_OPERATIONS["create"], INDEX_OPERATIONS["refresh"]
+    latest = new_id(ds_name)
+    with pytest.raises(ValueError, match="latest id and index name"):
+        store.index_states.begin(None, create)
+    with pytest.raises(InvalidTransitionError, match="cannot refresh flint_idx: it is empty"):
+        store.index_states.begin(None, refresh_op, datasource=ds_name, latest_id=latest, index_name="flint_idx")
+    creating = store.index_states.begin(
+        None, create, datasource=ds_name, latest_id=latest, index_name="flint_idx", job_id="j-1"
+    )
+    assert creating.doc.state == FlintIndexState.CREATING and creating.doc.index_name == "flint_idx"
+    with pytest.raises(DocumentExistsError):  # a second operation on an index that had no document
+        store.index_states.begin(None, create, datasource=ds_name, latest_id=latest, index_name="flint_idx")
+    active = store.index_states.commit(creating, create)
+    assert active is not None and active.doc.state == FlintIndexState.ACTIVE
+    with pytest.raises(InvalidTransitionError, match="allowed from: deleted, empty"):
+        store.index_states.begin(active, create)
+    refreshing = store.index_states.begin(active, refresh_op)
+    with pytest.raises(VersionConflictError):
+        store.index_states.begin(active, refresh_op)  # stale: another operation began first
+    back = store.index_states.roll_back(refreshing, refresh_op, FlintIndexState.ACTIVE, error="boom")
+    assert back.doc.state == FlintIndexState.ACTIVE and back.doc.error == "boom"
+    with pytest.raises(InvalidTransitionError):
+        store.index_states.roll_back(back, refresh_op, FlintIndexState.DELETED)  # no start state of a refresh
+    stored = store.index_states.get(ds_name, latest)
+    assert stored is not None and stored.seq_no == back.seq_no and stored.doc.job_id == "j-1"
+
+
+def committed(store: Store, current: Versioned[FlintIndexStateDoc], operation: str) -> Versioned[FlintIndexStateDoc]:
+    done = store.index_states.commit(current, INDEX_OPERATIONS[operation])
+    assert done is not None
+    return done
+
+
+def test_a_dead_stream_fails_only_a_refreshing_index_of_its_job(store: Store, ds_name: str) -> None:
+    active = committed(store, store.index_states.create(index_state(ds_name, FlintIndexState.CREATING)), "create")
+    assert store.index_states.fail_stream(active, "died") is None  # not refreshing
+    theirs = store.index_states.create(index_state(ds_name, FlintIndexState.CREATING, job_id="other"))
+    refreshing = committed(store, committed(store, theirs, "create"), "start auto refresh")
+    assert store.index_states.fail_stream(refreshing, "died", job_id="mine") is None  # another job's
+    failed = store.index_states.fail_stream(refreshing, "x" * 5_000, job_id="other")
+    assert failed is not None and failed.doc.state == FlintIndexState.FAILED
+    assert failed.doc.error == "x" * MAX_INDEX_ERROR
+    with pytest.raises(VersionConflictError):
+        store.index_states.fail_stream(refreshing, "again")  # stale: the caller decides
+
+
+def test_an_error_is_recorded_with_the_state_kept(store: Store, ds_name: str) -> None:
+    active = committed(store, store.index_states.create(index_state(ds_name, FlintIndexState.CREATING)), "create")
+    noted = store.index_states.record_error(active, "auto refresh did not start")
+    assert noted.doc.state == FlintIndexState.ACTIVE and noted.doc.error == "auto refresh did not start"
+    assert noted.doc.last_update_time > 0 and noted.seq_no > active.seq_no
+
+
+def test_a_stalled_operation_is_repaired_unless_it_moved_meanwhile(store: Store, ds_name: str) -> None:
+    active = committed(store, store.index_states.create(index_state(ds_name, FlintIndexState.CREATING)), "create")
+    refreshing = store.index_states.begin(active, INDEX_OPERATIONS["refresh"])
+    assert store.index_states.repair_stalled(refreshing, "owner gone", streaming=True) is not None
+    stored = store.index_states.get(ds_name, refreshing.doc.latest_id)
+    assert stored is not None and stored.doc.state == FlintIndexState.FAILED and stored.doc.error == "owner gone"
+    assert store.index_states.repair_stalled(refreshing, "too late") is None  # stale: left alone
+    assert store.index_states.repair_stalled(stored, "stable") is None  # failed is no operation's middle
 
 
 # -- locks and datasources ---------------------------------------------------------------------------

@@ -428,7 +428,7 @@ def dml_left_by_a_stopped_plugin(store: Store, ds: str, age_ms: int) -> tuple[st
     statement = seed(store,
         StatementDoc(statement_id=query_id, query_id=query_id, session_id=session_id, query=DROP, data_source_name=ds)
     )
-    store.statements.move(statement, StatementState.RUNNING)
+    store.statements.start(statement)
     return session_id, query_id
 
 

@@ -20,10 +20,10 @@ from async_query.service import AsyncQueryService, SubmitRequest
 from query_core.errors import QueryNotFoundError, TooManyRequestsError
 from query_core.ids import REQUEST_INDEX_PATTERN, request_index
 from query_core.models import RunningStatement, SessionDoc, StatementDoc, StatementProgress, Versioned, now_millis
-from query_core.states import SessionState, StatementState
+from query_core.states import SessionState
 from query_core.store import Store
 from tests.conftest import ServiceFactory
-from tests.support import RecordingLauncher, wait_for
+from tests.support import RecordingLauncher, job_beats, wait_for
 
 
 def heartbeat(
@@ -44,13 +44,11 @@ def heartbeat(
         )
         for q in running or []
     ]
-    return store.sessions.update(
-        current,
-        state,
-        last_update_time=now_millis() - age_ms,
-        running_statements=report,
-        heartbeat_interval_millis=1_000,
-    )
+    if state != SessionState.RUNNING:  # the job's last write
+        ended = store.sessions.end(current, state)
+        assert ended is not None
+        return ended
+    return job_beats(store, current, age_ms, running_statements=report, heartbeat_interval_millis=1_000)
 
 
 def submit(service: AsyncQueryService, query: str = "SELECT 1", session_id: str | None = None) -> tuple[str, str]:
@@ -230,7 +228,7 @@ def test_cancel_of_a_statement_deleted_before_the_reread_is_not_found(
 
     def read_then_start(query_id: str) -> Versioned[StatementDoc]:
         found = read(query_id)
-        store.statements.move(found, StatementState.RUNNING)  # the job, between the read and the write
+        store.statements.start(found)  # the job, between the read and the write
         return found
 
     def delete_then_reread(doc: StatementDoc) -> Versioned[StatementDoc] | None:
@@ -254,7 +252,7 @@ def test_cancel_of_a_statement_the_job_ignores_escalates_after_the_deadline(
     ds = service.datasources.all()[0].name
     statement = store.statements.get(ds, qid)
     assert statement is not None
-    store.statements.move(statement, StatementState.RUNNING)
+    store.statements.start(statement)
     heartbeat(store, service, sid, running=[qid])  # the job reports it running, and keeps doing so
 
     service.supervisor.start()
@@ -279,7 +277,7 @@ def test_cancel_the_job_honours_needs_no_escalation(make_service: ServiceFactory
     qid, sid = submit(service)
     statement = store.statements.get(service.datasources.all()[0].name, qid)
     assert statement is not None
-    store.statements.move(statement, StatementState.RUNNING)
+    store.statements.start(statement)
     heartbeat(store, service, sid, running=[qid])
     service.cancel(qid)
     service.supervisor.run_once()
@@ -318,7 +316,9 @@ def test_a_cancel_nobody_watches_is_picked_up_by_the_housekeeping_sweep(
     ds = before_restart.datasources.all()[0].name
     statement = store.statements.get(ds, qid)
     assert statement is not None
-    store.statements.move(store.statements.move(statement, StatementState.RUNNING), StatementState.CANCELLED)
+    running = store.statements.start(statement)
+    assert running is not None
+    store.statements.cancel(running)
     heartbeat(store, before_restart, sid, running=[qid])
 
     after_restart = make_service(launcher, cancel_deadline_s=0.0)
