@@ -20,7 +20,7 @@ from query_core.errors import UnknownFieldError, VersionConflictError
 from query_core.ids import REQUEST_INDEX_PATTERN, request_index
 from query_core.models import FlintIndexStateDoc, SessionDoc, StatementDoc, Versioned
 from query_core.states import check_initial, check_move
-from query_core.store.connector import Filter, Found, IndexConnector, Query, SortOrder, Term, Version
+from query_core.store.connector import DocumentConnector, Filter, Found, Query, SortOrder, Term, Version
 
 D = TypeVar("D", StatementDoc, SessionDoc, FlintIndexStateDoc)
 V = TypeVar("V")
@@ -60,7 +60,7 @@ class DocumentRepository(Generic[D]):
     model: ClassVar[type[Any]]
     doc_type: ClassVar[str]
 
-    def __init__(self, index: IndexConnector, request_index: str | None = None) -> None:
+    def __init__(self, index: DocumentConnector, request_index: str | None = None) -> None:
         self.index = index
         #: The request index every call uses (None: the datasource's own).
         self.bound_index = request_index

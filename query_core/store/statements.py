@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from query_core.errors import InvalidTransitionError
 from query_core.models import ResultDoc, StatementDoc, Versioned
 from query_core.states import StatementState, is_terminal
-from query_core.store.connector import IndexConnector, Range, Term, Terms
+from query_core.store.connector import DocumentConnector, Range, Term, Terms
 from query_core.store.documents import DocumentRepository
 from query_core.store.results import ResultRepository
 
@@ -42,7 +42,7 @@ class StatementRepository(DocumentRepository[StatementDoc]):
     model = StatementDoc
     doc_type = "statement"
 
-    def __init__(self, index: IndexConnector, request_index: str | None, results: ResultRepository) -> None:
+    def __init__(self, index: DocumentConnector, request_index: str | None, results: ResultRepository) -> None:
         super().__init__(index, request_index)
         self.results = results
         self.end_listeners: list[EndListener] = []

@@ -1,28 +1,37 @@
-"""The repositories' contract, run against both connectors: the index server (osmem-server, or the
-cluster at ``OPENSEARCH_URL``) and the in-memory twin (``docs/documents.md``): create-only writes,
-conditional writes and their conflicts, refused moves, searches after a refresh, the named state
-operations. What only a real cluster can show (mappings, retries, the driver) is in
-``test_index_client.py``."""
+"""The store's contract, run against both connectors: the index server (osmem-server, or the
+cluster at ``OPENSEARCH_URL``) and the in-memory twin (``docs/documents.md``).
+
+The repositories: create-only writes, conditional writes and their conflicts, refused moves,
+searches after a refresh, the named state operations. The connector's two interfaces, every call
+of each: documents (reads by id, on the event loop too, writes, searches, listeners) and index
+administration (indexes, mappings and their ``_meta``, bulk writes, scans, dynamic mapping). What
+only a real cluster can show (retries, the driver, templates) is in ``test_index_client.py``."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from query_core.config import OpenSearchConfig
 from query_core.errors import (
     AsyncQueryError,
     DocumentExistsError,
+    IndexOperationError,
+    InvalidRequestError,
     InvalidTransitionError,
     SessionLostError,
     VersionConflictError,
 )
 from query_core.ids import new_id, request_index
 from query_core.models import FlintIndexStateDoc, ResultDoc, SessionDoc, StatementDoc, Versioned, now_millis
+from query_core.realtime import ReadNotServed
 from query_core.states import INDEX_OPERATIONS, FlintIndexState, SessionState, SessionType, StatementState
-from query_core.store import MemoryIndex, Query, Store, Term, retry_on_conflict
+from query_core.store import IndexClient, MemoryIndex, Query, Store, Term, retry_on_conflict
+from query_core.store.connector import CALL_OUTCOMES
 from query_core.store.index_states import MAX_INDEX_ERROR
 
 
@@ -600,6 +609,232 @@ def test_a_stalled_operation_is_repaired_unless_it_moved_meanwhile(store: Store,
     assert stored is not None and stored.doc.state == FlintIndexState.FAILED and stored.doc.error == "owner gone"
     assert store.index_states.repair_stalled(refreshing, "too late") is None  # stale: left alone
     assert store.index_states.repair_stalled(stored, "stable") is None  # failed is no operation's middle
+
+
+# -- the connector: documents -----------------------------------------------------------------------
+
+
+def test_reads_by_id_one_or_several_in_the_order_asked(store: Store, ds_name: str) -> None:
+    index = request_index(ds_name)
+    assert store.index.get(index, "a") is None  # no index yet
+    assert store.index.get_many(index, ["a", "b"]) == [None, None]
+    a = store.index.create(index, "a", {"type": "x", "n": 1})
+    b = store.index.create(index, "b", {"type": "x", "n": 2})
+    found = store.index.get_many(index, ["b", "missing", "a"])
+    assert [f.doc_id if f else None for f in found] == ["b", None, "a"]
+    assert found[0] is not None and found[0].source == {"type": "x", "n": 2} and found[0].version == b
+    assert found[2] is not None and found[2].version == a
+    one = store.index.get(index, "a")
+    assert one is not None and one.source == {"type": "x", "n": 1} and one.version == a
+
+
+def test_reads_on_the_event_loop_answer_as_the_blocking_ones(store: Store, ds_name: str) -> None:
+    """The same answers, or :class:`ReadNotServed` where a connector cannot read that way (the
+    cluster client without its lean reader): never another answer."""
+    index = request_index(ds_name)
+    store.index.create(index, "a", {"type": "x"})
+    for ids in (["a"], ["a", "missing"], ["missing"]):
+        try:
+            on_loop = asyncio.run(store.index.get_many_async(index, ids))
+        except ReadNotServed:
+            assert isinstance(store.index, IndexClient) and store.index.lean_readers[1] is None
+            continue
+        assert on_loop == store.index.get_many(index, ids)
+    try:
+        assert asyncio.run(store.index.get_many_async(f"{index}-none", ["a"])) == [None]  # no such index
+    except ReadNotServed:
+        assert isinstance(store.index, IndexClient) and store.index.lean_readers[1] is None
+
+
+def test_put_overwrites_and_delete_says_whether_there_was_something(store: Store, ds_name: str) -> None:
+    index = f"query_execution_result_{ds_name}"
+    first = store.index.put(index, "r", {"status": "FAILED"})
+    second = store.index.put(index, "r", {"status": "SUCCESS"})
+    assert second.seq_no > first.seq_no
+    found = store.index.get(index, "r")
+    assert found is not None and found.source == {"status": "SUCCESS"} and found.version == second
+    assert store.index.delete(index, "r") and not store.index.delete(index, "r")
+    assert store.index.get(index, "r") is None
+    assert not store.index.delete(f"{index}-none", "r")  # no such index
+
+
+def test_conditional_writes_apply_only_at_the_version_held(store: Store, ds_name: str) -> None:
+    index = request_index(ds_name)
+    v0 = store.index.create(index, "d", {"type": "x", "a": 1, "b": 1})
+    v1 = store.index.update_if(index, "d", {"b": 2}, v0)
+    found = store.index.get(index, "d")
+    assert found is not None and found.source == {"type": "x", "a": 1, "b": 2} and found.version == v1
+    assert store.index.update_if(index, "d", {"b": 2}, v1) == v1  # nothing changes: same version
+    with pytest.raises(VersionConflictError):
+        store.index.update_if(index, "d", {"b": 3}, v0)
+    with pytest.raises(VersionConflictError):
+        store.index.delete_if(index, "d", v0)
+    with pytest.raises(VersionConflictError):
+        store.index.update_if(index, "missing", {"b": 3}, v0)
+    store.index.delete_if(index, "d", v1)
+    assert store.index.get(index, "d") is None
+    with pytest.raises(VersionConflictError):
+        store.index.delete_if(index, "d", v1)  # gone: no longer at that version either
+
+
+def test_delete_by_query_deletes_what_a_search_finds(store: Store, ds_name: str) -> None:
+    index = request_index(ds_name)
+    for i, state in enumerate(["waiting", "running", "waiting"]):
+        store.index.create(index, f"d{i}", {"type": "statement", "state": state})
+    assert store.index.delete_by_query(f"{index}-none", Query()) == 0  # no such index
+    store.index.refresh(index)
+    assert store.index.delete_by_query(index, Query((Term("state", "waiting"),))) == 2
+    assert [f.doc_id for f in store.index.get_many(index, ["d0", "d1", "d2"]) if f] == ["d1"]
+    store.index.refresh(index)
+    assert [f.doc_id for f in store.index.search(index, Query())] == ["d1"]
+
+
+def test_listeners_hear_of_every_write_and_call(store: Store, ds_name: str) -> None:
+    index = request_index(ds_name)
+    written: list[str] = []
+    calls: list[tuple[str, str, int]] = []
+    store.index.write_listeners.append(written.append)
+    store.index.call_listeners.append(lambda operation, outcome, retries: calls.append((operation, outcome, retries)))
+    v0 = store.index.create(index, "d", {"type": "x"})
+    v1 = store.index.update_if(index, "d", {"a": 1}, v0)
+    with pytest.raises(VersionConflictError):
+        store.index.update_if(index, "d", {"a": 2}, v0)  # tried: a cache of it must go all the same
+    store.index.delete_if(index, "d", v1)
+    store.index.delete(index, "d")
+    assert written == ["d"] * 5
+    assert ("create", "2xx", 0) in calls and ("update", "2xx", 0) in calls
+    calls.clear()
+    store.index.get(index, "d")
+    store.index.search(index, Query())
+    assert calls == [("get", "2xx", 0), ("search", "2xx", 0)]
+    assert all(outcome in CALL_OUTCOMES for _, outcome, _ in calls)
+
+
+def test_a_connector_answers_a_ping_and_closes(store: Store, opensearch_config: OpenSearchConfig) -> None:
+    assert store.index.ping()
+    other = IndexClient(opensearch_config) if isinstance(store.index, IndexClient) else MemoryIndex()
+    assert other.ping()
+    other.close()
+
+
+# -- the connector: index administration -----------------------------------------------------------
+
+
+def flint_index(ds: str, name: str) -> str:
+    return f"flint_{ds}_contract_{name}"
+
+
+def test_an_index_is_created_once_and_deleted_once(store: Store, ds_name: str) -> None:
+    admin, index = store.admin, flint_index(ds_name, "a")
+    assert not admin.index_exists(index)
+    assert admin.create_index(index, {"mappings": {"properties": {"n": {"type": "long"}}}})
+    assert admin.index_exists(index)
+    assert not admin.create_index(index, {})  # it exists: left as it is
+    assert admin.mappings(index)[index] == {"properties": {"n": {"type": "long"}}}
+    assert admin.delete_index(index)
+    assert not admin.index_exists(index) and not admin.delete_index(index)
+    assert admin.mappings(index) == {}
+
+
+def test_mappings_keep_their_meta_which_is_replaced_whole(store: Store, ds_name: str) -> None:
+    admin = store.admin
+    first, second = flint_index(ds_name, "m1"), flint_index(ds_name, "m2")
+    mappings = {
+        "dynamic": False,
+        "_meta": {"kind": "covering", "options": {"auto_refresh": "false"}},
+        "properties": {"file_path": {"type": "keyword"}, "o": {"type": "object", "properties": {"n": {"type": "long"}}}},
+    }
+    assert admin.create_index(first, {"settings": {"index": {"number_of_shards": 1}}, "mappings": mappings})
+    assert admin.create_index(second, {"mappings": {"_meta": {"kind": "mv"}}})
+    kept = {
+        "dynamic": "false",  # as a cluster answers it
+        "_meta": {"kind": "covering", "options": {"auto_refresh": "false"}},
+        "properties": {"file_path": {"type": "keyword"}, "o": {"properties": {"n": {"type": "long"}}}},
+    }
+    assert admin.mappings(first) == {first: kept}
+    assert admin.mappings(flint_index(ds_name, "m*")) == {first: kept, second: {"_meta": {"kind": "mv"}}}
+    assert admin.mappings(flint_index(ds_name, "none*")) == {} and admin.mappings(flint_index(ds_name, "x")) == {}
+    admin.put_mapping_meta(first, {"kind": "covering", "latestId": "abc"})
+    assert admin.mappings(first)[first] == {**kept, "_meta": {"kind": "covering", "latestId": "abc"}}
+    with pytest.raises(IndexOperationError, match="index_not_found"):
+        admin.put_mapping_meta(flint_index(ds_name, "x"), {"kind": "mv"})
+
+
+def test_bulk_writes_are_scanned_back_and_deleted_all_at_once(store: Store, ds_name: str) -> None:
+    admin, index = store.admin, flint_index(ds_name, "b")
+    assert admin.create_index(index, {"mappings": {"properties": {"n": {"type": "long"}}}})
+    docs: list[tuple[str | None, dict[str, Any]]] = [("1", {"n": 1}), (None, {"n": 2}), ("1", {"n": 3})]
+    assert admin.bulk_index(index, docs) == 3  # the same id twice: the second overwrites the first
+    store.index.refresh(index)  # a scan, like a search, sees the index as of its last refresh
+    scanned = dict(admin.scan(index, batch=1))  # one document per page: every page is read
+    assert sorted(scanned.values(), key=lambda source: source["n"]) == [{"n": 2}, {"n": 3}]
+    assert "1" in scanned and scanned["1"] == {"n": 3}
+    assert admin.delete_all(index) == 2
+    store.index.refresh(index)
+    assert list(admin.scan(index)) == []
+    assert admin.mappings(index)[index] == {"properties": {"n": {"type": "long"}}}  # the index stays
+    assert admin.bulk_index(flint_index(ds_name, "new"), [("k", {"n": 1})]) == 1  # created by the write
+    assert admin.index_exists(flint_index(ds_name, "new"))
+    missing = flint_index(ds_name, "none")
+    with pytest.raises(IndexOperationError, match="index_not_found"):
+        admin.delete_all(missing)
+    with pytest.raises(IndexOperationError, match="index_not_found"):
+        list(admin.scan(missing))
+
+
+def test_a_write_maps_the_fields_its_index_lacks_unless_told_not_to(store: Store, ds_name: str) -> None:
+    admin, index = store.admin, flint_index(ds_name, "dyn")
+    source = {"s": "text", "d": "2024-01-02T03:04:05Z", "i": 3, "f": 1.5, "b": True, "o": {"x": 1}, "no": None, "e": []}
+    admin.bulk_index(index, [("1", source)])
+    text = {"type": "text", "fields": {"keyword": {"type": "keyword", "ignore_above": 256}}}
+    assert admin.mappings(index)[index] == {
+        "properties": {
+            "s": text,
+            "d": {"type": "date"},
+            "i": {"type": "long"},
+            "f": {"type": "float"},
+            "b": {"type": "boolean"},
+            "o": {"properties": {"x": {"type": "long"}}},
+        }
+    }
+    admin.bulk_index(index, [("2", {"o": {"y": [{"z": "a"}]}})])  # a new field of a mapped object
+    assert admin.mappings(index)[index]["properties"]["o"] == {
+        "properties": {"x": {"type": "long"}, "y": {"properties": {"z": text}}}
+    }
+
+    closed, strict = flint_index(ds_name, "closed"), flint_index(ds_name, "strict")
+    admin.create_index(closed, {"mappings": {"dynamic": False, "properties": {"a": {"type": "keyword"}}}})
+    admin.bulk_index(closed, [("1", {"a": "x", "extra": 5})])  # kept, not mapped
+    assert admin.mappings(closed)[closed] == {"dynamic": "false", "properties": {"a": {"type": "keyword"}}}
+    admin.create_index(strict, {"mappings": {"dynamic": "strict", "properties": {"a": {"type": "keyword"}}}})
+    with pytest.raises(IndexOperationError, match="strict_dynamic_mapping_exception"):
+        admin.bulk_index(strict, [("1", {"a": "x"}), ("2", {"a": "y", "extra": 5})])
+    store.index.refresh(strict)
+    assert [doc_id for doc_id, _ in admin.scan(strict)] == ["1"]  # the other documents are written
+
+
+def test_what_a_cluster_refuses_to_create(store: Store, ds_name: str) -> None:
+    admin = store.admin
+    for name in ("Upper", "_underscore", "a b", "a*", "a:b", "."):
+        with pytest.raises(InvalidRequestError, match="invalid_index_name_exception"):
+            admin.create_index(name, {})
+    with pytest.raises(IndexOperationError, match="invalid_index_name_exception"):
+        admin.bulk_index("Upper", [("1", {"a": 1})])
+    index = flint_index(ds_name, "bad")
+    with pytest.raises(InvalidRequestError, match="No handler for type \\[nosuchtype\\]"):
+        admin.create_index(index, {"mappings": {"properties": {"a": {"type": "nosuchtype"}}}})
+    assert not admin.index_exists(index)
+
+
+def test_a_product_index_made_by_a_document_write_has_the_products_mappings(store: Store, ds_name: str) -> None:
+    requests, results = request_index(ds_name), f"query_execution_result_{ds_name}"
+    store.index.create(requests, "d", {"type": "statement", "state": "waiting", "unmapped": 1})
+    store.index.put(results, "r", {"status": "SUCCESS"})
+    mapped = store.admin.mappings(requests)[requests]
+    assert mapped["dynamic"] == "false" and "unmapped" not in mapped["properties"]
+    assert mapped["properties"]["state"] == {"type": "keyword"}
+    assert mapped["properties"]["submitTime"]["type"] == "date"
+    assert store.admin.mappings(results)[results]["properties"]["result"] == {"type": "object", "enabled": False}
 
 
 # -- locks and datasources ---------------------------------------------------------------------------

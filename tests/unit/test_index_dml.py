@@ -373,6 +373,7 @@ def test_a_full_index_dml_queue_refuses_with_a_429_and_writes_nothing(
     body = {"datasource": ds, "lang": "sql", "query": DROP}
 
     def documents() -> list[str]:
+        store.index.refresh(request_index(ds))  # a scan sees the index as of its last refresh
         return sorted(doc_id for doc_id, _ in store.index.scan(request_index(ds)))
 
     with (
