@@ -409,8 +409,8 @@ def run_durability(plan: Plan, workdir: Path) -> tuple[list[Figure], dict[str, A
     details: dict[str, Any] = {"plan": plan.__dict__}
     figures: list[Figure] = []
     try:
-        store.index.create_index(request_index(DS), index_mappings.load("request_index"))
-        store.index.create_index(RESULTS, index_mappings.load("result_index"))
+        store.admin.create_index(request_index(DS), index_mappings.load("request_index"))
+        store.admin.create_index(RESULTS, index_mappings.load("result_index"))
         plugins = [
             start_service(embedded.url, workdir / "journaled"),
             start_service(embedded.private_url, workdir / "direct"),

@@ -146,6 +146,32 @@ def _index_transitions() -> dict[FlintIndexState, frozenset[FlintIndexState]]:
 
 FLINT_INDEX_TRANSITIONS: dict[FlintIndexState, frozenset[FlintIndexState]] = _index_transitions()
 
+#: Where the housekeeping sweep moves an index whose operation's owner is gone (a killed job, a
+#: crashed plugin), by the transitioning state it was left in. Work done by a job is rolled back
+#: (the data may be half-written; the user can run it again); work the plugin does itself is
+#: idempotent and is finished (DROP and ALTER to manual stop a job; a cancel stops a refresh).
+#: ``refreshing`` is a stable state for an auto-refreshing index: see :func:`stall_repair`.
+STALL_REPAIRS: dict[FlintIndexState, FlintIndexState] = {
+    _F.CREATING: _F.EMPTY,
+    _F.REFRESHING: _F.ACTIVE,
+    _F.VACUUMING: _F.DELETED,
+    _F.DELETING: _F.DELETED,
+    _F.UPDATING: _F.ACTIVE,
+    _F.CANCELLING: _F.ACTIVE,
+    _F.RECOVERING: _F.FAILED,
+}
+
+
+def stall_repair(state: FlintIndexState, streaming: bool = False) -> FlintIndexState | None:
+    """The state a stalled index moves to, or None when ``state`` is not left mid-operation.
+
+    ``streaming``: the owner was a streaming job, so ``refreshing`` was its stable state and the
+    stream's death fails the index instead.
+    """
+    if state is _F.REFRESHING and streaming:
+        return _F.FAILED
+    return STALL_REPAIRS.get(state)
+
 
 #: The states a new document of each kind may be created in: a statement waits, a session has not
 #: started, and an index's state document is created by the first write of an operation on an index

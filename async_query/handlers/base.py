@@ -21,7 +21,6 @@ from async_query.settings import Settings
 from async_query.streams import StreamStopper
 from async_query.workers import CancelSupervisor
 from query_core.config import OpenSearchConfig
-from query_core.errors import InvalidRequestError
 from query_core.models import SessionDoc, StatementDoc, Versioned
 from query_core.states import is_terminal
 from query_core.store import Store
@@ -145,9 +144,3 @@ def render(context: HandlerContext, statement: Versioned[StatementDoc], session:
         datasource = context.datasources.get(statement.doc.data_source_name)
         result = context.store.results.get(datasource.results, statement.doc.query_id)
     return statement_reply(statement, session, result)
-
-
-class UnsupportedQueryError(InvalidRequestError):
-    """A valid query of a kind this service cannot run yet: refused before anything is written."""
-
-    error_type = "UnsupportedOperationException"

@@ -1,4 +1,5 @@
-"""The index client: the one user of opensearch-py (an :class:`~query_core.store.connector.IndexConnector`).
+"""The index client: the one user of opensearch-py (both interfaces of
+:mod:`query_core.store.connector`: documents and index administration).
 
 - The product's own indexes (request, result, datasource) are created lazily, from
   ``index_mappings``, the first time a write finds them missing; an index template per kind makes
@@ -33,7 +34,7 @@ from query_core.errors import (
     InvalidRequestError,
     VersionConflictError,
 )
-from query_core.ids import DATASOURCE_INDEX, REQUEST_INDEX_PATTERN, REQUEST_INDEX_PREFIX, RESULT_INDEX_PATTERN
+from query_core.ids import DATASOURCE_INDEX, REQUEST_INDEX_PATTERN, RESULT_INDEX_PATTERN, index_kind
 from query_core.realtime import AsyncRealtimeReader, ReadNotServed, ReadTimedOut, RealtimeReader
 from query_core.retry import bounded_retrying
 from query_core.store.connector import (
@@ -141,7 +142,8 @@ def build_client(cfg: OpenSearchConfig) -> OpenSearch:
 
 
 class IndexClient:
-    """An OpenSearch cluster as an :class:`~query_core.store.connector.IndexConnector`."""
+    """An OpenSearch cluster as an :class:`~query_core.store.connector.IndexConnector`: its
+    documents, and the administration of its (Flint data) indexes."""
 
     def __init__(self, cfg: OpenSearchConfig, client: OpenSearch | None = None) -> None:
         self.cfg = cfg
@@ -268,10 +270,10 @@ class IndexClient:
     def _ensure_index(self, index: str, recheck: bool = False) -> None:
         if recheck:
             self._known_indexes.discard(index)
-            self._known_templates.discard(_index_kind(index))
+            self._known_templates.discard(index_kind(index))
         if index in self._known_indexes:
             return
-        kind = _index_kind(index)
+        kind = index_kind(index)
         self._ensure_template(kind)
 
         def create() -> bool:
@@ -676,14 +678,6 @@ def _lacks_fields(mappings: dict[str, Any], wanted: dict[str, Any]) -> bool:
     """Whether ``mappings`` lack a field of ``wanted`` (a create-index body)."""
     have = mappings.get("properties", {})
     return any(name not in have for name in wanted.get("mappings", {}).get("properties", {}))
-
-
-def _index_kind(index: str) -> index_mappings.IndexKind:
-    if index.startswith(REQUEST_INDEX_PREFIX):
-        return "request_index"
-    if index == DATASOURCE_INDEX:
-        return "datasource_index"
-    return "result_index"
 
 
 #: Index settings the cluster assigns itself; an index created from a snapshot gets new ones.

@@ -716,8 +716,9 @@ def test_cancelled_and_timed_out_replies_come_from_the_reply_cache(
                 assert httpx.delete(f"{writer_url}{BASE}/{cancelled}").status_code == 204
                 statement = store.statements.get(datasource.name, timed_out)
                 assert statement is not None
-                running = store.statements.move(statement, StatementState.RUNNING)
-                store.statements.move(running, StatementState.TIMEOUT, error="Query timed out after 1800 s")
+                running = store.statements.start(statement)
+                assert running is not None
+                store.statements.settle(running, StatementState.TIMEOUT, error="Query timed out after 1800 s")
 
                 def poll(query_id: str, times: int) -> tuple[set[str], int]:
                     before = len(proxy.requests)

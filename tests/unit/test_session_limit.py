@@ -87,6 +87,6 @@ def test_a_failed_launch_gives_its_session_slot_back_and_an_ended_session_frees_
 
     session = store.sessions.get(ds, first)
     assert session is not None
-    store.sessions.update(session, SessionState.DEAD)  # the job ended it (idle, say): no search refresh
+    store.sessions.end(session, SessionState.DEAD)  # the job ended it (idle, say): no search refresh
     second = new_session(plugin)
     assert second != first and len(launcher.started) == 2
