@@ -54,6 +54,10 @@ class ReadNotServed(Exception):  # noqa: N818 - a signal to fall back, not an er
     """The reader could not give a sure answer; read through the driver instead."""
 
 
+class MisdirectedReply(ReadNotServed):
+    """A reply about another document than the one asked for: its connection is not to be trusted."""
+
+
 class ReadTimedOut(ReadNotServed):
     """The index server did not answer within the request timeout: reading again at once would
     wait as long again."""
@@ -79,8 +83,11 @@ class _Reply:
         self.complete = True
 
 
-def _document(status: int, body: bytes) -> dict[str, Any] | None:
-    """A GET's reply as the driver returns it; None for a 404; ReadNotServed for anything else."""
+def _document(status: int, body: bytes, doc_id: str) -> dict[str, Any] | None:
+    """A GET's reply as the driver returns it; None for a 404; ReadNotServed for anything else.
+
+    A document must be the one asked for (its ``_id``): a reply about another one (a keep-alive
+    connection that carried an earlier request's reply over) is never handed to the caller."""
     if status == 404:
         return None
     if status != 200:
@@ -91,6 +98,8 @@ def _document(status: int, body: bytes) -> dict[str, Any] | None:
         raise ReadNotServed("unparsable reply") from exc
     if not isinstance(reply, dict):
         raise ReadNotServed("unexpected reply")
+    if reply.get("_id") != doc_id:
+        raise MisdirectedReply("a reply about another document")
     return reply
 
 
@@ -140,7 +149,11 @@ class RealtimeReader:
         except (OSError, httptools.HttpParserError) as exc:
             self._drop()
             raise ReadNotServed(type(exc).__name__) from exc
-        return _document(status, body)
+        try:
+            return _document(status, body, doc_id)
+        except MisdirectedReply:
+            self._drop()
+            raise
 
     def _exchange(self, request: bytes) -> tuple[int, bytes]:
         """Send one request on this thread's connection and read its whole reply.
@@ -272,11 +285,17 @@ class AsyncRealtimeReader:
             raise
         finally:
             expiry.cancel()
-        if keep and not conn.closed and len(idle) < self._max_idle:
-            idle.append(conn)
-        elif conn.transport is not None:
-            conn.transport.close()
-        return _document(status, body)
+        try:
+            found = _document(status, body, doc_id)
+        except MisdirectedReply:
+            keep = False
+            raise
+        finally:
+            if keep and not conn.closed and len(idle) < self._max_idle:
+                idle.append(conn)
+            elif conn.transport is not None:
+                conn.transport.close()
+        return found
 
     async def _connect(self, loop: asyncio.AbstractEventLoop) -> _GetProtocol:
         host, port = self._reader._address
