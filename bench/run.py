@@ -162,7 +162,21 @@ def main(argv: list[str] | None = None) -> int:
         metavar="N",
         help="also run the scale section with N live sessions (e.g. 10000), after the default one",
     )
+    parser.add_argument(
+        "--baseline",
+        metavar="REF",
+        help="run the same bench on commit REF and on this tree alternately, and print each figure's ratio "
+        "(bench/README.md, 'Same-run comparison with an earlier commit')",
+    )
+    parser.add_argument("--rounds", type=int, default=2, help="with --baseline: runs of each tree (default 2)")
     args = parser.parse_args(argv)
+    if args.baseline:
+        from bench.baseline import DEFAULT_OUT as BASELINE_OUT
+        from bench.baseline import run_baseline
+
+        passed = _passed_on(argv if argv is not None else sys.argv[1:])
+        out = args.out if args.out != DEFAULT_OUT else BASELINE_OUT
+        return run_baseline(args.baseline, max(1, args.rounds), passed, out)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # The in-process service (EMR section) logs the deaths it confirms and the conflicts it
     # resolves, on purpose; they are expected here and would bury the bench's own output.
@@ -174,6 +188,23 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(run_summary(report, args.out))
     return 0
+
+
+def _passed_on(argv: list[str]) -> list[str]:
+    """The arguments each side of a ``--baseline`` run gets: all but ``--baseline``, ``--rounds``
+    and ``--out``."""
+    passed: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+            continue
+        name = arg.split("=", 1)[0]
+        if name in ("--baseline", "--rounds", "--out"):
+            skip = "=" not in arg
+            continue
+        passed.append(arg)
+    return passed
 
 
 if __name__ == "__main__":
