@@ -63,6 +63,8 @@ class Options:
     commit_window_s: float = 0.0
     compact_ratio: float = 0.5
     compact_min_bytes: int = 1 << 20
+    #: The ``Authorization`` header every request must carry (None: no check).
+    authorization: bytes | None = field(default=None, repr=False)
 
 
 @dataclass
@@ -108,7 +110,7 @@ class Keeper:
         first = max(self.replayed.last_segment + 1, self.manifest.journal_from)
         self.journal = Journal(self.directory / JOURNAL_DIR, first, loop, self.options.commit_window_s)
         host, port = _address(self.osmem.url)
-        self.proxy = Proxy((host, port), self.journal, self.control, self.on_append)
+        self.proxy = Proxy((host, port), self.journal, self.control, self.on_append, self.options.authorization)
         public = await self.proxy.start("127.0.0.1", self.options.port)
         loop.add_signal_handler(signal.SIGTERM, self._stop.set)
         _watch_stdin(loop, self._stop)
@@ -328,6 +330,24 @@ def _announce(public: int, keeper: Keeper) -> None:
     sys.stdout.flush()
 
 
+def read_credential() -> bytes:
+    """The first line on stdin: ``{"authorization": <header value>}``, which every request must
+    carry (the service writes it before anything else; it is never on a command line)."""
+    line = b""
+    while not line.endswith(b"\n"):
+        chunk = os.read(0, 4096)
+        if not chunk:
+            break
+        line += chunk
+    try:
+        value = json.loads(line)["authorization"]
+    except (ValueError, KeyError, TypeError):
+        raise SystemExit("the embedded index server needs its credential on stdin") from None
+    if not isinstance(value, str) or not value:
+        raise SystemExit("the embedded index server needs its credential on stdin")
+    return value.encode()
+
+
 def _watch_stdin(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
     """Stop when stdin closes: the service closed it, or died (then the kernel closed it)."""
 
@@ -445,11 +465,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    authorization = read_credential()
     # The committer thread takes the interpreter back after each durable write: let it have it
     # within a millisecond, not the default five, when the event loop is busy.
     sys.setswitchinterval(0.001)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    options = Options(args.dir, args.port, args.commit_window_ms / 1000, args.compact_ratio, args.compact_min_bytes)
+    options = Options(
+        args.dir, args.port, args.commit_window_ms / 1000, args.compact_ratio, args.compact_min_bytes, authorization
+    )
     options.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     options.directory.chmod(0o700)
     lock_directory(options.directory)

@@ -11,6 +11,9 @@ connections. What happens to a request depends on its kind (:func:`~async_query.
   ``_delete_by_query``...) run alone: in-flight writes drain first and new ones wait until the
   request is answered and recorded. A compaction cut takes the same exclusive turn.
 
+Every request must carry the index server's credential (``Authorization``, compared in constant
+time; the header is not passed on): one without it is a 401, and nothing is forwarded.
+
 Read barrier: a reply is released only once every write that the server may have applied before
 producing it is durable, i.e. every write to the same index (any index, for a request naming no
 single one) that was forwarded before the reply arrived, and every record of that index already
@@ -22,6 +25,7 @@ is relayed at once. A write's own success reply needs only its own record durabl
 from __future__ import annotations
 
 import asyncio
+import hmac
 import json
 import logging
 from collections import deque
@@ -49,9 +53,11 @@ from async_query.embedded.journal import Journal
 
 log = logging.getLogger(__name__)
 
-#: Headers of one hop that the proxy sets itself on the other.
+#: Headers not passed on: those of one hop that the proxy sets itself on the other, and the
+#: caller's credential.
 _HOP_BY_HOP = frozenset(
     {
+        b"authorization",
         b"connection",
         b"keep-alive",
         b"content-length",
@@ -77,6 +83,7 @@ class Request:
     headers: list[tuple[bytes, bytes]]
     body: bytes
     keep_alive: bool
+    authorization: bytes | None = None
 
     def encode(self) -> bytes:
         """The request as sent to the index server (keep-alive, a fixed-length body)."""
@@ -90,10 +97,14 @@ class Request:
         return b"".join(head)
 
 
-def json_response(status: int, payload: Any) -> bytes:
+def json_response(status: int, payload: Any, headers: dict[str, str] | None = None) -> bytes:
     body = json.dumps(payload).encode()
     reason = HTTPStatus(status).phrase
-    head = f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json; charset=UTF-8\r\nContent-Length: {len(body)}\r\n\r\n"
+    extra = "".join(f"{name}: {value}\r\n" for name, value in (headers or {}).items())
+    head = (
+        f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json; charset=UTF-8\r\n{extra}"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    )
     return head.encode() + body
 
 
@@ -211,6 +222,7 @@ class _Client(asyncio.Protocol):
         self._url = b""
         self._headers: list[tuple[bytes, bytes]] = []
         self._body: list[bytes] = []
+        self._authorization: bytes | None = None
 
     # -- transport --------------------------------------------------------------------------
 
@@ -241,13 +253,15 @@ class _Client(asyncio.Protocol):
     # -- httptools callbacks ----------------------------------------------------------------
 
     def on_message_begin(self) -> None:
-        self._url, self._headers, self._body = b"", [], []
+        self._url, self._headers, self._body, self._authorization = b"", [], [], None
 
     def on_url(self, url: bytes) -> None:
         self._url += url
 
     def on_header(self, name: bytes, value: bytes) -> None:
         self._headers.append((name, value))
+        if len(name) == 13 and name.lower() == b"authorization":
+            self._authorization = value
 
     def on_headers_complete(self) -> None:
         if any(n.lower() == b"expect" and v.lower() == b"100-continue" for n, v in self._headers):
@@ -259,7 +273,8 @@ class _Client(asyncio.Protocol):
     def on_message_complete(self) -> None:
         method = self.parser.get_method().decode("ascii", "replace")
         body = b"".join(self._body)
-        self.queue.append(Request(method, self._url, self._headers, body, bool(self.parser.should_keep_alive())))
+        keep_alive = bool(self.parser.should_keep_alive())
+        self.queue.append(Request(method, self._url, self._headers, body, keep_alive, self._authorization))
         if self.task is None:
             self.task = asyncio.get_running_loop().create_task(self._serve())
 
@@ -330,9 +345,24 @@ class WriteGate:
                 waiter.set_result(None)
 
 
+_UNAUTHORIZED = {
+    "error": {"type": "security_exception", "reason": "missing or wrong credentials for the embedded index"},
+    "status": 401,
+}
+
+
 class Proxy:
-    def __init__(self, upstream: tuple[str, int], journal: Journal, control: Control, on_append: OnAppend) -> None:
+    def __init__(
+        self,
+        upstream: tuple[str, int],
+        journal: Journal,
+        control: Control,
+        on_append: OnAppend,
+        authorization: bytes | None = None,
+    ) -> None:
         self.loop = asyncio.get_running_loop()
+        #: The ``Authorization`` header every request must carry (None: none asked).
+        self.authorization = authorization
         self.upstream = upstream
         self.journal = journal
         self.control = control
@@ -386,7 +416,17 @@ class Proxy:
 
     # -- serving ----------------------------------------------------------------------------
 
+    def authorized(self, request: Request) -> bool:
+        expected = self.authorization
+        if expected is None:
+            return True
+        return request.authorization is not None and hmac.compare_digest(request.authorization, expected)
+
     async def serve(self, request: Request, client: _Client) -> None:
+        if not self.authorized(request):
+            self.served["refused"] = self.served.get("refused", 0) + 1
+            client.write(json_response(401, _UNAUTHORIZED, {"WWW-Authenticate": 'Basic realm="embedded index"'}))
+            return
         self.active += 1
         try:
             path = request.target.split(b"?", 1)[0].decode("utf-8", "replace")
