@@ -171,7 +171,7 @@ class SimulatedSessions:
         def change(current: Versioned[SessionDoc]) -> Versioned[SessionDoc]:
             landed = now_millis()
             try:
-                return self.store.sessions.update(
+                return self.store.sessions.beat(
                     current,
                     last_update_time=landed,
                     running_statements=[self._running(sim)],

@@ -248,7 +248,7 @@ class Heartbeat:
         def change(current: Versioned[SessionDoc]) -> Versioned[SessionDoc]:
             job.check_owner(current.doc)
             landed = now_millis()
-            return job.store.sessions.update(
+            return job.store.sessions.beat(
                 current,
                 last_update_time=landed,
                 running_statements=report,

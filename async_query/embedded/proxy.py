@@ -7,6 +7,8 @@ connections. What happens to a request depends on its kind (:func:`~async_query.
 - **reads** are forwarded and their replies relayed as they arrive, once the *read barrier* allows;
 - **document writes** (index, create, update, delete, ``_bulk``) are forwarded; once the server
   answered, their effect is appended to the journal, and the reply released when it is durable;
+- **liveness writes** (an update marked ``X-Async-Query-Durability: liveness``: a heartbeat) are
+  forwarded and answered as they come, not journaled (a crash may lose them: ``docs/durability.md``);
 - **other requests that may change something** (index creation, mappings, templates, aliases,
   ``_delete_by_query``...) run alone: in-flight writes drain first and new ones wait until the
   request is answered and recorded. A compaction cut takes the same exclusive turn.
@@ -58,6 +60,7 @@ log = logging.getLogger(__name__)
 _HOP_BY_HOP = frozenset(
     {
         b"authorization",
+        b"x-async-query-durability",
         b"connection",
         b"keep-alive",
         b"content-length",
@@ -84,6 +87,8 @@ class Request:
     body: bytes
     keep_alive: bool
     authorization: bytes | None = None
+    #: Marked as a write a crash may lose (a heartbeat).
+    liveness: bool = False
 
     def encode(self) -> bytes:
         """The request as sent to the index server (keep-alive, a fixed-length body)."""
@@ -223,6 +228,7 @@ class _Client(asyncio.Protocol):
         self._headers: list[tuple[bytes, bytes]] = []
         self._body: list[bytes] = []
         self._authorization: bytes | None = None
+        self._liveness = False
 
     # -- transport --------------------------------------------------------------------------
 
@@ -253,7 +259,7 @@ class _Client(asyncio.Protocol):
     # -- httptools callbacks ----------------------------------------------------------------
 
     def on_message_begin(self) -> None:
-        self._url, self._headers, self._body, self._authorization = b"", [], [], None
+        self._url, self._headers, self._body, self._authorization, self._liveness = b"", [], [], None, False
 
     def on_url(self, url: bytes) -> None:
         self._url += url
@@ -262,6 +268,8 @@ class _Client(asyncio.Protocol):
         self._headers.append((name, value))
         if len(name) == 13 and name.lower() == b"authorization":
             self._authorization = value
+        elif len(name) == 24 and name.lower() == b"x-async-query-durability":
+            self._liveness = value.strip().lower() == b"liveness"
 
     def on_headers_complete(self) -> None:
         if any(n.lower() == b"expect" and v.lower() == b"100-continue" for n, v in self._headers):
@@ -274,7 +282,8 @@ class _Client(asyncio.Protocol):
         method = self.parser.get_method().decode("ascii", "replace")
         body = b"".join(self._body)
         keep_alive = bool(self.parser.should_keep_alive())
-        self.queue.append(Request(method, self._url, self._headers, body, keep_alive, self._authorization))
+        request = Request(method, self._url, self._headers, body, keep_alive, self._authorization, self._liveness)
+        self.queue.append(request)
         if self.task is None:
             self.task = asyncio.get_running_loop().create_task(self._serve())
 
@@ -439,6 +448,8 @@ class Proxy:
                 client.write(json_response(status, payload))
             elif where.kind is Kind.RAW:
                 await self._kept(request, client)
+            elif request.liveness and where.kind is Kind.UPDATE:
+                await self._liveness_write(request, where.scope, client)
             else:
                 await self._write(request, where, client)
         except Exception:
@@ -487,6 +498,19 @@ class Proxy:
         if clean:
             await self.journal.wait_durable(lsn)
         else:  # an error or a partial failure tells about other writes: as a read would
+            await self._wait(self._barrier(scope))
+        client.write(b"".join(reply.chunks))
+
+    async def _liveness_write(self, request: Request, scope: frozenset[str] | None, client: _Client) -> None:
+        """A write a crash may lose: forwarded and answered, never journaled, and not waited for
+        by reads (they may see it before a crash loses it: what it says is only that its writer
+        was alive). An error reply (a conflict) can tell about other writes: it waits as a read's."""
+        self.served["liveness"] = self.served.get("liveness", 0) + 1
+        reply = _Reply(self.loop)
+        if not await self._exchange(request.encode(), reply):
+            self._unavailable(client, reply)
+            return
+        if reply.status >= 300:
             await self._wait(self._barrier(scope))
         client.write(b"".join(reply.chunks))
 

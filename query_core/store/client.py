@@ -53,6 +53,10 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 _TRANSIENT_STATUS = frozenset({429, 502, 503, 504})
+#: The request header that marks a write as one a crash may lose (a heartbeat), with its value.
+DURABILITY_HEADER = "X-Async-Query-Durability"
+LIVENESS = "liveness"
+LIVENESS_HEADERS = {DURABILITY_HEADER: LIVENESS}
 
 
 def quiet_driver_logs() -> None:
@@ -418,7 +422,16 @@ class IndexClient:
     def update_if(self, index: str, doc_id: str, partial: dict[str, Any], version: Version) -> Version:
         """Partial update applied only if the document is still at ``version``. A document deleted
         meanwhile is no longer at that version either: that too is a :class:`VersionConflictError`."""
+        return self._update_if(index, doc_id, partial, version, None)
 
+    def update_liveness_if(self, index: str, doc_id: str, partial: dict[str, Any], version: Version) -> Version:
+        """:meth:`update_if`, marked as a liveness write (:data:`DURABILITY_HEADER`): the embedded
+        index answers it without waiting for its journal; any other cluster ignores the mark."""
+        return self._update_if(index, doc_id, partial, version, LIVENESS_HEADERS)
+
+    def _update_if(
+        self, index: str, doc_id: str, partial: dict[str, Any], version: Version, headers: dict[str, str] | None
+    ) -> Version:
         def call() -> dict[str, Any]:
             try:
                 return self._client.update(
@@ -427,6 +440,7 @@ class IndexClient:
                     body={"doc": partial},
                     if_seq_no=version.seq_no,
                     if_primary_term=version.primary_term,
+                    headers=headers,
                 )
             except os_exc.NotFoundError as exc:
                 raise VersionConflictError(f"update {index}/{doc_id}: {_reason(exc)}") from exc

@@ -29,6 +29,13 @@ class SessionRepository(DocumentRepository[SessionDoc]):
         """A conditional write of a session (a heartbeat when ``state`` is None: it stays as it is)."""
         return self.move(current, state if state is not None else current.doc.state, **fields)
 
+    def beat(self, current: Versioned[SessionDoc], **fields: Any) -> Versioned[SessionDoc]:
+        """A heartbeat: the session's liveness fields, its state as it is. A liveness write (the
+        embedded index answers it without waiting for its journal: a beat a crash loses is sent
+        again by a live job, and a job the crash killed has nothing to report; see
+        ``docs/durability.md``)."""
+        return self.move(current, current.doc.state, liveness=True, **fields)
+
     def find(
         self,
         datasource: str | None,

@@ -463,3 +463,31 @@ def test_a_request_without_the_credential_reads_and_writes_nothing(tmp_path: Pat
         assert server.stats()["requests"]["refused"] == 10
     finally:
         server.close()
+
+
+def test_a_liveness_write_is_answered_without_the_journal_and_a_crash_may_lose_it(
+    tmp_path: Path, servers: list[EmbeddedIndex]
+) -> None:
+    """Heartbeats are marked liveness writes: never journaled (a crash loses them, and the job they
+    spoke for died with it); every other write is, before its answer."""
+    directory = tmp_path / "index"
+    first = start(servers, directory)
+    store = client_of(first)
+    store.create(REQUESTS, "sess", {"type": "session", "state": "running", "lastUpdateTime": 1})
+    current = store.get(REQUESTS, "sess")
+    assert current is not None
+    records = first.stats()["journal"]["records"]
+    version = current.version
+    for beat in range(2, 12):
+        version = store.update_liveness_if(REQUESTS, "sess", {"lastUpdateTime": beat}, version)
+    after_beats = first.stats()
+    assert after_beats["journal"]["records"] == records and after_beats["requests"]["liveness"] == 10
+    found = store.get(REQUESTS, "sess")
+    assert found is not None and found.source["lastUpdateTime"] == 11  # read back at once, as any write
+    store.update_if(REQUESTS, "sess", {"state": "dead"}, version)  # a state change: durable
+    store.close()
+    first.kill()
+
+    again = start(servers, directory)
+    with httpx.Client(base_url=again.url, auth=AUTH) as http:
+        assert read(http, REQUESTS, "sess") == {"type": "session", "state": "dead", "lastUpdateTime": 1}
