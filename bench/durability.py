@@ -407,7 +407,10 @@ def latency_figures(windows: list[Window], raw: tuple[list[float], list[float]])
 
 
 def run_durability(plan: Plan, workdir: Path) -> tuple[list[Figure], dict[str, Any]]:
-    options = JournalOptions(compact_ratio=plan.compact_ratio, compact_min_bytes=plan.compact_min_bytes)
+    # The bench reads osmem-server directly too (its private URL): on the host's network.
+    options = JournalOptions(
+        compact_ratio=plan.compact_ratio, compact_min_bytes=plan.compact_min_bytes, isolate_network=False
+    )
     embedded = EmbeddedIndex.start(workdir / "index", options=options)
     store = Store.connect(embedded.config())
     services: list[BenchEnv] = []

@@ -53,12 +53,16 @@ class JournalOptions:
     compact_ratio: float = 0.5
     #: ...and at least this many bytes.
     compact_min_bytes: int = 1 << 20
+    #: ``osmem-server`` in a network namespace of its own, where this process may make one
+    #: (off: its private URL is reachable from the host, for tests and benches that read it).
+    isolate_network: bool = True
 
     def arguments(self) -> list[str]:
         return [
             f"--commit-window-ms={self.commit_window_ms}",
             f"--compact-ratio={self.compact_ratio}",
             f"--compact-min-bytes={self.compact_min_bytes}",
+            *([] if self.isolate_network else ["--no-isolate-network"]),
         ]
 
 
@@ -94,8 +98,10 @@ class EmbeddedIndex:
         self.credential = credential
         self.url: str = ready["url"]
         #: ``osmem-server`` itself, behind the proxy: a write made there is not journaled (tests
-        #: and benches only).
+        #: and benches only; reachable from the host only when not :attr:`isolated`).
         self.private_url: str = ready["osmem_url"]
+        #: Whether ``osmem-server`` runs in a network namespace of its own.
+        self.isolated: bool = bool(ready.get("isolated", False))
         self.osmem_pid: int = ready["osmem_pid"]
         self.replayed: dict[str, Any] = ready.get("replayed", {})
         self._closed = False

@@ -30,6 +30,7 @@ import asyncio
 import hmac
 import json
 import logging
+import socket
 from collections import deque
 from collections.abc import Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -392,10 +393,13 @@ class Proxy:
 
     # -- lifecycle --------------------------------------------------------------------------
 
-    async def start(self, host: str, port: int) -> int:
-        """Listen on ``host:port`` (0: a free port); returns the port."""
+    async def start(self, host: str, port: int, sock: socket.socket | None = None) -> int:
+        """Listen on ``host:port`` (0: a free port), or on ``sock`` (bound already); returns the port."""
         await self._load_aliases()
-        self._server = await self.loop.create_server(lambda: _Client(self), host, port, backlog=1024)
+        if sock is not None:
+            self._server = await self.loop.create_server(lambda: _Client(self), sock=sock, backlog=1024)
+        else:
+            self._server = await self.loop.create_server(lambda: _Client(self), host, port, backlog=1024)
         return int(self._server.sockets[0].getsockname()[1])
 
     async def close(self, grace_s: float = 10.0) -> None:

@@ -308,7 +308,7 @@ def test_a_read_never_shows_a_write_a_crash_could_still_lose(tmp_path: Path, ser
     """Commits wait 400 ms here, so a write sits applied but not durable. A GET through the
     proxy that sees it returns only once it is durable: a kill right after loses nothing."""
     directory = tmp_path / "index"
-    first = start(servers, directory, commit_window_ms=400)
+    first = start(servers, directory, commit_window_ms=400, isolate_network=False)  # read behind it
     writing = threading.Thread(
         target=lambda: httpx.put(f"{first.url}/{REQUESTS}/_doc/seen", json={"state": "success"}, auth=AUTH, timeout=30)
     )
@@ -440,7 +440,7 @@ def test_a_request_without_the_credential_reads_and_writes_nothing(tmp_path: Pat
     """The credential is generated at start and reaches the index server on its stdin: it is on no
     command line and in no reply; a local process without it is refused before anything is
     forwarded."""
-    server = EmbeddedIndex.start(tmp_path / "index")
+    server = EmbeddedIndex.start(tmp_path / "index", options=JournalOptions(isolate_network=False))  # read behind it
     try:
         with httpx.Client(base_url=server.url, auth=server.auth, timeout=10) as http:
             assert http.put(f"/{REQUESTS}/_doc/secret", json={"query": "mine"}).status_code == 201
@@ -491,3 +491,30 @@ def test_a_liveness_write_is_answered_without_the_journal_and_a_crash_may_lose_i
     again = start(servers, directory)
     with httpx.Client(base_url=again.url, auth=AUTH) as http:
         assert read(http, REQUESTS, "sess") == {"type": "session", "state": "dead", "lastUpdateTime": 1}
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a network namespace of its own needs CAP_SYS_ADMIN")
+def test_osmem_server_is_out_of_every_other_local_process_s_reach(tmp_path: Path, servers: list[EmbeddedIndex]) -> None:
+    """osmem-server has no authentication: it runs in a network namespace of its own, where no
+    other local process can connect; the index server's public port stays on the host's loopback."""
+    from async_query.embedded.isolation import network_namespace
+
+    server = start(servers, tmp_path / "index")
+    assert server.isolated
+    ours = network_namespace()
+    assert network_namespace(server.osmem_pid) == network_namespace(server.process.pid) != ours
+    port = int(server.private_url.rsplit(":", 1)[1])
+    with socket.socket() as probe:  # nothing on the host's loopback answers as the index
+        probe.settimeout(2)
+        reached = probe.connect_ex(("127.0.0.1", port)) == 0
+    if reached:  # another process of the host happens to hold that port number: not the index
+        with pytest.raises(httpx.HTTPError):
+            httpx.get(f"{server.private_url}/{REQUESTS}/_count", timeout=2).raise_for_status()
+    with httpx.Client(base_url=server.url, auth=AUTH, timeout=10) as http:
+        assert http.put(f"/{REQUESTS}/_doc/a", json={"n": 1}).status_code == 201
+        assert read(http, REQUESTS, "a") == {"n": 1}
+    server.compact()  # the snapshot worker reaches osmem-server inside, as the index server does
+    server.close()
+    again = start(servers, tmp_path / "index")
+    with httpx.Client(base_url=again.url, auth=AUTH, timeout=10) as http:
+        assert read(http, REQUESTS, "a") == {"n": 1}
