@@ -14,7 +14,7 @@ import asyncio
 import json
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -163,3 +163,79 @@ def test_a_reply_about_another_document_is_refused_by_both_readers() -> None:
 
         with pytest.raises(ReadNotServed):
             asyncio.run(read())
+
+
+# -- writes on the lean connection ---------------------------------------------------------------
+
+
+@contextmanager
+def recording_server(replies: list[bytes]) -> Iterator[tuple[str, list[bytes]]]:
+    """Answers the requests of one connection with ``replies`` in turn (an empty one: closes the
+    connection without answering); records each request's head."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    heads: list[bytes] = []
+
+    def serve() -> None:
+        for reply in replies:
+            conn, _ = listener.accept()
+            with conn:
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    data += conn.recv(65536)
+                head, _, body = data.partition(b"\r\n\r\n")
+                length = int(
+                    next(
+                        line.split(b":")[1]
+                        for line in head.split(b"\r\n")
+                        if line.lower().startswith(b"content-length")
+                    )
+                )
+                while len(body) < length:
+                    body += conn.recv(65536)
+                heads.append(head)
+                if reply:
+                    conn.sendall(reply)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}", heads
+    finally:
+        thread.join(timeout=5)
+        listener.close()
+
+
+def json_reply(status: int, payload: Mapping[str, object]) -> bytes:
+    body = json.dumps(payload).encode()
+    return b"HTTP/1.1 %d X\r\ncontent-type: application/json\r\ncontent-length: %d\r\nconnection: close\r\n\r\n%s" % (
+        status,
+        len(body),
+        body,
+    )
+
+
+def test_a_write_whose_reply_is_lost_is_retried_and_a_create_finding_its_own_document_counts() -> None:
+    """The lean write cannot know whether a write whose connection dropped was applied: it is the
+    driver's connection error, retried by the store's policy, and a create that then finds the
+    document it wrote counts as written (the driver's rule, kept)."""
+    from query_core.store import IndexClient, Version
+
+    created = {"_index": "requests", "_id": "q1", "_seq_no": 4, "_primary_term": 1, "result": "created"}
+    conflict = {"error": {"type": "version_conflict_engine_exception", "reason": "[q1]: document already exists"}}
+    updated = {"_index": "requests", "_id": "q1", "_seq_no": 5, "_primary_term": 1, "result": "updated"}
+    replies = [b"", json_reply(409, conflict), json_reply(200, updated)]
+    with recording_server(replies) as (url, heads):
+        client = IndexClient(OpenSearchConfig(url=url, retry_attempts=3, retry_seconds=10, request_timeout=5))
+        client._known_indexes.add("requests")  # no index checks: the writes alone
+        client._source_is = lambda index, doc_id, source: True  # type: ignore[method-assign]
+        client._client.get = lambda **kw: {**created, "found": True}  # type: ignore[method-assign]
+        version = client.create("requests", "q1", {"type": "statement"})
+        liveness = client.update_liveness_if("requests", "q1", {"lastUpdateTime": 9}, version)
+        client.close()
+    assert version == Version(4, 1) and liveness == Version(5, 1)
+    assert [h.split(b"\r\n", 1)[0] for h in heads] == [
+        b"PUT /requests/_create/q1 HTTP/1.1",
+        b"PUT /requests/_create/q1 HTTP/1.1",
+        b"POST /requests/_update/q1?if_seq_no=4&if_primary_term=1 HTTP/1.1",
+    ]
+    assert [b"x-async-query-durability: liveness" in h.lower() for h in heads] == [False, False, True]
