@@ -56,6 +56,8 @@ def _serve(args: argparse.Namespace) -> int:
     private_dir(settings.data_dir)
     runtime = build_runtime(settings)
     try:
+        if policy is not None:  # as the service reaches its cluster (the embedded index: with its credential)
+            policy = gateway_policy(settings, runtime.plugin.opensearch)
         security = build_security(settings, args.insecure_no_auth)
         gateway = _gateway(settings, runtime.plugin.opensearch, policy) if policy is not None else None
         app = create_app(runtime.plugin, on_shutdown=runtime.close, security=security, gateway=gateway)

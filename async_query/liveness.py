@@ -108,13 +108,22 @@ class LivenessChecker:
         return self._confirm(session)[0]
 
     def vouches_for(self, doc: SessionDoc) -> bool:
-        """True when :meth:`check` would find the session alive without a call or a write: fresh,
-        and, where asking is free, its job's recent answer says it runs."""
+        """True when :meth:`check` would find the session alive without a write: fresh, and,
+        where asking is free, its job's recent answer says it runs. Such an answer is asked for
+        here when there is none (it costs a look at a local process: the caller, on the event
+        loop, need not hand the request to a worker thread for it), unless another caller is
+        asking already (then False: no waiting here)."""
         if not self.staleness.is_fresh(doc):
             return False
         if not self.launcher_of(doc).describe_is_free:
             return True
         answer = self._answers.get(doc.session_id)
+        if answer is None:
+            with self._lock:
+                asking = doc.session_id in self._inflight
+            if asking:
+                return False
+            answer = self.describe(doc)
         return answer is not None and not answer.state.finished
 
     def _confirm(self, session: Versioned[SessionDoc]) -> tuple[Versioned[SessionDoc], JobDescription | None]:

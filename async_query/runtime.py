@@ -260,6 +260,8 @@ def build_runtime(settings: Settings, launchers: dict[str, Launcher] | None = No
         if metastore is not None:
             metastore.wait_ready()
         opensearch = settings.opensearch(url)
+        if embedded is not None:  # its credential, for this service and (through the launchers) its jobs
+            opensearch = opensearch.model_copy(update=embedded.connection_fields())
         store = Store.connect(opensearch)
         sealer = Sealer.from_settings(settings.datasources_master_key, data_dir)
         if registry_file:

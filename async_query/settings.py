@@ -72,6 +72,9 @@ class Settings(BaseSettings):
     #: replays at most that much journal.
     index_compact_ratio: float = 0.5
     index_compact_min_bytes: int = 1 << 20
+    #: The embedded index's ``osmem-server`` in a network namespace of its own, out of every other
+    #: local process's reach, where the service may make one (as root); ``docs/security.md``.
+    index_isolate_network: bool = True
     #: A JSON file of datasources; without it the one ``local`` datasource is served.
     datasources_file: Path | None = None
     #: Name of this deployment, the first part of job names (``<cluster>:interactive:<sid>``).
@@ -274,7 +277,12 @@ class Settings(BaseSettings):
 
     def journal_options(self) -> JournalOptions:
         """How the embedded index journals and compacts."""
-        return JournalOptions(self.index_commit_window_ms, self.index_compact_ratio, self.index_compact_min_bytes)
+        return JournalOptions(
+            self.index_commit_window_ms,
+            self.index_compact_ratio,
+            self.index_compact_min_bytes,
+            self.index_isolate_network,
+        )
 
     def opensearch(self, url: str | None = None) -> OpenSearchConfig:
         """The connection to the index cluster (``url`` overrides, for the embedded server)."""

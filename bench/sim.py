@@ -363,11 +363,15 @@ class StandInJobs:
         env = {"PATH": os.environ.get("PATH", "")}
         env.update({f"BENCH_SIM_JOB_{n}": f"SERVERLESS_EMR_JOB_ID={job}" for n, job in enumerate(self.job_ids)})
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", "import sys; sys.stdin.buffer.read()"],
+            [sys.executable, "-c", "import sys; sys.stdout.write('up'); sys.stdout.flush(); sys.stdin.buffer.read()"],
             stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
             env=env,
             start_new_session=True,
         )
+        # Its word that it runs: before the exec, /proc/<pid>/environ still shows this process's.
+        assert self.proc.stdout is not None
+        self.proc.stdout.read(2)
         self.jobs_dir.mkdir(parents=True, exist_ok=True)
         for job in self.job_ids:
             (self.jobs_dir / f"{job}.pid").write_text(str(self.proc.pid))
@@ -386,6 +390,8 @@ class StandInJobs:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
 
 
 def declared_dead(store: Store, datasource: str, sims: list[SimSession]) -> tuple[int, int]:

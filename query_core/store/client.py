@@ -14,11 +14,13 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
+from urllib.parse import quote
 
 from opensearchpy import OpenSearch
 from opensearchpy import exceptions as os_exc
@@ -54,6 +56,10 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 _TRANSIENT_STATUS = frozenset({429, 502, 503, 504})
+#: The request header that marks a write as one a crash may lose (a heartbeat), with its value.
+DURABILITY_HEADER = "X-Async-Query-Durability"
+LIVENESS = "liveness"
+LIVENESS_HEADERS = {DURABILITY_HEADER: LIVENESS}
 
 
 def quiet_driver_logs() -> None:
@@ -336,6 +342,9 @@ class IndexClient:
             nonlocal attempts
             attempts += 1
             try:
+                lean = self._lean_write("PUT", f"/{_quoted(index)}/_create/{_quoted(doc_id)}", source)
+                if lean is not None:
+                    return lean
                 return self._client.index(index=index, id=doc_id, body=source, op_type="create")
             except os_exc.ConflictError:
                 if attempts > 1 and self._source_is(index, doc_id, source):
@@ -356,10 +365,36 @@ class IndexClient:
         return bool(found.get("_source") == source)
 
     def put(self, index: str, doc_id: str, source: dict[str, Any]) -> Version:
-        res = self._write(
-            index, f"put {index}/{doc_id}", lambda: self._client.index(index=index, id=doc_id, body=source)
-        )
-        return _version(res)
+        def call() -> dict[str, Any]:
+            lean = self._lean_write("PUT", f"/{_quoted(index)}/_doc/{_quoted(doc_id)}", source)
+            return lean if lean is not None else self._client.index(index=index, id=doc_id, body=source)
+
+        return _version(self._write(index, f"put {index}/{doc_id}", call))
+
+    def _lean_write(
+        self, method: str, path: str, body: Any, headers: dict[str, str] | None = None
+    ) -> dict[str, Any] | None:
+        """A document write on the lean connection (:meth:`RealtimeReader.write`), answered as the
+        driver answers: its reply, or the driver's exception for the status (a 409 is its
+        ``ConflictError``). None when it cannot be made that way (no lean connection; a body JSON
+        cannot encode as it is), for the caller to use the driver."""
+        reader = self._reader
+        if reader is None:
+            return None
+        try:
+            data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+        except (TypeError, ValueError):
+            return None
+        status, reply = reader.write(method, path, data, headers)
+        if 200 <= status < 300:
+            try:
+                answer = json.loads(reply)
+            except ValueError as exc:
+                raise os_exc.TransportError(status, "unparsable reply", None) from exc
+            if isinstance(answer, dict):
+                return answer
+            raise os_exc.TransportError(status, "unexpected reply", None)
+        raise driver_error(status, reply)
 
     def get(self, index: str, doc_id: str) -> Found | None:
         """Real-time get by id: on a lean connection (:mod:`query_core.realtime`), and through the
@@ -420,15 +455,33 @@ class IndexClient:
     def update_if(self, index: str, doc_id: str, partial: dict[str, Any], version: Version) -> Version:
         """Partial update applied only if the document is still at ``version``. A document deleted
         meanwhile is no longer at that version either: that too is a :class:`VersionConflictError`."""
+        return self._update_if(index, doc_id, partial, version, None)
+
+    def update_liveness_if(self, index: str, doc_id: str, partial: dict[str, Any], version: Version) -> Version:
+        """:meth:`update_if`, marked as a liveness write (:data:`DURABILITY_HEADER`): the embedded
+        index answers it without waiting for its journal; any other cluster ignores the mark."""
+        return self._update_if(index, doc_id, partial, version, LIVENESS_HEADERS)
+
+    def _update_if(
+        self, index: str, doc_id: str, partial: dict[str, Any], version: Version, headers: dict[str, str] | None
+    ) -> Version:
+        path = (
+            f"/{_quoted(index)}/_update/{_quoted(doc_id)}"
+            f"?if_seq_no={version.seq_no}&if_primary_term={version.primary_term}"
+        )
 
         def call() -> dict[str, Any]:
             try:
+                lean = self._lean_write("POST", path, {"doc": partial}, headers)
+                if lean is not None:
+                    return lean
                 return self._client.update(
                     index=index,
                     id=doc_id,
                     body={"doc": partial},
                     if_seq_no=version.seq_no,
                     if_primary_term=version.primary_term,
+                    headers=headers,
                 )
             except os_exc.NotFoundError as exc:
                 raise VersionConflictError(f"update {index}/{doc_id}: {_reason(exc)}") from exc
@@ -634,6 +687,27 @@ class IndexClient:
         found = self._call(f"get index {index}", lambda: self._client.indices.get(index=index))[index]
         settings = {k: v for k, v in found.get("settings", {}).get("index", {}).items() if k not in _ASSIGNED_SETTINGS}
         return {"settings": {"index": settings}, "mappings": found.get("mappings", {})}
+
+
+def driver_error(status: int, body: bytes) -> os_exc.TransportError:
+    """The driver's exception for an error reply, as opensearch-py makes it (its class by status,
+    the error's type as its error, the parsed body as its info)."""
+    info: Any = None
+    error: Any = body.decode("utf-8", "replace")
+    try:
+        info = json.loads(body)
+    except ValueError:
+        info = None
+    if isinstance(info, dict):
+        error = info.get("error", error)
+        if isinstance(error, dict) and "type" in error:
+            error = error["type"]
+    kind = cast(type[os_exc.TransportError], os_exc.HTTP_EXCEPTIONS.get(status, os_exc.TransportError))
+    return kind(status, error, info)
+
+
+def _quoted(name: str) -> str:
+    return quote(name, safe="")
 
 
 def _version(res: dict[str, Any]) -> Version:

@@ -217,6 +217,10 @@ class MemoryIndex:
             idx = self._product_index(index)
             return self._write(idx, f"put {index}/{doc_id}", doc_id, copy.deepcopy(source))
 
+    def update_liveness_if(self, index: str, doc_id: str, partial: dict[str, Any], version: Version) -> Version:
+        """As :meth:`update_if` (memory has no durability to spare)."""
+        return self.update_if(index, doc_id, partial, version)
+
     def update_if(self, index: str, doc_id: str, partial: dict[str, Any], version: Version) -> Version:
         try:
             with self._lock:

@@ -92,6 +92,10 @@ class SessionRepository(DocumentRepository[SessionDoc]):
         it (``fields``: running statements, the interval until the next beat, figures), its state
         kept. An ended session takes no heartbeat (:class:`~query_core.errors.InvalidTransitionError`).
 
+        A liveness write: the embedded index answers it without waiting for its journal (a beat a
+        crash loses is sent again by a live job, and a job the crash killed has nothing to report;
+        ``docs/durability.md``).
+
         With ``job_id``, only while the session is that job's (:func:`check_job_owns`, on every
         attempt: :class:`SessionLostError` otherwise). None when the session is gone.
         """
@@ -100,7 +104,7 @@ class SessionRepository(DocumentRepository[SessionDoc]):
             if job_id is not None:
                 check_job_owns(current.doc, job_id, excluded)
             landed = now_millis() if at is None else at
-            return self._move(current, current.doc.state, last_update_time=landed, **fields)
+            return self._move(current, current.doc.state, liveness=True, last_update_time=landed, **fields)
 
         return self._change(session, beat)
 

@@ -198,6 +198,23 @@ def test_a_dead_session_takes_no_heartbeat(store: Store, ds_name: str) -> None:
     assert after is not None and after.seq_no == dead.seq_no and after.doc.state == SessionState.DEAD
 
 
+def test_a_heartbeat_is_a_conditional_write_of_liveness_fields_only(store: Store, ds_name: str) -> None:
+    created = store.sessions.create(session(ds_name))
+    v0 = store.sessions.claim(created, created.doc.job_id)
+    assert v0 is not None
+    beat = store.sessions.beat(v0, at=5, heartbeat_interval_millis=2_000)
+    assert beat is not None
+    found = store.sessions.get(ds_name, v0.doc.session_id)
+    assert found is not None and found.doc.last_update_time == 5 and found.doc.state == SessionState.RUNNING
+    assert found.seq_no == beat.seq_no
+    with pytest.raises(VersionConflictError):  # a stale version, as any conditional write
+        store.sessions._move(v0, SessionState.RUNNING, liveness=True, last_update_time=6)
+    with pytest.raises(ValueError):
+        store.sessions._move(beat, SessionState.DEAD, liveness=True)  # a state change is never one
+    again = store.sessions.get(ds_name, v0.doc.session_id)
+    assert again is not None and again.doc.state == SessionState.RUNNING and again.seq_no == beat.seq_no
+
+
 def test_a_misspelt_field_is_refused_before_any_write(store: Store, ds_name: str) -> None:
     """A keyword that is no field of the document is a programming error: nothing is written
     (it would otherwise be stored under the misspelt name and the real field left as it was)."""
