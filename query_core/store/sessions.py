@@ -150,13 +150,18 @@ class SessionRepository(DocumentRepository[SessionDoc]):
         self, session: Versioned[SessionDoc], statement_id: str, keep: int
     ) -> Versioned[SessionDoc] | None:
         """Append ``statement_id`` to the session's pending list (the real-time signal its job
-        reads by id), keeping the last ``keep`` ids; None when the session has ended."""
+        reads by id), keeping the last ``keep`` ids; None when the session has ended.
+
+        A liveness write: the list only hastens a pickup the job also makes by searching for its
+        session's waiting statements, and the statement itself is written durably first, so a
+        crash that loses the append delays the statement by a search interval and loses nothing
+        (``docs/durability.md``)."""
 
         def append(current: Versioned[SessionDoc]) -> Versioned[SessionDoc] | None:
             if is_terminal(current.doc.state):
                 return None
             ids = [*current.doc.pending_statement_ids, statement_id][-keep:]
-            return self._move(current, current.doc.state, pending_statement_ids=ids)
+            return self._move(current, current.doc.state, liveness=True, pending_statement_ids=ids)
 
         return self._change(session, append)
 
