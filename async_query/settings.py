@@ -145,6 +145,9 @@ class Settings(BaseSettings):
     cancel_deadline_s: float = 15.0
     #: Live interactive sessions allowed per deployment; a new one beyond it is a 429.
     max_sessions: int = 10
+    #: Live interactive sessions one user may hold (their fair share; a new one beyond it is a
+    #: 429); unset: half of ``max_sessions``, rounded up. The anonymous caller of ``none`` has none.
+    max_sessions_per_user: int | None = Field(default=None, ge=1)
     #: Live batch and streaming jobs (index refreshes) allowed per deployment; a new one beyond it
     #: is a 429 (``docs/api.md``).
     max_refreshing_jobs: int = 5
@@ -266,6 +269,13 @@ class Settings(BaseSettings):
         if isinstance(value, str):
             return [r.strip() for r in value.split(",") if r.strip()]
         return value
+
+    @property
+    def sessions_per_user(self) -> int:
+        """``max_sessions_per_user``, or half of ``max_sessions`` rounded up."""
+        if self.max_sessions_per_user is not None:
+            return self.max_sessions_per_user
+        return max(1, -(-self.max_sessions // 2))
 
     @property
     def users_path(self) -> Path:
