@@ -80,8 +80,8 @@ class Settings(BaseSettings):
     # -- local Spark ----------------------------------------------------------------------------
     #: The master of local datasources that name none in ``properties.master``.
     spark_master: str = "local[*]"
-    #: The catalog of local datasources: ``metastore`` starts a Hive Metastore shared by all their
-    #: jobs (tables survive sessions and restarts); ``in-memory`` gives each job its own catalog.
+    #: The catalog of local datasources: ``metastore`` gives each its own Hive Metastore, shared by
+    #: its jobs (tables survive sessions and restarts); ``in-memory`` gives each job its own catalog.
     local_catalog: Literal["metastore", "in-memory"] = "metastore"
     metastore_heap_mb: int = 512
     #: ``spark-submit`` to run; empty means the one installed with pyspark beside this Python.
@@ -94,6 +94,14 @@ class Settings(BaseSettings):
     #: Where local jobs keep the class-data sharing archive that halves their JVM's start-up
     #: (``docs/job.md``); empty: ``<data_dir>/jvm``.
     local_job_class_archive_dir: Path | None = None
+    #: The user local jobs (and the metastores) run as when the service runs as root; empty:
+    #: ``nobody``. A service that is not root runs them as itself (docs/security.md).
+    local_job_user: str = ""
+    #: Whether local jobs may run as root (``local_job_user=root``): refused unless this is set.
+    local_job_allow_root: bool = False
+    #: The Python local jobs run; empty: this one if the job user can run it, else the system's
+    #: Python of the same version, given this installation's code by ``PYTHONPATH``.
+    local_job_python: str = ""
 
     # -- sessions and jobs (passed to each job as spark.flint.job.* keys) ----------------------
     inactivity_limit_ms: int = 180_000

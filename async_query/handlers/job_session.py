@@ -171,7 +171,7 @@ class JobSessionHandler:
             self.context.opensearch,
             session_id,
             self.session_type,
-            checkpoint_root=launcher.checkpoint_root,
+            checkpoint_root=launcher.checkpoints_of(datasource),
             checkpoint_mandatory=launcher.checkpoint_mandatory,
             policy=launcher_policy(datasource, launcher),
             glue_region=launcher.glue_region,
