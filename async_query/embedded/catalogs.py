@@ -43,6 +43,7 @@ from pathlib import Path
 from async_query import datasource_dialect as dialect
 from async_query.datasources import Datasource
 from async_query.embedded.metastore import Metastore, MetastoreError
+from async_query.security.files import private_dir
 from async_query.security.job_user import JobUser, seal_data_dir
 
 log = logging.getLogger(__name__)
@@ -198,9 +199,8 @@ class LocalCatalogs:
     def _files(self, datasource: str) -> Path:
         """The service's directory of the metastores' logs and pid files (one of each per
         datasource): a metastore's own directory is the job user's."""
-        files = self.data_dir / "metastores" / datasource
-        files.mkdir(parents=True, exist_ok=True, mode=0o700)
-        return files
+        private_dir(self.data_dir / "metastores")
+        return private_dir(self.data_dir / "metastores" / datasource)
 
     def _watch(self, metastore: Metastore) -> None:
         try:

@@ -272,6 +272,9 @@ class LocalLauncher(Launcher):
         conf = {**self.catalog_conf(request.datasource), **request.conf}
         if tmp is not None:
             conf.update(job_files_conf(tmp))
+        if self.python.path:
+            # Executors of a cluster on this machine run the same Python, and need the same path.
+            conf["spark.executorEnv.PYTHONPATH"] = os.pathsep.join(self.python.path)
         return conf
 
     def log_path(self, session_id: str) -> Path:

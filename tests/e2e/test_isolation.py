@@ -110,7 +110,7 @@ def test_a_user_refused_on_a_datasource_cannot_reach_its_tables_through_another(
     running = catalogs.running()
     assert set(running) == {"local", "lake"} and running["local"].port != running["lake"].port
     assert_runs_as_the_job_user(launcher, [int(pid) for pid in pids_of_jobs(launcher)])
-    assert_runs_as_the_job_user(launcher, [m.proc.pid for m in running.values()])
+    assert all(uid_of(metastore.proc.pid) == launcher.job_user.uid for metastore in running.values())
     assert_only_the_job_user_s(catalogs.place("lake").warehouse / "secrets")
 
 
@@ -124,8 +124,8 @@ def uid_of(pid: int) -> int:
 
 
 def assert_runs_as_the_job_user(launcher: LocalLauncher, leaders: list[int]) -> None:
-    """Every process of each job's (or metastore's) group runs as the job user: spark-submit, the
-    driver's JVM, the Python it runs."""
+    """Every process of each job's process group runs as the job user: spark-submit, the driver's
+    JVM, the Python it runs."""
     assert leaders
     for leader in leaders:
         group = [int(p) for p in os.listdir("/proc") if p.isdigit() and _pgid(int(p)) == os.getpgid(leader)]
