@@ -11,8 +11,8 @@ Why one metastore process per datasource: Hive 2.3, the metastore PySpark ships,
 within one metastore (they came with Hive 3), and prefixing database names per datasource would
 mean rewriting every database name in every statement and listing, which the job cannot do
 soundly (unqualified names, ``USE``, ``SHOW DATABASES``). A process per datasource keeps the
-catalogs apart by construction, costs a JVM (about 200 MB resident once it has served a few jobs)
-per datasource that has run a query since the service started, and is started in the background:
+catalogs apart by construction, costs a JVM (its heap bounded by ``metastore_heap_mb``) per
+datasource that has run a query since the service started, and is started in the background:
 the job launched meanwhile waits for it when it first reads its catalog (the Hive client's
 connection retries), so a POST never waits for a metastore.
 
