@@ -36,7 +36,7 @@ def _serve(args: argparse.Namespace) -> int:
         return _fail(
             "invalid settings: " + "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         )
-    checks = serve_checks(settings, args.host, args.insecure_no_auth, tls=bool(args.tls_cert))
+    checks = serve_checks(settings, args.host, args.insecure_no_auth, tls=bool(args.tls_cert), tls_key=args.tls_key or "")
     for warning in checks.warnings:
         print(warning, file=sys.stderr, flush=True)
     if checks.errors:

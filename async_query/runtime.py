@@ -9,8 +9,9 @@ default runs beside the plugin.
 Without ``OPENSEARCH_URL`` the embedded default starts a local OpenSearch-compatible index server
 (``osmem-server`` behind a journaling proxy, a child process on a free loopback port that exits
 with this process), kept on disk under ``<data_dir>/index`` (journal and snapshots). When local
-datasources are served with the ``metastore`` catalog, a Hive Metastore child process
-(``<data_dir>/metastore``) is their shared catalog.
+datasources are served with the ``metastore`` catalog,
+each has a Hive Metastore child process of its own (:mod:`async_query.embedded.catalogs`); that of
+``local`` is started at once, the others' when their first job is launched.
 """
 
 from __future__ import annotations
@@ -20,16 +21,17 @@ from dataclasses import dataclass, field
 
 from async_query import metrics
 from async_query.datasources import DatasourceRegistry, local_datasource
+from async_query.embedded.catalogs import LocalCatalogs
 from async_query.embedded.index import EmbeddedIndex
-from async_query.embedded.metastore import Metastore
 from async_query.handlers import HandlerContext, Handlers
 from async_query.health import Health, Watched, WatchedLoop
 from async_query.job_figures import MetricsWorker
 from async_query.launcher.base import Launcher
-from async_query.launcher.local import LocalLauncher, catalog_settings
+from async_query.launcher.local import LocalLauncher
 from async_query.launcher.registry import LauncherRegistry
 from async_query.liveness import LivenessChecker, Staleness
 from async_query.reads import QueryReads
+from async_query.security.job_user import JobUser
 from async_query.security.sealing import Sealer
 from async_query.service import AsyncQueryService
 from async_query.settings import Settings
@@ -217,12 +219,12 @@ class Runtime:
     settings: Settings
     plugin: Plugin
     embedded: EmbeddedIndex | None = None
-    metastore: Metastore | None = None
+    catalogs: LocalCatalogs | None = None
     closed: bool = False
 
     def close(self) -> None:
         """Stop the workers and the jobs this process started, then the embedded index and the
-        metastore (idempotent)."""
+        metastores (idempotent)."""
         if self.closed:
             return
         self.closed = True
@@ -230,35 +232,39 @@ class Runtime:
             self.plugin.close()
             self.plugin.store.close()
         finally:
-            _close_children(self.embedded, self.metastore)
+            _close_children(self.embedded, self.catalogs)
 
 
-def _close_children(embedded: EmbeddedIndex | None, metastore: Metastore | None) -> None:
+def _close_children(embedded: EmbeddedIndex | None, catalogs: LocalCatalogs | None) -> None:
     try:
         if embedded is not None:
             embedded.close()
     finally:
-        if metastore is not None:
-            metastore.close()
+        if catalogs is not None:
+            catalogs.close()
 
 
 def build_runtime(settings: Settings, launchers: dict[str, Launcher] | None = None) -> Runtime:
     data_dir = settings.data_dir.resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
     embedded: EmbeddedIndex | None = None
-    metastore: Metastore | None = None
+    catalogs: LocalCatalogs | None = None
     try:
         registry_file = settings.datasources_file
-        wants_metastore = settings.local_catalog == "metastore" and "local" not in (launchers or {})
-        if wants_metastore:
-            # Launched first: it takes seconds to start, and the index server starts meanwhile.
-            metastore = Metastore.launch(data_dir / "metastore", data_dir / "warehouse", settings.metastore_heap_mb)
+        if "local" not in (launchers or {}):
+            user = JobUser.resolve(settings.local_job_user, settings.local_job_allow_root)
+            catalogs = LocalCatalogs(
+                data_dir, user, metastores=settings.local_catalog == "metastore", heap_mb=settings.metastore_heap_mb
+            )
+            if catalogs.metastores:
+                # Launched first: it takes seconds to start, and the index server starts meanwhile.
+                catalogs.start("local")
         url = settings.opensearch_url
         if not url:
             embedded = EmbeddedIndex.start(data_dir / "index", options=settings.journal_options())
             url = embedded.url
-        if metastore is not None:
-            metastore.wait_ready()
+        if catalogs is not None and catalogs.metastores:
+            catalogs.wait_ready("local")
         opensearch = settings.opensearch(url)
         if embedded is not None:  # its credential, for this service and (through the launchers) its jobs
             opensearch = opensearch.model_copy(update=embedded.connection_fields())
@@ -269,23 +275,23 @@ def build_runtime(settings: Settings, launchers: dict[str, Launcher] | None = No
         else:
             registry = DatasourceRegistry([local_datasource()], store, sealer=sealer)
         all_launchers: dict[str, Launcher] = dict(launchers or {})
-        if "local" not in all_launchers:
-            catalog = catalog_settings(data_dir / "warehouse", metastore.uri if metastore else "")
+        if "local" not in all_launchers and catalogs is not None:
             all_launchers["local"] = LocalLauncher(
                 data_dir,
                 settings.cluster_name,
                 settings.spark_master,
                 settings.spark_submit,
-                catalog,
                 java_options=settings.local_job_java_options,
                 class_archive=settings.local_job_class_archive_dir,
                 stop_grace_s=settings.local_job_stop_grace_s,
+                catalogs=catalogs,
+                python=settings.local_job_python,
             )
         plugin = build_plugin(settings, store, registry, all_launchers, opensearch)
-        if metastore is not None:
-            plugin.health.extra["metastore"] = metastore.problem
+        if catalogs is not None and catalogs.metastores:
+            plugin.health.extra["metastore"] = catalogs.problem
         plugin.start_workers()
     except BaseException:
-        _close_children(embedded, metastore)
+        _close_children(embedded, catalogs)
         raise
-    return Runtime(settings, plugin, embedded, metastore)
+    return Runtime(settings, plugin, embedded, catalogs)

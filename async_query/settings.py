@@ -83,8 +83,8 @@ class Settings(BaseSettings):
     # -- local Spark ----------------------------------------------------------------------------
     #: The master of local datasources that name none in ``properties.master``.
     spark_master: str = "local[*]"
-    #: The catalog of local datasources: ``metastore`` starts a Hive Metastore shared by all their
-    #: jobs (tables survive sessions and restarts); ``in-memory`` gives each job its own catalog.
+    #: The catalog of local datasources: ``metastore`` gives each its own Hive Metastore, shared by
+    #: its jobs (tables survive sessions and restarts); ``in-memory`` gives each job its own catalog.
     local_catalog: Literal["metastore", "in-memory"] = "metastore"
     metastore_heap_mb: int = 512
     #: ``spark-submit`` to run; empty means the one installed with pyspark beside this Python.
@@ -97,6 +97,14 @@ class Settings(BaseSettings):
     #: Where local jobs keep the class-data sharing archive that halves their JVM's start-up
     #: (``docs/job.md``); empty: ``<data_dir>/jvm``.
     local_job_class_archive_dir: Path | None = None
+    #: The user local jobs (and the metastores) run as when the service runs as root; empty:
+    #: ``nobody``. A service that is not root runs them as itself (docs/security.md).
+    local_job_user: str = ""
+    #: Whether local jobs may run as root (``local_job_user=root``): refused unless this is set.
+    local_job_allow_root: bool = False
+    #: The Python local jobs run; empty: this one if the job user can run it, else the system's
+    #: Python of the same version, given this installation's code by ``PYTHONPATH``.
+    local_job_python: str = ""
 
     # -- sessions and jobs (passed to each job as spark.flint.job.* keys) ----------------------
     inactivity_limit_ms: int = 180_000
@@ -148,6 +156,9 @@ class Settings(BaseSettings):
     cancel_deadline_s: float = 15.0
     #: Live interactive sessions allowed per deployment; a new one beyond it is a 429.
     max_sessions: int = 10
+    #: Live interactive sessions one user may hold (their fair share; a new one beyond it is a
+    #: 429); unset: half of ``max_sessions``, rounded up. The anonymous caller of ``none`` has none.
+    max_sessions_per_user: int | None = Field(default=None, ge=1)
     #: Live batch and streaming jobs (index refreshes) allowed per deployment; a new one beyond it
     #: is a 429 (``docs/api.md``).
     max_refreshing_jobs: int = 5
@@ -269,6 +280,13 @@ class Settings(BaseSettings):
         if isinstance(value, str):
             return [r.strip() for r in value.split(",") if r.strip()]
         return value
+
+    @property
+    def sessions_per_user(self) -> int:
+        """``max_sessions_per_user``, or half of ``max_sessions`` rounded up."""
+        if self.max_sessions_per_user is not None:
+            return self.max_sessions_per_user
+        return max(1, -(-self.max_sessions // 2))
 
     @property
     def users_path(self) -> Path:

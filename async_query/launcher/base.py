@@ -102,6 +102,15 @@ class Launcher(ABC):
     def describe(self, job_id: str) -> JobDescription:
         """The job's state as the launcher knows it (a remote call for EMR Serverless)."""
 
+    def warehouse_of(self, datasource: Datasource) -> str:
+        """Where ``datasource``'s tables live unless its Spark conf says otherwise ("": not known
+        here). Local datasources each have their own (:mod:`async_query.embedded.catalogs`)."""
+        return self.warehouse_root
+
+    def checkpoints_of(self, datasource: Datasource) -> str:
+        """Where ``datasource``'s streams keep the checkpoints their index does not place."""
+        return self.checkpoint_root
+
     def close(self) -> None:  # noqa: B027 - optional hook, most launchers hold nothing
         """Release what the launcher holds (local jobs are stopped)."""
 
@@ -164,8 +173,9 @@ def validation_policy(datasource: Datasource, warehouse_root: str = "", checkpoi
 
 
 def launcher_policy(datasource: Datasource, launcher: Launcher) -> ValidationPolicy:
-    """:func:`validation_policy` with the roots of the launcher that runs the datasource's jobs."""
-    return validation_policy(datasource, launcher.warehouse_root, launcher.checkpoint_root)
+    """:func:`validation_policy` with the datasource's roots in the launcher that runs its jobs
+    (each local datasource's own: a statement cannot locate data in another's)."""
+    return validation_policy(datasource, launcher.warehouse_of(datasource), launcher.checkpoints_of(datasource))
 
 
 def _hardening(policy: ValidationPolicy) -> dict[str, str]:

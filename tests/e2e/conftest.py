@@ -135,7 +135,8 @@ def shared_catalog_api(metastore: Metastore, index_url: str, tmp: Path, ds_name:
 def metastore(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Metastore]:
     """One Hive Metastore for the run; modules keep apart by their table names."""
     home = tmp_path_factory.mktemp("metastore")
-    started = Metastore.start(home, home / "warehouse")
+    # It runs as the job user (as the service's do), its log and pid file in a directory of ours.
+    started = Metastore.start(home, home / "warehouse", files=tmp_path_factory.mktemp("metastore-files"))
     yield started
     started.close()
 
