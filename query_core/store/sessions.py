@@ -1,5 +1,6 @@
-"""Session documents (doc id = session id), and the named operations on them: end one, and append
-a submitted statement to its pending list. See ``docs/documents.md``."""
+"""Session documents (doc id = session id), and the named operations on them: end one, append
+a submitted statement to its pending list, give one that has not started a new job. See
+``docs/documents.md``."""
 
 from __future__ import annotations
 
@@ -92,3 +93,29 @@ class SessionRepository(DocumentRepository[SessionDoc]):
             return self.move(current, current.doc.state, pending_statement_ids=ids)
 
         return self.change(session, append)
+
+    def replace_job(
+        self, session: Versioned[SessionDoc], job_id: str, application_id: str
+    ) -> Versioned[SessionDoc] | None:
+        """Give a session that has not started a new job (its claimed pool job died before it
+        started the session): the old job is excluded from it, and its start-up limit counts
+        again from now. None when the session started, ended, or was given another job meanwhile.
+        """
+        old = session.doc.job_id
+
+        def replace(current: Versioned[SessionDoc]) -> Versioned[SessionDoc] | None:
+            doc = current.doc
+            if doc.state != SessionState.NOT_STARTED or doc.job_id != old:
+                return None
+            excluded = [*doc.exclude_job_ids, old] if old else doc.exclude_job_ids
+            return self.move(
+                current,
+                SessionState.NOT_STARTED,
+                job_id=job_id,
+                application_id=application_id,
+                exclude_job_ids=excluded,
+                pool_slot="",
+                last_update_time=now_millis(),
+            )
+
+        return self.change(session, replace)
