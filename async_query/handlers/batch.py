@@ -42,13 +42,14 @@ class BatchHandler(JobSessionHandler):
     def submit(self, request: SubmitRequest, classified: Classified) -> Submitted:
         datasource = self.context.datasources.get(request.datasource)
         session_id, query_id = new_id(datasource.name), new_id(datasource.name)
-        launcher, job_id = self.start_job(
+        job = self.start_job(
             datasource,
             session_id,
             query_id=query_id,
             query=request.query,
             name_suffix=self.job_name_suffix(classified, datasource.name),
         )
+        launcher, job_id = job.launcher, job.job_id
         with stopping_job_on_error(launcher, job_id):
             statement = self.store.statements.create(
                 statement_doc(
@@ -60,9 +61,7 @@ class BatchHandler(JobSessionHandler):
                     job_id=job_id,
                 )
             )
-            session = self.session_doc(
-                datasource, session_id, launcher, job_id, request.submitted_by, pending=[query_id]
-            )
+            session = self.session_doc(datasource, session_id, job, request.submitted_by, pending=[query_id])
             self._create_session(session, statement)
         log.info("%s query %s runs as job %s (session %s)", self.kind.value, query_id, job_id, session_id)
         return Submitted(query_id, session_id, self.kind)

@@ -3,7 +3,8 @@
 POST reuses the session the client names when it is interactive, of the same datasource, started
 by the same user, and alive (by its documents alone, or one confirmed ``describe``), and otherwise
 starts a new session, under the deployment's session limit (a slot, :mod:`async_query.slots`, taken
-before its job starts). The statement's id is then appended to the session document, which the job
+before its job starts), whose job is a warm pool job claimed when its pool has one
+(:mod:`async_query.pool`). The statement's id is then appended to the session document, which the job
 reads by id: pickup does not wait for an index refresh. GET checks the session's liveness and fails
 statements its ended session left unfinished; DELETE cancels and, for a running statement, hands
 the cancel to the supervisor, which bounds how long the job may take to honour it.
@@ -80,9 +81,9 @@ class InteractiveHandler(JobSessionHandler):
 
     def _new_session(self, datasource: Datasource, submitted_by: str | None) -> Versioned[SessionDoc]:
         session_id = new_id(datasource.name)
-        launcher, job_id = self.start_job(datasource, session_id)
-        with stopping_job_on_error(launcher, job_id):
-            return self.store.sessions.create(self.session_doc(datasource, session_id, launcher, job_id, submitted_by))
+        job = self.start_job(datasource, session_id)
+        with stopping_job_on_error(job.launcher, job.job_id):
+            return self.store.sessions.create(self.session_doc(datasource, session_id, job, submitted_by))
 
     # -- DELETE -----------------------------------------------------------------------------
 

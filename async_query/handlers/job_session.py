@@ -4,9 +4,9 @@ Such a statement lives in a session whose job heart-beats it: GET checks the ses
 (documents first, one coalesced ``describe`` for a suspect) and fails a statement its ended
 session left unfinished; DELETE moves the statement to ``cancelled`` with a conditional write.
 A new session takes a slot of its deployment limit first (:mod:`async_query.slots`: the count
-and the claim are one conditional write), then its job is launched, then its documents are
-written, so the session document always names its job; a failed launch frees the slot, and a
-failed write stops the job it launched.
+and the claim are one conditional write), then gets its job (a warm pool job claimed, or one
+launched: :mod:`async_query.pool`), then its documents are written, so the session document always
+names its job; a failed launch frees the slot, and a failed write stops the job it got.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from async_query import logs, metrics
 from async_query.datasources import Datasource
 from async_query.dispatch import QueryKind
 from async_query.handlers.base import HandlerContext, fail_if_orphaned, render
-from async_query.launcher.base import JobRequest, Launcher, job_conf, launcher_policy
+from async_query.launcher.base import Launcher
+from async_query.pool import StartedJob
 from async_query.replies import Reply
 from async_query.slots import Holder, Limit, Slots
 from query_core.errors import AsyncQueryError, QueryNotFoundError, TooManyRequestsError
@@ -69,15 +70,18 @@ class JobSessionHandler:
 
     def start_job(
         self, datasource: Datasource, session_id: str, *, name_suffix: str = "", **statement: str
-    ) -> tuple[Launcher, str]:
-        """Launch the job of a new session under the handler's limit (a 429 when it is reached);
-        ``statement`` (``query_id``, ``query``) names the one statement of a batch or streaming
-        job, ``name_suffix`` ends the job's name (a streaming job's index). Returns the launcher
-        and the job id."""
+    ) -> StartedJob:
+        """Get the job of a new session under the handler's limit (a 429 when it is reached): a
+        warm pool job claimed, or one launched (``SessionJobs.start``). ``statement``
+        (``query_id``, ``query``) names the one statement of a batch or streaming job,
+        ``name_suffix`` ends the job's name (a streaming job's index)."""
         holder = Holder(datasource.name, session_id)
         slot = self._take_slot(holder)
         try:
-            return self._launch(datasource, session_id, name_suffix, statement)
+            logs.note(session_id=session_id)
+            return self.context.jobs.start(
+                datasource, session_id, self.session_type, name_suffix=name_suffix, **statement
+            )
         except AsyncQueryError:
             self.slots.release(slot, holder)
             raise
@@ -88,46 +92,28 @@ class JobSessionHandler:
             raise TooManyRequestsError(self.limit.message(limit))
         return self.slots.take(holder)
 
-    def _launch(
-        self, datasource: Datasource, session_id: str, name_suffix: str, statement: dict[str, str]
-    ) -> tuple[Launcher, str]:
-        launcher = self.context.launchers.for_datasource(datasource)
-        conf, secret = job_conf(
-            self.settings,
-            datasource,
-            self.context.opensearch,
-            session_id,
-            self.session_type,
-            checkpoint_root=launcher.checkpoint_root,
-            checkpoint_mandatory=launcher.checkpoint_mandatory,
-            policy=launcher_policy(datasource, launcher),
-            glue_region=launcher.glue_region,
-            **statement,
-        )
-        request = JobRequest(session_id, datasource, self.session_type, conf, secret, name_suffix=name_suffix)
-        logs.note(session_id=session_id)
-        job_id = metrics.launcher_call(launcher, "start", lambda: launcher.start(request))
-        metrics.job_started(datasource.name, self.session_type.value, launcher.kind or type(launcher).__name__.lower())
-        return launcher, job_id
-
     def session_doc(
         self,
         datasource: Datasource,
         session_id: str,
-        launcher: Launcher,
-        job_id: str,
+        job: StartedJob,
         submitted_by: str | None,
         pending: list[str] | None = None,
     ) -> SessionDoc:
+        """The new session's document, naming its job. A claimed pool job's session records its
+        slot and the interval the job beat at when it was idle (0: it was still starting), so its
+        liveness counts from the claim as a running session's does (docs/documents.md)."""
+        claimed = job.pool_slot is not None
         return SessionDoc(
             session_id=session_id,
             session_type=self.session_type,
             data_source_name=datasource.name,
-            application_id=launcher.application_id,
-            job_id=job_id,
-            heartbeat_interval_millis=self.settings.heartbeat_idle_ms,
+            application_id=job.launcher.application_id,
+            job_id=job.job_id,
+            heartbeat_interval_millis=job.heartbeat_interval_millis if claimed else self.settings.heartbeat_idle_ms,
             pending_statement_ids=pending or [],
             submitted_by=submitted_by,
+            pool_slot=job.pool_slot,
         )
 
     # -- GET --------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import ClassVar
 
+from async_query.datasources import Datasource
 from async_query.launcher.base import JobDescription, JobRequest, JobRunState, Launcher
 from async_query.launcher.class_archive import ClassArchive
 from query_core.errors import LauncherError
@@ -171,14 +172,26 @@ class LocalLauncher(Launcher):
         (self.data_dir / "jobs").mkdir(parents=True, exist_ok=True)
 
     def master(self, request: JobRequest) -> str:
-        return request.datasource.properties.get("master") or self.spark_master
+        return self.master_of(request.datasource)
+
+    def master_of(self, datasource: Datasource) -> str:
+        return datasource.properties.get("master") or self.spark_master
+
+    def catalog_of(self, datasource: Datasource) -> dict[str, str]:
+        """The catalog settings a job of ``datasource`` starts with (its Spark conf may override them)."""
+        return self.catalog_conf
+
+    def startup_settings(self, datasource: Datasource) -> dict[str, str]:
+        """The master and the catalog: jobs of datasources that differ in either never share a
+        warm pool."""
+        return {"master": self.master_of(datasource), **self.catalog_of(datasource)}
 
     def command(self, request: JobRequest, java_options: list[str] | None = None) -> list[str]:
         cmd = [self.spark_submit, "--master", self.master(request), "--name", request.job_name(self.cluster_name)]
         options = [*self.java_options, *(java_options or [])]
         if options:
             cmd += ["--driver-java-options", " ".join(_quoted(option) for option in options)]
-        for key, value in {**self.catalog_conf, **request.conf}.items():
+        for key, value in {**self.catalog_of(request.datasource), **request.conf}.items():
             cmd += ["--conf", f"{key}={value}"]
         cmd += ["--conf", "spark.ui.enabled=false", str(ENTRY_FILE), request.result_index]
         return cmd
