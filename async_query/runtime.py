@@ -177,7 +177,7 @@ def build_plugin(
         stream_watcher=StreamWatcher(store, liveness, settings.stream_watch_interval_s),
         handlers=handlers,
         reads=reads,
-        service=AsyncQueryService(datasources, registry, handlers, reads, store.sessions),
+        service=AsyncQueryService(datasources, registry, handlers, reads, store.sessions, store.pool),
         health=health,
         metrics_worker=MetricsWorker(store, settings.metrics_interval_s, health=health),
         pools=pools,
