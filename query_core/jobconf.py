@@ -412,7 +412,7 @@ def render_conf(conf: JobConf) -> dict[str, str]:
         if _empty(value):
             if row.required and not pooled:
                 raise JobConfError(f"{row.key} is required ({row.doc})")
-            if row.optional:
+            if row.optional or row.required:
                 continue
         out[row.key] = row.codec.render(value)
     return out
