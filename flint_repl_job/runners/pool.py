@@ -82,7 +82,7 @@ class PoolJob:
         ended without one)."""
         try:
             slot = self.wait_for_slot()
-            self.warm_up()
+            self._warm_up()
             claim = self.wait_for_claim(slot)
         except SlotLostError as exc:
             log.warning("pool job ends without a session: %s", exc)
@@ -94,6 +94,14 @@ class PoolJob:
             return None
         log.info("pool job %s claimed by session %s of %s", self.cfg.job_id, claim.session_id, claim.data_source_name)
         return self.become(claim)
+
+    def _warm_up(self) -> None:
+        """Warm up; a failure only costs the first statement its speed (a job started for its
+        session would meet the same cause there, and report it), so the job still gets ready."""
+        try:
+            self.warm_up()
+        except Exception as exc:  # noqa: BLE001 - Py4J and Spark errors alike
+            log.warning("warm-up failed, ready without it: %s: %s", type(exc).__name__, exc)
 
     def wait_for_slot(self) -> Versioned[PoolJobDoc]:
         """The slot, once it names this job (the plugin writes the job id after the launch)."""

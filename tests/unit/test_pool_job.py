@@ -57,14 +57,14 @@ class Run:
 def run_job(store: Store) -> Iterator[Any]:
     runs: list[Run] = []
 
-    def start(cfg: JobConfig | None = None) -> Run:
+    def start(cfg: JobConfig | None = None, warm_up: Any = lambda: None) -> Run:
         became: list[PoolClaim] = []
 
         def become(claim: PoolClaim) -> SessionState:
             became.append(claim)
             return SessionState.DEAD
 
-        job = PoolJob(cfg or pool_config(), store, become)
+        job = PoolJob(cfg or pool_config(), store, become, warm_up=warm_up)
         run = Run(job, threading.Thread(target=lambda: run.result.append(job.run()), daemon=True), became)
         run.thread.start()
         runs.append(run)
@@ -109,6 +109,15 @@ def test_the_job_gets_ready_beats_and_becomes_the_claiming_session_s_job(store: 
     wait_for(run.ended, timeout=10, what="the job to run its session")
     assert run.became == [claim_for()] and run.result == [SessionState.DEAD]
     assert current(store).state == PoolJobState.SERVED
+
+
+def test_a_failed_warm_up_still_leaves_the_job_ready(store: Store, run_job: Any) -> None:
+    def broken() -> None:
+        raise RuntimeError("metastore unreachable")
+
+    reserve(store)
+    run_job(warm_up=broken)
+    wait_for(lambda: current(store).state == PoolJobState.IDLE, timeout=10, what="the job to be ready")
 
 
 def test_a_job_claimed_while_it_was_starting_takes_the_claim_once_ready(store: Store, run_job: Any) -> None:
