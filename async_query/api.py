@@ -33,7 +33,7 @@ from async_query.security.principal import Principal
 from async_query.security.setup import Security, build_security
 from async_query.service import AsyncQueryService, SubmitRequest
 from query_core.errors import AsyncQueryError, InvalidRequestError
-from query_core.models import SessionDoc
+from query_core.models import PoolJobDoc, SessionDoc
 from query_core.states import SessionState
 
 if TYPE_CHECKING:
@@ -98,6 +98,26 @@ def _session_view(session: SessionDoc) -> dict[str, Any]:
             "error",
             "running_statements",
             "submitted_by",
+        },
+    )
+
+
+def _pool_job_view(job: PoolJobDoc) -> dict[str, Any]:
+    return job.model_dump(
+        by_alias=True,
+        mode="json",
+        include={
+            "slot_id",
+            "pool_key",
+            "state",
+            "engine",
+            "application_id",
+            "job_id",
+            "job_start_time",
+            "last_update_time",
+            "session_id",
+            "data_source_name",
+            "error",
         },
     )
 
@@ -355,7 +375,8 @@ def create_app(
         if not 1 <= size <= 1000:
             return error_response(400, "IllegalArgumentException", "size must be between 1 and 1000")
         found = service.sessions(datasource, states, size, principal)
-        return JSONResponse({"sessions": [_session_view(s) for s in found]})
+        pool = service.pool_jobs(size, principal)
+        return JSONResponse({"sessions": [_session_view(s) for s in found], "poolJobs": [_pool_job_view(p) for p in pool]})
 
     @app.get(BASE + "/{query_id}")
     async def get_query(

@@ -64,6 +64,10 @@ CONFIDENTIAL_WORDS = re.compile(r"password|secret|token|key", re.IGNORECASE)
 SERVICE_PROPERTIES = ("applicationId", "region", "entryPoint", "pyFiles", "packageS3Uri", "sparkSubmitParameters")
 #: A datasource may name one of the execution roles the service's settings list.
 EXECUTION_ROLE = "executionRoleARN"
+#: Idle jobs kept started for its sessions (docs/datasources.md; the deployment's
+#: ``warm_pool_size`` when absent).
+WARM_POOL_SIZE = "warmPoolSize"
+MAX_WARM_POOL_SIZE = 64
 
 
 def connector_and_engine(raw: object) -> tuple[str, str]:

@@ -133,6 +133,20 @@ class Datasource(BaseModel):
             raise ValueError(f"engine must be one of {', '.join(dialect.ENGINES)}")
         return properties
 
+    @field_validator("properties")
+    @classmethod
+    def _valid_pool_size(cls, properties: dict[str, str]) -> dict[str, str]:
+        size = properties.get(dialect.WARM_POOL_SIZE)
+        if size is not None and not (size.isascii() and size.isdigit() and int(size) <= dialect.MAX_WARM_POOL_SIZE):
+            raise ValueError(f"{dialect.WARM_POOL_SIZE} must be a whole number from 0 to {dialect.MAX_WARM_POOL_SIZE}")
+        return properties
+
+    @property
+    def warm_pool_size(self) -> int | None:
+        """Idle jobs kept started for its sessions (None: the deployment's default)."""
+        size = self.properties.get(dialect.WARM_POOL_SIZE)
+        return int(size) if size is not None else None
+
     @property
     def results(self) -> str:
         """The result index of this datasource."""

@@ -109,6 +109,12 @@ JOBS_STARTED = Counter(
     ["datasource", "type", "launcher"],
     registry=REGISTRY,
 )
+POOL_CLAIMS = Counter(
+    "async_query_pool_claims",
+    "New interactive sessions by how they got their job: a warm pool job claimed, none to claim (a cold start), or a claimed job gone before it started the session (a fresh start)",
+    ["datasource", "outcome"],
+    registry=REGISTRY,
+)
 LAUNCHER_CALLS = Histogram(
     "async_query_launcher_call_duration_seconds",
     "Launcher calls (StartJobRun, GetJobRun, CancelJobRun; local start, describe, kill) by outcome, and their duration",
@@ -215,6 +221,10 @@ def job_started(datasource: str, session_type: str, launcher: str) -> None:
     JOBS_STARTED.labels(datasource, session_type, launcher).inc()
     if stats is not None:
         stats.job_started(session_type)
+
+
+def pool_claimed(datasource: str, outcome: str) -> None:
+    POOL_CLAIMS.labels(datasource, outcome).inc()
 
 
 def streaming_housekeeper_failed() -> None:

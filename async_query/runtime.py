@@ -1,8 +1,9 @@
 """The one place that builds the plugin: from settings to a running service, and back down.
 
 :func:`build_plugin` wires the plugin's parts over an index (a :class:`Store`), its datasources
-and launchers: the launcher registry, liveness, the workers (cancel supervision, housekeeping,
-stream watching and stopping, metrics), the handlers, the read model and the use cases. Nothing
+and launchers: the launcher registry, the warm pools, liveness, the workers (cancel supervision,
+housekeeping, stream watching and stopping, the pools' keeper, metrics), the handlers, the read
+model and the use cases. Nothing
 else builds them, and none of them builds another. :func:`build_runtime` adds what the embedded
 default runs beside the plugin.
 
@@ -30,6 +31,7 @@ from async_query.launcher.base import Launcher
 from async_query.launcher.local import LocalLauncher
 from async_query.launcher.registry import LauncherRegistry
 from async_query.liveness import LivenessChecker, Staleness
+from async_query.pool import PoolKeeper, Pools, SessionJobs
 from async_query.reads import QueryReads
 from async_query.security.job_user import JobUser
 from async_query.security.sealing import Sealer
@@ -69,12 +71,21 @@ class Plugin:
     service: AsyncQueryService
     health: Health
     metrics_worker: MetricsWorker
+    #: The warm pools, and their keeper (refills, scale-down, the stop of their jobs).
+    pools: Pools
+    pool_keeper: PoolKeeper
     #: The reference's ``_sql/stats`` counters; None when metrics are off.
     stats: Stats | None = None
     closed: bool = field(default=False, init=False)
 
     def workers(self) -> list[Worker]:
-        loops: list[Worker] = [self.supervisor, self.housekeeper, self.streaming_housekeeper, self.stream_watcher]
+        loops: list[Worker] = [
+            self.supervisor,
+            self.housekeeper,
+            self.streaming_housekeeper,
+            self.stream_watcher,
+            self.pool_keeper,
+        ]
         return [*loops, self.metrics_worker] if self.settings.metrics_enabled else loops
 
     def start_workers(self) -> None:
@@ -90,6 +101,7 @@ class Plugin:
             return
         self.closed = True
         self.metrics_worker.stop()
+        self.pool_keeper.close()  # before the launchers: it stops the idle jobs it started
         self.health.close()
         for worker in (self.supervisor, self.housekeeper, self.streaming_housekeeper, self.stream_watcher):
             worker.stop()
@@ -110,7 +122,11 @@ def build_plugin(
     datasources.default_engine = registry.default_engine
     datasources.limit = settings.datasources_limit
     staleness = Staleness(settings.stale_heartbeats, settings.session_start_timeout_s, settings.heartbeat_idle_ms)
-    liveness = LivenessChecker(store, registry.for_session, staleness, settings.liveness_cache_s)
+    pools = Pools(settings, datasources, registry, opensearch)
+    jobs = SessionJobs(store, pools, datasources)
+    keeper = PoolKeeper(store, pools, jobs)
+    jobs.on_claim = keeper.wake
+    liveness = LivenessChecker(store, registry.for_session, staleness, settings.liveness_cache_s, restart=jobs.restart)
     supervisor = CancelSupervisor(
         store, liveness, registry.for_session, settings.cancel_deadline_s, stop_timeout_s=settings.stop_job_timeout_s
     )
@@ -142,6 +158,7 @@ def build_plugin(
         launchers=registry,
         opensearch=opensearch,
         stream_stopper=stream_stopper,
+        jobs=jobs,
     )
     handlers = Handlers(context, settings.reply_cache_entries * 10)
     reads = QueryReads(settings, store, datasources, handlers)
@@ -162,9 +179,11 @@ def build_plugin(
         stream_watcher=StreamWatcher(store, liveness, settings.stream_watch_interval_s),
         handlers=handlers,
         reads=reads,
-        service=AsyncQueryService(datasources, registry, handlers, reads, store.sessions),
+        service=AsyncQueryService(datasources, registry, handlers, reads, store.sessions, store.pool),
         health=health,
         metrics_worker=MetricsWorker(store, settings.metrics_interval_s, health=health),
+        pools=pools,
+        pool_keeper=keeper,
     )
     if settings.metrics_enabled:
         _count_for_metrics(plugin)

@@ -135,6 +135,17 @@ class Settings(BaseSettings):
     result_chunk_rows: int = Field(default=10_000, gt=0)
     result_chunk_bytes: int = Field(default=4 * 1024 * 1024, gt=0)
 
+    # -- the warm pool: started, idle jobs new sessions claim (docs/job.md) ----------------------
+    #: Idle jobs kept started per pool (a datasource's ``warmPoolSize`` property overrides it).
+    #: Unset: 1 for local Spark, 0 for EMR Serverless (an idle job there is billed).
+    warm_pool_size: int | None = Field(default=None, ge=0, le=64)
+    #: A pool job left unclaimed this long ends itself and the pool starts a fresh one (its
+    #: credentials and catalog connections renewed).
+    warm_pool_idle_s: float = Field(default=3600.0, gt=0)
+    #: How often each plugin process looks after the pools (refill, silent jobs, scale-down); a
+    #: claim wakes it at once.
+    warm_pool_interval_s: float = Field(default=5.0, gt=0)
+
     # -- EMR Serverless (docs/datasources.md) ---------------------------------------------------
     #: The EMR Serverless application datasources run on (JSON, the reference's
     #: ``plugins.query.executionengine.spark.config``); unset: Spark on this machine only.

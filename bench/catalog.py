@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"metastore start-up: {new_s:.2f} s new (schema created), {again_s:.2f} s on restart")
         runtimes = {
             catalog: build_runtime(
-                Settings(data_dir=Path(tmp) / catalog, local_catalog=catalog, spark_master="local[2]")  # type: ignore[arg-type]
+                Settings(data_dir=Path(tmp) / catalog, local_catalog=catalog, spark_master="local[2]", warm_pool_size=0)  # type: ignore[arg-type]
             )
             for catalog in ("metastore", "in-memory")
         }

@@ -112,6 +112,9 @@ class BenchEnv:
             ASYNC_QUERY_OPENSEARCH_URL=self.index_url,
             SPARK_LOCAL_IP=env.get("SPARK_LOCAL_IP", "127.0.0.1"),
         )
+        # No warm pool unless a bench asks for one (bench.pool measures it): its job's start would
+        # take CPU from the sections measured, and "cold start" means a job started for the session.
+        env.setdefault("ASYNC_QUERY_WARM_POOL_SIZE", "0")
         env.update(self.service_env)
         self.log_path = self.data_dir / "service.log"
         command = [sys.executable, "-m", "async_query.cli", "serve", "--port", str(port), "--log-level", "warning"]

@@ -32,6 +32,9 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 # shared class archive, with the quick-starting JIT tier: short test jobs are mostly start-up.
 os.environ.setdefault("ASYNC_QUERY_LOCAL_JOB_CLASS_ARCHIVE_DIR", str(Path(tempfile.gettempdir()) / "async-query-tests-jvm"))
 os.environ.setdefault("ASYNC_QUERY_LOCAL_JOB_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+# No warm pool unless a test asks for one (tests/e2e/test_warm_pool.py): an idle Spark job per
+# service would take CPU from every other test's jobs.
+os.environ.setdefault("ASYNC_QUERY_WARM_POOL_SIZE", "0")
 REAL_CLUSTER = os.environ.get("OPENSEARCH_URL", "")
 
 

@@ -15,6 +15,7 @@ from async_query.datasources import DatasourceRegistry
 from async_query.dispatch import Classified, QueryKind
 from async_query.launcher.registry import LauncherRegistry
 from async_query.liveness import LivenessChecker
+from async_query.pool import SessionJobs
 from async_query.replies import Reply, needs_result, statement_reply
 from async_query.security.principal import ANONYMOUS, Principal
 from async_query.settings import Settings
@@ -95,6 +96,8 @@ class HandlerContext:
     opensearch: OpenSearchConfig
     #: Stops streaming jobs when an operation asks (bounded: see :mod:`async_query.streams`).
     stream_stopper: StreamStopper
+    #: Gives a new session its job: a warm pool job claimed, or one launched (:mod:`async_query.pool`).
+    jobs: SessionJobs
 
 
 class QueryHandler(Protocol):

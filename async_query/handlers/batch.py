@@ -61,9 +61,7 @@ class BatchHandler(JobSessionHandler):
                     job_id=job_id,
                 )
             )
-            session = self.session_doc(
-                datasource, session_id, launcher, job_id, request.submitted_by, pending=[query_id]
-            )
+            session = self.session_doc(datasource, session_id, job, request.submitted_by, pending=[query_id])
             self._create_session(session, statement)
         log.info("%s query %s runs as job %s (session %s)", self.kind.value, query_id, job_id, session_id)
         return Submitted(query_id, session_id, self.kind)

@@ -3,7 +3,9 @@
 POST reuses the session the client names when it is interactive, of the same datasource, started
 by the same user, and alive (by its documents alone, or one confirmed ``describe``), and otherwise
 starts a new session, under the caller's share and the deployment's session limit (slots,
-:mod:`async_query.slots`, taken before its job starts; a POST that fails gives them back). The statement's id is then appended to the session document, which the job
+:mod:`async_query.slots`, taken before its job starts; a POST that fails gives them back), whose
+job is a warm pool job claimed when its pool has one (:mod:`async_query.pool`). The statement's id
+is then appended to the session document, which the job
 reads by id: pickup does not wait for an index refresh. GET checks the session's liveness and fails
 statements its ended session left unfinished; DELETE cancels and, for a running statement, hands
 the cancel to the supervisor, which bounds how long the job may take to honour it.
@@ -14,7 +16,7 @@ from __future__ import annotations
 from async_query.datasources import Datasource
 from async_query.dispatch import Classified, QueryKind
 from async_query.handlers.base import SubmitRequest, Submitted, statement_doc
-from async_query.handlers.job_session import JobSessionHandler, NewJob
+from async_query.handlers.job_session import JobSessionHandler
 from async_query.security.authz import may_use_session
 from async_query.security.principal import Principal
 from async_query.slots import INTERACTIVE_SESSIONS, USER_SESSIONS
@@ -39,7 +41,7 @@ class InteractiveHandler(JobSessionHandler):
             return self._add_statement(request, datasource, session)
         session_id = new_id(datasource.name)
         with self.new_job(datasource, session_id, request.submitted_by) as job:
-            job.session = self.store.sessions.create(self._session_doc(datasource, session_id, job, request.submitted_by))
+            job.session = self.store.sessions.create(self.session_doc(datasource, session_id, job, request.submitted_by))
             return self._add_statement(request, datasource, job.session)
 
     def _add_statement(self, request: SubmitRequest, datasource: Datasource, session: Versioned[SessionDoc]) -> Submitted:
@@ -85,8 +87,6 @@ class InteractiveHandler(JobSessionHandler):
             return None
         return session if self.context.liveness.confirm_alive(session) else None
 
-    def _session_doc(self, datasource: Datasource, session_id: str, job: NewJob, submitted_by: str | None) -> SessionDoc:
-        return self.session_doc(datasource, session_id, job.launcher, job.job_id, submitted_by)
 
     # -- DELETE -----------------------------------------------------------------------------
 

@@ -4,8 +4,9 @@ Such a statement lives in a session whose job heart-beats it: GET checks the ses
 (documents first, one coalesced ``describe`` for a suspect) and fails a statement its ended
 session left unfinished; DELETE moves the statement to ``cancelled`` with a conditional write.
 A new session takes its slots first (:mod:`async_query.slots`: its user's share, then the
-deployment's; each count and claim one conditional write), then its job is launched, then its
-documents are written, so the session document always names its job. A POST that fails after
+deployment's; each count and claim one conditional write), then gets its job (a warm pool job
+claimed, or one launched: :mod:`async_query.pool`), then its documents are written, so the session
+document always names its job. A POST that fails after
 that (a launch refused, a document write that fails) holds nothing: its job is stopped, a session
 it wrote is ended, and its slots are given back (:meth:`JobSessionHandler.new_job`).
 """
@@ -21,7 +22,8 @@ from async_query import logs, metrics
 from async_query.datasources import Datasource
 from async_query.dispatch import QueryKind
 from async_query.handlers.base import HandlerContext, fail_if_orphaned, render
-from async_query.launcher.base import JobRequest, Launcher, job_conf, launcher_policy
+from async_query.launcher.base import Launcher
+from async_query.pool import StartedJob
 from async_query.replies import Reply
 from async_query.slots import Holder, Limit, Slots, user_scope
 from query_core.errors import QueryNotFoundError, TooManyRequestsError
@@ -33,12 +35,19 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class NewJob:
-    """A job a POST launched for a new session (:meth:`JobSessionHandler.new_job`)."""
+    """The job a POST got for a new session (:meth:`JobSessionHandler.new_job`)."""
 
-    launcher: Launcher
-    job_id: str
+    started: StartedJob
     #: The session document once the POST has written it (ended should the POST fail later).
     session: Versioned[SessionDoc] | None = None
+
+    @property
+    def launcher(self) -> Launcher:
+        return self.started.launcher
+
+    @property
+    def job_id(self) -> str:
+        return self.started.job_id
 
 
 class JobSessionHandler:
@@ -98,8 +107,9 @@ class JobSessionHandler:
         name_suffix: str = "",
         **statement: str,
     ) -> Iterator[NewJob]:
-        """Launch the job of a new session under the handler's limits (a 429 when one is reached)
-        and yield it while the POST writes its documents; ``statement`` (``query_id``, ``query``)
+        """Get the job of a new session under the handler's limits (a 429 when one is reached): a
+        warm pool job claimed, or one launched (``SessionJobs.start``); yield it while the POST
+        writes its documents; ``statement`` (``query_id``, ``query``)
         names the one statement of a batch or streaming job, ``name_suffix`` ends the job's name
         (a streaming job's index).
 
@@ -111,11 +121,14 @@ class JobSessionHandler:
         holder = Holder(datasource.name, session_id)
         taken = self._take_slots(holder, submitted_by)
         try:
-            launcher, job_id = self._launch(datasource, session_id, name_suffix, statement)
+            logs.note(session_id=session_id)
+            started = self.context.jobs.start(
+                datasource, session_id, self.session_type, name_suffix=name_suffix, **statement
+            )
         except BaseException:
             self._release(taken, holder)
             raise
-        job = NewJob(launcher, job_id)
+        job = NewJob(started)
         try:
             yield job
         except BaseException as exc:
@@ -161,46 +174,29 @@ class JobSessionHandler:
             raise TooManyRequestsError(self.limit.message(limit))
         return self.slots.take(holder)
 
-    def _launch(
-        self, datasource: Datasource, session_id: str, name_suffix: str, statement: dict[str, str]
-    ) -> tuple[Launcher, str]:
-        launcher = self.context.launchers.for_datasource(datasource)
-        conf, secret = job_conf(
-            self.settings,
-            datasource,
-            self.context.opensearch,
-            session_id,
-            self.session_type,
-            checkpoint_root=launcher.checkpoints_of(datasource),
-            checkpoint_mandatory=launcher.checkpoint_mandatory,
-            policy=launcher_policy(datasource, launcher),
-            glue_region=launcher.glue_region,
-            **statement,
-        )
-        request = JobRequest(session_id, datasource, self.session_type, conf, secret, name_suffix=name_suffix)
-        logs.note(session_id=session_id)
-        job_id = metrics.launcher_call(launcher, "start", lambda: launcher.start(request))
-        metrics.job_started(datasource.name, self.session_type.value, launcher.kind or type(launcher).__name__.lower())
-        return launcher, job_id
-
     def session_doc(
         self,
         datasource: Datasource,
         session_id: str,
-        launcher: Launcher,
-        job_id: str,
+        job: NewJob,
         submitted_by: str | None,
         pending: list[str] | None = None,
     ) -> SessionDoc:
+        """The new session's document, naming its job. A claimed pool job's session records its
+        slot and the interval the job beat at when it was idle (0: it was still starting), so its
+        liveness counts from the claim as a running session's does (docs/documents.md)."""
+        started = job.started
+        claimed = started.pool_slot is not None
         return SessionDoc(
             session_id=session_id,
             session_type=self.session_type,
             data_source_name=datasource.name,
-            application_id=launcher.application_id,
-            job_id=job_id,
-            heartbeat_interval_millis=self.settings.heartbeat_idle_ms,
+            application_id=started.launcher.application_id,
+            job_id=started.job_id,
+            heartbeat_interval_millis=started.heartbeat_interval_millis if claimed else self.settings.heartbeat_idle_ms,
             pending_statement_ids=pending or [],
             submitted_by=submitted_by,
+            pool_slot=started.pool_slot,
         )
 
     # -- GET --------------------------------------------------------------------------------

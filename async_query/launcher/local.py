@@ -248,7 +248,15 @@ class LocalLauncher(Launcher):
         return self.catalogs.conf(datasource)
 
     def master(self, request: JobRequest) -> str:
-        return request.datasource.properties.get("master") or self.spark_master
+        return self.master_of(request.datasource)
+
+    def master_of(self, datasource: Datasource) -> str:
+        return datasource.properties.get("master") or self.spark_master
+
+    def startup_settings(self, datasource: Datasource) -> dict[str, str]:
+        """The master and the catalog: jobs of datasources that differ in either never share a
+        warm pool."""
+        return {"master": self.master_of(datasource), **self.catalog_conf(datasource)}
 
     def command(
         self,

@@ -7,7 +7,7 @@
 - :mod:`.memory`: :class:`MemoryIndex`, the in-memory twin for unit tests, held to the same
   contract tests;
 - one repository per document kind: :mod:`.statements`, :mod:`.sessions`, :mod:`.results`,
-  :mod:`.index_states`, :mod:`.datasources`, :mod:`.locks`; the stateful kinds share
+  :mod:`.index_states`, :mod:`.datasources`, :mod:`.locks`, :mod:`.pool` (warm pool jobs); the stateful kinds share
   :mod:`.documents` (the one conditional write that moves a document, checked by the transition
   table in :mod:`query_core.states`).
 
@@ -39,6 +39,7 @@ from query_core.store.documents import DocumentRepository, retry_on_conflict
 from query_core.store.index_states import IndexStateRepository
 from query_core.store.locks import LockRepository
 from query_core.store.memory import MemoryIndex
+from query_core.store.pool import PoolJobRepository
 from query_core.store.results import ResultRepository
 from query_core.store.sessions import SessionRepository
 from query_core.store.statements import Settled, StatementRepository
@@ -54,6 +55,7 @@ __all__ = [
     "IndexStateRepository",
     "LockRepository",
     "MemoryIndex",
+    "PoolJobRepository",
     "Query",
     "Range",
     "ResultRepository",
@@ -89,6 +91,8 @@ class Store:
         self.index_states = IndexStateRepository(index, request_index)
         self.datasources = DatasourceRepository(index)
         self.locks = LockRepository(index)
+        #: Warm pool jobs, in the deployment-wide index whatever ``request_index`` says.
+        self.pool = PoolJobRepository(index)
 
     @classmethod
     def connect(cls, cfg: OpenSearchConfig, request_index: str | None = None) -> Store:

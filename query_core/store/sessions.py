@@ -1,6 +1,7 @@
 """Session documents (doc id = session id), and the named operations on them: a job claims its
-session and beats for it, the plugin starts a session of its own work, either ends one, and the
-plugin appends a submitted statement to its pending list. See ``docs/documents.md``."""
+session and beats for it, the plugin starts a session of its own work, either ends one, the plugin
+appends a submitted statement to its pending list, and gives a session that has not started a new
+job. See ``docs/documents.md``."""
 
 from __future__ import annotations
 
@@ -164,6 +165,32 @@ class SessionRepository(DocumentRepository[SessionDoc]):
             return self._move(current, current.doc.state, liveness=True, pending_statement_ids=ids)
 
         return self._change(session, append)
+
+    def replace_job(
+        self, session: Versioned[SessionDoc], job_id: str, application_id: str
+    ) -> Versioned[SessionDoc] | None:
+        """Give a session that has not started a new job (its claimed pool job died before it
+        started the session): the old job is excluded from it, and its start-up limit counts
+        again from now. None when the session started, ended, or was given another job meanwhile.
+        """
+        old = session.doc.job_id
+
+        def replace(current: Versioned[SessionDoc]) -> Versioned[SessionDoc] | None:
+            doc = current.doc
+            if doc.state != SessionState.NOT_STARTED or doc.job_id != old:
+                return None
+            excluded = [*doc.exclude_job_ids, old] if old else doc.exclude_job_ids
+            return self._move(
+                current,
+                SessionState.NOT_STARTED,
+                job_id=job_id,
+                application_id=application_id,
+                exclude_job_ids=excluded,
+                pool_slot="",
+                last_update_time=now_millis(),
+            )
+
+        return self._change(session, replace)
 
 
 def check_job_owns(session: SessionDoc, job_id: str, excluded: Collection[str] = ()) -> None:

@@ -784,7 +784,7 @@ def test_list_sessions(client: httpx.Client, store: Store, ds_name: str, other_d
     mine = client.get(f"{BASE}/_sessions", params={"datasource": ds_name, "state": "not_started,RUNNING"}).json()
     assert {s["sessionId"] for s in mine["sessions"]} == {first["sessionId"], second["sessionId"]}
     assert len(client.get(f"{BASE}/_sessions", params={"size": 1}).json()["sessions"]) == 1
-    assert client.get(f"{BASE}/_sessions", params={"state": "dead"}).json() == {"sessions": []}
+    assert client.get(f"{BASE}/_sessions", params={"state": "dead"}).json() == {"sessions": [], "poolJobs": []}
 
 
 @pytest.mark.parametrize(
@@ -798,7 +798,7 @@ def test_list_sessions_bad_input(client: httpx.Client, params: dict[str, Any]) -
 
 def test_list_sessions_before_any_index_exists(client: httpx.Client) -> None:
     resp = client.get(f"{BASE}/_sessions")
-    assert resp.status_code == 200 and resp.json() == {"sessions": []}
+    assert resp.status_code == 200 and resp.json() == {"sessions": [], "poolJobs": []}
 
 
 def test_an_unreadable_reference_result_is_failed_not_a_500() -> None:

@@ -490,7 +490,12 @@ def _entry_point() -> list[str]:
 
 def _serve_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ASYNC_QUERY_", "OPENSEARCH_"))}
-    env.update(ASYNC_QUERY_DATA_DIR=str(tmp_path / "var"), ASYNC_QUERY_LOCAL_CATALOG="in-memory", **extra)
+    env.update(
+        ASYNC_QUERY_DATA_DIR=str(tmp_path / "var"),
+        ASYNC_QUERY_LOCAL_CATALOG="in-memory",
+        ASYNC_QUERY_WARM_POOL_SIZE="0",
+        **extra,
+    )
     return env
 
 
