@@ -48,19 +48,35 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="ASYNC_QUERY_", extra="forbid")
 
     # -- the index cluster (empty URL: start the embedded index server) -------------------------
+    #: The index cluster holding the request and result indexes (also ``OPENSEARCH_URL``); empty:
+    #: the embedded index server under ``<data_dir>/index``.
     opensearch_url: str = Field(default="", validation_alias=_env("opensearch_url"))
+    #: Basic-auth user of the index cluster (also ``OPENSEARCH_USERNAME``).
     opensearch_username: str = Field(default="", validation_alias=_env("opensearch_username"))
+    #: Its password (also ``OPENSEARCH_PASSWORD``): local jobs get it through their environment,
+    #: EMR Serverless jobs from a Secrets Manager secret, never on a command line.
     opensearch_password: str = Field(default="", repr=False, validation_alias=_env("opensearch_password"))
+    #: Verify the index cluster's TLS certificate (also ``OPENSEARCH_VERIFY_CERTS``).
     opensearch_verify_certs: bool = Field(default=True, validation_alias=_env("opensearch_verify_certs"))
+    #: A CA bundle to verify it with (also ``OPENSEARCH_CA_CERTS``).
     opensearch_ca_certs: str = Field(default="", validation_alias=_env("opensearch_ca_certs"))
+    #: How the plugin authenticates to the index cluster: ``basic``, ``noauth``, ``sigv4`` (AWS), or
+    #: ``basic_if_user`` (basic when a user name is set).
     opensearch_auth: str = "basic_if_user"
+    #: The AWS region of ``sigv4`` authentication.
     opensearch_region: str = "us-east-1"
+    #: How long a failing index call of the plugin is retried before the request is answered 503.
     opensearch_retry_seconds: float = 10.0
     #: Seconds one HTTP request of the plugin to the index cluster may take (past it: retried
     #: within ``opensearch_retry_seconds``, then a 503).
     opensearch_request_timeout_s: float = Field(default=10.0, gt=0)
 
     # -- where local state lives (warehouse, metastore, job logs, embedded index) --------------
+    #: Where the service keeps its state: the embedded index (``index/``), the catalog of ``local``
+    #: (``metastore/``, ``warehouse/``, ``checkpoints/``) and of other local datasources
+    #: (``catalogs/<ds>/``), job logs (``logs/``), pid files (``jobs/``), jobs' temporary files
+    #: (``tmp/<jobId>/``), the audit log and the users file; private to the service's user
+    #: (docs/security.md).
     data_dir: Path = Path("var")
     #: The embedded index (``<data_dir>/index``) acknowledges a write once it is in its journal on
     #: disk; a commit waits this long for more writes to share its sync (0: none, commits
@@ -72,6 +88,9 @@ class Settings(BaseSettings):
     #: replays at most that much journal.
     index_compact_ratio: float = 0.5
     index_compact_min_bytes: int = 1 << 20
+    #: The embedded index's ``osmem-server`` in a network namespace of its own, out of every other
+    #: local process's reach, where the service may make one (as root); ``docs/security.md``.
+    index_isolate_network: bool = True
     #: A JSON file of datasources; without it the one ``local`` datasource is served.
     datasources_file: Path | None = None
     #: Name of this deployment, the first part of job names (``<cluster>:interactive:<sid>``).
@@ -80,9 +99,10 @@ class Settings(BaseSettings):
     # -- local Spark ----------------------------------------------------------------------------
     #: The master of local datasources that name none in ``properties.master``.
     spark_master: str = "local[*]"
-    #: The catalog of local datasources: ``metastore`` starts a Hive Metastore shared by all their
-    #: jobs (tables survive sessions and restarts); ``in-memory`` gives each job its own catalog.
+    #: The catalog of local datasources: ``metastore`` gives each its own Hive Metastore, shared by
+    #: its jobs (tables survive sessions and restarts); ``in-memory`` gives each job its own catalog.
     local_catalog: Literal["metastore", "in-memory"] = "metastore"
+    #: Heap of each embedded Hive Metastore's JVM, in MiB.
     metastore_heap_mb: int = 512
     #: ``spark-submit`` to run; empty means the one installed with pyspark beside this Python.
     spark_submit: str = ""
@@ -94,12 +114,25 @@ class Settings(BaseSettings):
     #: Where local jobs keep the class-data sharing archive that halves their JVM's start-up
     #: (``docs/job.md``); empty: ``<data_dir>/jvm``.
     local_job_class_archive_dir: Path | None = None
+    #: The user local jobs (and the metastores) run as when the service runs as root; empty:
+    #: ``nobody``. A service that is not root runs them as itself (docs/security.md).
+    local_job_user: str = ""
+    #: Whether local jobs may run as root (``local_job_user=root``): refused unless this is set.
+    local_job_allow_root: bool = False
+    #: The Python local jobs run; empty: this one if the job user can run it, else the system's
+    #: Python of the same version, given this installation's code by ``PYTHONPATH``.
+    local_job_python: str = ""
 
     # -- sessions and jobs (passed to each job as spark.flint.job.* keys) ----------------------
+    #: An idle interactive session's job ends after this long without a statement.
     inactivity_limit_ms: int = 180_000
+    #: A statement running longer ends ``TIMEOUT``.
     query_execution_timeout_s: int = 1_800
+    #: A statement waiting longer for its job ends ``FAILED``.
     query_wait_timeout_ms: int = 600_000
+    #: How often an idle job reads its session document for new statements.
     loop_frequency_ms: int = 50
+    #: A job's heartbeat while statements run, and when idle (milliseconds).
     heartbeat_running_ms: int = 2_000
     heartbeat_idle_ms: int = 30_000
     #: A streaming session beats this often, however many micro-batches run (carries progress).
@@ -124,6 +157,17 @@ class Settings(BaseSettings):
     result_chunk_rows: int = Field(default=10_000, gt=0)
     result_chunk_bytes: int = Field(default=4 * 1024 * 1024, gt=0)
 
+    # -- the warm pool: started, idle jobs new sessions claim (docs/job.md) ----------------------
+    #: Idle jobs kept started per pool (a datasource's ``warmPoolSize`` property overrides it).
+    #: Unset: 1 for local Spark, 0 for EMR Serverless (an idle job there is billed).
+    warm_pool_size: int | None = Field(default=None, ge=0, le=64)
+    #: A pool job left unclaimed this long ends itself and the pool starts a fresh one (its
+    #: credentials and catalog connections renewed).
+    warm_pool_idle_s: float = Field(default=3600.0, gt=0)
+    #: How often each plugin process looks after the pools (refill, silent jobs, scale-down); a
+    #: claim wakes it at once.
+    warm_pool_interval_s: float = Field(default=5.0, gt=0)
+
     # -- EMR Serverless (docs/datasources.md) ---------------------------------------------------
     #: The EMR Serverless application datasources run on (JSON, the reference's
     #: ``plugins.query.executionengine.spark.config``); unset: Spark on this machine only.
@@ -134,7 +178,8 @@ class Settings(BaseSettings):
     #: Basic-auth passwords of EMR Serverless jobs are put in AWS Secrets Manager secrets named
     #: ``<prefix>/<cluster name>/<datasource>`` (the job reads them by ARN, never from its parameters).
     emr_secret_prefix: str = "async-query"
-    # Throttling and 5xx answers of EMR Serverless calls are retried within both bounds.
+    #: Throttling and 5xx answers of EMR Serverless calls are retried within both bounds
+    #: (attempts, seconds).
     emr_retry_attempts: int = 6
     emr_retry_seconds: float = 30.0
 
@@ -145,6 +190,9 @@ class Settings(BaseSettings):
     cancel_deadline_s: float = 15.0
     #: Live interactive sessions allowed per deployment; a new one beyond it is a 429.
     max_sessions: int = 10
+    #: Live interactive sessions one user may hold (their fair share; a new one beyond it is a
+    #: 429); unset: half of ``max_sessions``, rounded up. The anonymous caller of ``none`` has none.
+    max_sessions_per_user: int | None = Field(default=None, ge=1)
     #: Live batch and streaming jobs (index refreshes) allowed per deployment; a new one beyond it
     #: is a 429 (``docs/api.md``).
     max_refreshing_jobs: int = 5
@@ -173,7 +221,9 @@ class Settings(BaseSettings):
     #: job to ask is repaired by the housekeeping sweep once unchanged this long (and, when it
     #: names a job, once the launcher says that job ended).
     index_op_stall_s: float = 300.0
+    #: How often the housekeeping sweep runs (in one plugin process at a time, under a lease).
     housekeeping_interval_s: float = 300.0
+    #: Housekeeping deletes finished requests, and results, older than these (days).
     request_retention_days: float = 30.0
     result_retention_days: float = 60.0
     #: Local job logs and pid files of jobs no longer running, not written for this many days, are
@@ -223,6 +273,7 @@ class Settings(BaseSettings):
     http_keep_alive_s: int = 5
     #: Seconds a stop waits for requests in progress before it closes their connections.
     http_shutdown_timeout_s: int = 30
+    #: The longest query text a POST may carry, and the largest request body (bytes); beyond: 400.
     max_query_chars: int = 1_000_000
     max_body_bytes: int = 2_000_000
     #: Bytes of finished queries' replies kept in memory (they never change).
@@ -268,13 +319,25 @@ class Settings(BaseSettings):
         return value
 
     @property
+    def sessions_per_user(self) -> int:
+        """``max_sessions_per_user``, or half of ``max_sessions`` rounded up."""
+        if self.max_sessions_per_user is not None:
+            return self.max_sessions_per_user
+        return max(1, -(-self.max_sessions // 2))
+
+    @property
     def users_path(self) -> Path:
         """The users file of ``basic`` authentication."""
         return self.users_file if self.users_file is not None else self.data_dir / "users.json"
 
     def journal_options(self) -> JournalOptions:
         """How the embedded index journals and compacts."""
-        return JournalOptions(self.index_commit_window_ms, self.index_compact_ratio, self.index_compact_min_bytes)
+        return JournalOptions(
+            self.index_commit_window_ms,
+            self.index_compact_ratio,
+            self.index_compact_min_bytes,
+            self.index_isolate_network,
+        )
 
     def opensearch(self, url: str | None = None) -> OpenSearchConfig:
         """The connection to the index cluster (``url`` overrides, for the embedded server)."""

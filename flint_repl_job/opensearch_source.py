@@ -1,8 +1,8 @@
 """PySpark data source ``opensearch``: Spark writes a DataFrame into an index and reads one back.
 
 Built on PySpark's own Python data source API (``pyspark.sql.datasource``), so no JVM connector is
-needed. All index calls go through :class:`query_core.store.IndexClient` (retries, error
-translation). Options, all strings, use the names of the reference's ``spark.datasource.flint.*``
+needed. All index calls go through the index-administration interface of
+:class:`query_core.store.IndexClient` (retries, error translation). Options, all strings, use the names of the reference's ``spark.datasource.flint.*``
 keys without the prefix:
 
 - ``index`` (required); ``host``, ``port``, ``scheme``, ``auth`` (``noauth|basic|sigv4``),
@@ -71,7 +71,7 @@ from pyspark.sql.datasource import (
 from flint_repl_job.config import auth_kind
 from flint_repl_job.values import Timestamps, to_json_value
 from query_core.config import OpenSearchConfig
-from query_core.store import IndexClient, Range, Term, Terms
+from query_core.store import IndexAdmin, IndexClient, Range, Term, Terms
 from query_core.store.connector import Filter as StoreFilter
 
 log = logging.getLogger(__name__)
@@ -233,7 +233,7 @@ class OpenSearchDataSource(DataSource):
         return NAME
 
     def schema(self) -> st.StructType:
-        store = IndexClient(connection(dict(self.options)))
+        store = _admin(dict(self.options))
         try:
             return schema_of(store.mappings(self._index()).get(self._index(), {}))
         finally:
@@ -277,7 +277,7 @@ class _IndexWrite:
             raise ValueError(f"id_column {self.id_column!r} is not a column of the data ({', '.join(schema.names)})")
         self.id_in_source = options.get("id_column_in_source", "true").lower() != "false"
         self.batch_size = int(options.get("batch_size", DEFAULT_BATCH))
-        store = IndexClient(connection(options))
+        store = _admin(options)
         try:
             meta = json.loads(options.get("meta", "{}"))
             settings = json.loads(options.get("index_settings", "{}"))
@@ -289,7 +289,7 @@ class _IndexWrite:
             store.close()
 
     def write(self, iterator: Iterator[st.Row]) -> Written:
-        store = IndexClient(connection(self.options))
+        store = _admin(self.options)
         fields = self.schema.fields
         id_at = self.schema.names.index(self.id_column) if self.id_column else -1
         written = 0
@@ -384,7 +384,7 @@ class OpenSearchReader(DataSourceReader):
         return [InputPartition(0)]
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
-        store = IndexClient(connection(self.options))
+        store = _admin(self.options)
         fields = [f.name for f in self.schema.fields]
         try:
             for _, source in store.scan(self.index, fields=fields, filters=self.filters):
@@ -451,6 +451,11 @@ def index_filter(item: Filter, types: Mapping[str, st.DataType]) -> StoreFilter 
 
 def _scalar(value: Any) -> bool:
     return isinstance(value, (str, int, bool))
+
+
+def _admin(options: dict[str, str]) -> IndexAdmin:
+    """The cluster the options name, for whole indexes and their contents in bulk."""
+    return IndexClient(connection(options))
 
 
 def register(spark: Any) -> None:

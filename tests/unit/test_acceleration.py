@@ -360,10 +360,10 @@ def test_a_tables_indexes_are_found_by_their_source_and_documents_kept_while_the
 ) -> None:
     from flint_repl_job.acceleration.lookup import IndexLookup
     from query_core.flint.naming import latest_id
-    from query_core.models import FlintIndexStateDoc
+    from query_core.states import INDEX_OPERATIONS
     from query_core.store import Store
 
-    store = Store.in_memory()
+    store = Store.in_memory(refresh_interval_s=0)  # a scan sees every write
     columns = [{"kind": "MIN_MAX", "columnName": "id", "columnType": "bigint", "parameters": {}}]
     for name, source in (
         ("flint_lake_default_t_skipping_index", "lake.default.t"),
@@ -371,10 +371,9 @@ def test_a_tables_indexes_are_found_by_their_source_and_documents_kept_while_the
     ):
         meta = {"kind": "skipping", "name": name, "source": source, "indexedColumns": columns, "options": {}}
         store.index.create_index(name, {"mappings": {"_meta": meta}})
-        created = store.index_states.create(
-            FlintIndexStateDoc(latest_id=latest_id(name), state=FlintIndexState.CREATING, data_source_name="lake")
-        )
-        store.index_states.move(created, FlintIndexState.ACTIVE)
+        create = INDEX_OPERATIONS["create"]
+        begun = store.index_states.begin(None, create, datasource="lake", latest_id=latest_id(name), index_name=name)
+        store.index_states.commit(begun, create)
     index = "flint_lake_default_t_skipping_index"
     store.index.bulk_index(index, [("a", {"file_path": "file:///t/a", "MinMax_id_0": 0, "MinMax_id_1": 9, "x": 1})])
     lookup = IndexLookup(store, "lake")
