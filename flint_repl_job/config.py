@@ -66,6 +66,8 @@ class JobConfig:
     session_wait_ms: int = DEFAULTS.session_wait_ms
     #: What statements may hold (the plugin checked them against it already; see docs/validation.md).
     validation: ValidationPolicy = ALLOW_ALL
+    #: Record each statement's catalog changes in the datasource's change log (docs/catalog.md).
+    report_catalog_changes: bool = True
     #: Results stop at these caps and are written in documents of this size (docs/results.md).
     max_result_rows: int = DEFAULTS.max_result_rows
     max_result_bytes: int = DEFAULTS.max_result_bytes
@@ -118,6 +120,7 @@ class JobConfig:
             search_interval_ms=conf.search_interval_ms,
             session_wait_ms=conf.session_wait_ms,
             validation=conf.validation_policy,
+            report_catalog_changes=conf.report_catalog_changes,
             max_result_rows=conf.max_result_rows,
             max_result_bytes=conf.max_result_bytes,
             result_chunk_rows=conf.result_chunk_rows,

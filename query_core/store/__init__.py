@@ -6,7 +6,7 @@
 - :mod:`.memory`: :class:`MemoryIndex`, the in-memory twin for unit tests, held to the same
   contract tests;
 - one repository per document kind: :mod:`.statements`, :mod:`.sessions`, :mod:`.results`,
-  :mod:`.index_states`, :mod:`.datasources`, :mod:`.locks`; the stateful kinds share
+  :mod:`.index_states`, :mod:`.datasources`, :mod:`.locks`, :mod:`.catalog_changes`; the stateful kinds share
   :mod:`.documents` (the one conditional write that moves a document, checked by the transition
   table in :mod:`query_core.states`).
 
@@ -21,6 +21,7 @@ from __future__ import annotations
 from query_core.config import OpenSearchConfig
 from query_core.ids import request_index
 from query_core.models import SessionDoc, StatementDoc, Versioned
+from query_core.store.catalog_changes import CatalogChangeRepository
 from query_core.store.client import IndexClient, quiet_driver_logs, translate
 from query_core.store.connector import Found, IndexConnector, Query, Range, Term, Terms, Version
 from query_core.store.datasources import DatasourceRepository
@@ -33,6 +34,7 @@ from query_core.store.sessions import SessionRepository
 from query_core.store.statements import Settled, StatementRepository
 
 __all__ = [
+    "CatalogChangeRepository",
     "DatasourceRepository",
     "DocumentRepository",
     "Found",
@@ -73,6 +75,7 @@ class Store:
         self.index_states = IndexStateRepository(index, request_index)
         self.datasources = DatasourceRepository(index)
         self.locks = LockRepository(index)
+        self.catalog_changes = CatalogChangeRepository(index, request_index)
 
     @classmethod
     def connect(cls, cfg: OpenSearchConfig, request_index: str | None = None) -> Store:

@@ -1,5 +1,5 @@
-"""Session documents (doc id = session id), and the named operations on them: end one, and append
-a submitted statement to its pending list. See ``docs/documents.md``."""
+"""Session documents (doc id = session id), and the named operations on them: end one, append
+a submitted statement to its pending list, note its temporary views. See ``docs/documents.md``."""
 
 from __future__ import annotations
 
@@ -78,6 +78,18 @@ class SessionRepository(DocumentRepository[SessionDoc]):
             )
 
         return self.change(session, end)
+
+    def note_temporary_views(self, datasource: str, session_id: str) -> Versioned[SessionDoc] | None:
+        """Record that the session's Spark session holds temporary views (once; docs/catalog.md);
+        None when the session is gone."""
+
+        def note(current: Versioned[SessionDoc]) -> Versioned[SessionDoc] | None:
+            if current.doc.temporary_views or is_terminal(current.doc.state):
+                return current
+            return self.move(current, current.doc.state, temporary_views=True)
+
+        current = self.get(datasource, session_id)
+        return self.change(current, note) if current is not None else None
 
     def append_pending(
         self, session: Versioned[SessionDoc], statement_id: str, keep: int
