@@ -19,6 +19,7 @@ import logging
 from dataclasses import dataclass, field
 
 from async_query import metrics
+from async_query.catalog.readmodel import CatalogReadModel
 from async_query.datasources import DatasourceRegistry, local_datasource
 from async_query.embedded.index import EmbeddedIndex
 from async_query.embedded.metastore import Metastore
@@ -67,6 +68,8 @@ class Plugin:
     service: AsyncQueryService
     health: Health
     metrics_worker: MetricsWorker
+    #: The catalog read model of the browse statements (None: turned off; docs/catalog.md).
+    catalog: CatalogReadModel | None = None
     #: The reference's ``_sql/stats`` counters; None when metrics are off.
     stats: Stats | None = None
     closed: bool = field(default=False, init=False)
@@ -93,6 +96,8 @@ class Plugin:
             worker.stop()
         self.stream_stopper.close()
         self.handlers.close()
+        if self.catalog is not None:
+            self.catalog.close()
         self.launchers.close()
 
 
@@ -131,6 +136,17 @@ def build_plugin(
     streaming_housekeeper = StreamingHousekeeper(
         store, datasources, liveness, stream_stopper.stop, settings.streaming_housekeeping_interval_s
     )
+    catalog = (
+        CatalogReadModel(
+            store,
+            registry.for_datasource,
+            staleness_s=settings.catalog_staleness_s,
+            max_bytes=settings.catalog_cache_bytes,
+            timeout_s=settings.catalog_timeout_s,
+        )
+        if settings.catalog_read_model
+        else None
+    )
     context = HandlerContext(
         settings=settings,
         store=store,
@@ -140,6 +156,7 @@ def build_plugin(
         launchers=registry,
         opensearch=opensearch,
         stream_stopper=stream_stopper,
+        catalog=catalog,
     )
     handlers = Handlers(context, settings.reply_cache_entries * 10)
     reads = QueryReads(settings, store, datasources, handlers)
@@ -161,6 +178,7 @@ def build_plugin(
         handlers=handlers,
         reads=reads,
         service=AsyncQueryService(datasources, registry, handlers, reads, store.sessions),
+        catalog=catalog,
         health=health,
         metrics_worker=MetricsWorker(store, settings.metrics_interval_s, health=health),
     )

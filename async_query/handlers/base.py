@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from async_query import logs
+from async_query.catalog.readmodel import CatalogReadModel
 from async_query.datasources import DatasourceRegistry
 from async_query.dispatch import Classified, QueryKind
 from async_query.launcher.registry import LauncherRegistry
@@ -96,6 +97,8 @@ class HandlerContext:
     opensearch: OpenSearchConfig
     #: Stops streaming jobs when an operation asks (bounded: see :mod:`async_query.streams`).
     stream_stopper: StreamStopper
+    #: Answers the catalog browse statements (None: they all go to Spark; docs/catalog.md).
+    catalog: CatalogReadModel | None = None
 
 
 class QueryHandler(Protocol):

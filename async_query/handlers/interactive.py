@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from async_query.datasources import Datasource
 from async_query.dispatch import Classified, QueryKind
-from async_query.handlers.base import SubmitRequest, Submitted, statement_doc
+from async_query.handlers.base import HandlerContext, SubmitRequest, Submitted, statement_doc
+from async_query.handlers.browse import BrowseFastPath
 from async_query.handlers.job_session import JobSessionHandler, stopping_job_on_error
 from async_query.security.authz import may_use_session
 from async_query.security.principal import Principal
@@ -29,11 +30,28 @@ class InteractiveHandler(JobSessionHandler):
     session_type = SessionType.INTERACTIVE
     limit = INTERACTIVE_SESSIONS
 
+    def __init__(self, context: HandlerContext) -> None:
+        super().__init__(context)
+        #: The catalog browse statements answered from the read model (docs/catalog.md).
+        self.browse = (
+            BrowseFastPath(self.store, context.catalog, self._named_session, self._new_session)
+            if context.catalog is not None
+            else None
+        )
+
+    def close(self) -> None:
+        if self.browse is not None:
+            self.browse.close()
+
     # -- POST -------------------------------------------------------------------------------
 
     def submit(self, request: SubmitRequest, classified: Classified) -> Submitted:
         datasource = self.context.datasources.get(request.datasource)
-        session = self._usable_session(datasource, request.session_id, request.principal) if request.session_id else None
+        if self.browse is not None:
+            answered = self.browse.submit(request, classified, datasource)
+            if answered is not None:
+                return answered
+        session = self._named_session(datasource, request)
         if session is None:
             session = self._new_session(datasource, request.submitted_by)
         query_id = new_id(datasource.name)
@@ -61,6 +79,12 @@ class InteractiveHandler(JobSessionHandler):
                 statement, f"Session {session.doc.session_id} ended before the statement could run; submit it again"
             )
 
+    def _named_session(self, datasource: Datasource, request: SubmitRequest) -> Versioned[SessionDoc] | None:
+        """The session the POST names, if it can take the statement."""
+        if not request.session_id:
+            return None
+        return self._usable_session(datasource, request.session_id, request.principal)
+
     def _usable_session(
         self, datasource: Datasource, session_id: str, principal: Principal
     ) -> Versioned[SessionDoc] | None:
@@ -78,8 +102,11 @@ class InteractiveHandler(JobSessionHandler):
             return None
         return session if self.context.liveness.confirm_alive(session) else None
 
-    def _new_session(self, datasource: Datasource, submitted_by: str | None) -> Versioned[SessionDoc]:
-        session_id = new_id(datasource.name)
+    def _new_session(
+        self, datasource: Datasource, submitted_by: str | None, session_id: str | None = None
+    ) -> Versioned[SessionDoc]:
+        """Start a new session (``session_id``, or a new id): its job, then its document."""
+        session_id = session_id or new_id(datasource.name)
         launcher, job_id = self.start_job(datasource, session_id)
         with stopping_job_on_error(launcher, job_id):
             return self.store.sessions.create(self.session_doc(datasource, session_id, launcher, job_id, submitted_by))

@@ -114,6 +114,11 @@ class Launcher(ABC):
         else what is wrong."""
         return None
 
+    def catalog_conf_for(self, datasource: Datasource) -> dict[str, str]:
+        """The Spark conf keys of the catalog ``datasource``'s jobs get from this launcher (the
+        catalog read model finds the catalog there, :mod:`async_query.catalog.locate`); {}: none."""
+        return {}
+
 
 def stop_job_within(launcher: Launcher, job_id: str, timeout_s: float) -> None:
     """``launcher.cancel(job_id)``, waiting at most ``timeout_s`` for the call to return.
@@ -252,6 +257,7 @@ def job_conf(
         validation_functions=policy.function_table.value,
         validation_warehouse_root=policy.warehouse_root,
         validation_checkpoint_root=policy.checkpoint_root,
+        report_catalog_changes=settings.catalog_read_model,
     )
     own = render_conf(contract)
     # The password goes apart, kept off command lines where the launcher can: with basic auth the

@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import ClassVar
 
+from async_query.datasources import Datasource
 from async_query.launcher.base import JobDescription, JobRequest, JobRunState, Launcher
 from async_query.launcher.class_archive import ClassArchive
 from query_core.errors import LauncherError
@@ -169,6 +170,9 @@ class LocalLauncher(Launcher):
         self._lock = threading.Lock()
         (self.data_dir / "logs").mkdir(parents=True, exist_ok=True)
         (self.data_dir / "jobs").mkdir(parents=True, exist_ok=True)
+
+    def catalog_conf_for(self, datasource: Datasource) -> dict[str, str]:
+        return dict(self.catalog_conf)
 
     def master(self, request: JobRequest) -> str:
         return request.datasource.properties.get("master") or self.spark_master
