@@ -37,8 +37,19 @@ StartSession = Callable[[Datasource, str | None, str], object]
 
 class BrowseFastPath:
     def __init__(
-        self, store: Store, catalog: CatalogReadModel, usable: UsableSession, start_session: StartSession
+        self,
+        store: Store,
+        catalog: CatalogReadModel,
+        usable: UsableSession,
+        start_session: StartSession,
+        *,
+        max_rows: int = 10_000,
+        max_bytes: int = 4 * 1024 * 1024,
     ) -> None:
+        #: An answer must fit one result document (``result_chunk_rows``/``_bytes``, docs/results.md);
+        #: a larger one is left to the job, which streams it into several.
+        self.max_rows = max_rows
+        self.max_bytes = max_bytes
         self.store = store
         self.catalog = catalog
         self.usable = usable
@@ -57,7 +68,10 @@ class BrowseFastPath:
         if session is not None and session.doc.temporary_views:
             return None  # its job's Spark session lists its temporary views too
         answer = self.catalog.answer(datasource, browse)
-        if answer is None:
+        if answer is None or len(answer.rows) > self.max_rows:
+            return None
+        result = self._result(request, answer)
+        if result.lossless is not None and len(result.lossless.datarows.encode()) > self.max_bytes:
             return None
         session_id = session.doc.session_id if session is not None else new_id(datasource.name)
         query_id = new_id(datasource.name)
@@ -69,17 +83,17 @@ class BrowseFastPath:
             application_id=session.doc.application_id if session is not None else "",
             job_id=session.doc.job_id if session is not None else "",
         ).model_copy(update={"state": StatementState.SUCCESS})
-        self.store.statements.create_answered(doc, datasource.results, self._result(doc.query_id, request, session_id, answer))
+        result = result.model_copy(update={"query_id": query_id, "session_id": session_id})
+        self.store.statements.create_answered(doc, datasource.results, result)
         if session is None:
             self._start_in_background(datasource, request.submitted_by, session_id)
         return Submitted(query_id, session_id, QueryKind.INTERACTIVE)
 
-    def _result(self, query_id: str, request: SubmitRequest, session_id: str, answer: Answer) -> ResultDoc:
+    def _result(self, request: SubmitRequest, answer: Answer) -> ResultDoc:
         result, schema, lossless = encode_rows(answer.columns, answer.rows)
         return ResultDoc(
-            query_id=query_id,
+            query_id="",
             query_text=request.query,
-            session_id=session_id,
             status="SUCCESS",
             result=result,
             schema=schema,

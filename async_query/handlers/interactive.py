@@ -34,7 +34,14 @@ class InteractiveHandler(JobSessionHandler):
         super().__init__(context)
         #: The catalog browse statements answered from the read model (docs/catalog.md).
         self.browse = (
-            BrowseFastPath(self.store, context.catalog, self._named_session, self._new_session)
+            BrowseFastPath(
+                self.store,
+                context.catalog,
+                self._named_session,
+                self._new_session,
+                max_rows=self.settings.result_chunk_rows,
+                max_bytes=self.settings.result_chunk_bytes,
+            )
             if context.catalog is not None
             else None
         )
