@@ -255,3 +255,58 @@ def test_glue_holding_the_same_tables_gives_spark_s_rows(
         schemas = model.answer(ds, ShowSchemas())
         assert schemas is not None and schemas.rows == [(DB,)]
     hive.close()
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_table_made_directly_in_the_metastore_is_listed_within_the_stated_bound(
+    services: tuple[Api, Api, Plugin], metastore: Metastore
+) -> None:
+    """Another client creates a table behind the service's back: the read model lists it once its
+    list is older than ``catalog_staleness_s``, never later, and not before (the embedded
+    metastore keeps no notification log)."""
+    from pymetastore.hive_metastore.ttypes import Database, FieldSchema, SerDeInfo, StorageDescriptor, Table
+
+    hive = HiveMetastoreReader(metastore.uri)
+    clock = Clock()
+    location = CatalogLocation("hive", metastore.uri)
+    model = CatalogReadModel(
+        services[2].store, lambda _: None, locate=lambda *_: location, clock=clock, staleness_s=30.0
+    )
+    ds = local_datasource(DS)
+    try:
+        assert not hive.follows_changes()
+        hive._call("create_database", Database(name="rm_behind", description="", locationUri=None, parameters={}))
+        first = model.answer(ds, ShowTables("rm_behind", extended=True))
+        assert first is not None and first.rows == []
+        sd = StorageDescriptor(
+            cols=[FieldSchema("a", "int", "from hive")],
+            location=(metastore.home / "warehouse" / "rm_behind.db" / "outside").as_uri(),
+            inputFormat="org.apache.hadoop.mapred.TextInputFormat",
+            outputFormat="org.apache.hadoop.hive.ql.io.HiveIgnoreKeyTextOutputFormat",
+            serdeInfo=SerDeInfo(serializationLib="org.apache.hadoop.hive.serde2.lazy.LazySimpleSerDe", parameters={}),
+            bucketCols=[],
+            sortCols=[],
+            parameters={},
+        )
+        table = Table(
+            tableName="outside", dbName="rm_behind", owner="hive", tableType="MANAGED_TABLE", parameters={}, sd=sd,
+            partitionKeys=[],
+        )
+        hive._call("create_table", table)
+        clock.now += 30.0
+        listed = model.answer(ds, ShowTables("rm_behind", extended=True))
+        assert listed is not None and listed.rows == []  # within the bound: the list fetched before
+        clock.now += 0.001
+        listed = model.answer(ds, ShowTables("rm_behind", extended=True))
+        assert listed is not None and [row[1] for row in listed.rows] == ["outside"]
+        assert "Created By: Spark 2.2 or prior\nType: MANAGED\nProvider: hive\n" in listed.rows[0][3]
+    finally:
+        model.close()
+        hive.close()
