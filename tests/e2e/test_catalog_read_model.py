@@ -266,7 +266,7 @@ class Clock:
 
 
 def test_a_table_made_directly_in_the_metastore_is_listed_within_the_stated_bound(
-    services: tuple[Api, Api, Plugin], metastore: Metastore
+    services: tuple[Api, Api, Plugin], metastore: Metastore, session: str
 ) -> None:
     """Another client creates a table behind the service's back: the read model lists it once its
     list is older than ``catalog_staleness_s``, never later, and not before (the embedded
@@ -307,6 +307,13 @@ def test_a_table_made_directly_in_the_metastore_is_listed_within_the_stated_boun
         listed = model.answer(ds, ShowTables("rm_behind", extended=True))
         assert listed is not None and [row[1] for row in listed.rows] == ["outside"]
         assert "Created By: Spark 2.2 or prior\nType: MANAGED\nProvider: hive\n" in listed.rows[0][3]
+        # ... printed as Spark prints a table it did not make.
+        _, expected = ok(services[0], f"SHOW TABLE EXTENDED IN {DS}.rm_behind LIKE '*'", session)
+        assert json.loads(encode_rows(listed.columns, listed.rows)[2].datarows) == expected["datarows"]
+        described = model.answer(ds, Describe("rm_behind", "outside"))
+        assert described is not None
+        _, expected = ok(services[0], f"DESC {DS}.rm_behind.outside", session)
+        assert json.loads(encode_rows(described.columns, described.rows)[2].datarows) == expected["datarows"]
     finally:
         model.close()
         hive.close()
