@@ -190,6 +190,9 @@ class Settings(BaseSettings):
     catalog_cache_bytes: int = 64 * 1024 * 1024
     #: How long one call to a catalog may take before the statement goes to Spark instead.
     catalog_timeout_s: float = 2.0
+    #: Jobs record what their statements change in the catalog, for the read models of every plugin
+    #: process sharing the index (whether or not this one has its read model on).
+    catalog_report_changes: bool = True
 
     # -- datasources over REST (docs/datasources.md) --------------------------------------------
     #: At most this many datasources may be created over REST (the reference's default).

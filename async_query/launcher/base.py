@@ -257,7 +257,7 @@ def job_conf(
         validation_functions=policy.function_table.value,
         validation_warehouse_root=policy.warehouse_root,
         validation_checkpoint_root=policy.checkpoint_root,
-        report_catalog_changes=settings.catalog_read_model,
+        report_catalog_changes=settings.catalog_report_changes,
     )
     own = render_conf(contract)
     # The password goes apart, kept off command lines where the launcher can: with basic auth the

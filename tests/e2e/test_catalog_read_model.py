@@ -17,18 +17,19 @@ from typing import Any
 
 import pytest
 
+from async_query.api import create_app
 from async_query.catalog.locate import CatalogLocation
 from async_query.catalog.readers import GlueReader, HiveMetastoreReader
 from async_query.catalog.readmodel import CatalogReadModel
 from async_query.catalog.statements import Describe, ShowSchemas, ShowTables
 from async_query.catalog.tables import java_date
-from async_query.datasources import local_datasource
+from async_query.datasources import DatasourceRegistry, local_datasource
 from async_query.embedded.metastore import Metastore
-from async_query.runtime import Plugin
+from async_query.runtime import Plugin, build_plugin
 from query_core.ids import datasource_of
 from query_core.result_encoding import encode_rows
 from tests.e2e.conftest import Api, shared_catalog_service
-from tests.support import wait_for
+from tests.support import serve_http, wait_for
 
 pytestmark = pytest.mark.e2e
 DS = "local"
@@ -75,12 +76,21 @@ BROWSE = [
 def services(
     metastore: Metastore, module_index_url: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[Api, Api, Plugin]]:
+    """The two services: ``spark`` and ``model``, over one index and one launcher (so each knows the
+    other's jobs, as plugin processes of one deployment do)."""
     tmp = tmp_path_factory.mktemp("read-model")
-    with (
-        shared_catalog_service(metastore, module_index_url, tmp / "spark", DS, catalog_read_model=False) as (spark, _),
-        shared_catalog_service(metastore, module_index_url, tmp / "model", DS, catalog_staleness_s=3600) as (model, plugin),
+    with shared_catalog_service(metastore, module_index_url, tmp / "spark", DS, catalog_read_model=False) as (
+        spark,
+        jobs,
     ):
-        yield spark, model, plugin
+        settings = jobs.settings.model_copy(update={"catalog_read_model": True, "catalog_staleness_s": 3600.0})
+        registry = DatasourceRegistry([jobs.datasources.get(DS)], jobs.store)
+        plugin = build_plugin(settings, jobs.store, registry, dict(jobs.launchers.shared), jobs.opensearch)
+        try:
+            with serve_http(create_app(plugin)) as url:
+                yield spark, Api(url, DS), plugin
+        finally:
+            plugin.close()
 
 
 def ok(api: Api, query: str, session: str | None = None) -> tuple[str, dict[str, Any]]:
