@@ -9,8 +9,8 @@ statements Dashboards sends:
 
 * **read model**: POST with no session, then GET until ``SUCCESS`` (in-process service calls, no
   HTTP), by a service with the read model on. Each POST starts its session's job in the
-  background, off the request path; here the launcher records that start instead of running a
-  Spark job, so that the samples do not start dozens of Spark jobs on the machine.
+  background, off the request path; here the launcher counts that start and refuses it instead
+  of running a Spark job, so that the samples do not start dozens of Spark jobs on the machine.
 * **Spark**: the same with the read model off: each POST starts a new session whose cold job
   answers it (the first query's wait on this machine), GET polled every 20 ms.
 
@@ -33,6 +33,7 @@ from async_query.service import SubmitRequest
 from async_query.settings import Settings
 from bench.report import Figure, Target, run_standalone
 from bench.stats import percentile, summary
+from query_core.errors import LauncherError
 
 log = logging.getLogger(__name__)
 DS = "local"
@@ -48,8 +49,9 @@ STATEMENTS = {
 
 
 class RecordedStarts(Launcher):
-    """Records each session start (the read model's background starts) instead of running a job;
-    its jobs would use ``catalog``."""
+    """Counts each session start (the read model's background starts) and refuses it instead of
+    running a job (so no session is left holding a slot of the deployment's limit); its jobs would
+    use ``catalog``."""
 
     application_id = "local"
 
@@ -59,7 +61,7 @@ class RecordedStarts(Launcher):
 
     def start(self, request: JobRequest) -> str:
         self.started += 1
-        return f"recorded-{self.started}"
+        raise LauncherError("the bench records session starts without running them")
 
     def cancel(self, job_id: str) -> None:
         pass
