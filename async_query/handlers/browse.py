@@ -30,6 +30,9 @@ from query_core.store import Store
 
 log = logging.getLogger(__name__)
 
+#: How long a POST naming a session whose start is under way waits for it.
+START_WAIT_S = 10.0
+
 #: The usable session a POST named (or None), and the start of a new one with a given id.
 UsableSession = Callable[[Datasource, SubmitRequest], Versioned[SessionDoc] | None]
 StartSession = Callable[[Datasource, str | None, str], object]
@@ -55,8 +58,8 @@ class BrowseFastPath:
         self.usable = usable
         self.start_session = start_session
         self._starts = ThreadPoolExecutor(max_workers=2, thread_name_prefix="browse-session")
-        #: Session starts under way.
-        self._pending: list[Future[None]] = []
+        #: Session starts under way, by session id.
+        self._pending: dict[str, Future[None]] = {}
         self._lock = threading.Lock()
 
     def submit(self, request: SubmitRequest, classified: Classified, datasource: Datasource) -> Submitted | None:
@@ -117,13 +120,22 @@ class BrowseFastPath:
                 log.exception("session %s for a browse statement not started", session_id)
 
         with self._lock:
-            self._pending = [f for f in self._pending if not f.done()]
-            self._pending.append(self._starts.submit(start))
+            self._pending = {sid: f for sid, f in self._pending.items() if not f.done()}
+            self._pending[session_id] = self._starts.submit(start)
+
+    def wait_for_start(self, session_id: str, timeout_s: float = START_WAIT_S) -> None:
+        """Wait (boundedly) for the background start of ``session_id`` if one is under way: a
+        query that names the session a browse answer returned a moment ago then goes into it,
+        rather than into yet another new session."""
+        with self._lock:
+            pending = self._pending.get(session_id)
+        if pending is not None:
+            wait([pending], timeout=timeout_s)
 
     def wait_for_starts(self, timeout_s: float = 30.0) -> None:
         """Wait for the session starts under way (tests, and a graceful stop)."""
         with self._lock:
-            pending = list(self._pending)
+            pending = list(self._pending.values())
         wait(pending, timeout=timeout_s)
 
     def close(self) -> None:

@@ -90,6 +90,8 @@ class InteractiveHandler(JobSessionHandler):
         """The session the POST names, if it can take the statement."""
         if not request.session_id:
             return None
+        if self.browse is not None:
+            self.browse.wait_for_start(request.session_id)
         return self._usable_session(datasource, request.session_id, request.principal)
 
     def _usable_session(

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import json
 import socket
-from dataclasses import dataclass
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -15,6 +17,7 @@ import pytest
 from async_query.catalog.locate import CatalogLocation
 from async_query.datasources import Datasource
 from async_query.handlers import SubmitRequest
+from async_query.launcher.base import JobRequest
 from async_query.runtime import Plugin
 from async_query.security.errors import ForbiddenError
 from async_query.security.principal import Principal
@@ -203,3 +206,40 @@ def test_a_glue_datasource_is_read_as_its_role_through_sts(aws: None) -> None:
     [events] = reader.tables("lake", ["events"])
     assert (events.name, events.location, events.partition_keys[0].name) == ("events", "s3://bucket/events", "dt")
     assert events.create_time > 0
+
+
+@dataclass
+class SlowLauncher(MetastoreLauncher):
+    """Its starts wait until ``go`` is set (a launcher call under way)."""
+
+    go: threading.Event = field(default_factory=threading.Event)
+
+    def start(self, request: JobRequest) -> str:
+        assert self.go.wait(30)
+        return super().start(request)
+
+
+def test_a_query_naming_a_session_being_started_goes_into_it(
+    make_plugin: PluginFactory, datasource: Datasource
+) -> None:
+    launcher = SlowLauncher()
+    plugin = with_stand_in(make_plugin(launcher), StandIn({"lake": {}}))
+    browse = plugin.handlers.interactive.browse
+    assert browse is not None
+    waiting = threading.Event()
+    wait_for_start = browse.wait_for_start
+
+    def noted(session_id: str, timeout_s: float = 10.0) -> None:
+        waiting.set()
+        wait_for_start(session_id, timeout_s)
+
+    browse.wait_for_start = noted  # type: ignore[method-assign]
+    browsed = plugin.service.submit(SubmitRequest(datasource.name, "sql", f"SHOW SCHEMAS IN {datasource.name}"))
+    with ThreadPoolExecutor(1) as pool:
+        following = pool.submit(
+            plugin.service.submit, SubmitRequest(datasource.name, "sql", "SELECT 1", browsed.session_id)
+        )
+        assert waiting.wait(30)  # the follower is at the session's door while its start is under way
+        launcher.go.set()
+        assert following.result(30).session_id == browsed.session_id
+    assert [r.session_id for r in launcher.started] == [browsed.session_id]
