@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 #: The Hive table types Spark reads (anything else is left to Spark).
 _HIVE_TYPES = ("MANAGED_TABLE", "EXTERNAL_TABLE", "VIRTUAL_VIEW")
 #: How many tables one metastore call fetches.
-BATCH = 500
+BATCH = 100
 _LISTENER = "DbNotificationListener"
 
 
