@@ -207,26 +207,39 @@ def run(quick: bool, work: Path) -> tuple[list[Figure], dict[str, Any]]:
                 details[what] = {"read_model": summary(timed), "first_ms": round(first, 1), "spark_cold_ms": [round(s) for s in spark]}
                 figures.append(Figure("browse", f"{what}: read model p50", p50, "ms", Target("<", 50), f"p99 {percentile(timed, 99):.1f} ms, first {first:.1f} ms"))
                 figures.append(Figure("browse", f"{what}: cold Spark / read model", spark_median / p50, "x", Target(">=", 100), f"Spark median {spark_median / 1000:.1f} s"))
-            query = f"SHOW TABLE EXTENDED IN {DS}.{WIDE} LIKE '*'"
-            assert model.catalog is not None
-            began = time.perf_counter()
-            answered = model.catalog.answer(local_datasource(DS), ShowTables(WIDE, extended=True))
-            details["wide_fetch_ms"] = round((time.perf_counter() - began) * 1000, 1)
-            if answered is None:
-                raise RuntimeError(f"the read model did not answer {query!r} (see the log)")
-            model.catalog.forget(DS)
-            cold = post_to_success(model, query, 0.001)
-            warm = [post_to_success(model, query, 0.001) for _ in range(5 if quick else 10)]
-            rows = json.loads(model.service.get(model.service.submit(SubmitRequest(DS, "sql", query)).query_id))["total"]
-            details["wide"] = {"cold_ms": round(cold, 1), "warm": summary(warm), "rows": rows}
-            figures.append(Figure("browse", f"SHOW TABLE EXTENDED, {wide:,} tables, cold cache", cold / 1000, "s", Target("<", 1), f"{rows} rows"))
-            figures.append(Figure("browse", f"SHOW TABLE EXTENDED, {wide:,} tables, cached", percentile(warm, 50) / 1000, "s", None, "p50"))
+                print(f"{what}: read model p50 {p50:.1f} ms (p99 {percentile(timed, 99):.1f}), cold Spark {spark_median / 1000:.1f} s", flush=True)
+            try:
+                figures += wide_figures(model, wide, quick, details)
+            except Exception as exc:  # noqa: BLE001 - the other figures still count; say why this one is missing
+                details["wide_error"] = f"{type(exc).__name__}: {exc}"
+                figures.append(Figure("browse", f"SHOW TABLE EXTENDED, {wide:,} tables, cold cache", None, "s", Target("<", 1), details["wide_error"][:120]))
             details["background_starts_recorded"] = recorded.started
         finally:
             model.close()
     finally:
         runtime.close()
     return figures, details
+
+
+def wide_figures(model: Plugin, wide: int, quick: bool, details: dict[str, Any]) -> list[Figure]:
+    """SHOW TABLE EXTENDED over the database of ``wide`` tables: from a cold cache, then cached."""
+    query = f"SHOW TABLE EXTENDED IN {DS}.{WIDE} LIKE '*'"
+    assert model.catalog is not None
+    began = time.perf_counter()
+    answered = model.catalog.answer(local_datasource(DS), ShowTables(WIDE, extended=True))
+    details["wide_fetch_ms"] = round((time.perf_counter() - began) * 1000, 1)
+    if answered is None:
+        raise RuntimeError(f"the read model did not answer {query!r} (see the log)")
+    model.catalog.forget(DS)
+    cold = post_to_success(model, query, 0.001)
+    warm = [post_to_success(model, query, 0.001) for _ in range(5 if quick else 10)]
+    rows = json.loads(model.service.get(model.service.submit(SubmitRequest(DS, "sql", query)).query_id))["total"]
+    details["wide"] = {"cold_ms": round(cold, 1), "warm": summary(warm), "rows": rows}
+    print(f"{wide} tables: cold {cold:.0f} ms, cached p50 {percentile(warm, 50):.0f} ms", flush=True)
+    return [
+        Figure("browse", f"SHOW TABLE EXTENDED, {wide:,} tables, cold cache", cold / 1000, "s", Target("<", 1), f"{rows} rows"),
+        Figure("browse", f"SHOW TABLE EXTENDED, {wide:,} tables, cached", percentile(warm, 50) / 1000, "s", None, "p50"),
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
