@@ -27,12 +27,13 @@ from async_query.http_limits import ConcurrencyLimit
 from async_query.metrics import MetricsMiddleware
 from async_query.ops_api import ops_router
 from async_query.replies import Page, submitted_reply
+from async_query.security.errors import UnauthorizedError
 from async_query.security.middleware import SecurityMiddleware, audit_note, current_principal
 from async_query.security.principal import Principal
 from async_query.security.setup import Security, build_security
-from async_query.service import SubmitRequest
+from async_query.service import AsyncQueryService, SubmitRequest
 from query_core.errors import AsyncQueryError, InvalidRequestError
-from query_core.models import SessionDoc
+from query_core.models import PoolJobDoc, SessionDoc
 from query_core.states import SessionState
 
 if TYPE_CHECKING:
@@ -101,6 +102,26 @@ def _session_view(session: SessionDoc) -> dict[str, Any]:
     )
 
 
+def _pool_job_view(job: PoolJobDoc) -> dict[str, Any]:
+    return job.model_dump(
+        by_alias=True,
+        mode="json",
+        include={
+            "slot_id",
+            "pool_key",
+            "state",
+            "engine",
+            "application_id",
+            "job_id",
+            "job_start_time",
+            "last_update_time",
+            "session_id",
+            "data_source_name",
+            "error",
+        },
+    )
+
+
 def page_asked(offset: int | None, size: int | None, max_size: int) -> Page:
     """GET's paging parameters (an addition, ``docs/api.md``): ``offset`` defaults to 0, ``size``
     to ``max_size`` (the rows of a result's first document), which it may not exceed."""
@@ -134,22 +155,34 @@ class _RequestChecks:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        refused = self._refused(scope)
+        length = encoding = content_type = None
+        for name, value in scope["headers"]:  # uvicorn gives names in lower case
+            if name == b"content-length":
+                length = value
+            elif name == b"transfer-encoding":
+                encoding = value
+            elif name == b"content-type":
+                content_type = value
+        if length is None and encoding is None:  # no body: nothing to check, nothing to bound
+            await self.app(scope, receive, send)
+            return
+        refused = self._refused(scope["method"], length, encoding, content_type)
         if refused is not None:
             await refused(scope, receive, send)
             return
         await self._limited(scope, receive, send)
 
-    def _refused(self, scope: Scope) -> JSONResponse | None:
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        length = headers.get("content-length")
+    def _refused(
+        self, method: str, length_header: bytes | None, encoding: bytes | None, content_type_header: bytes | None
+    ) -> JSONResponse | None:
+        length = None if length_header is None else length_header.decode("latin-1")
         if length is not None and (not length.isdigit() or int(length) > self.max_body):
             return error_response(
                 413, "IllegalArgumentException", f"the request body is larger than {self.max_body} bytes"
             )
-        has_body = (length is not None and length != "0") or "transfer-encoding" in headers
-        content_type = headers.get("content-type", "")
-        if scope["method"] in ("POST", "PUT", "PATCH") and has_body and not _is_json(content_type):
+        has_body = (length is not None and length != "0") or encoding is not None
+        content_type = "" if content_type_header is None else content_type_header.decode("latin-1")
+        if method in ("POST", "PUT", "PATCH") and has_body and not _is_json(content_type):
             return error_response(
                 406,
                 "IllegalArgumentException",
@@ -194,6 +227,60 @@ class _RequestChecks:
             await reply(scope, receive, send)
 
 
+class _QueryGet:
+    """ASGI middleware, innermost: ``GET /_plugins/_async_query/{queryId}`` (no query string), the
+    request clients poll, answered here rather than through the router.
+
+    FastAPI's routing, dependency solving and response classes cost more CPU than the GET itself
+    when its reply is cached; this answers exactly as the ``get_query`` endpoint does (the same
+    service calls, the same error shape), for the caller the middleware in front authenticated.
+    Every other request, paged GETs and ids starting with ``_`` (the router's own paths) included,
+    goes on to the router.
+    """
+
+    def __init__(self, app: ASGIApp, service: AsyncQueryService) -> None:
+        self.app = app
+        self.service = service
+        self.prefix = BASE + "/"
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "GET" and not scope["query_string"]:
+            path: str = scope["path"]
+            if path.startswith(self.prefix):
+                query_id = path[len(self.prefix) :]
+                if query_id and query_id[0] != "_" and "/" not in query_id:
+                    await self._get(scope, receive, send, query_id)
+                    return
+        await self.app(scope, receive, send)
+
+    async def _get(self, scope: Scope, receive: Receive, send: Send, query_id: str) -> None:
+        logs.note(query_id=query_id)
+        principal = scope.get("state", {}).get("principal")
+        try:
+            if not isinstance(principal, Principal):  # the security middleware did not run
+                raise UnauthorizedError()
+            body = await self.service.get_without_blocking(query_id, principal)
+            if body is None:
+                body = await run_in_threadpool(self.service.get, query_id, principal)
+        except AsyncQueryError as exc:
+            await product_error(exc, "GET", path_of(scope))(scope, receive, send)
+            return
+        headers = [(b"content-length", str(len(body)).encode()), (b"content-type", b"application/json")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+
+def path_of(scope: Scope) -> str:
+    return str(scope.get("path", ""))
+
+
+def product_error(exc: AsyncQueryError, method: str, path: str) -> JSONResponse:
+    """The reply to a product error raised by an endpoint (logged when it is the service's fault)."""
+    if exc.http_status >= 500:
+        log.error("%s %s failed: %s", method, path, exc.message)
+    return error_response(exc.http_status, exc.error_type, exc.message, exc.reason_phrase)
+
+
 def create_app(
     plugin: Plugin,
     on_shutdown: Callable[[], None] | None = None,
@@ -227,6 +314,7 @@ def create_app(
     max_body = settings.max_body_bytes
     max_query = settings.max_query_chars
 
+    app.add_middleware(_QueryGet, service=service)  # innermost: after every check below
     app.add_middleware(_RequestChecks, max_body=max_body)
     if gateway is not None:
         app.add_middleware(gateway.in_front_of)  # outside the request checks
@@ -239,9 +327,7 @@ def create_app(
 
     @app.exception_handler(AsyncQueryError)
     async def on_product_error(request: Request, exc: AsyncQueryError) -> JSONResponse:
-        if exc.http_status >= 500:
-            log.error("%s %s failed: %s", request.method, request.url.path, exc.message)
-        return error_response(exc.http_status, exc.error_type, exc.message, exc.reason_phrase)
+        return product_error(exc, request.method, request.url.path)
 
     @app.exception_handler(RequestValidationError)
     async def on_invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -289,7 +375,8 @@ def create_app(
         if not 1 <= size <= 1000:
             return error_response(400, "IllegalArgumentException", "size must be between 1 and 1000")
         found = service.sessions(datasource, states, size, principal)
-        return JSONResponse({"sessions": [_session_view(s) for s in found]})
+        pool = service.pool_jobs(size, principal)
+        return JSONResponse({"sessions": [_session_view(s) for s in found], "poolJobs": [_pool_job_view(p) for p in pool]})
 
     @app.get(BASE + "/{query_id}")
     async def get_query(

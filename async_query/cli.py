@@ -36,7 +36,7 @@ def _serve(args: argparse.Namespace) -> int:
         return _fail(
             "invalid settings: " + "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         )
-    checks = serve_checks(settings, args.host, args.insecure_no_auth, tls=bool(args.tls_cert))
+    checks = serve_checks(settings, args.host, args.insecure_no_auth, tls=bool(args.tls_cert), tls_key=args.tls_key or "")
     for warning in checks.warnings:
         print(warning, file=sys.stderr, flush=True)
     if checks.errors:
@@ -56,6 +56,8 @@ def _serve(args: argparse.Namespace) -> int:
     private_dir(settings.data_dir)
     runtime = build_runtime(settings)
     try:
+        if policy is not None:  # as the service reaches its cluster (the embedded index: with its credential)
+            policy = gateway_policy(settings, runtime.plugin.opensearch)
         security = build_security(settings, args.insecure_no_auth)
         gateway = _gateway(settings, runtime.plugin.opensearch, policy) if policy is not None else None
         app = create_app(runtime.plugin, on_shutdown=runtime.close, security=security, gateway=gateway)

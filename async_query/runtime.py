@@ -1,16 +1,18 @@
 """The one place that builds the plugin: from settings to a running service, and back down.
 
 :func:`build_plugin` wires the plugin's parts over an index (a :class:`Store`), its datasources
-and launchers: the launcher registry, liveness, the workers (cancel supervision, housekeeping,
-stream watching and stopping, metrics), the handlers, the read model and the use cases. Nothing
+and launchers: the launcher registry, the warm pools, liveness, the workers (cancel supervision,
+housekeeping, stream watching and stopping, the pools' keeper, metrics), the handlers, the read
+model and the use cases. Nothing
 else builds them, and none of them builds another. :func:`build_runtime` adds what the embedded
 default runs beside the plugin.
 
 Without ``OPENSEARCH_URL`` the embedded default starts a local OpenSearch-compatible index server
 (``osmem-server`` behind a journaling proxy, a child process on a free loopback port that exits
 with this process), kept on disk under ``<data_dir>/index`` (journal and snapshots). When local
-datasources are served with the ``metastore`` catalog, a Hive Metastore child process
-(``<data_dir>/metastore``) is their shared catalog.
+datasources are served with the ``metastore`` catalog,
+each has a Hive Metastore child process of its own (:mod:`async_query.embedded.catalogs`); that of
+``local`` is started at once, the others' when their first job is launched.
 """
 
 from __future__ import annotations
@@ -21,16 +23,18 @@ from dataclasses import dataclass, field
 from async_query import metrics
 from async_query.catalog.readmodel import CatalogReadModel
 from async_query.datasources import DatasourceRegistry, local_datasource
+from async_query.embedded.catalogs import LocalCatalogs
 from async_query.embedded.index import EmbeddedIndex
-from async_query.embedded.metastore import Metastore
 from async_query.handlers import HandlerContext, Handlers
 from async_query.health import Health, Watched, WatchedLoop
 from async_query.job_figures import MetricsWorker
 from async_query.launcher.base import Launcher
-from async_query.launcher.local import LocalLauncher, catalog_settings
+from async_query.launcher.local import LocalLauncher
 from async_query.launcher.registry import LauncherRegistry
 from async_query.liveness import LivenessChecker, Staleness
+from async_query.pool import PoolKeeper, Pools, SessionJobs
 from async_query.reads import QueryReads
+from async_query.security.job_user import JobUser
 from async_query.security.sealing import Sealer
 from async_query.service import AsyncQueryService
 from async_query.settings import Settings
@@ -68,6 +72,9 @@ class Plugin:
     service: AsyncQueryService
     health: Health
     metrics_worker: MetricsWorker
+    #: The warm pools, and their keeper (refills, scale-down, the stop of their jobs).
+    pools: Pools
+    pool_keeper: PoolKeeper
     #: The catalog read model of the browse statements (None: turned off; docs/catalog.md).
     catalog: CatalogReadModel | None = None
     #: The reference's ``_sql/stats`` counters; None when metrics are off.
@@ -75,7 +82,13 @@ class Plugin:
     closed: bool = field(default=False, init=False)
 
     def workers(self) -> list[Worker]:
-        loops: list[Worker] = [self.supervisor, self.housekeeper, self.streaming_housekeeper, self.stream_watcher]
+        loops: list[Worker] = [
+            self.supervisor,
+            self.housekeeper,
+            self.streaming_housekeeper,
+            self.stream_watcher,
+            self.pool_keeper,
+        ]
         return [*loops, self.metrics_worker] if self.settings.metrics_enabled else loops
 
     def start_workers(self) -> None:
@@ -91,6 +104,7 @@ class Plugin:
             return
         self.closed = True
         self.metrics_worker.stop()
+        self.pool_keeper.close()  # before the launchers: it stops the idle jobs it started
         self.health.close()
         for worker in (self.supervisor, self.housekeeper, self.streaming_housekeeper, self.stream_watcher):
             worker.stop()
@@ -113,7 +127,11 @@ def build_plugin(
     datasources.default_engine = registry.default_engine
     datasources.limit = settings.datasources_limit
     staleness = Staleness(settings.stale_heartbeats, settings.session_start_timeout_s, settings.heartbeat_idle_ms)
-    liveness = LivenessChecker(store, registry.for_session, staleness, settings.liveness_cache_s)
+    pools = Pools(settings, datasources, registry, opensearch)
+    jobs = SessionJobs(store, pools, datasources)
+    keeper = PoolKeeper(store, pools, jobs)
+    jobs.on_claim = keeper.wake
+    liveness = LivenessChecker(store, registry.for_session, staleness, settings.liveness_cache_s, restart=jobs.restart)
     supervisor = CancelSupervisor(
         store, liveness, registry.for_session, settings.cancel_deadline_s, stop_timeout_s=settings.stop_job_timeout_s
     )
@@ -156,6 +174,7 @@ def build_plugin(
         launchers=registry,
         opensearch=opensearch,
         stream_stopper=stream_stopper,
+        jobs=jobs,
         catalog=catalog,
     )
     handlers = Handlers(context, settings.reply_cache_entries * 10)
@@ -177,10 +196,12 @@ def build_plugin(
         stream_watcher=StreamWatcher(store, liveness, settings.stream_watch_interval_s),
         handlers=handlers,
         reads=reads,
-        service=AsyncQueryService(datasources, registry, handlers, reads, store.sessions),
+        service=AsyncQueryService(datasources, registry, handlers, reads, store.sessions, store.pool),
         catalog=catalog,
         health=health,
         metrics_worker=MetricsWorker(store, settings.metrics_interval_s, health=health),
+        pools=pools,
+        pool_keeper=keeper,
     )
     if settings.metrics_enabled:
         _count_for_metrics(plugin)
@@ -235,12 +256,12 @@ class Runtime:
     settings: Settings
     plugin: Plugin
     embedded: EmbeddedIndex | None = None
-    metastore: Metastore | None = None
+    catalogs: LocalCatalogs | None = None
     closed: bool = False
 
     def close(self) -> None:
         """Stop the workers and the jobs this process started, then the embedded index and the
-        metastore (idempotent)."""
+        metastores (idempotent)."""
         if self.closed:
             return
         self.closed = True
@@ -248,36 +269,42 @@ class Runtime:
             self.plugin.close()
             self.plugin.store.close()
         finally:
-            _close_children(self.embedded, self.metastore)
+            _close_children(self.embedded, self.catalogs)
 
 
-def _close_children(embedded: EmbeddedIndex | None, metastore: Metastore | None) -> None:
+def _close_children(embedded: EmbeddedIndex | None, catalogs: LocalCatalogs | None) -> None:
     try:
         if embedded is not None:
             embedded.close()
     finally:
-        if metastore is not None:
-            metastore.close()
+        if catalogs is not None:
+            catalogs.close()
 
 
 def build_runtime(settings: Settings, launchers: dict[str, Launcher] | None = None) -> Runtime:
     data_dir = settings.data_dir.resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
     embedded: EmbeddedIndex | None = None
-    metastore: Metastore | None = None
+    catalogs: LocalCatalogs | None = None
     try:
         registry_file = settings.datasources_file
-        wants_metastore = settings.local_catalog == "metastore" and "local" not in (launchers or {})
-        if wants_metastore:
-            # Launched first: it takes seconds to start, and the index server starts meanwhile.
-            metastore = Metastore.launch(data_dir / "metastore", data_dir / "warehouse", settings.metastore_heap_mb)
+        if "local" not in (launchers or {}):
+            user = JobUser.resolve(settings.local_job_user, settings.local_job_allow_root)
+            catalogs = LocalCatalogs(
+                data_dir, user, metastores=settings.local_catalog == "metastore", heap_mb=settings.metastore_heap_mb
+            )
+            if catalogs.metastores:
+                # Launched first: it takes seconds to start, and the index server starts meanwhile.
+                catalogs.start("local")
         url = settings.opensearch_url
         if not url:
             embedded = EmbeddedIndex.start(data_dir / "index", options=settings.journal_options())
             url = embedded.url
-        if metastore is not None:
-            metastore.wait_ready()
+        if catalogs is not None and catalogs.metastores:
+            catalogs.wait_ready("local")
         opensearch = settings.opensearch(url)
+        if embedded is not None:  # its credential, for this service and (through the launchers) its jobs
+            opensearch = opensearch.model_copy(update=embedded.connection_fields())
         store = Store.connect(opensearch)
         sealer = Sealer.from_settings(settings.datasources_master_key, data_dir)
         if registry_file:
@@ -285,23 +312,23 @@ def build_runtime(settings: Settings, launchers: dict[str, Launcher] | None = No
         else:
             registry = DatasourceRegistry([local_datasource()], store, sealer=sealer)
         all_launchers: dict[str, Launcher] = dict(launchers or {})
-        if "local" not in all_launchers:
-            catalog = catalog_settings(data_dir / "warehouse", metastore.uri if metastore else "")
+        if "local" not in all_launchers and catalogs is not None:
             all_launchers["local"] = LocalLauncher(
                 data_dir,
                 settings.cluster_name,
                 settings.spark_master,
                 settings.spark_submit,
-                catalog,
                 java_options=settings.local_job_java_options,
                 class_archive=settings.local_job_class_archive_dir,
                 stop_grace_s=settings.local_job_stop_grace_s,
+                catalogs=catalogs,
+                python=settings.local_job_python,
             )
         plugin = build_plugin(settings, store, registry, all_launchers, opensearch)
-        if metastore is not None:
-            plugin.health.extra["metastore"] = metastore.problem
+        if catalogs is not None and catalogs.metastores:
+            plugin.health.extra["metastore"] = catalogs.problem
         plugin.start_workers()
     except BaseException:
-        _close_children(embedded, metastore)
+        _close_children(embedded, catalogs)
         raise
-    return Runtime(settings, plugin, embedded, metastore)
+    return Runtime(settings, plugin, embedded, catalogs)

@@ -22,9 +22,9 @@ from async_query.reads import QueryReads
 from async_query.replies import Page
 from async_query.security.authz import check_datasource_access
 from async_query.security.principal import ANONYMOUS, Principal
-from query_core.models import SessionDoc
+from query_core.models import PoolJobDoc, SessionDoc
 from query_core.states import SessionState
-from query_core.store import SessionRepository
+from query_core.store import PoolJobRepository, SessionRepository
 from query_core.validation import validate_query
 
 __all__ = ["AsyncQueryService", "SubmitRequest", "Submitted"]
@@ -40,12 +40,14 @@ class AsyncQueryService:
         handlers: Handlers,
         reads: QueryReads,
         sessions: SessionRepository,
+        pool: PoolJobRepository,
     ) -> None:
         self.datasources = datasources
         self.launchers = launchers
         self.handlers = handlers
         self.reads = reads
         self._sessions = sessions
+        self._pool = pool
 
     def submit(self, request: SubmitRequest) -> Submitted:
         """Refuse a caller outside the datasource's ``allowedRoles`` (a 403), classify the query,
@@ -94,3 +96,8 @@ class AsyncQueryService:
         wanted = states or list(SessionState)
         mine = None if principal.is_admin else principal.name
         return [v.doc for v in self._sessions.find(datasource, wanted, size=size, submitted_by=mine)]
+
+    def pool_jobs(self, size: int = 100, principal: Principal = ANONYMOUS) -> list[PoolJobDoc]:
+        """The warm pools' live jobs, most recently active first (a search), for admins: they
+        belong to no user until a session claims one."""
+        return [v.doc for v in self._pool.live(size)] if principal.is_admin else []

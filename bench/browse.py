@@ -11,8 +11,8 @@ statements Dashboards sends:
   HTTP), by a service with the read model on. Each POST starts its session's job in the
   background, off the request path; here the launcher counts that start and refuses it instead
   of running a Spark job, so that the samples do not start dozens of Spark jobs on the machine.
-* **Spark**: the same with the read model off: each POST starts a new session whose cold job
-  answers it (the first query's wait on this machine), GET polled every 20 ms.
+* **Spark**: the same with the read model off and no warm pool: each POST starts a new session
+  whose cold job answers it (the first query's wait on this machine), GET polled every 20 ms.
 
 Figures: each statement's read-model p50 (target < 50 ms) and its ratio to the Spark median (target
 >= 100x), and SHOW TABLE EXTENDED over 2,000 tables from a cold cache (target < 1 s) and warm.
@@ -129,8 +129,8 @@ def fill_metastore(runtime: Runtime, warehouse: Path, wide: int) -> None:
 
     from async_query.catalog.readers import HiveMetastoreReader
 
-    assert runtime.metastore is not None
-    reader = HiveMetastoreReader(runtime.metastore.uri, timeout_s=60)
+    assert runtime.catalogs is not None
+    reader = HiveMetastoreReader(runtime.catalogs.running()[DS].uri, timeout_s=60)
     try:
         for database, count in ((DB, 20), (WIDE, wide)):
             location = (warehouse / f"{database}.db").as_uri()
@@ -188,7 +188,7 @@ def read_model_plugin(runtime: Runtime, settings: Settings) -> tuple[Plugin, Rec
 def run(quick: bool, work: Path) -> tuple[list[Figure], dict[str, Any]]:
     samples, cold_runs, wide = (15, 1, 2000) if quick else (60, 2, 2000)
     logging.getLogger("async_query.catalog").setLevel(logging.INFO)  # why a statement went to Spark
-    spark_settings = Settings(data_dir=work / "var", local_catalog="metastore", spark_master="local[2]", catalog_read_model=False)  # type: ignore[arg-type]
+    spark_settings = Settings(data_dir=work / "var", local_catalog="metastore", spark_master="local[2]", catalog_read_model=False, warm_pool_size=0)  # type: ignore[arg-type]
     runtime = build_runtime(spark_settings)
     details: dict[str, Any] = {"samples": samples, "cold_spark_runs": cold_runs, "wide_tables": wide}
     figures: list[Figure] = []

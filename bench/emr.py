@@ -47,7 +47,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,7 +76,7 @@ from query_core.models import (
     now_millis,
 )
 from query_core.states import SessionState, SessionType, StatementState, is_terminal
-from query_core.store import Store, retry_on_conflict
+from query_core.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -194,26 +194,23 @@ class _Jobs:
         self._thread: threading.Thread | None = None
 
     def claim(self) -> None:
+        """Each job takes its session (under the job run the plugin launched) and runs its statement."""
         for session_id, statement_id in self.pairs:
             statement = self.store.statements.get(self.datasource, statement_id)
             if statement is None:
                 raise RuntimeError(f"statement {statement_id} is missing")
-            self.store.statements.move(statement, StatementState.RUNNING)
-            self.beat(session_id, statement_id, claim=True)
-
-    def beat(self, session_id: str, statement_id: str, claim: bool = False) -> None:
-        fields = self.beat_fields(session_id, statement_id)
-
-        def change(current: Any) -> Any:
-            return self.store.sessions.update(
-                current,
-                SessionState.RUNNING if claim else None,
-                last_update_time=now_millis(),
+            self.store.statements.start(statement)
+            session = self._session(session_id)
+            self.store.sessions.claim(
+                session,
+                session.doc.job_id,
                 heartbeat_interval_millis=self.interval_ms,
-                **fields,
+                **self.beat_fields(session_id, statement_id),
             )
 
-        retry_on_conflict(lambda: self.store.sessions.get(self.datasource, session_id), change)
+    def beat(self, session_id: str, statement_id: str) -> None:
+        fields = self.beat_fields(session_id, statement_id)
+        self.store.sessions.beat(self._session(session_id), heartbeat_interval_millis=self.interval_ms, **fields)
 
     def beat_fields(self, session_id: str, statement_id: str) -> dict[str, Any]:
         """What one heartbeat writes besides its time and interval: the running statement."""
@@ -240,12 +237,8 @@ class _Jobs:
 
     def back_date(self, minutes: int = 10) -> None:
         """Make every session look like its job stopped ``minutes`` ago."""
-
-        def change(current: Any) -> Any:
-            return self.store.sessions.update(current, last_update_time=now_millis() - minutes * 60_000)
-
         for session_id, _ in self.pairs:
-            retry_on_conflict(self._reader(session_id), change)
+            self.store.sessions.beat(self._session(session_id), at=now_millis() - minutes * 60_000)
 
     def finish(self, result_index: str) -> None:
         """What a batch job does at the end: write the result, the statement ``success``, the
@@ -259,33 +252,35 @@ class _Jobs:
             statement = self.store.statements.get(self.datasource, statement_id)
             if statement is None:
                 raise RuntimeError(f"statement {statement_id} is missing")
-            self.store.results.put(
-                result_index,
-                ResultDoc(
-                    query_id=statement_id,
-                    query_text=statement.doc.query,
-                    session_id=session_id,
-                    status="SUCCESS",
-                    job_run_id=statement.doc.job_id,
-                    application_id=statement.doc.application_id,
-                    data_source_name=self.datasource,
-                    job_type=self.job_type.value,
-                    lossless=LosslessResult(schema=[], datarows="[]", total=0),
+            self.store.statements.settle(
+                statement,
+                StatementState.SUCCESS,
+                result=(
+                    result_index,
+                    ResultDoc(
+                        query_id=statement_id,
+                        query_text=statement.doc.query,
+                        session_id=session_id,
+                        status="SUCCESS",
+                        job_run_id=statement.doc.job_id,
+                        application_id=statement.doc.application_id,
+                        data_source_name=self.datasource,
+                        job_type=self.job_type.value,
+                        lossless=LosslessResult(schema=[], datarows="[]", total=0),
+                    ),
                 ),
             )
-            self.store.statements.move(statement, StatementState.SUCCESS)
 
     def end(self) -> None:
         """Each job ends its session ``dead`` (nothing left running)."""
-
-        def end(current: Any) -> Any:
-            return self.store.sessions.update(current, SessionState.DEAD, running_statements=[])
-
         for session_id, _ in self.pairs:
-            retry_on_conflict(self._reader(session_id), end)
+            self.store.sessions.end(self._session(session_id), SessionState.DEAD)
 
-    def _reader(self, session_id: str) -> Callable[[], Versioned[SessionDoc] | None]:
-        return lambda: self.store.sessions.get(self.datasource, session_id)
+    def _session(self, session_id: str) -> Versioned[SessionDoc]:
+        session = self.store.sessions.get(self.datasource, session_id)
+        if session is None:
+            raise RuntimeError(f"session {session_id} is missing")
+        return session
 
 
 class _StreamingJobs(_Jobs):

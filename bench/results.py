@@ -402,6 +402,7 @@ def main(argv: list[str] | None = None) -> int:
     report = new_report(rows=counts, query=QUERY)
     started = time.perf_counter()
     work = Path(tempfile.mkdtemp(prefix="aq-bench-results-"))
+    work.chmod(0o711)  # run as root, jobs run as the job user, who passes through to its places
     failure: BenchError | None = None
     try:
         with system(work) as (plugin, base_url):

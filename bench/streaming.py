@@ -669,7 +669,7 @@ def system(work: Path) -> Iterator[tuple[Plugin, str]]:
         url = stack.enter_context(index_server())
         began = time.perf_counter()
         home = work / "metastore"
-        metastore = Metastore.start(home, home / "warehouse")
+        metastore = Metastore.start(home, home / "warehouse", files=work / "metastore-files")
         stack.callback(metastore.close)
         print(f"   metastore up in {time.perf_counter() - began:.1f} s", file=sys.stderr, flush=True)
         settings = Settings(data_dir=work / "service", inactivity_limit_ms=INACTIVITY_LIMIT_MS)
@@ -756,6 +756,7 @@ def main(argv: list[str] | None = None) -> int:
     report = new_report(quick=args.quick, plan=plan.__dict__)
     started = time.perf_counter()
     work = Path(tempfile.mkdtemp(prefix="aq-bench-streaming-"))
+    work.chmod(0o711)  # run as root, jobs run as the job user, who passes through to its places
     failure: BenchError | None = None
     bench: StreamingBench | None = None
     try:

@@ -24,8 +24,10 @@ from query_core.jobconf import (
     PREFIX_OS,
     Getter,
     JobConf,
+    read_claimed_conf,
     read_conf,
 )
+from query_core.models import PoolClaim
 from query_core.states import SessionType
 from query_core.validation import ALLOW_ALL, ValidationPolicy
 
@@ -66,6 +68,9 @@ class JobConfig:
     session_wait_ms: int = DEFAULTS.session_wait_ms
     #: What statements may hold (the plugin checked them against it already; see docs/validation.md).
     validation: ValidationPolicy = ALLOW_ALL
+    #: A warm pool job's slot ("": a job started for its session), and how long it waits for a claim.
+    pool_slot: str = DEFAULTS.pool_slot
+    pool_idle_limit_ms: int | None = DEFAULTS.pool_idle_limit_ms
     #: Record each statement's catalog changes in the datasource's change log (docs/catalog.md).
     report_catalog_changes: bool = True
     #: Results stop at these caps and are written in documents of this size (docs/results.md).
@@ -91,6 +96,13 @@ class JobConfig:
         if not argv:
             raise ValueError("the result index is the job's one argument")
         return cls.from_conf(read_conf(get), argv[0], env)
+
+    @classmethod
+    def claimed(cls, get: Getter, claim: PoolClaim, environ: Mapping[str, str] | None = None) -> JobConfig:
+        """A pool job's configuration once a session claimed it: its start-up keys read through
+        ``get``, the session's from the claim (``query_core.jobconf.read_claimed_conf``)."""
+        env = os.environ if environ is None else environ
+        return cls.from_conf(read_claimed_conf(get, claim.conf), claim.result_index, env)
 
     @classmethod
     def from_conf(cls, conf: JobConf, result_index: str, environ: Mapping[str, str]) -> JobConfig:
@@ -120,6 +132,8 @@ class JobConfig:
             search_interval_ms=conf.search_interval_ms,
             session_wait_ms=conf.session_wait_ms,
             validation=conf.validation_policy,
+            pool_slot=conf.pool_slot,
+            pool_idle_limit_ms=conf.pool_idle_limit_ms,
             report_catalog_changes=conf.report_catalog_changes,
             max_result_rows=conf.max_result_rows,
             max_result_bytes=conf.max_result_bytes,

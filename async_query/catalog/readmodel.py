@@ -270,7 +270,7 @@ class CatalogReadModel:
             return None  # its jobs keep their Flint indexes in the datasource's own index store
         columns = listing.show_flint_index_columns(browse.extended)
         types = [(c, "boolean" if c in listing.BOOLEAN_COLUMNS else "string") for c in columns]
-        listed = listing.metas_in(self.store.index, datasource.name, browse.database)
+        listed = listing.metas_in(self.store.admin, datasource.name, browse.database)
 
         def state_of(meta: IndexMeta) -> FlintIndexStateDoc | None:
             found = self.store.index_states.get(datasource.name, latest_id(meta.index_name))

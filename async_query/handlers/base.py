@@ -16,13 +16,13 @@ from async_query.datasources import DatasourceRegistry
 from async_query.dispatch import Classified, QueryKind
 from async_query.launcher.registry import LauncherRegistry
 from async_query.liveness import LivenessChecker
+from async_query.pool import SessionJobs
 from async_query.replies import Reply, needs_result, statement_reply
 from async_query.security.principal import ANONYMOUS, Principal
 from async_query.settings import Settings
 from async_query.streams import StreamStopper
 from async_query.workers import CancelSupervisor
 from query_core.config import OpenSearchConfig
-from query_core.errors import InvalidRequestError
 from query_core.models import SessionDoc, StatementDoc, Versioned
 from query_core.states import is_terminal
 from query_core.store import Store
@@ -97,6 +97,8 @@ class HandlerContext:
     opensearch: OpenSearchConfig
     #: Stops streaming jobs when an operation asks (bounded: see :mod:`async_query.streams`).
     stream_stopper: StreamStopper
+    #: Gives a new session its job: a warm pool job claimed, or one launched (:mod:`async_query.pool`).
+    jobs: SessionJobs
     #: Answers the catalog browse statements (None: they all go to Spark; docs/catalog.md).
     catalog: CatalogReadModel | None = None
 
@@ -148,9 +150,3 @@ def render(context: HandlerContext, statement: Versioned[StatementDoc], session:
         datasource = context.datasources.get(statement.doc.data_source_name)
         result = context.store.results.get(datasource.results, statement.doc.query_id)
     return statement_reply(statement, session, result)
-
-
-class UnsupportedQueryError(InvalidRequestError):
-    """A valid query of a kind this service cannot run yet: refused before anything is written."""
-
-    error_type = "UnsupportedOperationException"

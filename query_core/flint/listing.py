@@ -16,7 +16,7 @@ from query_core.flint.index_meta import IndexMeta
 from query_core.flint.metas import flint_metas
 from query_core.flint.naming import FLINT_INDEX_PREFIX, sanitize_index_name
 from query_core.models import FlintIndexStateDoc
-from query_core.store.connector import IndexConnector
+from query_core.store.connector import IndexAdmin
 
 #: SHOW FLINT INDEX's columns (EXTENDED adds ``error``); ``auto_refresh`` is a boolean, the rest strings.
 SHOW_FLINT_INDEX_COLUMNS = ("flint_index_name", "kind", "database", "table", "index_name", "auto_refresh", "status")
@@ -27,7 +27,7 @@ def show_flint_index_columns(extended: bool) -> tuple[str, ...]:
     return (*SHOW_FLINT_INDEX_COLUMNS, *(("error",) if extended else ()))
 
 
-def metas(index: IndexConnector, prefix_parts: list[str]) -> list[IndexMeta]:
+def metas(index: IndexAdmin, prefix_parts: list[str]) -> list[IndexMeta]:
     """Flint indexes whose names start with ``flint_<parts joined by _>_``, sorted by name."""
     pattern = sanitize_index_name(FLINT_INDEX_PREFIX + "_".join(prefix_parts) + "_") + "*"
     found = []
@@ -38,7 +38,7 @@ def metas(index: IndexConnector, prefix_parts: list[str]) -> list[IndexMeta]:
     return found
 
 
-def metas_in(index: IndexConnector, catalog: str, database: str | None) -> list[IndexMeta]:
+def metas_in(index: IndexAdmin, catalog: str, database: str | None) -> list[IndexMeta]:
     """The Flint indexes whose table (or view) is in ``catalog`` (and ``database`` if given)."""
     parts = [catalog, *([database] if database else [])]
     return [meta for meta in metas(index, parts) if meta.belongs_to(catalog, database)]

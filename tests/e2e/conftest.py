@@ -76,16 +76,16 @@ def e2e_service(
     catalog: dict[str, str] | None = None,
     properties: dict[str, str] | None = None,
     spark_conf: dict[str, str] | None = None,
+    index_auth: tuple[str, str] | None = None,
     **settings: Any,
 ) -> Plugin:
     """A service whose local jobs use ``catalog`` (default: each job its own in-memory catalog);
-    ``properties`` and ``spark_conf`` (its ``sparkConf``) are the datasource's."""
+    ``properties`` and ``spark_conf`` (its ``sparkConf``) are the datasource's; ``index_auth``
+    (user, password) reaches an index that wants a credential (the embedded one)."""
     cfg = Settings(data_dir=tmp / "var", **settings)
+    username, password = index_auth or (os.environ.get("OPENSEARCH_USERNAME", ""), os.environ.get("OPENSEARCH_PASSWORD", ""))
     opensearch = OpenSearchConfig(
-        url=index_url,
-        auth="basic" if os.environ.get("OPENSEARCH_USERNAME") else "noauth",
-        username=os.environ.get("OPENSEARCH_USERNAME", ""),
-        password=os.environ.get("OPENSEARCH_PASSWORD", ""),
+        url=index_url, auth="basic" if username else "noauth", username=username, password=password
     )
     datasource = local_datasource(ds_name).model_copy(
         update={"properties": properties or {}, "spark_conf": spark_conf or {}}
@@ -135,7 +135,8 @@ def shared_catalog_api(metastore: Metastore, index_url: str, tmp: Path, ds_name:
 def metastore(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Metastore]:
     """One Hive Metastore for the run; modules keep apart by their table names."""
     home = tmp_path_factory.mktemp("metastore")
-    started = Metastore.start(home, home / "warehouse")
+    # It runs as the job user (as the service's do), its log and pid file in a directory of ours.
+    started = Metastore.start(home, home / "warehouse", files=tmp_path_factory.mktemp("metastore-files"))
     yield started
     started.close()
 

@@ -55,6 +55,7 @@ def test_a_stream_resumes_after_the_index_server_restarts(
         tmp_path,
         DS,
         catalog,
+        index_auth=index[0].auth,
         heartbeat_streaming_ms=1_000,
         stream_check_ms=200,
         job_index_retry_seconds=120,
@@ -78,7 +79,7 @@ def test_a_stream_resumes_after_the_index_server_restarts(
 
             index[0].close()  # a graceful stop: the journal holds every document
             port = int(index[0].url.rsplit(":", 1)[1])
-            index.append(EmbeddedIndex.start(tmp_path / "index", port=port))
+            index.append(EmbeddedIndex.start(tmp_path / "index", port=port, credential=index[0].credential))
 
             ok(api, "INSERT INTO " + TABLE + " VALUES ('/c', 3)", sid)
             rows.append(("/c", 3))

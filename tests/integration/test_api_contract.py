@@ -95,17 +95,30 @@ def the_statement(store: Store, ds: str, query_id: str) -> Versioned[StatementDo
     return found
 
 
-def job_starts(store: Store, ds: str, session_id: str, **fields: Any) -> Versioned[SessionDoc]:
-    """What the job does when it starts: the session runs, with a fresh heartbeat."""
-    now = now_millis()
-    fields = {"last_update_time": now, "job_start_time": now, **fields}
-    return store.sessions.update(the_session(store, ds, session_id), SessionState.RUNNING, **fields)
+def job_starts(store: Store, ds: str, session_id: str) -> Versioned[SessionDoc]:
+    """What the job does when it starts: it claims the session, which runs, with a fresh heartbeat."""
+    session = the_session(store, ds, session_id)
+    claimed = store.sessions.claim(session, session.doc.job_id)
+    assert claimed is not None
+    return claimed
 
 
-def move(store: Store, ds: str, query_id: str, *states: StatementState, **fields: Any) -> Versioned[StatementDoc]:
+def move(store: Store, ds: str, query_id: str, *states: StatementState, error: str = "") -> Versioned[StatementDoc]:
+    """The statement taken through ``states`` by the named operations (the last one with ``error``)."""
     current = the_statement(store, ds, query_id)
     for i, state in enumerate(states):
-        current = store.statements.move(current, state, **(fields if i == len(states) - 1 else {}))
+        if state == StatementState.RUNNING:
+            started = store.statements.start(current)
+            assert started is not None
+            current = started
+        elif state == StatementState.CANCELLED:
+            cancelled = store.statements.cancel(current)
+            assert cancelled is not None
+            current = cancelled[0]
+        else:
+            settled = store.statements.settle(current, state, error=error if i == len(states) - 1 else "")
+            assert settled.applied
+            current = settled.statement
     return current
 
 
@@ -219,20 +232,19 @@ def test_post_reuses_a_session_that_is_still_starting(
 
 
 def _dead(store: Store, ds: str, sid: str) -> None:
-    store.sessions.update(the_session(store, ds, sid), SessionState.DEAD)
+    store.sessions.end(the_session(store, ds, sid), SessionState.DEAD)
 
 
 def _fail(store: Store, ds: str, sid: str) -> None:
-    store.sessions.update(the_session(store, ds, sid), SessionState.FAIL, error="job failed")
+    store.sessions.end(the_session(store, ds, sid), SessionState.FAIL, error="job failed")
 
 
 def _stale(store: Store, ds: str, sid: str) -> None:
-    job_starts(store, ds, sid, last_update_time=now_millis() - 3_600_000)
+    store.sessions.beat(job_starts(store, ds, sid), at=now_millis() - 3_600_000)
 
 
 def _never_started(store: Store, ds: str, sid: str) -> None:
-    current = the_session(store, ds, sid)
-    store.sessions.update(current, last_update_time=now_millis() - 3_600_000)
+    store.sessions.beat(the_session(store, ds, sid), at=now_millis() - 3_600_000)
 
 
 @pytest.mark.parametrize("end", [_dead, _fail], ids=["dead", "fail"])
@@ -345,7 +357,7 @@ def test_get_running_with_progress(client: httpx.Client, store: Store, ds_name: 
     other = RunningStatement(
         query_id=new_id(ds_name), start_time=now_millis(), progress=StatementProgress(stages_total=9)
     )
-    store.sessions.update(the_session(store, ds_name, reply["sessionId"]), running_statements=[other, running])
+    store.sessions.beat(the_session(store, ds_name, reply["sessionId"]), running_statements=[other, running])
     assert get(client, qid) == {
         "status": "RUNNING",
         "progress": {"stagesCompleted": 1, "stagesTotal": 3, "tasksCompleted": 7, "tasksTotal": 20},
@@ -523,7 +535,7 @@ def test_get_terminal_states(
     expected: dict[str, str],
 ) -> None:
     qid = submit(client, ds_name)["queryId"]
-    move(store, ds_name, qid, *states, **({"error": error} if error else {}))
+    move(store, ds_name, qid, *states, error=error or "")
     assert get(client, qid) == expected
 
 
@@ -538,7 +550,7 @@ def test_get_in_a_dead_session_is_failed_with_a_clear_error(
     if statement_state == StatementState.RUNNING:
         move(store, ds_name, qid, StatementState.RUNNING)
     error = "Spark driver ran out of memory" if end == SessionState.FAIL else ""
-    store.sessions.update(the_session(store, ds_name, sid), end, error=error)
+    store.sessions.end(the_session(store, ds_name, sid), end, error=error)
 
     body = get(client, qid)
     assert body["status"] == "FAILED"
@@ -553,7 +565,7 @@ def test_get_of_a_finished_statement_in_a_dead_session_keeps_its_state(
 ) -> None:
     reply = submit(client, ds_name)
     move(store, ds_name, reply["queryId"], StatementState.RUNNING, StatementState.CANCELLED)
-    store.sessions.update(the_session(store, ds_name, reply["sessionId"]), SessionState.DEAD)
+    store.sessions.end(the_session(store, ds_name, reply["sessionId"]), SessionState.DEAD)
     assert get(client, reply["queryId"]) == {"status": "CANCELLED"}
 
 
@@ -746,7 +758,7 @@ def test_list_sessions(client: httpx.Client, store: Store, ds_name: str, other_d
     job_starts(store, ds_name, first["sessionId"])
     qid = first["queryId"]
     move(store, ds_name, qid, StatementState.RUNNING)
-    store.sessions.update(
+    store.sessions.beat(
         the_session(store, ds_name, first["sessionId"]),
         running_statements=[RunningStatement(query_id=qid, start_time=123, progress=StatementProgress(tasks_total=4))],
     )
@@ -772,7 +784,7 @@ def test_list_sessions(client: httpx.Client, store: Store, ds_name: str, other_d
     mine = client.get(f"{BASE}/_sessions", params={"datasource": ds_name, "state": "not_started,RUNNING"}).json()
     assert {s["sessionId"] for s in mine["sessions"]} == {first["sessionId"], second["sessionId"]}
     assert len(client.get(f"{BASE}/_sessions", params={"size": 1}).json()["sessions"]) == 1
-    assert client.get(f"{BASE}/_sessions", params={"state": "dead"}).json() == {"sessions": []}
+    assert client.get(f"{BASE}/_sessions", params={"state": "dead"}).json() == {"sessions": [], "poolJobs": []}
 
 
 @pytest.mark.parametrize(
@@ -786,7 +798,7 @@ def test_list_sessions_bad_input(client: httpx.Client, params: dict[str, Any]) -
 
 def test_list_sessions_before_any_index_exists(client: httpx.Client) -> None:
     resp = client.get(f"{BASE}/_sessions")
-    assert resp.status_code == 200 and resp.json() == {"sessions": []}
+    assert resp.status_code == 200 and resp.json() == {"sessions": [], "poolJobs": []}
 
 
 def test_an_unreadable_reference_result_is_failed_not_a_500() -> None:

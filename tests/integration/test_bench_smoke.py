@@ -1,6 +1,6 @@
 """The bench's sections that need no Spark, with tiny counts, so that the bench code cannot rot.
 
-They run against a real HTTP service (``make_service`` + ``serve_http``) on the test's index.
+They run against a real HTTP service (``make_plugin`` + ``serve_http``) on the test's index.
 """
 
 from __future__ import annotations

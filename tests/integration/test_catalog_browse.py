@@ -21,6 +21,8 @@ from async_query.launcher.base import JobRequest
 from async_query.runtime import Plugin
 from async_query.security.errors import ForbiddenError
 from async_query.security.principal import Principal
+from async_query.slots import INTERACTIVE_SESSIONS, USER_SESSIONS, Holder, Slots, user_scope
+from query_core.errors import LauncherError
 from query_core.states import StatementState
 from tests.conftest import PluginFactory
 from tests.support import RecordingLauncher
@@ -94,6 +96,57 @@ def test_answered_at_once_and_the_sessions_job_starts_in_the_background(
     assert json.loads(plugin.service.get(again.query_id))["datarows"] == [["lake"]]
     browse.wait_for_starts()
     assert len(launcher.started) == 1
+
+
+def test_the_background_start_holds_the_callers_share_and_a_slot_as_a_post_does(
+    make_plugin: PluginFactory, launcher: MetastoreLauncher, datasource: Datasource
+) -> None:
+    open_to_analysts = datasource.model_copy(update={"allowed_roles": ["analyst"]})
+    plugin = with_stand_in(
+        make_plugin(launcher, datasources=[open_to_analysts], max_sessions=2, max_sessions_per_user=1), StandIn({"lake": {}})
+    )
+    browse = plugin.handlers.interactive.browse
+    assert browse is not None
+    ann = Principal.of("ann", ["analyst"])
+    query = f"SHOW SCHEMAS IN {datasource.name}"
+    first = plugin.service.submit(SubmitRequest(datasource.name, "sql", query, principal=ann))
+    browse.wait_for_starts()
+    holder = Holder(datasource.name, first.session_id)
+    deployment = Slots(plugin.store, INTERACTIVE_SESSIONS, lambda: 2)
+    anns = Slots(plugin.store, USER_SESSIONS, lambda: 1, scope=user_scope("ann"))
+    assert sorted(deployment.holders(), key=str) == sorted([holder, None], key=str)
+    assert anns.holders() == [holder]
+    # Ann's share is full: her next browse is still answered, but no second session is started
+    # for it and it holds nothing (the 429 a POST would get is logged).
+    second = plugin.service.submit(SubmitRequest(datasource.name, "sql", query, principal=ann))
+    assert json.loads(plugin.service.get(second.query_id, ann))["datarows"] == [["lake"]]
+    browse.wait_for_starts()
+    assert [r.session_id for r in launcher.started] == [first.session_id]
+    assert plugin.store.sessions.get(datasource.name, second.session_id) is None
+    assert Holder(datasource.name, second.session_id) not in deployment.holders()
+
+
+@dataclass
+class RefusingLauncher(MetastoreLauncher):
+    def start(self, request: JobRequest) -> str:
+        super().start(request)
+        raise LauncherError("no capacity")
+
+
+def test_a_background_start_that_fails_holds_nothing(make_plugin: PluginFactory, datasource: Datasource) -> None:
+    launcher = RefusingLauncher()
+    open_to_analysts = datasource.model_copy(update={"allowed_roles": ["analyst"]})
+    plugin = with_stand_in(make_plugin(launcher, datasources=[open_to_analysts], max_sessions=1), StandIn({"lake": {}}))
+    browse = plugin.handlers.interactive.browse
+    assert browse is not None
+    ann = Principal.of("ann", ["analyst"])
+    submitted = plugin.service.submit(SubmitRequest(datasource.name, "sql", f"SHOW SCHEMAS IN {datasource.name}", principal=ann))
+    assert json.loads(plugin.service.get(submitted.query_id, ann))["status"] == "SUCCESS"
+    browse.wait_for_starts()
+    assert [r.session_id for r in launcher.started] == [submitted.session_id]
+    assert plugin.store.sessions.get(datasource.name, submitted.session_id) is None
+    assert Slots(plugin.store, INTERACTIVE_SESSIONS, lambda: 1).holders() == [None]
+    assert Slots(plugin.store, USER_SESSIONS, lambda: 1, scope=user_scope("ann")).holders() == [None]
 
 
 def test_a_caller_who_may_not_query_the_datasource_is_refused_and_nothing_is_listed(

@@ -45,7 +45,9 @@ from query_core.models import (
     ResultDoc,
     RunningStatement,
     SessionDoc,
+    StatementDoc,
     StatementProgress,
+    Versioned,
 )
 from query_core.states import SessionState, StatementState
 from query_core.store import Store
@@ -109,11 +111,11 @@ class FakeJob:
 
     def run(self, query_id: str, progress: StatementProgress | None = None) -> None:
         statement = wait_for(lambda: self.store.statements.get(self.ds.name, query_id), what="the statement")
-        self.store.statements.move(statement, StatementState.RUNNING)
+        self.store.statements.start(statement)
         session = self.store.sessions.get(self.ds.name, statement.doc.session_id)
         assert session is not None
         running = [RunningStatement(query_id=query_id, start_time=statement.doc.submit_time, progress=progress)]
-        self.store.sessions.update(session, SessionState.RUNNING, running_statements=running)
+        self.store.sessions.claim(session, session.doc.job_id, running_statements=running)
 
     def succeed(self, query_id: str, schema: list[tuple[str, str]], rows: list[list[Any]]) -> None:
         lossless = LosslessResult(
@@ -121,16 +123,16 @@ class FakeJob:
             datarows=json.dumps(rows, ensure_ascii=False),
             total=len(rows),
         )
-        self.store.results.put(self.ds.results, ResultDoc(query_id=query_id, status="SUCCESS", lossless=lossless))
-        self._move(query_id, StatementState.SUCCESS)
+        result = ResultDoc(query_id=query_id, status="SUCCESS", lossless=lossless)
+        self.store.statements.settle(self._statement(query_id), StatementState.SUCCESS, result=(self.ds.results, result))
 
     def fail(self, query_id: str, error: str) -> None:
-        self._move(query_id, StatementState.FAILED, error=error)
+        self.store.statements.fail(self._statement(query_id), error)
 
-    def _move(self, query_id: str, state: StatementState, **fields: Any) -> None:
+    def _statement(self, query_id: str) -> Versioned[StatementDoc]:
         current = self.store.statements.get(self.ds.name, query_id)
         assert current is not None
-        self.store.statements.move(current, state, **fields)
+        return current
 
 
 def _statement_ids(plugin: Plugin) -> list[str]:
@@ -310,7 +312,7 @@ def _launcher(api: Api) -> RecordingLauncher:
 def _end_session(store: Store, datasource: str, session_id: str) -> None:
     session = store.sessions.get(datasource, session_id)
     assert session is not None
-    store.sessions.update(session, SessionState.DEAD, error="the job exited")
+    store.sessions.end(session, SessionState.DEAD, error="the job exited")
 
 
 def test_second_submit_reuses_the_session(

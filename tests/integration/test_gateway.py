@@ -716,8 +716,9 @@ def test_cancelled_and_timed_out_replies_come_from_the_reply_cache(
                 assert httpx.delete(f"{writer_url}{BASE}/{cancelled}").status_code == 204
                 statement = store.statements.get(datasource.name, timed_out)
                 assert statement is not None
-                running = store.statements.move(statement, StatementState.RUNNING)
-                store.statements.move(running, StatementState.TIMEOUT, error="Query timed out after 1800 s")
+                running = store.statements.start(statement)
+                assert running is not None
+                store.statements.settle(running, StatementState.TIMEOUT, error="Query timed out after 1800 s")
 
                 def poll(query_id: str, times: int) -> tuple[set[str], int]:
                     before = len(proxy.requests)
@@ -745,7 +746,9 @@ def test_serve_gateway_on_the_embedded_default(tmp_path: Path) -> None:
     answers Dashboards' calls through the service's port, next to the service's own API."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENSEARCH_", "ASYNC_QUERY_"))}
-    env.update(ASYNC_QUERY_DATA_DIR=str(tmp_path / "var"), ASYNC_QUERY_LOCAL_CATALOG="in-memory")
+    env.update(
+        ASYNC_QUERY_DATA_DIR=str(tmp_path / "var"), ASYNC_QUERY_LOCAL_CATALOG="in-memory", ASYNC_QUERY_WARM_POOL_SIZE="0"
+    )
     log_path = tmp_path / "serve.log"
     with open(log_path, "wb") as out:
         proc = subprocess.Popen(
@@ -786,7 +789,7 @@ def test_serve_gateway_on_the_embedded_default(tmp_path: Path) -> None:
             assert client.head("/.kibana_1").status_code == 200
             assert client.get("/.kibana_1/_doc/config:2.17.0").json()["_source"] == CONFIG_DOC
             assert client.get("/logs-2026.01.01/_count").json()["count"] == 2
-            assert client.get(f"{BASE}/_sessions").json() == {"sessions": []}
+            assert client.get(f"{BASE}/_sessions").json() == {"sessions": [], "poolJobs": []}
         assert "gateway: every other path" in log_path.read_text()
     finally:
         proc.send_signal(signal.SIGTERM)

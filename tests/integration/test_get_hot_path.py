@@ -18,9 +18,9 @@ from async_query.runtime import Plugin
 from async_query.service import SubmitRequest
 from query_core.config import OpenSearchConfig
 from query_core.errors import IndexUnavailableError
-from query_core.models import RunningStatement, SessionDoc, StatementProgress, Versioned, now_millis
+from query_core.models import RunningStatement, StatementProgress, now_millis
 from query_core.realtime import ReadNotServed, RealtimeReader
-from query_core.states import SessionState, StatementState
+from query_core.states import SessionState
 from query_core.store import Store
 from tests.conftest import PluginFactory
 from tests.support import RecordingLauncher, client_of, driver
@@ -136,10 +136,8 @@ def job_heartbeat(job_store: Store, ds: str, session_id: str, query_id: str, don
     current = job_store.sessions.get(ds, session_id)
     assert current is not None
     progress = StatementProgress(tasks_total=10, tasks_completed=done)
-    job_store.sessions.update(
+    job_store.sessions.beat(
         current,
-        SessionState.RUNNING,
-        last_update_time=now_millis(),
         running_statements=[RunningStatement(query_id=query_id, start_time=now_millis(), progress=progress)],
         heartbeat_interval_millis=2_000,
     )
@@ -161,7 +159,10 @@ def start_running(plugin: Plugin, job_store: Store) -> tuple[str, str, str]:
     submitted = plugin.service.submit(SubmitRequest(ds, "sql", "SELECT 1"))
     statement = job_store.statements.get(ds, submitted.query_id)
     assert statement is not None
-    job_store.statements.move(statement, StatementState.RUNNING)
+    job_store.statements.start(statement)
+    session = job_store.sessions.get(ds, submitted.session_id)
+    assert session is not None
+    job_store.sessions.claim(session, session.doc.job_id)
     job_heartbeat(job_store, ds, submitted.session_id, submitted.query_id, done=1)
     return ds, submitted.query_id, submitted.session_id
 
@@ -184,7 +185,7 @@ def test_get_takes_the_session_from_the_cache_but_the_statement_always_from_the_
     # The statement's state is read on every GET: its end shows at once.
     statement = job_store.statements.get(ds, query_id)
     assert statement is not None
-    job_store.statements.move(statement, StatementState.FAILED, error="boom")
+    job_store.statements.fail(statement, "boom")
     assert reply(plugin, query_id) == {"status": "FAILED", "error": "boom"}
 
 
@@ -219,9 +220,10 @@ def test_a_stale_session_whose_job_runs_is_asked_about_once_per_interval_not_per
     session = store.sessions.get(ds, submitted.session_id)
     assert session is not None
     # Running, advertising a 60 s interval, last beat 10 minutes ago: suspect on every GET.
-    stale: Versioned[SessionDoc] = store.sessions.update(
-        session, SessionState.RUNNING, last_update_time=now_millis() - 600_000, heartbeat_interval_millis=60_000
-    )
+    claimed = store.sessions.claim(session, session.doc.job_id)
+    assert claimed is not None
+    stale = store.sessions.beat(claimed, at=now_millis() - 600_000, heartbeat_interval_millis=60_000)
+    assert stale is not None
     assert not plugin.liveness.staleness.is_fresh(stale.doc)
     for _ in range(100):
         assert reply(plugin, submitted.query_id)["status"] == "WAITING"
@@ -255,14 +257,14 @@ def test_what_may_block_is_left_to_a_worker_thread(
     # A stale heartbeat needs the launcher: not on the loop, and the loop asked it nothing.
     session = job_store.sessions.get(ds, session_id)
     assert session is not None
-    job_store.sessions.update(session, last_update_time=now_millis() - 600_000)
+    job_store.sessions.beat(session, at=now_millis() - 600_000)
     assert asyncio.run(plugin.service.get_without_blocking(query_id)) is None
     assert launcher.described == []
 
     # A finished statement not yet in the reply cache needs its result read.
     statement = job_store.statements.get(ds, query_id)
     assert statement is not None
-    job_store.statements.move(statement, StatementState.FAILED, error="boom")
+    job_store.statements.fail(statement, "boom")
     assert asyncio.run(plugin.service.get_without_blocking(query_id)) is None
     assert reply(plugin, query_id)["status"] == "FAILED"  # the worker-thread path; now cached
     assert json.loads(asyncio.run(plugin.service.get_without_blocking(query_id)) or b"{}") == {

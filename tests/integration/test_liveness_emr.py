@@ -55,13 +55,9 @@ def beat(store: Store, session_id: str, age_ms: int, running: list[str]) -> None
     current = store.sessions.get("lake", session_id)
     assert current is not None
     report = [RunningStatement(query_id=q, start_time=now_millis()) for q in running]
-    store.sessions.update(
-        current,
-        SessionState.RUNNING,
-        last_update_time=now_millis() - age_ms,
-        running_statements=report,
-        heartbeat_interval_millis=2_000,
-    )
+    claimed = store.sessions.claim(current, current.doc.job_id)  # the job runs, under the run launched
+    assert claimed is not None
+    store.sessions.beat(claimed, at=now_millis() - age_ms, running_statements=report, heartbeat_interval_millis=2_000)
 
 
 def test_zero_get_job_run_calls_for_1000_gets_of_healthy_sessions(

@@ -490,7 +490,12 @@ def _entry_point() -> list[str]:
 
 def _serve_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ASYNC_QUERY_", "OPENSEARCH_"))}
-    env.update(ASYNC_QUERY_DATA_DIR=str(tmp_path / "var"), ASYNC_QUERY_LOCAL_CATALOG="in-memory", **extra)
+    env.update(
+        ASYNC_QUERY_DATA_DIR=str(tmp_path / "var"),
+        ASYNC_QUERY_LOCAL_CATALOG="in-memory",
+        ASYNC_QUERY_WARM_POOL_SIZE="0",
+        **extra,
+    )
     return env
 
 
@@ -576,12 +581,16 @@ def test_serve_with_basic_auth_keeps_its_files_private(tmp_path: Path) -> None:
         log.close()
     data_dir = tmp_path / "var"
     modes = {str(p.relative_to(data_dir)): stat.S_IMODE(p.stat().st_mode) for p in [data_dir, *data_dir.rglob("*")]}
-    assert modes["."] == 0o700
+    # Run as root, jobs run as the job user, who passes through the data directory (and the one of
+    # the jobs' temporary directories) to its own places, never listing them: 0711.
+    passable = {".", "tmp"} if os.geteuid() == 0 else set()
+    assert modes["."] == (0o711 if passable else 0o700)
     assert modes["audit/audit.log"] == 0o600
     assert any(name.startswith("logs/") and name.endswith(".log") for name in modes), modes
     assert any(name.startswith("jobs/") and name.endswith(".pid") for name in modes), modes
     assert any(name.startswith("index/") and (data_dir / name).is_file() for name in modes), modes  # journal, snapshot
-    assert all(mode & 0o077 == 0 for mode in modes.values()), modes
+    assert all(mode & 0o077 == 0 for name, mode in modes.items() if name not in passable), modes
+    assert all(modes[name] == 0o711 for name in passable)
     assert '"user":"alice","action":"query.submit"' in (data_dir / "audit" / "audit.log").read_text()
 
 
@@ -641,6 +650,7 @@ def _self_signed(directory: Path) -> tuple[Path, Path]:
     key_path.write_bytes(
         key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
     )
+    key_path.chmod(0o600)  # as a private key is kept (serve refuses one the job user could read)
     return cert_path, key_path
 
 

@@ -34,7 +34,7 @@ from query_core.models import (
 from query_core.states import FlintIndexState, SessionState, SessionType, StatementState
 from query_core.store import Store
 from tests.conftest import PluginFactory
-from tests.support import RecordingLauncher, seed
+from tests.support import RecordingLauncher, job_beats, seed
 
 REFRESH = "REFRESH SKIPPING INDEX ON local.default.http_logs"
 INDEX = "flint_local_default_http_logs_skipping_index"
@@ -60,14 +60,14 @@ def job_runs(store: Store, ds: str, session_id: str, query_id: str, age_ms: int 
     session = store.sessions.get(ds, session_id)
     statement = store.statements.get(ds, query_id)
     assert session is not None and statement is not None
-    store.sessions.update(
+    job_beats(
+        store,
         session,
-        SessionState.RUNNING,
-        last_update_time=now_millis() - age_ms,
+        age_ms,
         heartbeat_interval_millis=1_000,
         running_statements=[RunningStatement(query_id=query_id, start_time=now_millis())],
     )
-    store.statements.move(statement, StatementState.RUNNING)
+    store.statements.start(statement)
 
 
 def job_refreshes(store: Store, ds: str, job_id: str, index: str = INDEX) -> None:
@@ -197,7 +197,7 @@ def test_the_limit_of_refreshing_jobs_counts_live_batch_and_streaming_sessions(
 
     ended = store.sessions.get(ds, first)
     assert ended is not None
-    store.sessions.update(ended, SessionState.DEAD)
+    store.sessions.end(ended, SessionState.DEAD)
     store.index.refresh("*")  # what follows finds them by a search
     assert live_sessions(store, ds, 2)
     submit(plugin)
@@ -232,21 +232,18 @@ def test_get_reads_documents_only_while_the_heartbeat_is_fresh(make_plugin: Plug
         assert status(plugin, query_id)["status"] == "RUNNING"
 
     # The job writes the result, then the terminal state, then ends its session.
-    store.results.put(
-        ds.results,
-        ResultDoc(
-            query_id=query_id,
-            status="SUCCESS",
-            job_type="batch",
-            lossless=LosslessResult(schema=[ColumnSchema(name="n", type="long")], datarows="[[7]]", total=1),
-        ),
+    result = ResultDoc(
+        query_id=query_id,
+        status="SUCCESS",
+        job_type="batch",
+        lossless=LosslessResult(schema=[ColumnSchema(name="n", type="long")], datarows="[[7]]", total=1),
     )
     statement = store.statements.get(ds.name, query_id)
     assert statement is not None
-    store.statements.move(statement, StatementState.SUCCESS)
+    store.statements.settle(statement, StatementState.SUCCESS, result=(ds.results, result))
     session = store.sessions.get(ds.name, session_id)
     assert session is not None
-    store.sessions.update(session, SessionState.DEAD)
+    store.sessions.end(session, SessionState.DEAD)
     for _ in range(50):
         assert status(plugin, query_id) == {
             "status": "SUCCESS",
@@ -322,7 +319,7 @@ def test_delete_of_a_finished_batch_query_is_a_400(
     query_id, _ = submit(plugin)
     statement = store.statements.get(ds_name, query_id)
     assert statement is not None
-    store.statements.move(statement, StatementState.FAILED, error="boom")
+    store.statements.fail(statement, "boom")
     with pytest.raises(InvalidTransitionError, match="it is already failed"):
         plugin.service.cancel(query_id)
     resp = client.delete(f"{BASE}/{query_id}")

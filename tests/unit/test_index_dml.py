@@ -374,6 +374,7 @@ def test_a_full_index_dml_queue_refuses_with_a_429_and_writes_nothing(
     body = {"datasource": ds, "lang": "sql", "query": DROP}
 
     def documents() -> list[str]:
+        store.index.refresh(request_index(ds))  # a scan sees the index as of its last refresh
         return sorted(doc_id for doc_id, _ in store.index.scan(request_index(ds)))
 
     with (
@@ -429,7 +430,7 @@ def dml_left_by_a_stopped_plugin(store: Store, ds: str, age_ms: int) -> tuple[st
     statement = seed(store,
         StatementDoc(statement_id=query_id, query_id=query_id, session_id=session_id, query=DROP, data_source_name=ds)
     )
-    store.statements.move(statement, StatementState.RUNNING)
+    store.statements.start(statement)
     return session_id, query_id
 
 

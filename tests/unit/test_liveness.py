@@ -21,10 +21,10 @@ from async_query.service import SubmitRequest
 from query_core.errors import QueryNotFoundError, TooManyRequestsError
 from query_core.ids import REQUEST_INDEX_PATTERN, request_index
 from query_core.models import RunningStatement, SessionDoc, StatementDoc, StatementProgress, Versioned, now_millis
-from query_core.states import SessionState, StatementState
+from query_core.states import SessionState
 from query_core.store import Store
 from tests.conftest import PluginFactory
-from tests.support import RecordingLauncher, wait_for
+from tests.support import RecordingLauncher, job_beats, wait_for
 
 
 def heartbeat(
@@ -45,13 +45,11 @@ def heartbeat(
         )
         for q in running or []
     ]
-    return store.sessions.update(
-        current,
-        state,
-        last_update_time=now_millis() - age_ms,
-        running_statements=report,
-        heartbeat_interval_millis=1_000,
-    )
+    if state != SessionState.RUNNING:  # the job's last write
+        ended = store.sessions.end(current, state)
+        assert ended is not None
+        return ended
+    return job_beats(store, current, age_ms, running_statements=report, heartbeat_interval_millis=1_000)
 
 
 def submit(plugin: Plugin, query: str = "SELECT 1", session_id: str | None = None) -> tuple[str, str]:
@@ -231,7 +229,7 @@ def test_cancel_of_a_statement_deleted_before_the_reread_is_not_found(
 
     def read_then_start(query_id: str) -> Versioned[StatementDoc]:
         found = read(query_id)
-        store.statements.move(found, StatementState.RUNNING)  # the job, between the read and the write
+        store.statements.start(found)  # the job, between the read and the write
         return found
 
     def delete_then_reread(doc: StatementDoc) -> Versioned[StatementDoc] | None:
@@ -255,7 +253,7 @@ def test_cancel_of_a_statement_the_job_ignores_escalates_after_the_deadline(
     ds = plugin.datasources.all()[0].name
     statement = store.statements.get(ds, qid)
     assert statement is not None
-    store.statements.move(statement, StatementState.RUNNING)
+    store.statements.start(statement)
     heartbeat(store, plugin, sid, running=[qid])  # the job reports it running, and keeps doing so
 
     plugin.supervisor.start()
@@ -280,7 +278,7 @@ def test_cancel_the_job_honours_needs_no_escalation(make_plugin: PluginFactory, 
     qid, sid = submit(plugin)
     statement = store.statements.get(plugin.datasources.all()[0].name, qid)
     assert statement is not None
-    store.statements.move(statement, StatementState.RUNNING)
+    store.statements.start(statement)
     heartbeat(store, plugin, sid, running=[qid])
     plugin.service.cancel(qid)
     plugin.supervisor.run_once()
@@ -319,7 +317,9 @@ def test_a_cancel_nobody_watches_is_picked_up_by_the_housekeeping_sweep(
     ds = before_restart.datasources.all()[0].name
     statement = store.statements.get(ds, qid)
     assert statement is not None
-    store.statements.move(store.statements.move(statement, StatementState.RUNNING), StatementState.CANCELLED)
+    running = store.statements.start(statement)
+    assert running is not None
+    store.statements.cancel(running)
     heartbeat(store, before_restart, sid, running=[qid])
 
     after_restart = make_plugin(launcher, cancel_deadline_s=0.0)

@@ -41,7 +41,7 @@ from query_core.models import (
 from query_core.states import SessionState, StatementState
 from query_core.store import Store
 from tests.conftest import PluginFactory
-from tests.support import RecordingLauncher, serve_http
+from tests.support import RecordingLauncher, job_beats, serve_http
 
 Key = tuple[str, frozenset[tuple[str, str]]]
 
@@ -228,9 +228,7 @@ def test_a_session_death_is_confirmed_by_one_describe(make_plugin: PluginFactory
         session = store.sessions.get(ds_name, session_id)
         assert session is not None
         # the job claimed it, then went silent ten minutes ago
-        store.sessions.update(
-            session, SessionState.RUNNING, last_update_time=now_millis() - 600_000, heartbeat_interval_millis=1_000
-        )
+        job_beats(store, session, 600_000, heartbeat_interval_millis=1_000)
         watch = Watch(http)
         for _ in range(3):
             assert http.get(f"{BASE}/{query_id}").json()["status"] == "FAILED"
@@ -288,13 +286,14 @@ def test_a_refresh_job_moves_exactly_its_counters_once(
     session = job.sessions.get(ds_name, session_id)
     statement = job.statements.get(ds_name, query_id)
     assert session is not None and statement is not None
-    session = job.sessions.update(
+    claimed = job.sessions.claim(
         session,
-        SessionState.RUNNING,
-        last_update_time=now_millis(),
+        session.doc.job_id,
         running_statements=[RunningStatement(query_id=query_id, start_time=now_millis())],
         metrics=figures_of({}, calls=3),
     )
+    assert claimed is not None
+    session = claimed
     running = job.statements.start(statement)
     assert running is not None
     store.index.refresh(index)
@@ -332,7 +331,7 @@ def test_a_process_that_takes_over_the_figures_counts_only_what_comes_after(
     submitted = plugin.service.submit(SubmitRequest(ds_name, "sql", REFRESH))
     session = store.sessions.get(ds_name, submitted.session_id)
     assert session is not None
-    store.sessions.update(session, SessionState.RUNNING, metrics=figures_of({"success": 1}, calls=5))
+    store.sessions.claim(session, session.doc.job_id, metrics=figures_of({"success": 1}, calls=5))
     store.index.refresh(index)
     labels = {"datasource": ds_name, "kind": "batch", "state": "success"}
     before = _value("async_query_queries_finished_total", labels)
@@ -346,7 +345,7 @@ def test_a_process_that_takes_over_the_figures_counts_only_what_comes_after(
     assert _value("async_query_queries_finished_total", labels) == before + 1
     current = store.sessions.get(ds_name, submitted.session_id)
     assert current is not None
-    store.sessions.update(current, metrics=figures_of({"success": 2}, calls=9))
+    store.sessions.beat(current, metrics=figures_of({"success": 2}, calls=9))
     store.index.refresh(index)
     two.run_once()
     one.run_once()  # no longer the holder: counts nothing

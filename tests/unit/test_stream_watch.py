@@ -49,7 +49,7 @@ def age(store: Store, ds: str, session_id: str, ms: int) -> None:
     """The session's last heartbeat, ``ms`` ago."""
     current = store.sessions.get(ds, session_id)
     assert current is not None
-    store.sessions.update(current, last_update_time=now_millis() - ms)
+    store.sessions.beat(current, at=now_millis() - ms)
 
 
 def index_state(store: Store, ds: str) -> FlintIndexStateDoc:

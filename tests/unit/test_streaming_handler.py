@@ -23,7 +23,7 @@ from query_core.models import FlintIndexStateDoc, SessionDoc, now_millis
 from query_core.states import FlintIndexState, SessionState, SessionType
 from query_core.store import Store
 from tests.conftest import PluginFactory
-from tests.support import RecordingLauncher, StandInStream, seed
+from tests.support import RecordingLauncher, StandInStream, job_beats, seed
 
 CREATE = "CREATE INDEX idx{n} ON local.default.t (a) WITH (auto_refresh = true)"
 F = FlintIndexState
@@ -94,7 +94,7 @@ def test_a_slot_frees_when_its_session_ends_or_its_launch_fails(
     assert statement is not None
     session = store.sessions.get(ds, statement.doc.session_id)
     assert session is not None
-    store.sessions.update(session, SessionState.DEAD)
+    store.sessions.end(session, SessionState.DEAD)
     store.index.refresh("*")  # what follows finds them by a search
     assert not store.sessions.find(ds, [SessionState.NOT_STARTED])
     create(plugin, 2)  # no write released the slot: the ended session did
@@ -121,9 +121,7 @@ def test_a_slot_held_by_a_job_that_died_silently_is_taken_once_its_launcher_conf
     assert statement is not None
     session = store.sessions.get(ds, statement.doc.session_id)
     assert session is not None
-    store.sessions.update(
-        session, SessionState.RUNNING, last_update_time=now_millis() - 600_000, heartbeat_interval_millis=1_000
-    )
+    job_beats(store, session, 600_000, heartbeat_interval_millis=1_000)
     launcher.state = JobRunState.FAILED  # killed: no heartbeat, and the launcher knows
 
     create(plugin, 1)
@@ -148,7 +146,7 @@ def test_get_of_a_streaming_query_asks_the_launcher_nothing_while_the_heartbeat_
     assert statement is not None
     session = store.sessions.get(ds, statement.doc.session_id)
     assert session is not None
-    store.sessions.update(session, SessionState.RUNNING, last_update_time=now_millis(), heartbeat_interval_millis=60_000)
+    job_beats(store, session, heartbeat_interval_millis=60_000)
     for _ in range(1_000):
         assert json.loads(plugin.service.get(query_id))["status"] == "WAITING"
     assert launcher.described == []
