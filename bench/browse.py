@@ -187,6 +187,7 @@ def read_model_plugin(runtime: Runtime, settings: Settings) -> tuple[Plugin, Rec
 
 def run(quick: bool, work: Path) -> tuple[list[Figure], dict[str, Any]]:
     samples, cold_runs, wide = (15, 1, 2000) if quick else (60, 2, 2000)
+    work.chmod(0o711)  # run as root, jobs and metastores run as the job user, who passes through
     logging.getLogger("async_query.catalog").setLevel(logging.INFO)  # why a statement went to Spark
     spark_settings = Settings(data_dir=work / "var", local_catalog="metastore", spark_master="local[2]", catalog_read_model=False, warm_pool_size=0)  # type: ignore[arg-type]
     runtime = build_runtime(spark_settings)
