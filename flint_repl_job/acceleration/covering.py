@@ -18,7 +18,7 @@ from typing import Any
 from flint_repl_job.acceleration.expressions import ColumnPredicate
 from flint_repl_job.acceleration.files import SNAPSHOT_PROPERTY, SourceSnapshot
 from flint_repl_job.acceleration.skipping import json_type_name
-from flint_repl_job.indexes.meta import IndexMeta
+from query_core.flint.index_meta import IndexMeta
 from query_core.states import FlintIndexState
 
 #: Column types a covering index gives back exactly as the table holds them (by the plan's names).

@@ -23,9 +23,9 @@ from typing import Any
 from cachetools import LRUCache
 
 from flint_repl_job.acceleration.skipping import FILE_PATH_FIELD, documents_by_path
-from flint_repl_job.indexes.meta import IndexMeta
 from query_core.errors import AsyncQueryError
 from query_core.flint import IndexKind
+from query_core.flint.index_meta import IndexMeta
 from query_core.flint.metas import flint_metas
 from query_core.flint.naming import FLINT_INDEX_PREFIX, latest_id, sanitize_index_name
 from query_core.states import FlintIndexState

@@ -27,8 +27,8 @@ from flint_repl_job.acceleration.skipping import documents_by_path, file_tests, 
 from flint_repl_job.acceleration.switches import Switches
 from flint_repl_job.figures import JobCounters
 from flint_repl_job.indexes.bloom import build_bloom_filter
-from flint_repl_job.indexes.meta import IndexMeta
 from query_core.flint import IndexKind
+from query_core.flint.index_meta import IndexMeta
 from query_core.states import FlintIndexState
 
 # -- Catalyst JSON ---------------------------------------------------------------------------------------
