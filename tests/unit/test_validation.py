@@ -285,6 +285,7 @@ def test_the_local_default_is_the_documented_list() -> None:
     assert {e.name for e in LOCAL_DENY_LIST} == {
         "TRANSFORM", "MISC_FUNCTIONS", "UDF", "MANAGE_RESOURCE", "CREATE_FUNCTION", "FILE", "LOAD",
         "LOCATION", "CHECKPOINT_LOCATION", "INSERT_OVERWRITE_DIRECTORY", "PROTECTED_CONFIG", "DYNAMIC_SQL",
+        "DATA_SOURCE", "DATA_SOURCE_OPTION", "TABLE_PROPERTY", "FLINT_OPTION",
     }  # fmt: skip
 
 
@@ -308,7 +309,7 @@ def test_the_local_default_is_the_documented_list() -> None:
             "Misc functions (java_method) is not allowed.",
         ),
         (
-            "CREATE INDEX ix ON t (a) WITH (id_expression = 'reflect(\"a\", \"b\")')",
+            'CREATE INDEX ix ON t (a) WITH (id_expression = \'reflect("a", "b")\')',
             "Misc functions (reflect) is not allowed.",
         ),
         (
@@ -413,9 +414,7 @@ def test_emr_datasources_get_the_s3glue_list_and_local_ones_the_local_default() 
     assert validation_policy(glue).denied == S3GLUE_DENY_LIST
     lake = Datasource(name="seclake", connector="security_lake", properties={"engine": "local"})
     assert validation_policy(lake).denied == SECURITY_LAKE_DENY_LIST
-    local = Datasource(
-        name="here", connector="local", spark_conf={"spark.sql.warehouse.dir": "hdfs://nn/wh"}
-    )
+    local = Datasource(name="here", connector="local", spark_conf={"spark.sql.warehouse.dir": "hdfs://nn/wh"})
     policy = validation_policy(local, "file:/ignored", "/cp")
     assert policy.denied == LOCAL_DENY_LIST
     assert (policy.warehouse_root, policy.checkpoint_root) == ("hdfs://nn/wh", "/cp")
