@@ -223,7 +223,14 @@ class Settings(BaseSettings):
     http_keep_alive_s: int = 5
     #: Seconds a stop waits for requests in progress before it closes their connections.
     http_shutdown_timeout_s: int = 30
+    #: The longest statement accepted (longer: a 400 at POST; the job refuses it too).
     max_query_chars: int = 1_000_000
+    #: How deeply a statement may nest (parentheses, operator chains, CASE, subqueries), checked on
+    #: its tokens before any parser recurses: deeper is a 400 at POST, and the job refuses it too.
+    max_statement_depth: int = 128
+    #: Seconds a statement may spend being parsed and analyzed in the job before any Spark work of
+    #: its own starts; past it, it fails alone and its session goes on (0: no limit).
+    statement_prepare_timeout_s: int = 120
     max_body_bytes: int = 2_000_000
     #: Bytes of finished queries' replies kept in memory (they never change).
     reply_cache_bytes: int = 64 * 1024 * 1024

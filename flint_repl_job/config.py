@@ -27,7 +27,7 @@ from query_core.jobconf import (
     read_conf,
 )
 from query_core.states import SessionType
-from query_core.validation import ALLOW_ALL, ValidationPolicy
+from query_core.validation import ALLOW_ALL, StatementLimits, ValidationPolicy
 
 __all__ = ["PASSWORD_ENV", "PREFIX_JOB", "PREFIX_OS", "Getter", "JobConfig"]
 
@@ -66,11 +66,21 @@ class JobConfig:
     session_wait_ms: int = DEFAULTS.session_wait_ms
     #: What statements may hold (the plugin checked them against it already; see docs/validation.md).
     validation: ValidationPolicy = ALLOW_ALL
+    #: Statements longer or more deeply nested are refused before they are parsed (docs/validation.md).
+    max_statement_chars: int = DEFAULTS.max_statement_chars
+    max_statement_depth: int = DEFAULTS.max_statement_depth
+    #: A statement parsed and analyzed longer than this (seconds; 0: no limit) fails alone.
+    statement_prepare_timeout_s: int = DEFAULTS.statement_prepare_timeout_s
     #: Results stop at these caps and are written in documents of this size (docs/results.md).
     max_result_rows: int = DEFAULTS.max_result_rows
     max_result_bytes: int = DEFAULTS.max_result_bytes
     result_chunk_rows: int = DEFAULTS.result_chunk_rows
     result_chunk_bytes: int = DEFAULTS.result_chunk_bytes
+
+    @property
+    def statement_limits(self) -> StatementLimits:
+        """How long and how deeply nested a statement may be."""
+        return StatementLimits(self.max_statement_chars, self.max_statement_depth)
 
     @property
     def result_limits(self) -> ResultLimits:
@@ -118,6 +128,9 @@ class JobConfig:
             search_interval_ms=conf.search_interval_ms,
             session_wait_ms=conf.session_wait_ms,
             validation=conf.validation_policy,
+            max_statement_chars=conf.max_statement_chars,
+            max_statement_depth=conf.max_statement_depth,
+            statement_prepare_timeout_s=conf.statement_prepare_timeout_s,
             max_result_rows=conf.max_result_rows,
             max_result_bytes=conf.max_result_bytes,
             result_chunk_rows=conf.result_chunk_rows,

@@ -73,7 +73,15 @@ def main(argv: list[str]) -> int:
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
         store = Store.connect(cfg.opensearch, cfg.request_index)
         results = ResultTarget(cfg.result_limits, store.results, cfg.result_index)
-        executor = SparkExecutor(spark, cfg.datasource, flint_engine(spark, store, cfg), cfg.validation, results)
+        executor = SparkExecutor(
+            spark,
+            cfg.datasource,
+            flint_engine(spark, store, cfg),
+            cfg.validation,
+            results,
+            limits=cfg.statement_limits,
+            prepare_timeout_s=cfg.statement_prepare_timeout_s,
+        )
         try:
             runner(cfg, store, executor, stop).run()
         finally:
