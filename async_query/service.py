@@ -44,7 +44,7 @@ from query_core.models import SessionDoc, StatementDoc, Versioned
 from query_core.realtime import ReadNotServed
 from query_core.states import SessionState, StatementState, is_terminal
 from query_core.store import Store
-from query_core.validation import validate_query
+from query_core.validation import StatementLimits, check_limits, validate_query
 
 __all__ = ["AsyncQueryService", "Page", "SubmitRequest", "Submitted", "success_reply"]
 
@@ -238,12 +238,15 @@ class AsyncQueryService:
         400)."""
         datasource = self.datasources.get(request.datasource)  # an unknown datasource is refused first, as always
         check_datasource_access(request.principal, datasource)
+        limits = StatementLimits(self.settings.max_query_chars, self.settings.max_statement_depth)
+        tokens = check_limits(request.query, request.lang, limits)  # before any parser recurses
         classified = classify(request.lang, request.query)
         validate_query(
             launcher_policy(datasource, self.launcher_for(datasource)),
             request.lang,
             request.query,
             classified.statement,
+            tokens=tokens,
         )
         submitted = self.handlers[classified.kind].submit(request, classified)
         self.owner_of_query.put(submitted.query_id, request.submitted_by or "")

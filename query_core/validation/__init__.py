@@ -35,6 +35,7 @@ from query_core.validation.policy import (
 from query_core.validation.ppl import check_ppl
 from query_core.validation.refusal import QueryRefusedError
 from query_core.validation.sql import check_sql
+from query_core.validation.tokens import Tok
 
 __all__ = [
     "ALLOW_ALL",
@@ -80,14 +81,17 @@ def validate_query(
     query: str,
     statement: Statement | None = None,
     limits: StatementLimits | None = None,
+    tokens: list[Tok] | None = None,
 ) -> Verdict:
     """Refuse (:class:`QueryRefusedError`, a 400) a query holding an element ``policy`` denies,
     and (:class:`StatementLimitError`, a 400) one past ``limits`` when they are given.
 
     ``statement`` is the query's Flint statement when it is one. PPL that does not parse raises
     the PPL parser's syntax error. A query not refused is :attr:`Verdict.ALLOWED`, or
-    :attr:`Verdict.LEFT_TO_JOB` when a part of it could not be read here."""
-    tokens = check_limits(query, lang, limits) if limits is not None else None
+    :attr:`Verdict.LEFT_TO_JOB` when a part of it could not be read here. ``tokens`` are the
+    query's when :func:`check_limits` scanned it already."""
+    if limits is not None:
+        tokens = check_limits(query, lang, limits)
     if not policy.denied:
         return Verdict.ALLOWED
     checks = Checks(policy)
@@ -99,7 +103,7 @@ def validate_query(
                 statement, checks, lambda sql: check_sql(sql, checks), lambda e: check_sql(f"SELECT {e}", checks)
             )
         else:
-            check_sql(query, checks, tokens)
+            check_sql(query, checks, tokens if lang.lower() == "sql" else None)
     except RecursionError:
         raise StatementLimitError("The statement is nested too deeply to be read.") from None
     return Verdict.LEFT_TO_JOB if checks.undecided else Verdict.ALLOWED
