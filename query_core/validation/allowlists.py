@@ -18,6 +18,7 @@ listed. ``SET`` keys are compared exactly, as Spark's configuration compares the
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -27,18 +28,22 @@ _DS = "org.apache.spark.sql.execution.datasources"
 @dataclass(frozen=True)
 class Provider:
     """A data source statements may name: its short names (lower case), the classes Spark resolves
-    its names to and the names it resolves from, and the options it may be given (lower case)."""
+    its names to and the names it resolves from, and the options it may be given (as Spark's
+    documentation spells them; :attr:`keys` in lower case)."""
 
     name: str
     short_names: frozenset[str]
     classes: frozenset[str]
     options: frozenset[str]
 
+    @functools.cached_property
+    def keys(self) -> frozenset[str]:
+        """The option names in lower case, as they are compared."""
+        return frozenset(option.lower() for option in self.options)
+
 
 def _provider(name: str, shorts: Iterable[str], classes: Iterable[str], options: Iterable[str]) -> Provider:
-    return Provider(
-        name, frozenset(s.lower() for s in shorts), frozenset(classes), frozenset(o.lower() for o in options)
-    )
+    return Provider(name, frozenset(s.lower() for s in shorts), frozenset(classes), frozenset(options))
 
 
 #: Options every file-based provider reads (``FileIndex`` and ``FileFormat`` options).

@@ -110,7 +110,7 @@ class Checks:
             lowered = key.lower()
             if lowered == allowlists.PATH_OPTION:
                 self.location(value)
-            elif provider is None or lowered not in provider.options:
+            elif provider is None or lowered not in provider.keys:
                 name = provider.name if provider is not None else "?"
                 self.element(GrammarElement.DATA_SOURCE_OPTION, f"{name}: {key}")
             elif provider.name == "hive" and lowered == "fileformat":
