@@ -400,9 +400,7 @@ class _RootReader:
             checks.config(E.RESET, str(key.get()) if key.isDefined() else None)
         elif name == "CreateNamespace":
             self.namespace_properties(_entries(plan.properties()))
-        elif name == "SetNamespaceProperties":
-            self.namespace_properties(_entries(plan.properties()))
-        elif name in ("SetTableProperties", "SetViewProperties"):
+        elif name in ("SetNamespaceProperties", "SetTableProperties", "SetViewProperties"):
             checks.properties(_entries(plan.properties()))
         elif name == "SetTableSerDeProperties":
             serde = plan.serdeClassName()
