@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -182,6 +183,8 @@ class StatementGuard:
         self.policy = policy
         self.limits = limits or StatementLimits()
         self.checks = _SparkChecks(policy, spark)
+        #: What the catalog said of the tables lately read (see :meth:`_catalog_entry`).
+        self._catalog: dict[tuple[str, ...], tuple[float, _Entry | None]] = {}
 
     @property
     def active(self) -> bool:
@@ -344,7 +347,7 @@ class StatementGuard:
         (a ``jdbc`` table in the catalog is not read); a view's own tables are checked in turn."""
         if not self.policy.denies(E.DATA_SOURCE) or depth > _MAX_VIEW_DEPTH:
             return
-        found = _catalog_entry(self.spark, parts)
+        found = self._catalog_entry(parts)
         if found is None:
             return
         provider, view_text, database = found
@@ -354,6 +357,21 @@ class StatementGuard:
                 self._relation_provider(qualified, depth + 1)
         elif provider is not None:
             self.checks.provider(provider)
+
+    def _catalog_entry(self, parts: list[str]) -> _Entry | None:
+        """:func:`_catalog_entry`, remembered for :data:`CATALOG_TTL_S`: a table replaced meanwhile
+        by one with a refused provider could only have been made elsewhere (a statement here is
+        refused), and the job cannot connect through JDBC anyway (docs/validation.md)."""
+        key = tuple(part.lower() for part in parts)
+        now = time.monotonic()
+        cached = self._catalog.get(key)
+        if cached is not None and now - cached[0] < CATALOG_TTL_S:
+            return cached[1]
+        if len(self._catalog) > 4_096:
+            self._catalog.clear()
+        found = _catalog_entry(self.spark, parts)
+        self._catalog[key] = (now, found)
+        return found
 
     def _relations_of(self, sql: str) -> Iterator[list[str]]:
         try:
@@ -453,15 +471,10 @@ class _RootReader:
 
     def table_like(self) -> None:
         checks, plan = self.checks, self.plan
-        storage = plan.fileFormat()
-        hive = False
-        for clause, value in (("SERDE", storage.serde()), ("INPUTFORMAT", storage.inputFormat())):
-            if value.isDefined():
-                hive = True
-                checks.storage_class(clause, str(value.get()))
-        if storage.outputFormat().isDefined():
-            checks.storage_class("OUTPUTFORMAT", str(storage.outputFormat().get()))
-        checks.properties(_entries(storage.properties()))
+        serde = plan.serdeInfo()
+        hive = serde.isDefined()
+        if hive:
+            self.serde_info(serde.get())
         checks.properties(_entries(plan.properties()))
         provider = plan.provider()
         if provider.isDefined():
@@ -526,7 +539,13 @@ def _is_data_source(spark: Any, name: str) -> bool:
     return bool(_provider_class(spark, name.lower())) or bool(_provider_class(spark, name))
 
 
-def _catalog_entry(spark: Any, parts: list[str]) -> tuple[str | None, str | None, str | None] | None:
+#: (provider, view text, database) of a table in the session catalog.
+_Entry = tuple[str | None, str | None, str | None]
+#: How long what the catalog said of a table is remembered by a job's check.
+CATALOG_TTL_S = 10.0
+
+
+def _catalog_entry(spark: Any, parts: list[str]) -> _Entry | None:
     """(provider, view text, database) of the session catalog's table named ``parts``; None for
     a temporary view, another catalog's table, or a table that does not exist."""
     if len(parts) == 3 and parts[0].lower() == "spark_catalog":

@@ -96,8 +96,9 @@ def statement_depth(tokens: list[Tok], lang: str = "sql") -> int:
         top = stack[-1]
         if token.kind == TokenKind.PUNCT:
             if text in _OPEN:
-                if text == "[":
+                if text == "[":  # a subscript nests what it subscripts
                     top.chain += 1
+                    depth += 1
                 stack.append(_Level())
                 depth += 1
             elif text in _CLOSE:

@@ -257,7 +257,7 @@ def _execute_immediate(tokens: Sequence[Tok], checks: Checks) -> None:
             checks.leave("an EXECUTE IMMEDIATE literal")
             return
         check_sql(value, checks)
-        check_body(rest[1:], checks)
+        check_body([t for t in rest[1:] if t.upper != "USING"], checks)  # its arguments: expressions
         return
     checks.element(E.DYNAMIC_SQL, "EXECUTE IMMEDIATE")
 
