@@ -223,25 +223,26 @@ class SparkExecutor:
 
     def abandon(self, running: RunningQuery, grace_s: float = 5.0) -> None:
         """Stop a statement stuck in Spark's parser or analyzer, which no job-group cancel reaches:
-        its JVM thread is interrupted, then stopped; should the statement thread still not return,
-        it is left behind and later statements run on a new one, so the session goes on."""
+        its JVM thread is interrupted, then stopped, and later statements run on a new statement
+        thread (the old one's connection to the JVM went with its JVM thread). Should the stuck
+        thread still not return, it is left behind: the session goes on either way."""
         running.cancelled.set()
         thread = self._jvm_threads.get(running.query_id)
-        if thread is not None:
-            for stop in ("interrupt", "stop"):
-                try:
-                    getattr(thread, stop)()
-                except Exception as exc:  # noqa: BLE001 - a JVM that no longer stops threads
-                    log.warning("could not %s the thread of statement %s: %s", stop, running.query_id, exc)
-                if running.future.done():
-                    return
-                try:
-                    running.future.exception(timeout=grace_s)
-                except Exception:  # noqa: BLE001 - not done yet
-                    pass
-                if running.future.done():
-                    return
-        log.error("statement %s is stuck in Spark's parser or analyzer: leaving its thread behind", running.query_id)
+        for stop in ("interrupt", "stop") if thread is not None else ():
+            try:
+                getattr(thread, stop)()
+            except Exception as exc:  # noqa: BLE001 - a JVM that no longer stops threads
+                log.warning("could not %s the thread of statement %s: %s", stop, running.query_id, exc)
+            try:
+                running.future.exception(timeout=grace_s)
+            except Exception:  # noqa: BLE001 - not done yet
+                pass
+            if running.future.done():
+                break
+        if not running.future.done():
+            log.error(
+                "statement %s is stuck in Spark's parser or analyzer: its thread is left behind", running.query_id
+            )
         stuck, self._pool = self._pool, ThreadPoolExecutor(max_workers=1, thread_name_prefix="statement")
         stuck.shutdown(wait=False, cancel_futures=True)
 

@@ -258,7 +258,7 @@ class StatementGuard:
         while node is not None:
             roots.add(id(node))
             name = plan.getClass().getSimpleName()
-            _RootReader(self.checks, plan, node, self._relation_provider).check(name)
+            _RootReader(self.checks, plan, node, tree, self._relation_provider).check(name)
             if name != "ExplainCommand":
                 break
             plan = plan.logicalPlan()
@@ -400,11 +400,17 @@ class _RootReader:
     """Reads a statement's root plan node through the JVM (and its JSON form, ``node``)."""
 
     def __init__(
-        self, checks: _SparkChecks, plan: Any, node: dict[str, Any], relation: Callable[[list[str]], None]
+        self,
+        checks: _SparkChecks,
+        plan: Any,
+        node: dict[str, Any],
+        tree: list[dict[str, Any]],
+        relation: Callable[[list[str]], None],
     ) -> None:
         self.checks = checks
         self.plan = plan
         self.node = node
+        self.tree = tree
         self.relation = relation
 
     def check(self, name: str) -> None:
@@ -485,7 +491,7 @@ class _RootReader:
                 self.relation(source)
 
     def node_of_source(self) -> list[str]:
-        for node, _ in _nodes([self.node]):
+        for node, _ in _nodes(self.tree):
             if str(node["class"]).endswith(".UnresolvedTableOrView"):
                 return _parts(node.get("multipartIdentifier"))
         return []

@@ -40,6 +40,13 @@ class Case:
     def id(self) -> str:
         return self.text[:70]
 
+    @property
+    def flint(self) -> bool:
+        """A Flint index statement (run by the Flint engine, checked by its own check)."""
+        from query_core.flint import is_flint_statement
+
+        return self.lang == "sql" and is_flint_statement(self.text)
+
 
 def _case(text: str, refused: E | str | None, **kw: bool | str) -> Case:
     return Case(text, refused, **kw)  # type: ignore[arg-type]

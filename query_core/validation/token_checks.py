@@ -111,7 +111,7 @@ def _call(tokens: Sequence[Tok], i: int, checks: Checks) -> None:
     parts = [_part(tokens[j]) for j in range(start, i + 1, 2)]
     name = ".".join(parts)
     before = tokens[start - 1] if start > 0 else None
-    if start == i and not _is_call_position(tokens, start, before):
+    if not _is_call_position(tokens, start, before):
         return
     if start == i and tokens[i].kind == TokenKind.WORD:
         word = tokens[i].upper
