@@ -327,10 +327,10 @@ class StatementGuard:
         if name in ("SetCommand", "ResetCommand"):
             self.checks.element(E.SET if name == "SetCommand" else E.RESET)
             self.checks.element(E.PROTECTED_CONFIG, "in a compound statement")
-        elif name in ("CreateNamespace", "CreateTempViewUsing"):
+        elif name in ("CreateNamespace", "SetNamespaceProperties"):
             self.checks.element(E.LOCATION, "in a compound statement")
         else:
-            self.checks.element(E.DATA_SOURCE, f"{name} in a compound statement")
+            self.checks.element(E.DATA_SOURCE, "in a compound statement")
 
     def _execute_immediate(self, node: dict[str, Any]) -> None:
         statement = node.get("sqlStmtStr") or node.get("queryParam")

@@ -26,7 +26,8 @@ LIMIT = "limit"
 @dataclass(frozen=True)
 class Case:
     text: str
-    refused: E | str | None
+    #: The element the refusal names (either of a tuple's), LIMIT, or None: allowed.
+    refused: E | tuple[E, ...] | str | None
     lang: str = "sql"
     #: Decided by what the catalog holds: the plugin cannot see it.
     catalog: bool = False
@@ -48,7 +49,7 @@ class Case:
         return self.lang == "sql" and is_flint_statement(self.text)
 
 
-def _case(text: str, refused: E | str | None, **kw: bool | str) -> Case:
+def _case(text: str, refused: E | tuple[E, ...] | str | None, **kw: bool | str) -> Case:
     return Case(text, refused, **kw)  # type: ignore[arg-type]
 
 
@@ -144,7 +145,7 @@ OPTIONS = [
     _case("ALTER TABLE wh_ok SET TBLPROPERTIES ('path' = '{outside}/x')", E.LOCATION),
     _case("ALTER TABLE wh_ok SET SERDEPROPERTIES ('path' = '{outside}')", E.LOCATION),
     _case("ALTER TABLE wh_ok SET SERDEPROPERTIES ('PATH' = '{wh}/x?/../../../outside')", E.LOCATION),
-    _case("ALTER DATABASE default SET DBPROPERTIES ('location' = '{outside}')", E.TABLE_PROPERTY),
+    _case("ALTER DATABASE default SET DBPROPERTIES ('location' = '{outside}')", E.TABLE_PROPERTY, spark_refuses=True),
 ]
 
 #: Every path trick, at every place a path appears.
@@ -286,7 +287,7 @@ ALLOWED = [
     _case("SELECT CAST(1 AS DECIMAL(10, 2)), date_format(current_date(), 'yyyy'), explode(array(1, 2))", None),
     _case("SELECT * FROM default.wh_ok a JOIN default.wh_ok b ON a.a = b.a", None),
     _case(
-        "CREATE TABLE default.wh_tbl (a INT) USING parquet TBLPROPERTIES ('owner' = 'ops', 'parquet.compression' = 'zstd')",
+        "CREATE TABLE default.wh_tbl (a INT) USING parquet TBLPROPERTIES ('purpose' = 'reports', 'parquet.compression' = 'zstd')",
         None,
     ),
     _case("source = default.wh_ok | where a > 0 | stats count() by a", None, lang="ppl"),

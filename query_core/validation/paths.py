@@ -69,6 +69,8 @@ def hadoop_path(text: str) -> HadoopPath:
         raise PathError(f"Illegal character in scheme name: {text}")
     if scheme is not None and path and not path.startswith("/"):
         raise PathError(f"Relative path in absolute URI: {text}")
+    if scheme is not None and authority is None and not path:
+        raise PathError(f"Expected scheme-specific part: {text}")
     if authority and path and not path.startswith("/"):  # pragma: no cover - a path after an authority starts with /
         raise PathError(f"Relative path with an authority: {text}")
     if not authority and path.startswith("//"):

@@ -178,11 +178,11 @@ def _expect(case: Case, outcome: tuple[str, str]) -> None:
     elif case.refused == LIMIT:
         assert kind == "limit", (kind, message)
     else:
-        assert isinstance(case.refused, hostile.E)
         if case.spark_refuses and kind == "spark":
             return
+        elements = case.refused if isinstance(case.refused, tuple) else (case.refused,)
         assert kind == "refused", (kind, message)
-        assert message.startswith(case.refused.description), message
+        assert any(isinstance(e, hostile.E) and message.startswith(e.description) for e in elements), message
 
 
 @pytest.mark.parametrize("case", hostile.ALL, ids=lambda c: c.id)
@@ -273,7 +273,8 @@ def test_a_statement_stuck_in_the_parser_is_abandoned_and_the_next_one_runs(spar
     executor = SparkExecutor(
         spark, "", None, local_policy(places), limits=StatementLimits(10_000_000, 10_000), prepare_timeout_s=0.2
     )
-    slow = "SELECT * FROM " + "(SELECT * FROM " * 250 + "range(1)" + ")" * 250
+    # Seconds of parsing and analysis (a 100,000-value IN list), and no Spark job of its own.
+    slow = "SELECT * FROM range(1) WHERE id IN (" + ", ".join(map(str, range(100_000))) + ")"
     try:
         running = executor.start("slow", slow)
         assert not running.future.done()

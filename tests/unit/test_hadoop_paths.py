@@ -58,6 +58,8 @@ HADOOP_VECTORS: list[tuple[str, tuple[str | None, str | None, str] | None]] = [
     ("1x:/a", None),
     ("file:wh", None),
     ("file:./wh", None),
+    ("file:", None),
+    ("s3:", None),
     ("", None),
 ]
 
