@@ -171,6 +171,8 @@ class Checked:
     lists_settings: bool = False
     #: ``SET key``: the key whose value is read (shown only when the key is a settable one).
     reads_setting: str | None = None
+    #: A ``SET`` inside a compound statement: a result shaped like a listing is filtered.
+    may_list_settings: bool = False
 
 
 class StatementGuard:
@@ -195,14 +197,13 @@ class StatementGuard:
     def check_sql(self, sql: str) -> Checked:
         """A Spark SQL statement, as Spark will run it (a ParseException propagates)."""
         tokens = check_limits(sql, "sql", self.limits)
-        first = tokens[0].upper if tokens and tokens[0].kind == TokenKind.WORD else ""
-        if not self.active and first != "SET":
+        if not self.active and not any(t.kind == TokenKind.WORD and t.upper in ("SET", "EXECUTE") for t in tokens):
             return Checked()
         plan = self._parser().parsePlan(sql)
-        checked = _settings_read(plan)
+        tree = json.loads(plan.toJSON())
+        checked = self._settings_read(plan, tree)
         if not self.active:
             return checked
-        tree = json.loads(plan.toJSON())
         roots = self._check_roots(plan, tree)
         self._walk(tree, roots)
         return checked
@@ -234,7 +235,8 @@ class StatementGuard:
         """The rows of a statement's result that may be shown: a listing of the settings keeps
         only the settable keys (the others name the job's addresses, paths and credentials), and a
         read of another key shows no value."""
-        if checked.lists_settings:
+        shaped = frame.columns[:2] == ["key", "value"]
+        if checked.lists_settings or (checked.may_list_settings and shaped):
             from pyspark.sql import functions as sf
 
             keys = [row[0] for row in frame.select(frame.columns[0]).collect()]
@@ -249,6 +251,22 @@ class StatementGuard:
 
     def _parser(self) -> Any:
         return self.spark._jsparkSession.sessionState().sqlParser()
+
+    def _settings_read(self, plan: Any, tree: list[dict[str, Any]], depth: int = 0) -> Checked:
+        """What a statement reads of the session's settings: a ``SET`` listing or one key, also
+        when ``EXECUTE IMMEDIATE`` runs the ``SET`` or a compound statement holds one."""
+        name = plan.getClass().getSimpleName()
+        if name == "SetCommand":
+            return _set_command_read(plan)
+        if name == "UnresolvedExecuteImmediate" and tree and depth < 8:
+            statement = tree[0].get("sqlStmtStr") or tree[0].get("queryParam")
+            literal = statement[0] if isinstance(statement, list) and len(statement) == 1 else None
+            if isinstance(literal, dict) and str(literal.get("class", "")).endswith(".Literal"):
+                inner = self._parser().parsePlan(str(literal.get("value", "")))
+                return self._settings_read(inner, json.loads(inner.toJSON()), depth + 1)
+        if any(str(node["class"]).endswith(".SetCommand") for node, _ in _nodes(tree)):
+            return Checked(may_list_settings=True)
+        return Checked()
 
     def _check_roots(self, plan: Any, tree: list[dict[str, Any]]) -> set[int]:
         """Check what the JSON form of a statement leaves out (maps, options) from its root through
@@ -383,10 +401,8 @@ class StatementGuard:
                 yield _parts(node.get("multipartIdentifier"))
 
 
-def _settings_read(plan: Any) -> Checked:
+def _set_command_read(plan: Any) -> Checked:
     """What a ``SET`` statement reads: the listing, or one key's value."""
-    if plan.getClass().getSimpleName() != "SetCommand":
-        return Checked()
     kv = plan.kv()
     if not kv.isDefined():
         return Checked(lists_settings=True)

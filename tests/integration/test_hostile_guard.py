@@ -245,7 +245,7 @@ def test_a_setting_listing_shows_only_the_settable_keys(spark: Any, places: Plac
     spark.conf.set("spark.hadoop.hive.metastore.uris", "thrift://10.1.2.3:9083")
     executor = SparkExecutor(spark, "", None, local_policy(places))
     try:
-        for i, sql in enumerate(("SET", "SET -v")):
+        for i, sql in enumerate(("SET", "SET -v", "EXECUTE IMMEDIATE 'SET'")):
             output = executor.start(f"set-{i}", sql).future.result(timeout=60)
             assert "10.1.2.3" not in output.lossless.datarows
             assert "spark.sql.warehouse.dir" not in output.lossless.datarows
@@ -257,9 +257,15 @@ def test_a_setting_listing_shows_only_the_settable_keys(spark: Any, places: Plac
         try:
             output = open_executor.start("set-open", "SET").future.result(timeout=60)
             hidden = open_executor.start("set-key", "SET spark.datasource.flint.host").future.result(timeout=60)
+            indirect = open_executor.start("set-exec", "EXECUTE IMMEDIATE 'SET -v'").future.result(timeout=60)
+            compound = open_executor.start("set-compound", "BEGIN SET; END").future
+            compound_rows = (
+                compound.result(timeout=60).lossless.datarows if compound.exception(timeout=60) is None else ""
+            )
         finally:
             open_executor.close()
         assert "10.1.2.3" not in output.lossless.datarows
+        assert "10.1.2.3" not in indirect.lossless.datarows and "10.1.2.3" not in compound_rows
         assert "10.1.2.3" not in hidden.lossless.datarows and "<hidden>" in hidden.lossless.datarows
     finally:
         executor.close()
