@@ -29,6 +29,7 @@ from urllib.parse import unquote
 #: A URI scheme, as ``java.net.URI`` accepts one.
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*")
 _SEGMENT = re.compile(r"([^/]+)(/+)?")
+_SLASHES = re.compile(r"/{2,}")
 
 
 class PathError(ValueError):
@@ -79,9 +80,9 @@ def hadoop_path(text: str) -> HadoopPath:
 
 
 def _hadoop_normalize(path: str) -> str:
-    """``Path.normalizePath``: ``//`` replaced by ``/`` (left to right, as commons-lang does it),
-    then one trailing ``/`` dropped from a path longer than ``/``."""
-    path = path.replace("//", "/")
+    """``Path.normalizePath``: every run of ``/`` made one (``///`` too, as Hadoop's own results
+    show), then a trailing ``/`` dropped from a path longer than ``/``."""
+    path = _SLASHES.sub("/", path)
     if len(path) > 1 and path.endswith("/"):
         path = path[:-1]
     return path

@@ -31,6 +31,7 @@ HADOOP_VECTORS: list[tuple[str, tuple[str | None, str | None, str] | None]] = [
     ("hdfs://nn:8020/wh/./t", ("hdfs", "nn:8020", "/wh/t")),
     ("///etc", (None, None, "/etc")),
     ("////etc", (None, None, "/etc")),
+    ("file:///%2Fx:///", ("file", None, "/%2Fx:")),
     ("file:///", ("file", None, "/")),
     ("file:////etc", ("file", None, "/etc")),
     ("file://", ("file", None, "/")),
