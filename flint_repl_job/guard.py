@@ -33,7 +33,14 @@ from typing import Any
 
 from query_core.flint import Statement
 from query_core.ppl import parse_ppl
-from query_core.validation import Checks, GrammarElement, ValidationPolicy, check_flint, check_ppl
+from query_core.validation import (
+    Checks,
+    GrammarElement,
+    QueryRefusedError,
+    ValidationPolicy,
+    check_flint,
+    check_ppl,
+)
 from query_core.validation.allowlists import Provider, is_settable, provider_of_class
 from query_core.validation.elements import GrammarElement as E
 from query_core.validation.limits import StatementLimits, check_limits
@@ -158,9 +165,13 @@ _MAX_VIEW_DEPTH = 16
 
 
 def _parts(text: Any) -> list[str]:
-    """A Scala ``Seq[String]`` as its JSON shows it, ``[a, b]``, as its parts."""
+    """A Scala ``Seq[String]`` as its JSON shows it, ``[a, b]``, as its parts. Spark shortens a
+    long one (``[a, b, ... 3 more fields]``): such a name cannot be checked, and is refused."""
     inner = str(text or "")[1:-1]
-    return inner.split(", ") if inner else []
+    parts = inner.split(", ") if inner else []
+    if parts and parts[-1].endswith(" more fields"):
+        raise QueryRefusedError(E.DYNAMIC_SQL, "a name too long to be read")
+    return parts
 
 
 @dataclass(frozen=True)

@@ -297,7 +297,6 @@ SETTABLE_KEYS = frozenset(
         "spark.sql.inMemoryColumnarStorage.compressed",
         "spark.sql.inMemoryColumnarStorage.batchSize",
         "spark.sql.statistics.histogram.enabled",
-        "spark.sql.debug.maxToStringFields",
         "spark.flint.optimizer.enabled",
         "spark.flint.optimizer.covering.enabled",
         "spark.flint.index.hybridscan.enabled",
