@@ -22,47 +22,27 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from async_query import logs
 from async_query.datasource_api import datasource_router
+from async_query.http_errors import error_response
 from async_query.http_limits import ConcurrencyLimit
 from async_query.metrics import MetricsMiddleware
 from async_query.ops_api import ops_router
 from async_query.replies import Page, submitted_reply
-from async_query.security.errors import FORBIDDEN_REASON, UNAUTHORIZED_REASON
+from async_query.security.errors import UnauthorizedError
 from async_query.security.middleware import SecurityMiddleware, audit_note, current_principal
 from async_query.security.principal import Principal
 from async_query.security.setup import Security, build_security
 from async_query.service import AsyncQueryService, SubmitRequest
 from query_core.errors import AsyncQueryError, InvalidRequestError
-from query_core.models import SessionDoc
+from query_core.models import PoolJobDoc, SessionDoc
 from query_core.states import SessionState
 
 if TYPE_CHECKING:
     from async_query.gateway import Gateway
+    from async_query.runtime import Plugin
 
 log = logging.getLogger(__name__)
 
 BASE = "/_plugins/_async_query"
-REASONS = {
-    400: "Invalid Request",
-    401: UNAUTHORIZED_REASON,
-    403: FORBIDDEN_REASON,
-    502: "Bad Gateway",
-    504: "Gateway Timeout",
-    404: "Invalid Request",
-    405: "Invalid Request",
-    406: "Invalid Request",
-    413: "Invalid Request",
-    415: "Invalid Request",
-    429: "Too Many Requests",
-    503: "Service Unavailable",
-}
-INTERNAL = "There was internal problem at backend"
-
-
-def error_response(status: int, error_type: str, details: str, reason: str = "") -> JSONResponse:
-    reason = reason or REASONS.get(status, INTERNAL)
-    return JSONResponse(
-        {"status": status, "error": {"type": error_type, "reason": reason, "details": details}}, status_code=status
-    )
 
 
 class CreateAsyncQueryRequest(BaseModel):
@@ -122,6 +102,26 @@ def _session_view(session: SessionDoc) -> dict[str, Any]:
     )
 
 
+def _pool_job_view(job: PoolJobDoc) -> dict[str, Any]:
+    return job.model_dump(
+        by_alias=True,
+        mode="json",
+        include={
+            "slot_id",
+            "pool_key",
+            "state",
+            "engine",
+            "application_id",
+            "job_id",
+            "job_start_time",
+            "last_update_time",
+            "session_id",
+            "data_source_name",
+            "error",
+        },
+    )
+
+
 def page_asked(offset: int | None, size: int | None, max_size: int) -> Page:
     """GET's paging parameters (an addition, ``docs/api.md``): ``offset`` defaults to 0, ``size``
     to ``max_size`` (the rows of a result's first document), which it may not exceed."""
@@ -155,22 +155,34 @@ class _RequestChecks:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        refused = self._refused(scope)
+        length = encoding = content_type = None
+        for name, value in scope["headers"]:  # uvicorn gives names in lower case
+            if name == b"content-length":
+                length = value
+            elif name == b"transfer-encoding":
+                encoding = value
+            elif name == b"content-type":
+                content_type = value
+        if length is None and encoding is None:  # no body: nothing to check, nothing to bound
+            await self.app(scope, receive, send)
+            return
+        refused = self._refused(scope["method"], length, encoding, content_type)
         if refused is not None:
             await refused(scope, receive, send)
             return
         await self._limited(scope, receive, send)
 
-    def _refused(self, scope: Scope) -> JSONResponse | None:
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        length = headers.get("content-length")
+    def _refused(
+        self, method: str, length_header: bytes | None, encoding: bytes | None, content_type_header: bytes | None
+    ) -> JSONResponse | None:
+        length = None if length_header is None else length_header.decode("latin-1")
         if length is not None and (not length.isdigit() or int(length) > self.max_body):
             return error_response(
                 413, "IllegalArgumentException", f"the request body is larger than {self.max_body} bytes"
             )
-        has_body = (length is not None and length != "0") or "transfer-encoding" in headers
-        content_type = headers.get("content-type", "")
-        if scope["method"] in ("POST", "PUT", "PATCH") and has_body and not _is_json(content_type):
+        has_body = (length is not None and length != "0") or encoding is not None
+        content_type = "" if content_type_header is None else content_type_header.decode("latin-1")
+        if method in ("POST", "PUT", "PATCH") and has_body and not _is_json(content_type):
             return error_response(
                 406,
                 "IllegalArgumentException",
@@ -215,8 +227,62 @@ class _RequestChecks:
             await reply(scope, receive, send)
 
 
+class _QueryGet:
+    """ASGI middleware, innermost: ``GET /_plugins/_async_query/{queryId}`` (no query string), the
+    request clients poll, answered here rather than through the router.
+
+    FastAPI's routing, dependency solving and response classes cost more CPU than the GET itself
+    when its reply is cached; this answers exactly as the ``get_query`` endpoint does (the same
+    service calls, the same error shape), for the caller the middleware in front authenticated.
+    Every other request, paged GETs and ids starting with ``_`` (the router's own paths) included,
+    goes on to the router.
+    """
+
+    def __init__(self, app: ASGIApp, service: AsyncQueryService) -> None:
+        self.app = app
+        self.service = service
+        self.prefix = BASE + "/"
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "GET" and not scope["query_string"]:
+            path: str = scope["path"]
+            if path.startswith(self.prefix):
+                query_id = path[len(self.prefix) :]
+                if query_id and query_id[0] != "_" and "/" not in query_id:
+                    await self._get(scope, receive, send, query_id)
+                    return
+        await self.app(scope, receive, send)
+
+    async def _get(self, scope: Scope, receive: Receive, send: Send, query_id: str) -> None:
+        logs.note(query_id=query_id)
+        principal = scope.get("state", {}).get("principal")
+        try:
+            if not isinstance(principal, Principal):  # the security middleware did not run
+                raise UnauthorizedError()
+            body = await self.service.get_without_blocking(query_id, principal)
+            if body is None:
+                body = await run_in_threadpool(self.service.get, query_id, principal)
+        except AsyncQueryError as exc:
+            await product_error(exc, "GET", path_of(scope))(scope, receive, send)
+            return
+        headers = [(b"content-length", str(len(body)).encode()), (b"content-type", b"application/json")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+
+def path_of(scope: Scope) -> str:
+    return str(scope.get("path", ""))
+
+
+def product_error(exc: AsyncQueryError, method: str, path: str) -> JSONResponse:
+    """The reply to a product error raised by an endpoint (logged when it is the service's fault)."""
+    if exc.http_status >= 500:
+        log.error("%s %s failed: %s", method, path, exc.message)
+    return error_response(exc.http_status, exc.error_type, exc.message, exc.reason_phrase)
+
+
 def create_app(
-    service: AsyncQueryService,
+    plugin: Plugin,
     on_shutdown: Callable[[], None] | None = None,
     security: Security | None = None,
     gateway: Gateway | None = None,
@@ -227,7 +293,8 @@ def create_app(
     ``gateway``, every path the app does not own passes through it to the index cluster, after
     authentication and before any of the app's own request checks (its connections open and close
     with the app)."""
-    guard = security if security is not None else build_security(service.settings)
+    service, settings = plugin.service, plugin.settings
+    guard = security if security is not None else build_security(settings)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -244,24 +311,23 @@ def create_app(
 
     app = FastAPI(title="Async query service", docs_url=None, redoc_url=None, lifespan=lifespan)
     app.state.service = service
-    max_body = service.settings.max_body_bytes
-    max_query = service.settings.max_query_chars
+    max_body = settings.max_body_bytes
+    max_query = settings.max_query_chars
 
+    app.add_middleware(_QueryGet, service=service)  # innermost: after every check below
     app.add_middleware(_RequestChecks, max_body=max_body)
     if gateway is not None:
         app.add_middleware(gateway.in_front_of)  # outside the request checks
     # Added last, so outermost: nothing is looked at before the caller is known.
     app.add_middleware(SecurityMiddleware, security=guard)
     # Outside even that: it bounds everything, authentication included (docs/security.md).
-    app.add_middleware(ConcurrencyLimit, limit=service.settings.http_max_concurrency)
-    if service.settings.metrics_enabled:
+    app.add_middleware(ConcurrencyLimit, limit=settings.http_max_concurrency)
+    if settings.metrics_enabled:
         app.add_middleware(MetricsMiddleware)  # outside even that: refusals are counted too
 
     @app.exception_handler(AsyncQueryError)
     async def on_product_error(request: Request, exc: AsyncQueryError) -> JSONResponse:
-        if exc.http_status >= 500:
-            log.error("%s %s failed: %s", request.method, request.url.path, exc.message)
-        return error_response(exc.http_status, exc.error_type, exc.message, exc.reason_phrase)
+        return product_error(exc, request.method, request.url.path)
 
     @app.exception_handler(RequestValidationError)
     async def on_invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -276,8 +342,8 @@ def create_app(
         log.exception("%s %s failed", request.method, request.url.path)
         return error_response(500, type(exc).__name__, "an unexpected error occurred; see the service log")
 
-    app.include_router(datasource_router(service.datasources, service.check_datasource))
-    app.include_router(ops_router(service))  # before GET /{query_id}: it owns BASE/_health
+    app.include_router(datasource_router(plugin.datasources, plugin.launchers.check))
+    app.include_router(ops_router(settings, plugin.health, plugin.stats))  # before GET /{query_id}: it owns BASE/_health
 
     caller = Depends(current_principal)
 
@@ -309,7 +375,8 @@ def create_app(
         if not 1 <= size <= 1000:
             return error_response(400, "IllegalArgumentException", "size must be between 1 and 1000")
         found = service.sessions(datasource, states, size, principal)
-        return JSONResponse({"sessions": [_session_view(s) for s in found]})
+        pool = service.pool_jobs(size, principal)
+        return JSONResponse({"sessions": [_session_view(s) for s in found], "poolJobs": [_pool_job_view(p) for p in pool]})
 
     @app.get(BASE + "/{query_id}")
     async def get_query(
@@ -317,7 +384,7 @@ def create_app(
     ) -> Response:
         logs.note(query_id=query_id)
         if offset is not None or size is not None:
-            page = page_asked(offset, size, service.settings.result_chunk_rows)
+            page = page_asked(offset, size, settings.result_chunk_rows)
             paged = await run_in_threadpool(service.get_page, query_id, page, principal)
             return Response(paged, media_type="application/json")
         # Most GETs are answered on the event loop (a cached reply, or one real-time read of a

@@ -36,7 +36,7 @@ def _serve(args: argparse.Namespace) -> int:
         return _fail(
             "invalid settings: " + "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         )
-    checks = serve_checks(settings, args.host, args.insecure_no_auth, tls=bool(args.tls_cert))
+    checks = serve_checks(settings, args.host, args.insecure_no_auth, tls=bool(args.tls_cert), tls_key=args.tls_key or "")
     for warning in checks.warnings:
         print(warning, file=sys.stderr, flush=True)
     if checks.errors:
@@ -56,9 +56,11 @@ def _serve(args: argparse.Namespace) -> int:
     private_dir(settings.data_dir)
     runtime = build_runtime(settings)
     try:
+        if policy is not None:  # as the service reaches its cluster (the embedded index: with its credential)
+            policy = gateway_policy(settings, runtime.plugin.opensearch)
         security = build_security(settings, args.insecure_no_auth)
-        gateway = _gateway(settings, runtime.service.opensearch, policy) if policy is not None else None
-        app = create_app(runtime.service, on_shutdown=runtime.close, security=security, gateway=gateway)
+        gateway = _gateway(settings, runtime.plugin.opensearch, policy) if policy is not None else None
+        app = create_app(runtime.plugin, on_shutdown=runtime.close, security=security, gateway=gateway)
         scheme = "https" if args.tls_cert else "http"
         say = _announcer(args.log_format)
         say(f"async query service on {scheme}://{args.host}:{args.port}/_plugins/_async_query (auth: {settings.auth})")
@@ -144,10 +146,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--tls-cert", default=None, metavar="PEM", help="serve HTTPS with this certificate (chain)")
     serve.add_argument("--tls-key", default=None, metavar="PEM", help="the private key of --tls-cert")
     serve.set_defaults(func=_serve)
-    from async_query import client_cli, packaging
+    from async_query import packaging
     from async_query.security import user_cli
+    from async_query_cli import commands
 
-    client_cli.add_commands(sub)
+    commands.add_commands(sub)
     user_cli.add_commands(sub)
     packaging.add_commands(sub)
     return parser

@@ -5,7 +5,9 @@
   ``S3GLUE`` datasource whose ``engine`` property names what runs it.
 - The ``glue.*`` properties, checked as the reference's ``GlueDataSourceFactory`` and
   ``SecurityLakeDataSourceFactory`` check them, with their messages.
-- Credentials: properties whose key ends as the reference's confidential keys never leave in a reply.
+- Credentials: properties and Spark conf keys that name a credential (the reference's confidential
+  keys, and any key holding ``password``, ``secret``, ``token`` or ``key`` in any case) never leave
+  in a reply, and are sealed in the index.
 - The Spark conf a datasource may set (an allow list) and the properties it may not set at all
   (the EMR Serverless application, entry point and parameters are the service's).
 
@@ -53,11 +55,19 @@ AUTH_TYPES = {"noauth": "noauth", "basicauth": "basic", "awssigv4": "sigv4", "aw
 #: The reference's confidential keys (``DataSourceServiceImpl.CONFIDENTIAL_AUTH_KEYS``): a
 #: property whose key ends with one is removed from every reply, and sealed in the index.
 CONFIDENTIAL_SUFFIXES = ("auth.username", "auth.password", "auth.access_key", "auth.secret_key")
+#: Beyond the reference's list, any key naming a credential, wherever the word stands and in any
+#: case (``x.auth.PASSWORD``, ``fs.s3a.secret.key``, ``SessionToken``): a key that is not a
+#: credential but matches loses nothing but its place in replies (its value is still used).
+CONFIDENTIAL_WORDS = re.compile(r"password|secret|token|key", re.IGNORECASE)
 
 #: Properties that belong to the service's settings, never to a datasource.
 SERVICE_PROPERTIES = ("applicationId", "region", "entryPoint", "pyFiles", "packageS3Uri", "sparkSubmitParameters")
 #: A datasource may name one of the execution roles the service's settings list.
 EXECUTION_ROLE = "executionRoleARN"
+#: Idle jobs kept started for its sessions (docs/datasources.md; the deployment's
+#: ``warm_pool_size`` when absent).
+WARM_POOL_SIZE = "warmPoolSize"
+MAX_WARM_POOL_SIZE = 64
 
 
 def connector_and_engine(raw: object) -> tuple[str, str]:
@@ -82,11 +92,13 @@ def connector_and_engine(raw: object) -> tuple[str, str]:
 
 
 def is_confidential(key: str) -> bool:
-    return key.endswith(CONFIDENTIAL_SUFFIXES)
+    """Whether a property or Spark conf key names a credential (left out of replies, sealed)."""
+    return key.lower().endswith(CONFIDENTIAL_SUFFIXES) or CONFIDENTIAL_WORDS.search(key) is not None
 
 
 def masked(properties: Mapping[str, str]) -> dict[str, str]:
-    """``properties`` without the confidential ones, as the reference's replies leave them out."""
+    """``properties`` (or a Spark conf) without the confidential keys, as the reference's replies
+    leave them out."""
     return {key: value for key, value in properties.items() if not is_confidential(key)}
 
 

@@ -133,6 +133,20 @@ class Datasource(BaseModel):
             raise ValueError(f"engine must be one of {', '.join(dialect.ENGINES)}")
         return properties
 
+    @field_validator("properties")
+    @classmethod
+    def _valid_pool_size(cls, properties: dict[str, str]) -> dict[str, str]:
+        size = properties.get(dialect.WARM_POOL_SIZE)
+        if size is not None and not (size.isascii() and size.isdigit() and int(size) <= dialect.MAX_WARM_POOL_SIZE):
+            raise ValueError(f"{dialect.WARM_POOL_SIZE} must be a whole number from 0 to {dialect.MAX_WARM_POOL_SIZE}")
+        return properties
+
+    @property
+    def warm_pool_size(self) -> int | None:
+        """Idle jobs kept started for its sessions (None: the deployment's default)."""
+        size = self.properties.get(dialect.WARM_POOL_SIZE)
+        return int(size) if size is not None else None
+
     @property
     def results(self) -> str:
         """The result index of this datasource."""
@@ -151,7 +165,7 @@ class Datasource(BaseModel):
     def __repr_args__(self) -> Any:
         """Its repr (as a log line may show it) without credentials."""
         for name, value in super().__repr_args__():
-            yield name, dialect.masked(value) if name == "properties" else value
+            yield name, dialect.masked(value) if name in ("properties", "spark_conf") else value
 
     def to_document(self) -> dict[str, Any]:
         """Everything, credentials in clear: what the registry seals and stores."""
@@ -161,6 +175,7 @@ class Datasource(BaseModel):
         """The reference's reply shape: credentials left out, the result index filled in."""
         reply = self.to_document()
         reply["properties"] = dialect.masked(self.properties)
+        reply["sparkConf"] = dialect.masked(self.spark_conf)
         reply["resultIndex"] = self.results
         return reply
 
@@ -350,23 +365,36 @@ class DatasourceRegistry:
         self._forget(name)
 
     def _to_document(self, datasource: Datasource) -> dict[str, Any]:
-        """The stored shape: confidential properties sealed."""
+        """The stored shape: confidential properties and Spark conf values sealed."""
         document = datasource.to_document()
-        document["properties"] = {
-            key: self._sealer.seal(value) if dialect.is_confidential(key) else value
-            for key, value in datasource.properties.items()
-        }
+        document["properties"] = self._sealed(datasource.properties)
+        document["sparkConf"] = self._sealed(datasource.spark_conf)
         return document
 
+    def _sealed(self, values: dict[str, str]) -> dict[str, str]:
+        return {key: self._sealer.seal(value) if dialect.is_confidential(key) else value for key, value in values.items()}
+
     def _from_document(self, source: dict[str, Any]) -> Datasource:
-        properties: dict[str, str] = {}
-        for key, value in (source.get("properties") or {}).items():
-            clear = self._sealer.unseal(value) if dialect.is_confidential(key) else value
-            if clear is None:
-                log.warning("datasource %s: property %s was sealed under another key; left out", source.get("name"), key)
+        name = source.get("name")
+        return Datasource.model_validate(
+            {
+                **source,
+                "properties": self._unsealed(name, "property", source.get("properties") or {}),
+                "sparkConf": self._unsealed(name, "sparkConf key", source.get("sparkConf") or {}),
+            }
+        )
+
+    def _unsealed(self, name: object, what: str, stored: dict[str, str]) -> dict[str, str]:
+        """``stored`` with its confidential values unsealed (a value stored before its key was
+        confidential is taken as it is; one sealed under another key is left out)."""
+        clear: dict[str, str] = {}
+        for key, value in stored.items():
+            found = self._sealer.unseal(value) if dialect.is_confidential(key) else value
+            if found is None:
+                log.warning("datasource %s: %s %s was sealed under another key; left out", name, what, key)
                 continue
-            properties[key] = clear
-        return Datasource.model_validate({**source, "properties": properties})
+            clear[key] = found
+        return clear
 
     def _writable(self, name: str) -> Store:
         if name in self._configured:

@@ -49,7 +49,7 @@ from urllib.parse import urlsplit
 import httpx
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from async_query.api import error_response
+from async_query.http_errors import error_response
 from async_query.settings import Settings
 from query_core.config import OpenSearchConfig
 
@@ -174,13 +174,14 @@ def admins_only(policy: PassPolicy) -> PassPolicy:
     return admin_policy
 
 
-def gateway_policy(settings: Settings) -> PassPolicy:
+def gateway_policy(settings: Settings, cluster: OpenSearchConfig | None = None) -> PassPolicy:
     """The policy of the deployment's authentication: with ``cluster``, the caller's own
     credentials go upstream (the cluster's security decides); otherwise only admins pass, as the
-    service itself."""
+    service itself (``cluster``: the service's connection, when it is not the settings' alone,
+    as the embedded index's with its credential)."""
     if settings.auth == "cluster":
         return caller_credentials()
-    return admins_only(service_credentials(settings.opensearch()))
+    return admins_only(service_credentials(cluster or settings.opensearch()))
 
 
 def _basic(username: str, password: str) -> str:

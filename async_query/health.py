@@ -20,13 +20,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from async_query import metrics
-from query_core.ids import DEPLOYMENT_INDEX, request_index
 from query_core.models import now_millis
 
 if TYPE_CHECKING:
     from async_query.datasources import Datasource
-    from async_query.service import AsyncQueryService
     from async_query.workers import Lease, Worker
+    from query_core.store.connector import Found
 
 #: A check: None when all is well, else what is wrong; it may add what it found to ``info``.
 Check = Callable[[dict[str, Any]], "str | None"]
@@ -45,6 +44,35 @@ class HealthReport:
         return "; ".join(f"{name}: {c['details']}" for name, c in self.checks.items() if not c["ok"])
 
 
+@dataclass(frozen=True)
+class WatchedLoop:
+    """A housekeeping loop the health check watches: this process's loop, the lease that lets one
+    process of the deployment run it, and the index each datasource's (None: the deployment's)
+    lease document lives in."""
+
+    what: str
+    loop: Worker
+    lease: Lease
+    index_of: Callable[[str | None], str]
+    per_datasource: bool
+
+
+@dataclass(frozen=True)
+class Watched:
+    """What the health checks look at, as the few calls they make."""
+
+    #: The index cluster answers.
+    ping: Callable[[], bool]
+    #: The datasources, as the index lists them; and as configured (before the first listing).
+    datasources: Callable[[], list[Datasource]]
+    configured: list[Datasource]
+    #: A datasource's launcher: the check's name and the launcher's own cheap check.
+    launcher_check: Callable[[Datasource], tuple[str, Callable[[], str | None]]]
+    #: The housekeeping loops, and how to read a lease document by index and id.
+    loops: list[WatchedLoop]
+    read_lock: Callable[[str, str], Found | None]
+
+
 def _stamp(millis: int) -> str:
     return dt.datetime.fromtimestamp(millis / 1000, dt.UTC).isoformat(timespec="seconds") if millis else ""
 
@@ -52,8 +80,8 @@ def _stamp(millis: int) -> str:
 class Health:
     """The service's health checks, and their last report."""
 
-    def __init__(self, service: AsyncQueryService, timeout_s: float = 3.0, cache_s: float = 5.0) -> None:
-        self.service = service
+    def __init__(self, watched: Watched, timeout_s: float = 3.0, cache_s: float = 5.0) -> None:
+        self.watched = watched
         self.timeout_s = timeout_s
         self.cache_s = cache_s
         #: More checks by name (the runtime adds the embedded metastore's).
@@ -62,7 +90,7 @@ class Health:
         self._lock = threading.Lock()
         self._last: tuple[float, HealthReport] | None = None
         #: The datasources as last listed (by the index check: the list is read from the index).
-        self._datasources: list[Datasource] = service.datasources.configured
+        self._datasources: list[Datasource] = watched.configured
 
     def report(self) -> HealthReport:
         """The checks' results, at most ``cache_s`` old."""
@@ -103,52 +131,41 @@ class Health:
     # -- the checks -------------------------------------------------------------------------
 
     def _index(self, info: dict[str, Any]) -> str | None:
-        if not self.service.store.index.ping():
+        if not self.watched.ping():
             return "the index cluster does not answer"
-        self._datasources = self.service.datasources.all()  # the next report checks their launchers
+        self._datasources = self.watched.datasources()  # the next report checks their launchers
         return None
 
     def _launcher_checks(self) -> dict[str, Check]:
         """One check per launcher of the active datasources: a shared one under its connector's
         name, an EMR Serverless one under its datasource's."""
         checks: dict[str, Check] = {}
-        service = self.service
         for datasource in self._datasources:
             if datasource.status != "ACTIVE":
                 continue
-            shared = datasource.connector in service.launchers
-            name = f"launcher:{datasource.connector if shared else datasource.name}"
+            name, check = self.watched.launcher_check(datasource)
             if name not in checks:
-                checks[name] = lambda info, ds=datasource: service.launcher_for(ds).check()  # type: ignore[misc]
+                checks[name] = lambda info, check=check: check()  # type: ignore[misc]
         return checks
 
     def _housekeeping(self, info: dict[str, Any]) -> str | None:
-        service = self.service
         problems = []
-        loops: list[tuple[str, Worker, Lease, Callable[[str | None], str]]] = [
-            ("housekeeping", service.housekeeper, service.housekeeper.lease, lambda name: request_index(name or "")),
-            (
-                "streaming",
-                service.streaming_housekeeper,
-                service.streaming_housekeeper.lease,
-                lambda _: DEPLOYMENT_INDEX,
-            ),
-        ]
         now = now_millis()
-        for what, loop, lease, index_of in loops:
+        for watched in self.watched.loops:
+            loop, what = watched.loop, watched.what
             info[what] = {"lastRun": _stamp(loop.last_run_ms), "lastError": loop.last_error}
             if loop.stopped_unexpectedly:
                 problems.append(f"this process's {what} loop has stopped")
-            names: list[str | None] = [d.name for d in self._datasources] if what == "housekeeping" else [None]
+            names: list[str | None] = [d.name for d in self._datasources] if watched.per_datasource else [None]
             leases = info[what]["leases"] = {}
             for name in names:
-                found = service.store.locks.read(index_of(name), lease.name)
+                found = self.watched.read_lock(watched.index_of(name), watched.lease.name)
                 if found is None:
                     continue
                 expires = int(found.source.get("expires", 0))
                 leases[name or "deployment"] = {
                     "holder": found.source.get("owner", ""),
-                    "thisProcess": found.source.get("owner") == lease.owner,
+                    "thisProcess": found.source.get("owner") == watched.lease.owner,
                     "renewed": _stamp(int(found.source.get("lastUpdateTime", 0))),
                     "expires": _stamp(expires),
                 }

@@ -19,29 +19,20 @@ limit answers in plain text. Here (``docs/security.md``, "Resource limits"):
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from typing import Any
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from async_query.http_errors import REASONS, error_bytes
 from async_query.settings import Settings
 
 log = logging.getLogger(__name__)
 
-REASONS = {408: "Request Timeout", 431: "Request Header Fields Too Large", 503: "Service Unavailable"}
-
-
-def error_body(status: int, error_type: str, details: str) -> bytes:
-    """The error shape every reply of the service has (``docs/api.md``)."""
-    error = {"type": error_type, "reason": REASONS.get(status, "Invalid Request"), "details": details}
-    return json.dumps({"status": status, "error": error}, separators=(",", ":")).encode()
-
-
 def raw_reply(status: int, error_type: str, details: str) -> bytes:
     """A whole HTTP/1.1 error reply that closes the connection, for the protocol to write itself."""
-    body = error_body(status, error_type, details)
+    body = error_bytes(status, error_type, details)
     head = (
         f"HTTP/1.1 {status} {REASONS[status]}\r\ncontent-type: application/json\r\n"
         f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
@@ -198,7 +189,7 @@ class ConcurrencyLimit:
 
 
 async def _busy(send: Send, limit: int) -> None:
-    body = error_body(503, "ServiceUnavailableException", f"more than {limit} requests at once; try again later")
+    body = error_bytes(503, "ServiceUnavailableException", f"more than {limit} requests at once; try again later")
     headers = [
         (b"content-type", b"application/json"),
         (b"content-length", str(len(body)).encode()),

@@ -4,7 +4,9 @@ A session whose heartbeat is fresh is alive: no call. A session whose heartbeat 
 has not started within its start-up limit) is *suspected*; one ``describe`` (EMR Serverless
 ``GetJobRun``) answers for it, shared by every caller asking at the same time and cached for a
 short while. A confirmed death moves the session to ``dead`` and
-its unfinished statements to ``failed``, with an error that says what happened.
+its unfinished statements to ``failed``, with an error that says what happened; but a session
+whose claimed warm pool job died before it started the session is given a job of its own instead
+(``restart``), and its statements run there.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from dataclasses import dataclass
 
 from async_query import logs, metrics
 from async_query.caches import Cache
-from async_query.launcher.base import JobDescription, Launcher
+from async_query.launcher.base import JobDescription, JobRunState, Launcher
 from query_core.errors import AsyncQueryError
 from query_core.models import SessionDoc, Versioned, now_millis
 from query_core.states import SessionState, is_terminal
@@ -60,13 +62,24 @@ class Staleness:
         return self.fresh_for_ms(session, now) > 0
 
     def fresh_for_ms(self, session: SessionDoc, now: int | None = None) -> float:
-        """How much longer the session's documents alone vouch for it (0 or less: it is suspect)."""
+        """How much longer the session's documents alone vouch for it (0 or less: it is suspect).
+
+        A session that claimed an idle warm pool job (it records the slot and the job's interval)
+        has a started job: it counts as a running one does, from the claim, not with the start-up
+        limit."""
         now = now if now is not None else now_millis()
-        if session.state == SessionState.RUNNING:
+        if session.state == SessionState.RUNNING or (
+            session.state == SessionState.NOT_STARTED and session.pool_slot and session.heartbeat_interval_millis
+        ):
             return session.last_update_time + self.limit_ms(session) - now
         if session.state == SessionState.NOT_STARTED:
             return session.last_update_time + self.start_timeout_s * 1000 - now
         return 0.0
+
+
+#: Gives a session whose claimed pool job died before it started the session a job of its own: the
+#: session with its new job, or None when it cannot (``async_query.pool.SessionJobs.restart``).
+Restart = Callable[[Versioned[SessionDoc], str], Versioned[SessionDoc] | None]
 
 
 class LivenessChecker:
@@ -83,11 +96,13 @@ class LivenessChecker:
         launcher_of: Callable[[SessionDoc], Launcher],
         staleness: Staleness,
         cache_s: float = 5.0,
+        restart: Restart | None = None,
     ) -> None:
         self.store = store
         self.launcher_of = launcher_of
         self.staleness = staleness
         self.cache_s = cache_s
+        self.restart = restart
         self._lock = threading.Lock()
         self._inflight: dict[str, Future[JobDescription | None]] = {}
         #: The launcher's answers, by session id (each kept for :meth:`_keep_s`).
@@ -108,13 +123,22 @@ class LivenessChecker:
         return self._confirm(session)[0]
 
     def vouches_for(self, doc: SessionDoc) -> bool:
-        """True when :meth:`check` would find the session alive without a call or a write: fresh,
-        and, where asking is free, its job's recent answer says it runs."""
+        """True when :meth:`check` would find the session alive without a write: fresh, and,
+        where asking is free, its job's recent answer says it runs. Such an answer is asked for
+        here when there is none (it costs a look at a local process: the caller, on the event
+        loop, need not hand the request to a worker thread for it), unless another caller is
+        asking already (then False: no waiting here)."""
         if not self.staleness.is_fresh(doc):
             return False
         if not self.launcher_of(doc).describe_is_free:
             return True
         answer = self._answers.get(doc.session_id)
+        if answer is None:
+            with self._lock:
+                asking = doc.session_id in self._inflight
+            if asking:
+                return False
+            answer = self.describe(doc)
         return answer is not None and not answer.state.finished
 
     def _confirm(self, session: Versioned[SessionDoc]) -> tuple[Versioned[SessionDoc], JobDescription | None]:
@@ -127,7 +151,26 @@ class LivenessChecker:
         # unrecoverable error, written by the job itself.)
         detail = f": {described.details}" if described.details else ""
         error = f"Job {doc.job_id} of session {doc.session_id} is {described.state.value.lower()}{detail}"
+        restarted = self._restart(session, error)
+        if restarted is not None:
+            return restarted, JobDescription(restarted.doc.job_id, JobRunState.PENDING)
         return self.end_session(session, SessionState.DEAD, error), described
+
+    def _restart(self, session: Versioned[SessionDoc], error: str) -> Versioned[SessionDoc] | None:
+        """A session whose claimed pool job died before it started the session, given a job of
+        its own (None: it is not such a session, or no job could be had)."""
+        doc = session.doc
+        if self.restart is None or doc.state != SessionState.NOT_STARTED or not doc.pool_slot:
+            return None
+        try:
+            restarted = self.restart(session, error)
+        except AsyncQueryError as exc:
+            log.warning("session %s: no job could replace its claimed pool job: %s", doc.session_id, exc)
+            return None
+        self._answers.pop(doc.session_id)  # the answer was about the job replaced
+        if restarted is None or is_terminal(restarted.doc.state):
+            return None
+        return restarted
 
     def confirm_alive(self, session: Versioned[SessionDoc]) -> bool:
         """True when the session can take work: fresh by its documents, or, when its heartbeat is

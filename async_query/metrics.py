@@ -20,7 +20,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -39,9 +39,6 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from query_core.errors import LauncherThrottledError, LauncherValidationError
 from query_core.models import PICKUP_BUCKETS_S, RUN_BUCKETS_S
 from query_core.models import Histogram as HistogramDoc
-
-if TYPE_CHECKING:
-    from async_query.stats import Stats
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +107,12 @@ JOBS_STARTED = Counter(
     "async_query_jobs_started",
     "Spark jobs started, by datasource, session type and launcher",
     ["datasource", "type", "launcher"],
+    registry=REGISTRY,
+)
+POOL_CLAIMS = Counter(
+    "async_query_pool_claims",
+    "New interactive sessions by how they got their job: a warm pool job claimed, none to claim (a cold start), or a claimed job gone before it started the session (a fresh start)",
+    ["datasource", "outcome"],
     registry=REGISTRY,
 )
 LAUNCHER_CALLS = Histogram(
@@ -181,8 +184,22 @@ HEALTHY = Gauge(
     registry=REGISTRY,
 )
 
-#: The stats of the reference's ``/_plugins/_sql/stats`` (set by the service).
-stats: Stats | None = None
+
+class StatsRecorder(Protocol):
+    """What the reference's stats (:class:`async_query.stats.Stats`) count as events happen."""
+
+    def counts_request(self, route: str) -> bool: ...
+
+    def request(self, route: str, method: str, status: int) -> None: ...
+
+    def launcher_failed(self, launcher: str, call: str) -> None: ...
+
+    def job_started(self, session_type: str) -> None: ...
+
+
+#: The stats of the reference's ``/_plugins/_sql/stats``: set where the plugin is built
+#: (:mod:`async_query.runtime`), None while no plugin counts them.
+stats: StatsRecorder | None = None
 
 
 # -- recording ---------------------------------------------------------------------------------
@@ -204,6 +221,10 @@ def job_started(datasource: str, session_type: str, launcher: str) -> None:
     JOBS_STARTED.labels(datasource, session_type, launcher).inc()
     if stats is not None:
         stats.job_started(session_type)
+
+
+def pool_claimed(datasource: str, outcome: str) -> None:
+    POOL_CLAIMS.labels(datasource, outcome).inc()
 
 
 def streaming_housekeeper_failed() -> None:
@@ -246,12 +267,52 @@ def launcher_call(launcher: _Launcher, call: str, fn: Callable[[], T]) -> T:
 _index_calls: dict[tuple[str, str], Any] = {}
 
 
-def index_call(operation: str, outcome: str, retries: int) -> None:
-    """The index client's call listener (``query_core.store.connector.CallListener``)."""
-    counter = _index_calls.get((operation, outcome))
+class _CallCounts:
+    """One thread's index calls by (operation, outcome), counted without a lock (only that thread
+    writes them) and copied into :data:`INDEX_CALLS` by :func:`flush`, as requests are."""
+
+    __slots__ = ("copied", "counts", "thread")
+
+    def __init__(self) -> None:
+        self.counts: dict[tuple[str, str], int] = {}
+        self.copied: dict[tuple[str, str], int] = {}
+        #: Its thread, to forget these counts once it has ended and they are copied.
+        self.thread = threading.current_thread()
+
+    def copy(self) -> None:
+        for key, count in list(self.counts.items()):
+            grown = count - self.copied.get(key, 0)
+            if grown > 0:
+                _index_counter(key).inc(grown)
+                self.copied[key] = count
+
+
+_thread_counts = threading.local()
+_all_counts: list[_CallCounts] = []
+_all_counts_lock = threading.Lock()
+
+
+def _index_counter(key: tuple[str, str]) -> Any:
+    counter = _index_calls.get(key)
     if counter is None:
-        counter = _index_calls.setdefault((operation, outcome), INDEX_CALLS.labels(operation, outcome))
-    counter.inc()
+        counter = _index_calls.setdefault(key, INDEX_CALLS.labels(*key))
+    return counter
+
+
+def index_call(operation: str, outcome: str, retries: int) -> None:
+    """The index client's call listener (``query_core.store.connector.CallListener``): counted
+    where it happens, on the event loop or a worker thread, without a lock (in multiprocess mode,
+    where every count is written to a shared file anyway, into the counter at once)."""
+    if MULTIPROCESS:
+        _index_counter((operation, outcome)).inc()
+    else:
+        mine: _CallCounts | None = getattr(_thread_counts, "counts", None)
+        if mine is None:
+            mine = _thread_counts.counts = _CallCounts()
+            with _all_counts_lock:
+                _all_counts.append(mine)
+        key = (operation, outcome)
+        mine.counts[key] = mine.counts.get(key, 0) + 1
     if retries:
         INDEX_RETRIES.labels(operation).inc(retries)
 
@@ -408,6 +469,16 @@ def flush() -> None:
     with _flushing:
         for tally in list(_tallies.values()):
             tally.copy()
+        with _all_counts_lock:
+            counts = list(_all_counts)
+        for mine in counts:
+            mine.copy()
+        ended = [mine for mine in counts if not mine.thread.is_alive()]
+        if ended:
+            with _all_counts_lock:
+                for mine in ended:
+                    mine.copy()  # anything it counted since the copy above
+                    _all_counts.remove(mine)
         caches.copy()
 
 

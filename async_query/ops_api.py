@@ -14,17 +14,19 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException
 
 from async_query import metrics
+from async_query.health import Health
 from async_query.security.authz import require_admin
 from async_query.security.middleware import current_principal
 from async_query.security.principal import Principal
-from async_query.service import AsyncQueryService
+from async_query.settings import Settings
+from async_query.stats import Stats
 
 HEALTH = metrics.ROUTES["health"]
 
 
-def ops_router(service: AsyncQueryService) -> APIRouter:
+def ops_router(settings: Settings, health: Health, stats: Stats | None) -> APIRouter:
     router = APIRouter()
-    roles = frozenset(service.settings.metrics_roles)
+    roles = frozenset(settings.metrics_roles)
 
     def metrics_reader(principal: Principal = Depends(current_principal)) -> Principal:  # noqa: B008 - FastAPI's idiom
         """FastAPI dependency of the metrics and stats endpoints: admins, and holders of a
@@ -34,7 +36,7 @@ def ops_router(service: AsyncQueryService) -> APIRouter:
         return principal
 
     admins = [Depends(metrics_reader)]
-    enabled = service.settings.metrics_enabled
+    enabled = settings.metrics_enabled
 
     def check_enabled() -> None:
         if not enabled:
@@ -46,16 +48,16 @@ def ops_router(service: AsyncQueryService) -> APIRouter:
         body, content_type = metrics.exposition()
         return Response(body, media_type=content_type)
 
-    def stats() -> JSONResponse:
+    def stats_reply() -> JSONResponse:
         check_enabled()
-        return JSONResponse(metrics.stats.snapshot() if metrics.stats is not None else {})
+        return JSONResponse(stats.snapshot() if stats is not None else {})
 
     for path in (metrics.ROUTES["sql_stats"], metrics.ROUTES["ppl_stats"]):
-        router.add_api_route(path, stats, methods=["GET", "POST"], dependencies=admins)
+        router.add_api_route(path, stats_reply, methods=["GET", "POST"], dependencies=admins)
 
     @router.get(HEALTH, dependencies=[Depends(current_principal)])
-    def health() -> JSONResponse:
-        report = service.health.report()
+    def health_reply() -> JSONResponse:
+        report = health.report()
         if report.serving:
             return JSONResponse({"serving": True, "checks": report.checks})
         body = {

@@ -1,77 +1,301 @@
-"""Wiring: from settings to a running service (index, catalog, datasources, launchers), and back down.
+"""The one place that builds the plugin: from settings to a running service, and back down.
+
+:func:`build_plugin` wires the plugin's parts over an index (a :class:`Store`), its datasources
+and launchers: the launcher registry, the warm pools, liveness, the workers (cancel supervision,
+housekeeping, stream watching and stopping, the pools' keeper, metrics), the handlers, the read
+model and the use cases. Nothing
+else builds them, and none of them builds another. :func:`build_runtime` adds what the embedded
+default runs beside the plugin.
 
 Without ``OPENSEARCH_URL`` the embedded default starts a local OpenSearch-compatible index server
 (``osmem-server`` behind a journaling proxy, a child process on a free loopback port that exits
-with this process), kept on disk under ``<data_dir>/index`` (journal and snapshots). When local datasources are served with the ``metastore`` catalog,
-a Hive Metastore child process (``<data_dir>/metastore``) is their shared catalog.
+with this process), kept on disk under ``<data_dir>/index`` (journal and snapshots). When local
+datasources are served with the ``metastore`` catalog,
+each has a Hive Metastore child process of its own (:mod:`async_query.embedded.catalogs`); that of
+``local`` is started at once, the others' when their first job is launched.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from async_query import metrics
 from async_query.datasources import DatasourceRegistry, local_datasource
+from async_query.embedded.catalogs import LocalCatalogs
 from async_query.embedded.index import EmbeddedIndex
-from async_query.embedded.metastore import Metastore
+from async_query.handlers import HandlerContext, Handlers
+from async_query.health import Health, Watched, WatchedLoop
+from async_query.job_figures import MetricsWorker
 from async_query.launcher.base import Launcher
-from async_query.launcher.local import LocalLauncher, catalog_settings
+from async_query.launcher.local import LocalLauncher
+from async_query.launcher.registry import LauncherRegistry
+from async_query.liveness import LivenessChecker, Staleness
+from async_query.pool import PoolKeeper, Pools, SessionJobs
+from async_query.reads import QueryReads
+from async_query.security.job_user import JobUser
 from async_query.security.sealing import Sealer
 from async_query.service import AsyncQueryService
 from async_query.settings import Settings
+from async_query.stats import Stats
+from async_query.stream_watch import StreamWatcher
+from async_query.streams import StreamStopper
+from async_query.workers import CancelSupervisor, Housekeeper, Lease, StreamingHousekeeper, Worker
+from query_core.config import OpenSearchConfig
+from query_core.ids import DEPLOYMENT_INDEX, request_index
+from query_core.models import StatementDoc
 from query_core.store import Store
+from query_core.validation import StatementLimits
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(repr=False)
+class Plugin:
+    """The plugin, built: its use cases (:attr:`service`) and the parts that serve and run beside
+    them. It holds no logic of its own beyond starting and stopping its workers."""
+
+    settings: Settings
+    store: Store
+    #: The connection the jobs use (it may differ from the plugin's, e.g. a public endpoint).
+    opensearch: OpenSearchConfig
+    datasources: DatasourceRegistry
+    launchers: LauncherRegistry
+    liveness: LivenessChecker
+    supervisor: CancelSupervisor
+    housekeeper: Housekeeper
+    stream_stopper: StreamStopper
+    streaming_housekeeper: StreamingHousekeeper
+    stream_watcher: StreamWatcher
+    handlers: Handlers
+    reads: QueryReads
+    service: AsyncQueryService
+    health: Health
+    metrics_worker: MetricsWorker
+    #: The warm pools, and their keeper (refills, scale-down, the stop of their jobs).
+    pools: Pools
+    pool_keeper: PoolKeeper
+    #: The reference's ``_sql/stats`` counters; None when metrics are off.
+    stats: Stats | None = None
+    closed: bool = field(default=False, init=False)
+
+    def workers(self) -> list[Worker]:
+        loops: list[Worker] = [
+            self.supervisor,
+            self.housekeeper,
+            self.streaming_housekeeper,
+            self.stream_watcher,
+            self.pool_keeper,
+        ]
+        return [*loops, self.metrics_worker] if self.settings.metrics_enabled else loops
+
+    def start_workers(self) -> None:
+        """Start the background loops (cancel supervision, housekeeping, metrics); tests drive
+        them by hand."""
+        for worker in self.workers():
+            worker.start()
+
+    def close(self) -> None:
+        """Stop the workers and release what the handlers and launchers hold (idempotent; the
+        store stays open: whoever opened it closes it)."""
+        if self.closed:
+            return
+        self.closed = True
+        self.metrics_worker.stop()
+        self.pool_keeper.close()  # before the launchers: it stops the idle jobs it started
+        self.health.close()
+        for worker in (self.supervisor, self.housekeeper, self.streaming_housekeeper, self.stream_watcher):
+            worker.stop()
+        self.stream_stopper.close()
+        self.handlers.close()
+        self.launchers.close()
+
+
+def build_plugin(
+    settings: Settings,
+    store: Store,
+    datasources: DatasourceRegistry,
+    launchers: dict[str, Launcher],
+    opensearch: OpenSearchConfig,
+) -> Plugin:
+    """Wire the plugin over ``store``: every part given exactly the collaborators it uses."""
+    registry = LauncherRegistry(settings, datasources, launchers)
+    datasources.default_engine = registry.default_engine
+    datasources.limit = settings.datasources_limit
+    staleness = Staleness(settings.stale_heartbeats, settings.session_start_timeout_s, settings.heartbeat_idle_ms)
+    pools = Pools(settings, datasources, registry, opensearch)
+    jobs = SessionJobs(store, pools, datasources)
+    keeper = PoolKeeper(store, pools, jobs)
+    jobs.on_claim = keeper.wake
+    liveness = LivenessChecker(store, registry.for_session, staleness, settings.liveness_cache_s, restart=jobs.restart)
+    supervisor = CancelSupervisor(
+        store, liveness, registry.for_session, settings.cancel_deadline_s, stop_timeout_s=settings.stop_job_timeout_s
+    )
+    housekeeper = Housekeeper(
+        store,
+        datasources,
+        liveness,
+        settings.housekeeping_interval_s,
+        settings.request_retention_days,
+        settings.result_retention_days,
+        Lease(store, "housekeeping-lease", lease_ms=int(settings.housekeeping_interval_s * 2000)),
+        supervisor,
+        dml_timeout_s=settings.index_dml_timeout_s,
+        index_op_stall_s=settings.index_op_stall_s,
+        launchers=registry.all,
+        job_files_days=settings.job_files_retention_days,
+    )
+    #: Stops streaming jobs (ALTER to manual refresh, DROP, the streaming housekeeper).
+    stream_stopper = StreamStopper(store, registry.stop_job, liveness.end_session, settings.stream_stop_timeout_s)
+    streaming_housekeeper = StreamingHousekeeper(
+        store, datasources, liveness, stream_stopper.stop, settings.streaming_housekeeping_interval_s
+    )
+    context = HandlerContext(
+        settings=settings,
+        store=store,
+        datasources=datasources,
+        liveness=liveness,
+        supervisor=supervisor,
+        launchers=registry,
+        opensearch=opensearch,
+        stream_stopper=stream_stopper,
+        jobs=jobs,
+    )
+    handlers = Handlers(context, settings.reply_cache_entries * 10)
+    reads = QueryReads(settings, store, datasources, handlers)
+    store.index.write_listeners.append(reads.session_cache.forget)
+    watched = _watched(store, datasources, registry, housekeeper, streaming_housekeeper)
+    health = Health(watched, settings.health_timeout_s, settings.health_cache_s)
+    plugin = Plugin(
+        settings=settings,
+        store=store,
+        opensearch=opensearch,
+        datasources=datasources,
+        launchers=registry,
+        liveness=liveness,
+        supervisor=supervisor,
+        housekeeper=housekeeper,
+        stream_stopper=stream_stopper,
+        streaming_housekeeper=streaming_housekeeper,
+        stream_watcher=StreamWatcher(store, liveness, settings.stream_watch_interval_s),
+        handlers=handlers,
+        reads=reads,
+        service=AsyncQueryService(
+            datasources,
+            registry,
+            handlers,
+            reads,
+            store.sessions,
+            store.pool,
+            StatementLimits(settings.max_query_chars, settings.max_statement_depth),
+        ),
+        health=health,
+        metrics_worker=MetricsWorker(store, settings.metrics_interval_s, health=health),
+        pools=pools,
+        pool_keeper=keeper,
+    )
+    if settings.metrics_enabled:
+        _count_for_metrics(plugin)
+    return plugin
+
+
+def _watched(
+    store: Store,
+    datasources: DatasourceRegistry,
+    launchers: LauncherRegistry,
+    housekeeper: Housekeeper,
+    streaming: StreamingHousekeeper,
+) -> Watched:
+    """What ``GET /_plugins/_async_query/_health`` checks (docs/metrics.md)."""
+    return Watched(
+        ping=store.index.ping,
+        datasources=datasources.all,
+        configured=datasources.configured,
+        launcher_check=lambda ds: (launchers.check_name(ds), lambda: launchers.for_datasource(ds).check()),
+        loops=[
+            WatchedLoop("housekeeping", housekeeper, housekeeper.lease, lambda name: request_index(name or ""), True),
+            WatchedLoop("streaming", streaming, streaming.lease, lambda _: DEPLOYMENT_INDEX, False),
+        ],
+        read_lock=store.locks.read,
+    )
+
+
+def _count_for_metrics(plugin: Plugin) -> None:
+    """Feed the metrics (docs/metrics.md): this process's index calls, the queries it ends,
+    its GET caches' lookups, and the stats' rolling counters."""
+    settings = plugin.settings
+    plugin.stats = metrics.stats = Stats(settings.stats_rolling_window_s, settings.stats_rolling_interval_s)
+    plugin.store.index.call_listeners.append(metrics.index_call)
+    kinds = plugin.handlers
+
+    def statement_ended(doc: StatementDoc) -> None:
+        kind = kinds.kind_seen(doc.session_id)
+        metrics.query_finished(doc.data_source_name, kind.value if kind is not None else "unknown", doc.state.value)
+
+    plugin.store.statements.end_listeners.append(statement_ended)
+    reads = plugin.reads
+    for name, cache in (
+        ("replies", reads.replies),
+        ("session_of_query", reads.session_of_query),
+        ("sessions", reads.session_cache.cache),
+    ):
+        metrics.caches.watch(name, cache)
 
 
 @dataclass
 class Runtime:
     settings: Settings
-    service: AsyncQueryService
+    plugin: Plugin
     embedded: EmbeddedIndex | None = None
-    metastore: Metastore | None = None
+    catalogs: LocalCatalogs | None = None
     closed: bool = False
 
     def close(self) -> None:
         """Stop the workers and the jobs this process started, then the embedded index and the
-        metastore (idempotent)."""
+        metastores (idempotent)."""
         if self.closed:
             return
         self.closed = True
         try:
-            self.service.close()
-            self.service.store.close()
+            self.plugin.close()
+            self.plugin.store.close()
         finally:
-            _close_children(self.embedded, self.metastore)
+            _close_children(self.embedded, self.catalogs)
 
 
-def _close_children(embedded: EmbeddedIndex | None, metastore: Metastore | None) -> None:
+def _close_children(embedded: EmbeddedIndex | None, catalogs: LocalCatalogs | None) -> None:
     try:
         if embedded is not None:
             embedded.close()
     finally:
-        if metastore is not None:
-            metastore.close()
+        if catalogs is not None:
+            catalogs.close()
 
 
 def build_runtime(settings: Settings, launchers: dict[str, Launcher] | None = None) -> Runtime:
     data_dir = settings.data_dir.resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
     embedded: EmbeddedIndex | None = None
-    metastore: Metastore | None = None
+    catalogs: LocalCatalogs | None = None
     try:
         registry_file = settings.datasources_file
-        wants_metastore = settings.local_catalog == "metastore" and "local" not in (launchers or {})
-        if wants_metastore:
-            # Launched first: it takes seconds to start, and the index server starts meanwhile.
-            metastore = Metastore.launch(data_dir / "metastore", data_dir / "warehouse", settings.metastore_heap_mb)
+        if "local" not in (launchers or {}):
+            user = JobUser.resolve(settings.local_job_user, settings.local_job_allow_root)
+            catalogs = LocalCatalogs(
+                data_dir, user, metastores=settings.local_catalog == "metastore", heap_mb=settings.metastore_heap_mb
+            )
+            if catalogs.metastores:
+                # Launched first: it takes seconds to start, and the index server starts meanwhile.
+                catalogs.start("local")
         url = settings.opensearch_url
         if not url:
             embedded = EmbeddedIndex.start(data_dir / "index", options=settings.journal_options())
             url = embedded.url
-        if metastore is not None:
-            metastore.wait_ready()
+        if catalogs is not None and catalogs.metastores:
+            catalogs.wait_ready("local")
         opensearch = settings.opensearch(url)
+        if embedded is not None:  # its credential, for this service and (through the launchers) its jobs
+            opensearch = opensearch.model_copy(update=embedded.connection_fields())
         store = Store.connect(opensearch)
         sealer = Sealer.from_settings(settings.datasources_master_key, data_dir)
         if registry_file:
@@ -79,23 +303,23 @@ def build_runtime(settings: Settings, launchers: dict[str, Launcher] | None = No
         else:
             registry = DatasourceRegistry([local_datasource()], store, sealer=sealer)
         all_launchers: dict[str, Launcher] = dict(launchers or {})
-        if "local" not in all_launchers:
-            catalog = catalog_settings(data_dir / "warehouse", metastore.uri if metastore else "")
+        if "local" not in all_launchers and catalogs is not None:
             all_launchers["local"] = LocalLauncher(
                 data_dir,
                 settings.cluster_name,
                 settings.spark_master,
                 settings.spark_submit,
-                catalog,
                 java_options=settings.local_job_java_options,
                 class_archive=settings.local_job_class_archive_dir,
                 stop_grace_s=settings.local_job_stop_grace_s,
+                catalogs=catalogs,
+                python=settings.local_job_python,
             )
-        service = AsyncQueryService(settings, store, registry, all_launchers, opensearch)
-        if metastore is not None:
-            service.health.extra["metastore"] = metastore.problem
-        service.start_workers()
+        plugin = build_plugin(settings, store, registry, all_launchers, opensearch)
+        if catalogs is not None and catalogs.metastores:
+            plugin.health.extra["metastore"] = catalogs.problem
+        plugin.start_workers()
     except BaseException:
-        _close_children(embedded, metastore)
+        _close_children(embedded, catalogs)
         raise
-    return Runtime(settings, service, embedded, metastore)
+    return Runtime(settings, plugin, embedded, catalogs)

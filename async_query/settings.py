@@ -72,6 +72,9 @@ class Settings(BaseSettings):
     #: replays at most that much journal.
     index_compact_ratio: float = 0.5
     index_compact_min_bytes: int = 1 << 20
+    #: The embedded index's ``osmem-server`` in a network namespace of its own, out of every other
+    #: local process's reach, where the service may make one (as root); ``docs/security.md``.
+    index_isolate_network: bool = True
     #: A JSON file of datasources; without it the one ``local`` datasource is served.
     datasources_file: Path | None = None
     #: Name of this deployment, the first part of job names (``<cluster>:interactive:<sid>``).
@@ -80,8 +83,8 @@ class Settings(BaseSettings):
     # -- local Spark ----------------------------------------------------------------------------
     #: The master of local datasources that name none in ``properties.master``.
     spark_master: str = "local[*]"
-    #: The catalog of local datasources: ``metastore`` starts a Hive Metastore shared by all their
-    #: jobs (tables survive sessions and restarts); ``in-memory`` gives each job its own catalog.
+    #: The catalog of local datasources: ``metastore`` gives each its own Hive Metastore, shared by
+    #: its jobs (tables survive sessions and restarts); ``in-memory`` gives each job its own catalog.
     local_catalog: Literal["metastore", "in-memory"] = "metastore"
     metastore_heap_mb: int = 512
     #: ``spark-submit`` to run; empty means the one installed with pyspark beside this Python.
@@ -94,6 +97,14 @@ class Settings(BaseSettings):
     #: Where local jobs keep the class-data sharing archive that halves their JVM's start-up
     #: (``docs/job.md``); empty: ``<data_dir>/jvm``.
     local_job_class_archive_dir: Path | None = None
+    #: The user local jobs (and the metastores) run as when the service runs as root; empty:
+    #: ``nobody``. A service that is not root runs them as itself (docs/security.md).
+    local_job_user: str = ""
+    #: Whether local jobs may run as root (``local_job_user=root``): refused unless this is set.
+    local_job_allow_root: bool = False
+    #: The Python local jobs run; empty: this one if the job user can run it, else the system's
+    #: Python of the same version, given this installation's code by ``PYTHONPATH``.
+    local_job_python: str = ""
 
     # -- sessions and jobs (passed to each job as spark.flint.job.* keys) ----------------------
     inactivity_limit_ms: int = 180_000
@@ -124,6 +135,17 @@ class Settings(BaseSettings):
     result_chunk_rows: int = Field(default=10_000, gt=0)
     result_chunk_bytes: int = Field(default=4 * 1024 * 1024, gt=0)
 
+    # -- the warm pool: started, idle jobs new sessions claim (docs/job.md) ----------------------
+    #: Idle jobs kept started per pool (a datasource's ``warmPoolSize`` property overrides it).
+    #: Unset: 1 for local Spark, 0 for EMR Serverless (an idle job there is billed).
+    warm_pool_size: int | None = Field(default=None, ge=0, le=64)
+    #: A pool job left unclaimed this long ends itself and the pool starts a fresh one (its
+    #: credentials and catalog connections renewed).
+    warm_pool_idle_s: float = Field(default=3600.0, gt=0)
+    #: How often each plugin process looks after the pools (refill, silent jobs, scale-down); a
+    #: claim wakes it at once.
+    warm_pool_interval_s: float = Field(default=5.0, gt=0)
+
     # -- EMR Serverless (docs/datasources.md) ---------------------------------------------------
     #: The EMR Serverless application datasources run on (JSON, the reference's
     #: ``plugins.query.executionengine.spark.config``); unset: Spark on this machine only.
@@ -145,6 +167,9 @@ class Settings(BaseSettings):
     cancel_deadline_s: float = 15.0
     #: Live interactive sessions allowed per deployment; a new one beyond it is a 429.
     max_sessions: int = 10
+    #: Live interactive sessions one user may hold (their fair share; a new one beyond it is a
+    #: 429); unset: half of ``max_sessions``, rounded up. The anonymous caller of ``none`` has none.
+    max_sessions_per_user: int | None = Field(default=None, ge=1)
     #: Live batch and streaming jobs (index refreshes) allowed per deployment; a new one beyond it
     #: is a 429 (``docs/api.md``).
     max_refreshing_jobs: int = 5
@@ -275,13 +300,25 @@ class Settings(BaseSettings):
         return value
 
     @property
+    def sessions_per_user(self) -> int:
+        """``max_sessions_per_user``, or half of ``max_sessions`` rounded up."""
+        if self.max_sessions_per_user is not None:
+            return self.max_sessions_per_user
+        return max(1, -(-self.max_sessions // 2))
+
+    @property
     def users_path(self) -> Path:
         """The users file of ``basic`` authentication."""
         return self.users_file if self.users_file is not None else self.data_dir / "users.json"
 
     def journal_options(self) -> JournalOptions:
         """How the embedded index journals and compacts."""
-        return JournalOptions(self.index_commit_window_ms, self.index_compact_ratio, self.index_compact_min_bytes)
+        return JournalOptions(
+            self.index_commit_window_ms,
+            self.index_compact_ratio,
+            self.index_compact_min_bytes,
+            self.index_isolate_network,
+        )
 
     def opensearch(self, url: str | None = None) -> OpenSearchConfig:
         """The connection to the index cluster (``url`` overrides, for the embedded server)."""

@@ -1,4 +1,4 @@
-"""The deployment's limits of live jobs, race-free across processes: one mechanism, two limits.
+"""The deployment's limits of live jobs, race-free across processes: one mechanism, three limits.
 
 A search counting live sessions lags new ones by up to a refresh, so two plugin processes taking
 the last place at once would both see room. A limit is therefore held by *slot documents*: as many
@@ -8,15 +8,21 @@ deployment-wide index as the limit allows. A new job takes a slot as any lock is
 write, so two processes racing for one slot conflict on it and at most one wins; the loser tries
 the next slot. The job is launched only after its slot is taken.
 
+A user's fair share (``max_sessions_per_user``) is the same mechanism with slots of their own per
+user (``usersession-<digest of the name>-slot-0`` ...), taken before the deployment's: one analyst
+filling the deployment cannot keep everyone else out.
+
 A slot is never released by a write that could be lost: it is free once its holder's session has
 ended (its document is terminal, or its heartbeat went silent and its launcher confirms the job is
 gone); a slot taken for a session that was never recorded is free after
 :data:`UNRECORDED_GRACE_MS`. A holder that gave up before launching frees its slot at once
-(:meth:`Slots.release`), on a best-effort basis. See ``docs/documents.md`` (lock documents).
+(:meth:`Slots.release`), on a best-effort basis, and so does a POST that fails after its job
+was launched (:mod:`async_query.handlers.job_session`). See ``docs/documents.md`` (lock documents).
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import secrets
 from collections.abc import Callable
@@ -58,8 +64,8 @@ class Limit:
     def slot_type(self) -> str:
         return f"{self.name}slot"
 
-    def slot_id(self, slot: int) -> str:
-        return f"{self.name}-slot-{slot}"
+    def slot_id(self, slot: int, scope: str = "") -> str:
+        return f"{self.name}-{scope}-slot-{slot}" if scope else f"{self.name}-slot-{slot}"
 
 
 #: Live batch and streaming jobs (``max_refreshing_jobs``).
@@ -76,6 +82,19 @@ INTERACTIVE_SESSIONS = Limit(
     lambda settings: settings.max_sessions,
     "domain concurrent active session can not exceed {limit}",
 )
+#: Live interactive sessions of one user (``max_sessions_per_user``), slots scoped by :func:`user_scope`.
+USER_SESSIONS = Limit(
+    "usersession",
+    frozenset({SessionType.INTERACTIVE}),
+    lambda settings: settings.sessions_per_user,
+    "user concurrent active session can not exceed {limit}",
+)
+
+
+def user_scope(user: str) -> str:
+    """The part of a user's slot ids that names the user: a digest, so that any name makes a valid
+    document id and slot documents do not list who uses the service."""
+    return hashlib.sha256(user.encode("utf-8")).hexdigest()[:20]
 
 
 @dataclass(frozen=True)
@@ -85,7 +104,8 @@ class Holder:
 
 
 class Slots:
-    """Takes and frees the slots of one :class:`Limit` (see the module's documentation)."""
+    """Takes and frees the slots of one :class:`Limit` (see the module's documentation), in one
+    ``scope`` (a user's share: :func:`user_scope`; "": the deployment's)."""
 
     def __init__(
         self,
@@ -93,12 +113,21 @@ class Slots:
         kind: Limit,
         limit: Callable[[], int],
         is_live: Callable[[Versioned[SessionDoc]], bool] = lambda session: not is_terminal(session.doc.state),
+        scope: str = "",
     ) -> None:
         self.store = store
         self.kind = kind
         self.limit = limit
         #: Whether a holder's session still runs (the plugin confirms a silent one with its launcher).
         self.is_live = is_live
+        self.scope = scope
+
+    def scoped(self, scope: str) -> Slots:
+        """The same limit's slots in another scope."""
+        return Slots(self.store, self.kind, self.limit, self.is_live, scope)
+
+    def slot_id(self, slot: int) -> str:
+        return self.kind.slot_id(slot, self.scope)
 
     def take(self, holder: Holder) -> int:
         """Take a free slot for ``holder``; returns its number. Raises :class:`TooManyRequestsError`
@@ -110,7 +139,7 @@ class Slots:
         first = secrets.randbelow(limit) if limit > 0 else 0
         for slot in ((first + n) % limit for n in range(limit)):
             if self._try(slot, holder):
-                log.info("%s taken by session %s", self.kind.slot_id(slot), holder.session_id)
+                log.info("%s taken by session %s", self.slot_id(slot), holder.session_id)
                 return slot
         raise TooManyRequestsError(self.kind.message(limit))
 
@@ -119,20 +148,20 @@ class Slots:
         try:
             self.store.locks.release(
                 SLOTS_INDEX,
-                self.kind.slot_id(slot),
+                self.slot_id(slot),
                 self._source(None),
                 lambda held: held.get("sessionId") == holder.session_id,
             )
         except AsyncQueryError as exc:
-            log.warning("cannot release %s (free once its session ends): %s", self.kind.slot_id(slot), exc)
+            log.warning("cannot release %s (free once its session ends): %s", self.slot_id(slot), exc)
 
     def holders(self) -> list[Holder | None]:
         """Who holds each slot now (None: free), for tests and operators."""
-        found = [self.store.locks.read(SLOTS_INDEX, self.kind.slot_id(slot)) for slot in range(self.limit())]
+        found = [self.store.locks.read(SLOTS_INDEX, self.slot_id(slot)) for slot in range(self.limit())]
         return [None if f is None or self._free(f.source) else _holder(f.source) for f in found]
 
     def _try(self, slot: int, holder: Holder) -> bool:
-        return self.store.locks.take(SLOTS_INDEX, self.kind.slot_id(slot), self._source(holder), self._free)
+        return self.store.locks.take(SLOTS_INDEX, self.slot_id(slot), self._source(holder), self._free)
 
     def _free(self, source: dict[str, Any]) -> bool:
         holder = _holder(source)

@@ -446,7 +446,7 @@ class StreamingHousekeeper(Worker):
         """The operation that stops the stream of ``index_name``, and why; None: let it run."""
         if datasource is None:
             return "drop", f"datasource {name} was deleted"
-        if not self.store.index.index_exists(index_name):
+        if not self.store.admin.index_exists(index_name):
             return "drop", f"index {index_name} no longer exists"
         if datasource.status != "ACTIVE":
             return "alter to manual refresh", f"datasource {name} is disabled"
@@ -458,9 +458,9 @@ class StreamingHousekeeper(Worker):
         def work() -> None:
             self.stop_stream(session)
             if operation == "alter to manual refresh":
-                meta = flint_meta(self.store.index, index_name)
+                meta = flint_meta(self.store.admin, index_name)
                 if meta:
-                    self.store.index.put_mapping_meta(index_name, {**meta, "options": manual_refresh_options(meta)})
+                    self.store.admin.put_mapping_meta(index_name, {**meta, "options": manual_refresh_options(meta)})
 
         IndexTransaction(self.store, target).run(operation, work)
         self.stopped.append(reason)

@@ -163,6 +163,6 @@ def _finish_one(store: Store, datasource: str, result_index: str, statement_id: 
         datarows=json.dumps(rows),
         total=len(rows),
     )
-    store.results.put(result_index, ResultDoc(query_id=statement_id, status="SUCCESS", lossless=lossless))
-    store.statements.move(statement, StatementState.SUCCESS)
+    result = ResultDoc(query_id=statement_id, status="SUCCESS", lossless=lossless)
+    store.statements.settle(statement, StatementState.SUCCESS, result=(result_index, result))
     return statement_id

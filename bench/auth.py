@@ -96,6 +96,7 @@ def _launch(mode: str, index_url: str, work: Path, users_file: Path) -> tuple[su
         ASYNC_QUERY_USERS_RECHECK_S="0.1",
         ASYNC_QUERY_DATA_DIR=str(work / mode),
         ASYNC_QUERY_LOCAL_CATALOG="in-memory",  # no metastore: no Spark runs here
+        ASYNC_QUERY_WARM_POOL_SIZE="0",  # nor a warm pool's job
         OPENSEARCH_URL=index_url,
     )
     log_path = work / f"{mode}.log"

@@ -47,7 +47,6 @@ from bench.env import BenchEnv
 from bench.report import Figure, Report, Target
 from bench.sim import SimulatedSessions, StandInJobs
 from bench.stats import percentile, summary
-from query_core.config import OpenSearchConfig
 from query_core.ids import request_index
 from query_core.store import Store
 
@@ -109,14 +108,17 @@ class Window:
 class Client:
     """One keep-alive connection, the leanest way to time a request from Python."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, authorization: str = "") -> None:
         parts = urlsplit(url)
         self.conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port or 80, timeout=60)
+        self.headers = {"Content-Type": "application/json"}
+        if authorization:
+            self.headers["Authorization"] = authorization
 
     def call(self, method: str, path: str, body: Any = None) -> tuple[int, bytes, float]:
         data = None if body is None else json.dumps(body).encode()
         began = time.perf_counter()
-        self.conn.request(method, path, body=data, headers={"Content-Type": "application/json"})
+        self.conn.request(method, path, body=data, headers=self.headers)
         reply = self.conn.getresponse()
         payload = reply.read()
         return reply.status, payload, (time.perf_counter() - began) * 1000
@@ -125,8 +127,9 @@ class Client:
         self.conn.close()
 
 
-def start_service(index_url: str, data_dir: Path) -> BenchEnv:
-    """``async-query serve`` on ``index_url`` (the bench environment's service half only)."""
+def start_service(index_url: str, data_dir: Path, auth: tuple[str, str] | None = None) -> BenchEnv:
+    """``async-query serve`` on ``index_url`` (the bench environment's service half only), with
+    the index's credential if it wants one (in the service's environment)."""
     # No Spark here: a job launched by mistake (a simulated session taken for dead) fails at once;
     # and no metastore (a JVM) for a catalog no query uses.
     service_env = {
@@ -134,6 +137,8 @@ def start_service(index_url: str, data_dir: Path) -> BenchEnv:
         "ASYNC_QUERY_SPARK_SUBMIT": "/bin/false",
         "ASYNC_QUERY_LOCAL_CATALOG": "in-memory",
     }
+    if auth is not None:
+        service_env.update(ASYNC_QUERY_OPENSEARCH_USERNAME=auth[0], ASYNC_QUERY_OPENSEARCH_PASSWORD=auth[1])
     env = BenchEnv(service_env=service_env)
     env.data_dir = data_dir  # its service's data dir is ``<data_dir>/service``
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -145,10 +150,10 @@ def start_service(index_url: str, data_dir: Path) -> BenchEnv:
 # -- history ---------------------------------------------------------------------------------
 
 
-def seed_history(url: str, start: int, stop: int, batch: int = 2_000) -> None:
+def seed_history(url: str, start: int, stop: int, batch: int = 2_000, authorization: str = "") -> None:
     """Statements ``start..stop`` (finished, in dead sessions of 100) and their results, written
     through the journal, as every write is (the compaction after takes them into the snapshot)."""
-    client = Client(url)
+    client = Client(url, authorization)
     rng = random.Random(start)
     try:
         for first in range(start, stop, batch):
@@ -257,7 +262,7 @@ def steady_load(
 
 def raw_gets(embedded: EmbeddedIndex, doc_id: str, count: int) -> tuple[list[float], list[float]]:
     """A bare real-time GET by id through the proxy and straight to the server, alternating."""
-    proxied, direct = Client(embedded.url), Client(embedded.private_url)
+    proxied, direct = Client(embedded.url, embedded.credential.header()), Client(embedded.private_url)
     through: list[float] = []
     straight: list[float] = []
     path = f"/{request_index(DS)}/_doc/{doc_id}"
@@ -402,17 +407,20 @@ def latency_figures(windows: list[Window], raw: tuple[list[float], list[float]])
 
 
 def run_durability(plan: Plan, workdir: Path) -> tuple[list[Figure], dict[str, Any]]:
-    options = JournalOptions(compact_ratio=plan.compact_ratio, compact_min_bytes=plan.compact_min_bytes)
+    # The bench reads osmem-server directly too (its private URL): on the host's network.
+    options = JournalOptions(
+        compact_ratio=plan.compact_ratio, compact_min_bytes=plan.compact_min_bytes, isolate_network=False
+    )
     embedded = EmbeddedIndex.start(workdir / "index", options=options)
-    store = Store.connect(OpenSearchConfig(url=embedded.url))
-    services: list[BenchEnv] = []
+    store = Store.connect(embedded.config())
+    plugins: list[BenchEnv] = []
     details: dict[str, Any] = {"plan": plan.__dict__}
     figures: list[Figure] = []
     try:
-        store.index.create_index(request_index(DS), index_mappings.load("request_index"))
-        store.index.create_index(RESULTS, index_mappings.load("result_index"))
-        services = [
-            start_service(embedded.url, workdir / "journaled"),
+        store.admin.create_index(request_index(DS), index_mappings.load("request_index"))
+        store.admin.create_index(RESULTS, index_mappings.load("result_index"))
+        plugins = [
+            start_service(embedded.url, workdir / "journaled", embedded.auth),
             start_service(embedded.private_url, workdir / "direct"),
         ]
         job_ids = [f"bench-durability-{i}" for i in range(plan.sessions)]
@@ -423,7 +431,7 @@ def run_durability(plan: Plan, workdir: Path) -> tuple[list[Figure], dict[str, A
         ):
             sim.create()
             sim.start_in_process(writers=2)
-            windows = _windows(plan, embedded, sim, services)
+            windows = _windows(plan, embedded, sim, plugins)
         costs: list[Figure] = []
         for window in windows:
             found, details[f"history_{window.history}"] = cost_figures(window, plan)
@@ -435,12 +443,12 @@ def run_durability(plan: Plan, workdir: Path) -> tuple[list[Figure], dict[str, A
         details["post_journaled"] = summary([ms for w in windows for ms in w.post_journal])
         details["post_direct"] = summary([ms for w in windows for ms in w.post_direct])
         details["index_get_proxy"], details["index_get_direct"] = summary(raw[0]), summary(raw[1])
-        for env in services:
+        for env in plugins:
             env.stop_service()
         store.close()
         figures.append(restart_figure(embedded, options, workdir / "index", plan.histories[-1]))
     finally:
-        for env in services:
+        for env in plugins:
             env.stop_service()
         store.close()
         embedded.close()
@@ -465,12 +473,12 @@ def restart_figure(embedded: EmbeddedIndex, options: JournalOptions, directory: 
     )
 
 
-def _windows(plan: Plan, embedded: EmbeddedIndex, sim: SimulatedSessions, services: list[BenchEnv]) -> list[Window]:
+def _windows(plan: Plan, embedded: EmbeddedIndex, sim: SimulatedSessions, plugins: list[BenchEnv]) -> list[Window]:
     windows = []
     seeded = 0
     for history in plan.histories:
         began = time.monotonic()
-        seed_history(embedded.url, seeded, history)
+        seed_history(embedded.url, seeded, history, authorization=embedded.credential.header())
         seeded = history
         embedded.compact()
         print(
@@ -478,7 +486,7 @@ def _windows(plan: Plan, embedded: EmbeddedIndex, sim: SimulatedSessions, servic
             file=sys.stderr,
             flush=True,
         )
-        windows.append(steady_load(services[0].base_url, services[1].base_url, sim, embedded, plan, history))
+        windows.append(steady_load(plugins[0].base_url, plugins[1].base_url, sim, embedded, plan, history))
     return windows
 
 

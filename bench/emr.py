@@ -47,7 +47,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,8 +57,10 @@ import httpx
 
 from async_query.datasources import Datasource, DatasourceRegistry
 from async_query.launcher.base import Launcher
+from async_query.reads import QueryReads
+from async_query.runtime import Plugin, build_plugin
 from async_query.security.principal import ANONYMOUS, Principal
-from async_query.service import AsyncQueryService, SubmitRequest
+from async_query.service import SubmitRequest
 from async_query.settings import Settings
 from bench.env import free_port
 from bench.report import Figure, Report, Target
@@ -74,7 +76,7 @@ from query_core.models import (
     now_millis,
 )
 from query_core.states import SessionState, SessionType, StatementState, is_terminal
-from query_core.store import Store, retry_on_conflict
+from query_core.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -125,9 +127,14 @@ def _load_launcher() -> type[Launcher]:
     return EmrServerlessLauncher
 
 
-class ReferencePolicyService(AsyncQueryService):
-    """The service, plus what the reference does on GET: ask EMR Serverless about the job first,
-    until the query is finished (the reference stops asking once the query's result exists)."""
+class ReferencePolicyReads(QueryReads):
+    """GET as the service answers it, plus what the reference does: ask EMR Serverless about the
+    job first, until the query is finished (the reference stops asking once the query's result
+    exists)."""
+
+    def __init__(self, plugin: Plugin) -> None:
+        super().__init__(plugin.settings, plugin.store, plugin.datasources, plugin.handlers)
+        self.launchers = plugin.launchers
 
     async def get_without_blocking(self, query_id: str, principal: Principal = ANONYMOUS) -> bytes | None:
         return None  # every GET may ask EMR Serverless: always the worker-thread path
@@ -139,8 +146,14 @@ class ReferencePolicyService(AsyncQueryService):
         session = self.store.sessions.get(statement.doc.data_source_name, statement.doc.session_id)
         if session is not None:
             datasource = self.datasources.get(statement.doc.data_source_name)
-            self.launcher_for(datasource).describe(session.doc.job_id)
+            self.launchers.for_datasource(datasource).describe(session.doc.job_id)
         return super().get(query_id, principal)
+
+
+def reference_policy(plugin: Plugin) -> Plugin:
+    """``plugin`` answering GET with the reference's policy (:class:`ReferencePolicyReads`)."""
+    plugin.reads = plugin.service.reads = ReferencePolicyReads(plugin)
+    return plugin
 
 
 @contextmanager
@@ -181,26 +194,23 @@ class _Jobs:
         self._thread: threading.Thread | None = None
 
     def claim(self) -> None:
+        """Each job takes its session (under the job run the plugin launched) and runs its statement."""
         for session_id, statement_id in self.pairs:
             statement = self.store.statements.get(self.datasource, statement_id)
             if statement is None:
                 raise RuntimeError(f"statement {statement_id} is missing")
-            self.store.statements.move(statement, StatementState.RUNNING)
-            self.beat(session_id, statement_id, claim=True)
-
-    def beat(self, session_id: str, statement_id: str, claim: bool = False) -> None:
-        fields = self.beat_fields(session_id, statement_id)
-
-        def change(current: Any) -> Any:
-            return self.store.sessions.update(
-                current,
-                SessionState.RUNNING if claim else None,
-                last_update_time=now_millis(),
+            self.store.statements.start(statement)
+            session = self._session(session_id)
+            self.store.sessions.claim(
+                session,
+                session.doc.job_id,
                 heartbeat_interval_millis=self.interval_ms,
-                **fields,
+                **self.beat_fields(session_id, statement_id),
             )
 
-        retry_on_conflict(lambda: self.store.sessions.get(self.datasource, session_id), change)
+    def beat(self, session_id: str, statement_id: str) -> None:
+        fields = self.beat_fields(session_id, statement_id)
+        self.store.sessions.beat(self._session(session_id), heartbeat_interval_millis=self.interval_ms, **fields)
 
     def beat_fields(self, session_id: str, statement_id: str) -> dict[str, Any]:
         """What one heartbeat writes besides its time and interval: the running statement."""
@@ -227,12 +237,8 @@ class _Jobs:
 
     def back_date(self, minutes: int = 10) -> None:
         """Make every session look like its job stopped ``minutes`` ago."""
-
-        def change(current: Any) -> Any:
-            return self.store.sessions.update(current, last_update_time=now_millis() - minutes * 60_000)
-
         for session_id, _ in self.pairs:
-            retry_on_conflict(self._reader(session_id), change)
+            self.store.sessions.beat(self._session(session_id), at=now_millis() - minutes * 60_000)
 
     def finish(self, result_index: str) -> None:
         """What a batch job does at the end: write the result, the statement ``success``, the
@@ -246,33 +252,35 @@ class _Jobs:
             statement = self.store.statements.get(self.datasource, statement_id)
             if statement is None:
                 raise RuntimeError(f"statement {statement_id} is missing")
-            self.store.results.put(
-                result_index,
-                ResultDoc(
-                    query_id=statement_id,
-                    query_text=statement.doc.query,
-                    session_id=session_id,
-                    status="SUCCESS",
-                    job_run_id=statement.doc.job_id,
-                    application_id=statement.doc.application_id,
-                    data_source_name=self.datasource,
-                    job_type=self.job_type.value,
-                    lossless=LosslessResult(schema=[], datarows="[]", total=0),
+            self.store.statements.settle(
+                statement,
+                StatementState.SUCCESS,
+                result=(
+                    result_index,
+                    ResultDoc(
+                        query_id=statement_id,
+                        query_text=statement.doc.query,
+                        session_id=session_id,
+                        status="SUCCESS",
+                        job_run_id=statement.doc.job_id,
+                        application_id=statement.doc.application_id,
+                        data_source_name=self.datasource,
+                        job_type=self.job_type.value,
+                        lossless=LosslessResult(schema=[], datarows="[]", total=0),
+                    ),
                 ),
             )
-            self.store.statements.move(statement, StatementState.SUCCESS)
 
     def end(self) -> None:
         """Each job ends its session ``dead`` (nothing left running)."""
-
-        def end(current: Any) -> Any:
-            return self.store.sessions.update(current, SessionState.DEAD, running_statements=[])
-
         for session_id, _ in self.pairs:
-            retry_on_conflict(self._reader(session_id), end)
+            self.store.sessions.end(self._session(session_id), SessionState.DEAD)
 
-    def _reader(self, session_id: str) -> Callable[[], Versioned[SessionDoc] | None]:
-        return lambda: self.store.sessions.get(self.datasource, session_id)
+    def _session(self, session_id: str) -> Versioned[SessionDoc]:
+        session = self.store.sessions.get(self.datasource, session_id)
+        if session is None:
+            raise RuntimeError(f"session {session_id} is missing")
+        return session
 
 
 class _StreamingJobs(_Jobs):
@@ -349,14 +357,14 @@ def run_getjobrun(
         datasource = Datasource(name="benchemr", connector="emr-serverless")
         registry = DatasourceRegistry([datasource])
 
-        def build(kind: type[AsyncQueryService]) -> AsyncQueryService:
-            return kind(settings, store, registry, {"emr-serverless": launcher}, opensearch)
+        def build() -> Plugin:
+            return build_plugin(settings, store, registry, {"emr-serverless": launcher}, opensearch)
 
-        product = build(AsyncQueryService)
-        reference = build(ReferencePolicyService)
+        product = build()
+        reference = reference_policy(build())
         pairs = []
         for _ in range(plan.sessions):
-            submitted = product.submit(SubmitRequest(datasource.name, "sql", "SELECT 1"))
+            submitted = product.service.submit(SubmitRequest(datasource.name, "sql", "SELECT 1"))
             pairs.append((submitted.session_id, submitted.query_id))
         started = counter.get("StartJobRun")
         jobs = _Jobs(store, datasource.name, pairs)
@@ -380,8 +388,8 @@ def run_getjobrun(
         streaming = _run_streaming(
             product, reference, counter, inspector, store, datasource, plan, settings.cluster_name, interval_ms
         )
-        for service in (product, reference):
-            service.close()
+        for plugin in (product, reference):
+            plugin.close()
 
     per_k = 1000 / plan.gets
     details = {
@@ -429,8 +437,8 @@ def run_getjobrun(
 
 
 def _run_batch(
-    product: AsyncQueryService,
-    reference: AsyncQueryService,
+    product: Plugin,
+    reference: Plugin,
     counter: CallCounter,
     store: Store,
     datasource: Datasource,
@@ -442,7 +450,7 @@ def _run_batch(
     pairs = []
     for i in range(plan.batch_queries):
         query = f"REFRESH SKIPPING INDEX ON {datasource.name}.default.bench_emr_{i}"
-        submitted = product.submit(SubmitRequest(datasource.name, "sql", query))
+        submitted = product.service.submit(SubmitRequest(datasource.name, "sql", query))
         session = store.sessions.get(datasource.name, submitted.session_id)
         if session is None or session.doc.session_type != SessionType.BATCH:
             found = "no session" if session is None else f"a {session.doc.session_type.value} session"
@@ -512,8 +520,8 @@ STREAMING_PHASES = ("waiting", "running", "streaming")
 
 
 def _run_streaming(
-    product: AsyncQueryService,
-    reference: AsyncQueryService,
+    product: Plugin,
+    reference: Plugin,
     counter: CallCounter,
     inspector: Any,
     store: Store,
@@ -533,7 +541,7 @@ def _run_streaming(
             f"CREATE INDEX pages ON {table} (page, n) WITH (auto_refresh = true, refresh_interval = '1 second', "
             f"checkpoint_location = 's3://bench/checkpoints/stream_{i}')"
         )
-        submitted = product.submit(SubmitRequest(datasource.name, "sql", query))
+        submitted = product.service.submit(SubmitRequest(datasource.name, "sql", query))
         session = store.sessions.get(datasource.name, submitted.session_id)
         if session is None or session.doc.session_type != SessionType.STREAMING:
             found = "no session" if session is None else f"a {session.doc.session_type.value} session"
@@ -585,14 +593,14 @@ def _run_streaming(
 
 
 def _job_names(
-    inspector: Any, service: AsyncQueryService, datasource: Datasource, pairs: list[tuple[str, str]]
+    inspector: Any, plugin: Plugin, datasource: Datasource, pairs: list[tuple[str, str]]
 ) -> dict[str, str]:
     """Each session's job's name on EMR Serverless (moto), by job run id (ListJobRuns)."""
-    app_id = service.launcher_for(datasource).application_id
+    app_id = plugin.launchers.for_datasource(datasource).application_id
     runs = {run["id"]: run.get("name", "") for run in inspector.list_job_runs(applicationId=app_id)["jobRuns"]}
     names = {}
     for session_id, _ in pairs:
-        session = service.store.sessions.get(datasource.name, session_id)
+        session = plugin.store.sessions.get(datasource.name, session_id)
         job_id = session.doc.job_id if session is not None else ""
         names[job_id] = runs.get(job_id, "")
     return names
@@ -639,13 +647,13 @@ def _streaming_figures(streaming: dict[str, Any], plan: EmrPlan) -> list[Figure]
 
 
 def _count_gets(
-    service: AsyncQueryService, counter: CallCounter, pairs: list[tuple[str, str]], gets: int
+    plugin: Plugin, counter: CallCounter, pairs: list[tuple[str, str]], gets: int
 ) -> dict[str, Any]:
     from async_query.api import create_app
 
     before = counter.get("GetJobRun")
     statuses: dict[str, int] = {}
-    with serve_app(create_app(service)) as url, httpx.Client(base_url=url, timeout=30) as http:
+    with serve_app(create_app(plugin)) as url, httpx.Client(base_url=url, timeout=30) as http:
         for i in range(gets):
             reply = http.get(f"{BASE}/{pairs[i % len(pairs)][1]}")
             status = str(reply.json().get("status", reply.status_code))

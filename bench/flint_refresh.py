@@ -76,8 +76,8 @@ def bulk_ceiling(spark: Any, store: Store, table: str = TABLE) -> tuple[float, i
     """Seconds to bulk-index the covering index's documents from this one process."""
     frame = spark.read.table(table)
     body = index_body(frame.schema, {}, {})
-    store.index.delete_index(CEILING)
-    store.index.create_index(CEILING, body)
+    store.admin.delete_index(CEILING)
+    store.admin.create_index(CEILING, body)
     fields = frame.schema.fields
     docs: list[tuple[str | None, dict[str, Any]]] = [
         (str(row[0]), {f.name: to_source(row[i], f.dataType) for i, f in enumerate(fields)})
@@ -85,7 +85,7 @@ def bulk_ceiling(spark: Any, store: Store, table: str = TABLE) -> tuple[float, i
     ]
     began = time.monotonic()
     for start in range(0, len(docs), DEFAULT_BATCH):
-        store.index.bulk_index(CEILING, docs[start : start + DEFAULT_BATCH])
+        store.admin.bulk_index(CEILING, docs[start : start + DEFAULT_BATCH])
     return time.monotonic() - began, len(docs)
 
 
@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None, spark: Any = None) -> int:
             # The ceiling first, and its index dropped before the refresh: the in-memory index server
             # holds one copy of the documents at a time (about 17 KB each in osmem).
             ceiling_s, docs = bulk_ceiling(spark, store, table)
-            store.index.delete_index(CEILING)
+            store.admin.delete_index(CEILING)
             print(f"bulk ceiling measured: {docs:,} documents in {ceiling_s:.1f} s", flush=True)
             # A datasource of its own per run, so that a real cluster's leftovers never interfere.
             datasource = f"bench{secrets.token_hex(3)}"
@@ -129,12 +129,12 @@ def main(argv: list[str] | None = None, spark: Any = None) -> int:
             covering = f"{prefix}_all_index"
             run(engine, f"CREATE INDEX all ON {table} (id, region, qty, price, day) WITH (id_expression = 'id')")
             refresh_s = run(engine, f"REFRESH INDEX all ON {table}")
-            indexed = sum(1 for _ in store.index.scan(covering))
-            store.index.delete_index(covering)
+            indexed = sum(1 for _ in store.admin.scan(covering))
+            store.admin.delete_index(covering)
             print(f"covering index refreshed: {indexed:,} documents in {refresh_s:.1f} s", flush=True)
             run(engine, f"CREATE SKIPPING INDEX ON {table} (region VALUE_SET, qty MIN_MAX, id BLOOM_FILTER)")
             skipping_s = run(engine, f"REFRESH SKIPPING INDEX ON {table}")
-            store.index.delete_index(f"{prefix}_skipping_index")
+            store.admin.delete_index(f"{prefix}_skipping_index")
         finally:
             if own_session:
                 spark.stop()

@@ -31,7 +31,7 @@ from typing import Any
 
 from async_query.datasources import DatasourceRegistry, local_datasource
 from async_query.launcher.local import LocalLauncher
-from async_query.service import AsyncQueryService
+from async_query.runtime import Plugin, build_plugin
 from async_query.settings import Settings
 from bench.report import Figure, Report
 from bench.sim import SimulatedSessions
@@ -65,10 +65,10 @@ class _Counted:
             reader.get = counted
 
 
-def _service(store: Store, cfg: OpenSearchConfig, data_dir: Path, session_cache_ms: int) -> AsyncQueryService:
+def _service(store: Store, cfg: OpenSearchConfig, data_dir: Path, session_cache_ms: int) -> Plugin:
     settings = Settings(data_dir=data_dir, session_cache_ms=session_cache_ms)
     launcher = LocalLauncher(settings.data_dir, settings.cluster_name, "local[1]")
-    return AsyncQueryService(settings, store, DatasourceRegistry([local_datasource(DS)]), {"local": launcher}, cfg)
+    return build_plugin(settings, store, DatasourceRegistry([local_datasource(DS)]), {"local": launcher}, cfg)
 
 
 def _measure(gets: int, call: Callable[[int], Any], reads: Callable[[], int]) -> tuple[float, float]:
@@ -98,33 +98,33 @@ def run_get_cost(index_url: str, gets: int = 5_000) -> list[Figure]:
             statement_id = sim.sessions[0].statement_id
             loop = asyncio.new_event_loop()
 
-            def on_the_loop(service: AsyncQueryService, query_id: str, status: bytes) -> Callable[[int], Any]:
+            def on_the_loop(plugin: Plugin, query_id: str, status: bytes) -> Callable[[int], Any]:
                 """``n`` GETs in one coroutine, as the REST layer's event loop makes them."""
 
                 async def gets(n: int) -> None:
                     for _ in range(n):
                         # The local launcher's answer that the job runs is reused for a few
                         # seconds; once it is old, one GET asks again (in a worker thread).
-                        body = await service.get_without_blocking(query_id) or service.get(query_id)
+                        body = await plugin.service.get_without_blocking(query_id) or plugin.service.get(query_id)
                         assert status in body, body
 
                 return lambda n: loop.run_until_complete(gets(n))
 
             for label, cache_ms in (("session cached", 60_000), ("session read too", 0)):
-                service = _service(store, cfg, data_dir, cache_ms)
-                service.get(statement_id)  # as a POST would, this process learns the query's session
-                cpu, per = _measure(gets, on_the_loop(service, statement_id, b"RUNNING"), reads)
+                plugin = _service(store, cfg, data_dir, cache_ms)
+                plugin.service.get(statement_id)  # as a POST would, this process learns the query's session
+                cpu, per = _measure(gets, on_the_loop(plugin, statement_id, b"RUNNING"), reads)
                 figures += _pair(f"event loop, {label}", cpu, per)
 
-            service = _service(store, cfg, data_dir, 250)
-            service.get(statement_id)
-            cpu, per = _measure(gets, lambda n: [service.get(statement_id) for _ in range(n)], reads)
+            plugin = _service(store, cfg, data_dir, 250)
+            plugin.service.get(statement_id)
+            cpu, per = _measure(gets, lambda n: [plugin.service.get(statement_id) for _ in range(n)], reads)
             figures += _pair("worker thread (session cache on)", cpu, per)
 
             finished = sim.sessions[0].statement_id
             _finish(store, finished)
-            service.get(finished)
-            cpu, per = _measure(gets, on_the_loop(service, finished, b"SUCCESS"), reads)
+            plugin.service.get(finished)
+            cpu, per = _measure(gets, on_the_loop(plugin, finished, b"SUCCESS"), reads)
             figures += _pair("finished (reply cache)", cpu, per)
             loop.close()
         store.close()

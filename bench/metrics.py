@@ -102,6 +102,7 @@ def _launch(mode: str, index_url: str, work: Path) -> tuple[subprocess.Popen[byt
         ASYNC_QUERY_METRICS_ENABLED="true" if mode == "on" else "false",
         ASYNC_QUERY_DATA_DIR=str(work / mode),
         ASYNC_QUERY_LOCAL_CATALOG="in-memory",  # no metastore: no Spark runs here
+        ASYNC_QUERY_WARM_POOL_SIZE="0",  # nor a warm pool's job
         OPENSEARCH_URL=index_url,
     )
     log_path = work / f"{mode}.log"

@@ -50,7 +50,7 @@ import httpx
 from async_query.api import create_app
 from async_query.datasources import DatasourceRegistry, local_datasource
 from async_query.launcher.local import LocalLauncher
-from async_query.service import AsyncQueryService
+from async_query.runtime import Plugin, build_plugin
 from async_query.settings import Settings
 from bench.emr import serve_app
 from bench.report import Figure, Target, close_report, new_report, print_report
@@ -237,7 +237,7 @@ class Sampler:
 
 @dataclass
 class ResultsBench:
-    service: AsyncQueryService
+    plugin: Plugin
     base_url: str
     figures: list[Figure] = field(default_factory=list)
     details: dict[str, Any] = field(default_factory=dict)
@@ -267,7 +267,7 @@ class ResultsBench:
             time.sleep(poll_s)
 
     def job_of(self, query_id: str) -> str:
-        statement = self.service.store.statements.get(DS, query_id)
+        statement = self.plugin.store.statements.get(DS, query_id)
         if statement is None:
             raise BenchError(f"no statement {query_id}")
         return statement.doc.job_id
@@ -278,7 +278,7 @@ class ResultsBench:
         if self.wait(warm["queryId"], COLD_S).get("status") != "SUCCESS":
             raise BenchError("the session's first SELECT 1 did not succeed")
         session, job = warm["sessionId"], self.job_of(warm["queryId"])
-        jvm = job_pid(self.service.settings.data_dir, job)
+        jvm = job_pid(self.plugin.settings.data_dir, job)
         try:
             with Sampler(jvm) as peaks:
                 began = time.perf_counter()
@@ -289,7 +289,7 @@ class ResultsBench:
                 raise BenchError(f"{rows} rows ended {reply.get('status')}: {reply.get('error', '')[:300]}")
             paged = self.pages(big["queryId"], int(reply.get("resultRows", reply["size"])), int(reply["size"]))
         finally:
-            self.service.launchers["local"].cancel(job)
+            self.plugin.launchers.shared["local"].cancel(job)
         return {
             "rows": rows,
             "first_page_s": round(first_page_s, 2),
@@ -328,7 +328,7 @@ class ResultsBench:
             runs.append(figures)
         self.details["runs"] = runs
         self.details["settings"] = {
-            name: getattr(self.service.settings, name)
+            name: getattr(self.plugin.settings, name)
             for name in ("max_result_rows", "max_result_bytes", "result_chunk_rows", "result_chunk_bytes")
         }
         self.figures += self.report(runs)
@@ -374,7 +374,7 @@ class ResultsBench:
 
 
 @contextmanager
-def system(work: Path) -> Iterator[tuple[AsyncQueryService, str]]:
+def system(work: Path) -> Iterator[tuple[Plugin, str]]:
     """The index and the service on real HTTP, its jobs with an in-memory catalog of their own."""
     with ExitStack() as stack:
         url = stack.enter_context(index_server())
@@ -382,11 +382,11 @@ def system(work: Path) -> Iterator[tuple[AsyncQueryService, str]]:
         opensearch = settings.opensearch(url)
         launcher = LocalLauncher(settings.data_dir, settings.cluster_name, "local[2]")
         store = Store.connect(opensearch)
-        service = AsyncQueryService(
+        plugin = build_plugin(
             settings, store, DatasourceRegistry([local_datasource(DS)], store), {"local": launcher}, opensearch
         )
-        stack.callback(service.close)
-        yield service, stack.enter_context(serve_app(create_app(service)))
+        stack.callback(plugin.close)
+        yield plugin, stack.enter_context(serve_app(create_app(plugin)))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -402,10 +402,11 @@ def main(argv: list[str] | None = None) -> int:
     report = new_report(rows=counts, query=QUERY)
     started = time.perf_counter()
     work = Path(tempfile.mkdtemp(prefix="aq-bench-results-"))
+    work.chmod(0o711)  # run as root, jobs run as the job user, who passes through to its places
     failure: BenchError | None = None
     try:
-        with system(work) as (service, base_url):
-            bench = ResultsBench(service, base_url)
+        with system(work) as (plugin, base_url):
+            bench = ResultsBench(plugin, base_url)
             try:
                 bench.run(counts)
             except BenchError as exc:

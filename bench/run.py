@@ -71,20 +71,26 @@ def _scale_run(
     return lambda: run_scale(base_url, store, DATASOURCE, plan, jobs_dir)
 
 
-def run(quick: bool, out: Path, skip_spark: bool = False, scale_sessions: list[int] | None = None) -> Report:
+def run(
+    quick: bool,
+    out: Path,
+    skip_spark: bool = False,
+    scale_sessions: list[int] | None = None,
+    journaled: bool = False,
+) -> Report:
     started = time.perf_counter()
     report = new_report(
         quick=quick,
         index=os.environ.get("OPENSEARCH_URL")
         or os.environ.get("ASYNC_QUERY_OPENSEARCH_URL")
-        or "embedded osmem-server",
+        or ("the embedded index server (journal, credential)" if journaled else "embedded osmem-server"),
     )
     api_plan = ApiPlan.quick() if quick else ApiPlan()
     spark_plan = SparkPlan.quick() if quick else SparkPlan()
     scale_plan = ScalePlan.quick() if quick else ScalePlan()
     emr_plan = EmrPlan.quick() if quick else EmrPlan()
 
-    with BenchEnv(SERVICE_ENV) as env:
+    with BenchEnv(SERVICE_ENV, journaled=journaled) as env:
         store = env.require_store()
         report.meta["service"] = env.base_url
         # The service's local launcher describes the simulated sessions' jobs as running.
@@ -162,18 +168,55 @@ def main(argv: list[str] | None = None) -> int:
         metavar="N",
         help="also run the scale section with N live sessions (e.g. 10000), after the default one",
     )
+    parser.add_argument(
+        "--journaled",
+        action="store_true",
+        help="the index as the embedded default serves it: osmem-server behind the index server (journal, "
+        "credential), not a bare osmem-server",
+    )
+    parser.add_argument(
+        "--baseline",
+        metavar="REF",
+        help="run the same bench on commit REF and on this tree alternately, and print each figure's ratio "
+        "(bench/README.md, 'Same-run comparison with an earlier commit')",
+    )
+    parser.add_argument("--rounds", type=int, default=2, help="with --baseline: runs of each tree (default 2)")
     args = parser.parse_args(argv)
+    if args.baseline:
+        from bench.baseline import DEFAULT_OUT as BASELINE_OUT
+        from bench.baseline import run_baseline
+
+        passed = _passed_on(argv if argv is not None else sys.argv[1:])
+        out = args.out if args.out != DEFAULT_OUT else BASELINE_OUT
+        return run_baseline(args.baseline, max(1, args.rounds), passed, out)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # The in-process service (EMR section) logs the deaths it confirms and the conflicts it
     # resolves, on purpose; they are expected here and would bury the bench's own output.
     for noisy in ("async_query", "opensearch"):
         logging.getLogger(noisy).setLevel(logging.ERROR)
-    report = run(args.quick, args.out, args.skip_spark, args.scale_sessions)
+    report = run(args.quick, args.out, args.skip_spark, args.scale_sessions, args.journaled)
     print()
     print(report.table())
     print()
     print(run_summary(report, args.out))
     return 0
+
+
+def _passed_on(argv: list[str]) -> list[str]:
+    """The arguments each side of a ``--baseline`` run gets: all but ``--baseline``, ``--rounds``
+    and ``--out``."""
+    passed: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+            continue
+        name = arg.split("=", 1)[0]
+        if name in ("--baseline", "--rounds", "--out"):
+            skip = "=" not in arg
+            continue
+        passed.append(arg)
+    return passed
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Simulated jobs: session documents that heart-beat as the real job's would, without Spark.
 
 Each simulated session is ``running`` with one ``running`` statement, and its heartbeat does what
-:class:`flint_repl_job.repl.Heartbeat` does: read the session by id, then one conditional write of
+:class:`flint_repl_job.heartbeat.Heartbeat` does: read the session by id, then one conditional write of
 ``lastUpdateTime``, ``runningStatements`` (with progress) and ``heartbeatIntervalMillis``. All
 writes go through :class:`query_core.store.Store`, like the job's.
 """
@@ -32,11 +32,10 @@ from query_core.models import (
     SessionDoc,
     StatementDoc,
     StatementProgress,
-    Versioned,
     now_millis,
 )
 from query_core.states import SessionState, SessionType, StatementState
-from query_core.store import IndexClient, Store, retry_on_conflict
+from query_core.store import IndexClient, Store
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +54,6 @@ class SimSession:
 @dataclass
 class HeartbeatStats:
     writes: int = 0
-    reads: int = 0
-    conflicts: int = 0
     failures: int = 0
     #: How late each beat was against its schedule (ms): large values mean the bench's own
     #: writers could not keep up, and the write rate below target is the bench's, not the index's.
@@ -162,28 +159,16 @@ class SimulatedSessions:
         """One heartbeat, as the job writes it: read by id, then one conditional write (with how
         late the session's beats have landed against their schedule, ``due_ms``)."""
         sim.beats += 1
-
-        def reread() -> Versioned[SessionDoc] | None:
-            with self._lock:
-                self.stats.reads += 1
-            return self.store.sessions.get(self.datasource, sim.session_id)
-
-        def change(current: Versioned[SessionDoc]) -> Versioned[SessionDoc]:
+        session = self.store.sessions.get(self.datasource, sim.session_id)
+        if session is not None:
             landed = now_millis()
-            try:
-                return self.store.sessions.update(
-                    current,
-                    last_update_time=landed,
-                    running_statements=[self._running(sim)],
-                    heartbeat_interval_millis=self.interval_ms,
-                    heartbeat_lag_millis=sim.lag.record(landed if due_ms is None else due_ms, landed),
-                )
-            except AsyncQueryError:
-                with self._lock:
-                    self.stats.conflicts += 1
-                raise
-
-        retry_on_conflict(reread, change)
+            self.store.sessions.beat(
+                session,
+                at=landed,
+                running_statements=[self._running(sim)],
+                heartbeat_interval_millis=self.interval_ms,
+                heartbeat_lag_millis=sim.lag.record(landed if due_ms is None else due_ms, landed),
+            )
         with self._lock:
             self.stats.writes += 1
 
@@ -253,14 +238,9 @@ class SimulatedSessions:
         self.stop()
 
         def finish(sim: SimSession) -> None:
-            def change(current: Versioned[SessionDoc]) -> Versioned[SessionDoc] | None:
-                if current.doc.state != SessionState.RUNNING:
-                    return None
-                return self.store.sessions.update(
-                    current, SessionState.DEAD, running_statements=[], last_update_time=now_millis()
-                )
-
-            retry_on_conflict(lambda: self.store.sessions.get(self.datasource, sim.session_id), change)
+            session = self.store.sessions.get(self.datasource, sim.session_id)
+            if session is not None:
+                self.store.sessions.end(session, SessionState.DEAD)
 
         with ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="sim-end") as pool:
             list(pool.map(finish, self.sessions))
@@ -383,11 +363,15 @@ class StandInJobs:
         env = {"PATH": os.environ.get("PATH", "")}
         env.update({f"BENCH_SIM_JOB_{n}": f"SERVERLESS_EMR_JOB_ID={job}" for n, job in enumerate(self.job_ids)})
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", "import sys; sys.stdin.buffer.read()"],
+            [sys.executable, "-c", "import sys; sys.stdout.write('up'); sys.stdout.flush(); sys.stdin.buffer.read()"],
             stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
             env=env,
             start_new_session=True,
         )
+        # Its word that it runs: before the exec, /proc/<pid>/environ still shows this process's.
+        assert self.proc.stdout is not None
+        self.proc.stdout.read(2)
         self.jobs_dir.mkdir(parents=True, exist_ok=True)
         for job in self.job_ids:
             (self.jobs_dir / f"{job}.pid").write_text(str(self.proc.pid))
@@ -406,6 +390,8 @@ class StandInJobs:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
 
 
 def declared_dead(store: Store, datasource: str, sims: list[SimSession]) -> tuple[int, int]:

@@ -58,7 +58,7 @@ from async_query.api import create_app
 from async_query.datasources import DatasourceRegistry, local_datasource
 from async_query.embedded.metastore import Metastore
 from async_query.launcher.local import LocalLauncher, catalog_settings
-from async_query.service import AsyncQueryService
+from async_query.runtime import Plugin, build_plugin
 from async_query.settings import Settings
 from bench.emr import serve_app
 from bench.report import Figure, Target, close_report, new_report, print_report
@@ -188,7 +188,7 @@ class Beat:
 
 @dataclass
 class StreamingBench:
-    service: AsyncQueryService
+    plugin: Plugin
     client: Client
     plan: StreamingPlan
     #: The interactive session the table is written from.
@@ -201,11 +201,11 @@ class StreamingBench:
 
     @property
     def store(self) -> Store:
-        return self.service.store
+        return self.plugin.store
 
     @property
     def data_dir(self) -> Path:
-        return Path(self.service.settings.data_dir).resolve()
+        return Path(self.plugin.settings.data_dir).resolve()
 
     # -- diagnostics ----------------------------------------------------------------------------
 
@@ -295,7 +295,7 @@ class StreamingBench:
     def next_beat(self, after: Beat | None = None) -> Beat:
         """The first write of the streaming session document after ``after`` (or after now)."""
         first = after or self.read_beat()
-        interval_s = self.service.settings.heartbeat_streaming_ms / 1000
+        interval_s = self.plugin.settings.heartbeat_streaming_ms / 1000
         deadline = time.perf_counter() + 2 * interval_s + 15
         while True:
             beat = self.read_beat()
@@ -336,7 +336,7 @@ class StreamingBench:
         missed (or counted) by a few milliseconds' jitter: the span is a whole number of beats.
         """
         inserter = _Inserter(self, self.plan.insert_every_s) if busy else None
-        half_interval_s = self.service.settings.heartbeat_streaming_ms / 2000
+        half_interval_s = self.plugin.settings.heartbeat_streaming_ms / 2000
         start = self.next_beat()
         if inserter is not None:
             inserter.start()
@@ -444,9 +444,9 @@ class StreamingBench:
         """ALTER to manual refresh: from the POST to the session ended and the job's processes gone."""
         session_id, job_id = self.stream_session, self.stream_job
         pid = job_pid(self.data_dir, job_id)
-        stopper = self.service.stream_stopper
+        stopper = self.plugin.stream_stopper
         cancelled_before = stopper.cancelled
-        timeout_s = self.service.settings.stream_stop_timeout_s + 60
+        timeout_s = self.plugin.settings.stream_stop_timeout_s + 60
         began = time.perf_counter()
         submitted = self.client.submit(ALTER_OFF)
         ended_at: float | None = None
@@ -563,7 +563,7 @@ class StreamingBench:
         pid = job_pid(self.data_dir, job_id)
         # The worst moment: just after a steady beat (one that promises the next in a whole
         # streaming interval), so the session stays fresh for the longest.
-        steady_ms = self.service.settings.heartbeat_streaming_ms
+        steady_ms = self.plugin.settings.heartbeat_streaming_ms
         beat = self.next_beat()
         while beat.doc.heartbeat_interval_millis != steady_ms:
             beat = self.next_beat(beat)
@@ -588,7 +588,7 @@ class StreamingBench:
         }
 
     def kills(self) -> None:
-        watcher = self.service.stream_watcher
+        watcher = self.plugin.stream_watcher
         watcher.start()
         try:
             cycles = [self.kill_cycle(ALTER_ON if n == 0 else RECOVER) for n in range(self.plan.kill_cycles)]
@@ -596,7 +596,7 @@ class StreamingBench:
             watcher.stop()
         self.details["kill_cycles"] = cycles
         failed = [c["failed_s"] for c in cycles]
-        interval_ms = self.service.settings.heartbeat_streaming_ms
+        interval_ms = self.plugin.settings.heartbeat_streaming_ms
         self.figures.append(
             Figure(
                 SECTION,
@@ -606,7 +606,7 @@ class StreamingBench:
                 Target("<=", 60),
                 note=(
                     f"n={len(failed)}: {', '.join(f'{f:.1f}' for f in failed)} s; killed just after a beat; stream "
-                    f"watcher only, stale after {self.service.settings.stale_heartbeats:g} beats of "
+                    f"watcher only, stale after {self.plugin.settings.stale_heartbeats:g} beats of "
                     f"{interval_ms / 1000:g} s"
                 ),
             )
@@ -663,20 +663,20 @@ def index_server() -> Iterator[str]:
 
 
 @contextmanager
-def system(work: Path) -> Iterator[tuple[AsyncQueryService, str]]:
+def system(work: Path) -> Iterator[tuple[Plugin, str]]:
     """The index, the metastore and the service on real HTTP; everything stopped after."""
     with ExitStack() as stack:
         url = stack.enter_context(index_server())
         began = time.perf_counter()
         home = work / "metastore"
-        metastore = Metastore.start(home, home / "warehouse")
+        metastore = Metastore.start(home, home / "warehouse", files=work / "metastore-files")
         stack.callback(metastore.close)
         print(f"   metastore up in {time.perf_counter() - began:.1f} s", file=sys.stderr, flush=True)
         settings = Settings(data_dir=work / "service", inactivity_limit_ms=INACTIVITY_LIMIT_MS)
         opensearch = settings.opensearch(url)
         catalog = catalog_settings(home / "warehouse", metastore.uri)
         launcher = LocalLauncher(settings.data_dir, settings.cluster_name, "local[2]", catalog_conf=catalog)
-        service = AsyncQueryService(
+        plugin = build_plugin(
             settings,
             Store.connect(opensearch),
             DatasourceRegistry([local_datasource(DS)]),
@@ -684,9 +684,9 @@ def system(work: Path) -> Iterator[tuple[AsyncQueryService, str]]:
             opensearch,
         )
         stack.callback(_kill_leftover_jobs, Path(settings.data_dir))
-        stack.callback(service.close)
-        base_url = stack.enter_context(serve_app(create_app(service)))
-        yield service, base_url
+        stack.callback(plugin.close)
+        base_url = stack.enter_context(serve_app(create_app(plugin)))
+        yield plugin, base_url
 
 
 def _kill_leftover_jobs(data_dir: Path) -> None:
@@ -711,13 +711,13 @@ def run_bench(work: Path, plan: StreamingPlan, step: Callable[[str], None] | Non
     """Every measurement in order; the bench (figures and details so far) is attached to a
     :class:`BenchError` as ``bench`` when one stops the run."""
     say = step or (lambda _: None)
-    with system(work) as (service, base_url):
+    with system(work) as (plugin, base_url):
         client = Client(base_url)
-        bench = StreamingBench(service, client, plan)
+        bench = StreamingBench(plugin, client, plan)
         bench.details["settings"] = {
-            "heartbeat_streaming_ms": service.settings.heartbeat_streaming_ms,
-            "stream_check_ms": service.settings.stream_check_ms,
-            "stream_stop_timeout_s": service.settings.stream_stop_timeout_s,
+            "heartbeat_streaming_ms": plugin.settings.heartbeat_streaming_ms,
+            "stream_check_ms": plugin.settings.stream_check_ms,
+            "stream_stop_timeout_s": plugin.settings.stream_stop_timeout_s,
             "index_state_id": latest_id(INDEX),
         }
         try:
@@ -756,6 +756,7 @@ def main(argv: list[str] | None = None) -> int:
     report = new_report(quick=args.quick, plan=plan.__dict__)
     started = time.perf_counter()
     work = Path(tempfile.mkdtemp(prefix="aq-bench-streaming-"))
+    work.chmod(0o711)  # run as root, jobs run as the job user, who passes through to its places
     failure: BenchError | None = None
     bench: StreamingBench | None = None
     try:

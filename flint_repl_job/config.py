@@ -24,8 +24,10 @@ from query_core.jobconf import (
     PREFIX_OS,
     Getter,
     JobConf,
+    read_claimed_conf,
     read_conf,
 )
+from query_core.models import PoolClaim
 from query_core.states import SessionType
 from query_core.validation import ALLOW_ALL, StatementLimits, ValidationPolicy
 
@@ -71,6 +73,9 @@ class JobConfig:
     max_statement_depth: int = DEFAULTS.max_statement_depth
     #: A statement parsed and analyzed longer than this (seconds; 0: no limit) fails alone.
     statement_prepare_timeout_s: int = DEFAULTS.statement_prepare_timeout_s
+    #: A warm pool job's slot ("": a job started for its session), and how long it waits for a claim.
+    pool_slot: str = DEFAULTS.pool_slot
+    pool_idle_limit_ms: int | None = DEFAULTS.pool_idle_limit_ms
     #: Results stop at these caps and are written in documents of this size (docs/results.md).
     max_result_rows: int = DEFAULTS.max_result_rows
     max_result_bytes: int = DEFAULTS.max_result_bytes
@@ -99,6 +104,13 @@ class JobConfig:
         if not argv:
             raise ValueError("the result index is the job's one argument")
         return cls.from_conf(read_conf(get), argv[0], env)
+
+    @classmethod
+    def claimed(cls, get: Getter, claim: PoolClaim, environ: Mapping[str, str] | None = None) -> JobConfig:
+        """A pool job's configuration once a session claimed it: its start-up keys read through
+        ``get``, the session's from the claim (``query_core.jobconf.read_claimed_conf``)."""
+        env = os.environ if environ is None else environ
+        return cls.from_conf(read_claimed_conf(get, claim.conf), claim.result_index, env)
 
     @classmethod
     def from_conf(cls, conf: JobConf, result_index: str, environ: Mapping[str, str]) -> JobConfig:
@@ -131,6 +143,8 @@ class JobConfig:
             max_statement_chars=conf.max_statement_chars,
             max_statement_depth=conf.max_statement_depth,
             statement_prepare_timeout_s=conf.statement_prepare_timeout_s,
+            pool_slot=conf.pool_slot,
+            pool_idle_limit_ms=conf.pool_idle_limit_ms,
             max_result_rows=conf.max_result_rows,
             max_result_bytes=conf.max_result_bytes,
             result_chunk_rows=conf.result_chunk_rows,

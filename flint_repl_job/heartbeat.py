@@ -1,8 +1,10 @@
 """The session's heartbeat, shared by every runner (interactive, batch, streaming).
 
-It needs little of its runner (:class:`HeartbeatHost`): the job's configuration (session id,
-request index, intervals), the store, the stop event, the statement running and its progress,
-and three calls on the session (read it, check it is still the runner's, fail it).
+It needs little of its runner (:class:`HeartbeatHost`): the job's configuration (session id, job
+id, request index, intervals), the store, the stop event, the statement running and its progress,
+and two calls on the session (read it, fail it). Each beat is the sessions' named operation
+(:meth:`~query_core.store.sessions.SessionRepository.beat`), which checks the session is still the
+job's.
 """
 
 from __future__ import annotations
@@ -14,8 +16,9 @@ from typing import Any, Protocol
 
 from flint_repl_job.config import JobConfig
 from flint_repl_job.executor import RunningQuery
+from query_core.errors import SessionLostError
 from query_core.models import JobFigures, RunningStatement, SessionDoc, StatementProgress, Versioned, now_millis
-from query_core.store import Store, retry_on_conflict
+from query_core.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -38,10 +41,6 @@ class BeatLag:
     def record(self, due_ms: int, landed_ms: int) -> int:
         self.millis = max(0, landed_ms - due_ms, self.millis // 2)
         return self.millis
-
-
-class SessionLostError(Exception):
-    """The session is no longer this job's: another job owns it, or it was ended."""
 
 
 class ProgressSource(Protocol):
@@ -74,7 +73,7 @@ class HeartbeatHost(Protocol):
 
     @property
     def cfg(self) -> JobConfig:
-        """Session id, request index and heartbeat intervals."""
+        """Session id, job id (and the job runs excluded), request index and heartbeat intervals."""
         ...
 
     @property
@@ -97,10 +96,6 @@ class HeartbeatHost(Protocol):
         ...
 
     def read_session(self) -> Versioned[SessionDoc] | None: ...
-
-    def check_owner(self, session: SessionDoc) -> None:
-        """Raise :class:`SessionLostError` unless the session is still the runner's."""
-        ...
 
     def fail(self, reason: str) -> None:
         """End the session ``fail`` with ``reason`` (called from the heartbeat's thread)."""
@@ -244,20 +239,21 @@ class Heartbeat:
             extra["metrics"] = self.figures.snapshot()
 
         due_ms = now_millis() - int((time.monotonic() - self._due) * 1000)
-
-        def change(current: Versioned[SessionDoc]) -> Versioned[SessionDoc]:
-            job.check_owner(current.doc)
+        current = job.read_session()
+        written = None
+        if current is not None:
             landed = now_millis()
-            return job.store.sessions.update(
+            written = job.store.sessions.beat(
                 current,
-                last_update_time=landed,
+                at=landed,
+                job_id=cfg.job_id,
+                excluded=cfg.exclude_jobs,
                 running_statements=report,
                 heartbeat_interval_millis=next_ms,
                 heartbeat_lag_millis=self.lag.record(due_ms, landed),
                 **extra,
             )
-
-        if retry_on_conflict(job.read_session, change) is None:
-            raise SessionLostError(f"session {job.cfg.session_id} disappeared")
+        if written is None:
+            raise SessionLostError(f"session {cfg.session_id} disappeared")
         self._reported_running = bool(report)
         self.writes += 1

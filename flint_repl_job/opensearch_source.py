@@ -1,8 +1,8 @@
 """PySpark data source ``opensearch``: Spark writes a DataFrame into an index and reads one back.
 
 Built on PySpark's own Python data source API (``pyspark.sql.datasource``), so no JVM connector is
-needed. All index calls go through :class:`query_core.store.IndexClient` (retries, error
-translation). Options, all strings, use the names of the reference's ``spark.datasource.flint.*``
+needed. All index calls go through the index-administration interface of
+:class:`query_core.store.IndexClient` (retries, error translation). Options, all strings, use the names of the reference's ``spark.datasource.flint.*``
 keys without the prefix:
 
 - ``index`` (required); ``host``, ``port``, ``scheme``, ``auth`` (``noauth|basic|sigv4``),
@@ -61,7 +61,7 @@ from pyspark.sql.datasource import (
 from flint_repl_job.config import auth_kind
 from flint_repl_job.values import Timestamps, to_json_value
 from query_core.config import OpenSearchConfig
-from query_core.store import IndexClient
+from query_core.store import IndexAdmin, IndexClient
 
 log = logging.getLogger(__name__)
 
@@ -222,7 +222,7 @@ class OpenSearchDataSource(DataSource):
         return NAME
 
     def schema(self) -> st.StructType:
-        store = IndexClient(connection(dict(self.options)))
+        store = _admin(dict(self.options))
         try:
             return schema_of(store.mappings(self._index()).get(self._index(), {}))
         finally:
@@ -263,7 +263,7 @@ class _IndexWrite:
             raise ValueError(f"id_column {self.id_column!r} is not a column of the data ({', '.join(schema.names)})")
         self.id_in_source = options.get("id_column_in_source", "true").lower() != "false"
         self.batch_size = int(options.get("batch_size", DEFAULT_BATCH))
-        store = IndexClient(connection(options))
+        store = _admin(options)
         try:
             meta = json.loads(options.get("meta", "{}"))
             settings = json.loads(options.get("index_settings", "{}"))
@@ -275,7 +275,7 @@ class _IndexWrite:
             store.close()
 
     def write(self, iterator: Iterator[st.Row]) -> Written:
-        store = IndexClient(connection(self.options))
+        store = _admin(self.options)
         fields = self.schema.fields
         id_at = self.schema.names.index(self.id_column) if self.id_column else -1
         written = 0
@@ -367,12 +367,17 @@ class OpenSearchReader(DataSourceReader):
         return [InputPartition(0)]
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
-        store = IndexClient(connection(self.options))
+        store = _admin(self.options)
         try:
             for _, source in store.scan(self.index):
                 yield tuple(from_source(source.get(f.name), f.dataType) for f in self.schema.fields)
         finally:
             store.close()
+
+
+def _admin(options: dict[str, str]) -> IndexAdmin:
+    """The cluster the options name, for whole indexes and their contents in bulk."""
+    return IndexClient(connection(options))
 
 
 def register(spark: Any) -> None:

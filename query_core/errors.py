@@ -118,6 +118,18 @@ class VersionConflictError(ConflictError):
     """A conditional write's ``_seq_no``/``_primary_term`` no longer match the document."""
 
 
+# -- session ownership --------------------------------------------------------------------------
+
+
+class SessionLostError(Exception):
+    """The session is no longer this job's: another job run owns it, the job is excluded from it,
+    or it has ended (the ownership rules of ``docs/documents.md``).
+
+    Not an :class:`AsyncQueryError`: no client sees it; a job that meets it stops without touching
+    the session again.
+    """
+
+
 # -- programming errors -------------------------------------------------------------------------
 
 

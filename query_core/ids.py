@@ -13,8 +13,12 @@ import binascii
 import re
 import secrets
 import string
+from typing import TYPE_CHECKING
 
 from query_core.errors import MalformedIdError
+
+if TYPE_CHECKING:
+    from index_mappings import IndexKind
 
 RANDOM_LEN = 10
 _ALPHABET = string.ascii_letters + string.digits
@@ -57,6 +61,17 @@ RESULT_INDEX_PREFIX = "query_execution_result"
 RESULT_INDEX_PATTERN = RESULT_INDEX_PREFIX + "*"
 DATASOURCE_INDEX = ".ql-datasources"
 DEPLOYMENT_INDEX = REQUEST_INDEX_PREFIX + "_deployment"
+
+
+def index_kind(index: str) -> IndexKind:
+    """The kind of product index ``index`` is, which says the mappings it is created with: the
+    request and datasource indexes by their names, any other (a result index, whatever name a
+    datasource gives it) a result index."""
+    if index.startswith(REQUEST_INDEX_PREFIX):
+        return "request_index"
+    if index == DATASOURCE_INDEX:
+        return "datasource_index"
+    return "result_index"
 
 
 def request_index(datasource: str) -> str:

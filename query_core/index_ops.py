@@ -3,15 +3,17 @@
 Every operation (the operations table of ``docs/documents.md``) runs the same way, whoever runs it (the plugin for DROP and
 ALTER, a batch job for CREATE, REFRESH and VACUUM): check the index's current state is one the
 operation may start from, move to its transitioning state with a conditional write, do the work,
-then commit the end state, or roll back to the state it started from with the error recorded.
+then commit the end state, or roll back to the state it started from with the error recorded
+(the writes are the named operations of :class:`~query_core.store.index_states.IndexStateRepository`).
 
 The conditional writes make two operations on one index exclude each other: the second one's
 move to its transitioning state fails. When the state document changes under a running operation
 (a DELETE moved a refresh to ``cancelling``, a DROP moved it to ``deleting``), the operation
 neither commits nor rolls back: whoever moved the document now owns it.
 
-A worker can die between the two writes. :func:`stall_repair` says where the housekeeping sweep
-takes an index whose operation's owner is gone, so no index stays ``refreshing`` or ``deleting``.
+A worker can die between the two writes. :func:`~query_core.states.stall_repair` says where the
+housekeeping sweep takes an index whose operation's owner is gone, so no index stays
+``refreshing`` or ``deleting``.
 """
 
 from __future__ import annotations
@@ -24,15 +26,23 @@ from typing import Any, TypeVar
 from query_core.errors import ConflictError, InvalidTransitionError
 from query_core.flint.naming import latest_id
 from query_core.models import FlintIndexStateDoc, Versioned, now_millis
-from query_core.states import INDEX_OPERATIONS, FlintIndexState, IndexOperation
+from query_core.states import INDEX_OPERATIONS, STALL_REPAIRS, FlintIndexState, IndexOperation, stall_repair
 from query_core.store import Store
+from query_core.store.index_states import MAX_INDEX_ERROR
+
+__all__ = [
+    "MAX_INDEX_ERROR",
+    "STALL_REPAIRS",
+    "IndexTarget",
+    "IndexTransaction",
+    "OperationSupersededError",
+    "repair_stalled",
+    "stall_repair",
+]
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-#: Longest error text kept on an index state document.
-MAX_INDEX_ERROR = 2000
 
 _F = FlintIndexState
 
@@ -96,20 +106,20 @@ class IndexTransaction:
             return (end_fields() if callable(end_fields) else end_fields) or {}
 
         if op.via is None:
-            assert op.end is not None, f"{op.name} has neither a transitioning nor an end state"
+            assert current is not None, f"{op.name} starts from an index that has a state document"
             result = work()
-            self._write(current, op.end, {"error": "", **ending()})
+            fields = {**self._owner(), "error": "", **ending()}
+            self._exclusive(lambda: self.store.index_states.commit(current, op, **fields))
             return result
-        moving = self._write(current, op.via, {**(via_fields or {}), "error": ""})
+        moving = self._exclusive(lambda: self._begin(current, op, {**(via_fields or {}), "error": ""}))
         try:
             result = work()
         except BaseException as exc:
-            self._finish(moving, started, {"error": _error_text(exc)}, op, "roll back")
+            fields = {**self._owner(), "error": _error_text(exc)}
+            self._finish(lambda: self.store.index_states.roll_back(moving, op, started, **fields), op, "roll back")
             raise
-        if op.end is None:
-            self._remove(moving, op)
-        else:
-            self._finish(moving, op.end, ending(), op, "commit")
+        fields = {**self._owner(), **ending()}
+        self._finish(lambda: self.store.index_states.commit(moving, op, **fields), op, "commit")
         return result
 
     # -- writes -----------------------------------------------------------------------------
@@ -122,47 +132,38 @@ class IndexTransaction:
             owner["application_id"] = self.application_id
         return owner
 
-    def _write(
-        self, current: Versioned[FlintIndexStateDoc] | None, state: FlintIndexState, fields: dict[str, Any]
+    def _begin(
+        self, current: Versioned[FlintIndexStateDoc] | None, op: IndexOperation, fields: dict[str, Any]
     ) -> Versioned[FlintIndexStateDoc]:
-        """The move into ``state``; a concurrent writer makes it an :class:`InvalidTransitionError`."""
-        fields = {**self._owner(), **fields}
+        target = self.target
+        return self.store.index_states.begin(
+            current,
+            op,
+            datasource=target.datasource,
+            latest_id=target.latest_id,
+            index_name=target.index_name,
+            **{**self._owner(), **fields},
+        )
+
+    def _exclusive(self, write: Callable[[], T]) -> T:
+        """The write that starts an operation; a concurrent writer makes it an
+        :class:`InvalidTransitionError`."""
         try:
-            if current is None:
-                doc = FlintIndexStateDoc(
-                    latest_id=self.target.latest_id,
-                    state=state,
-                    data_source_name=self.target.datasource,
-                    index_name=self.target.index_name,
-                    **fields,
-                )
-                return self.store.index_states.create(doc)
-            return self.store.index_states.move(current, state, **fields)
+            return write()
         except ConflictError:
             raise InvalidTransitionError(
                 f"index {self.target.index_name} is being changed by another operation; try again"
             ) from None
 
-    def _finish(
-        self,
-        moving: Versioned[FlintIndexStateDoc],
-        state: FlintIndexState,
-        fields: dict[str, Any],
-        op: IndexOperation,
-        what: str,
-    ) -> None:
+    def _finish(self, write: Callable[[], object], op: IndexOperation, what: str) -> None:
+        """The write that ends an operation (a commit, a rollback); a concurrent writer means the
+        operation was superseded."""
         try:
-            self.store.index_states.move(moving, state, **self._owner(), **fields)
+            write()
         except ConflictError:
-            self._superseded(moving, op, what)
+            self._superseded(op, what)
 
-    def _remove(self, moving: Versioned[FlintIndexStateDoc], op: IndexOperation) -> None:
-        try:
-            self.store.index_states.delete(moving)
-        except ConflictError:
-            self._superseded(moving, op, "commit")
-
-    def _superseded(self, moving: Versioned[FlintIndexStateDoc], op: IndexOperation, what: str) -> None:
+    def _superseded(self, op: IndexOperation, what: str) -> None:
         now = self.current()
         seen = now.doc.state.value if now is not None else "removed"
         log.warning("cannot %s %s of %s: its state moved to %s meanwhile", what, op.name, self.target.index_name, seen)
@@ -178,32 +179,6 @@ def _error_text(exc: BaseException) -> str:
 
 # -- repairs --------------------------------------------------------------------------------------
 
-#: Where the housekeeping sweep moves an index whose operation's owner is gone (a killed job, a
-#: crashed plugin), by the transitioning state it was left in. Work done by a job is rolled back
-#: (the data may be half-written; the user can run it again); work the plugin does itself is
-#: idempotent and is finished (DROP and ALTER to manual stop a job; a cancel stops a refresh).
-#: ``refreshing`` is a stable state for an auto-refreshing index: see :func:`stall_repair`.
-STALL_REPAIRS: dict[FlintIndexState, FlintIndexState] = {
-    _F.CREATING: _F.EMPTY,
-    _F.REFRESHING: _F.ACTIVE,
-    _F.VACUUMING: _F.DELETED,
-    _F.DELETING: _F.DELETED,
-    _F.UPDATING: _F.ACTIVE,
-    _F.CANCELLING: _F.ACTIVE,
-    _F.RECOVERING: _F.FAILED,
-}
-
-
-def stall_repair(state: FlintIndexState, streaming: bool = False) -> FlintIndexState | None:
-    """The state a stalled index moves to, or None when ``state`` is not left mid-operation.
-
-    ``streaming``: the owner was a streaming job, so ``refreshing`` was its stable state and the
-    stream's death fails the index instead.
-    """
-    if state is _F.REFRESHING and streaming:
-        return _F.FAILED
-    return STALL_REPAIRS.get(state)
-
 
 def repair_stalled(
     store: Store,
@@ -212,12 +187,6 @@ def repair_stalled(
     *,
     streaming: bool = False,
 ) -> Versioned[FlintIndexStateDoc] | None:
-    """Move ``stalled`` to its repair state with ``reason`` as its error (conditionally: a
-    document that moved meanwhile is left alone, None is returned)."""
-    target = stall_repair(stalled.doc.state, streaming)
-    if target is None:
-        return None
-    try:
-        return store.index_states.move(stalled, target, error=reason[:MAX_INDEX_ERROR], last_update_time=now_millis())
-    except ConflictError:
-        return None
+    """Move ``stalled`` to its repair state (:func:`stall_repair`) with ``reason`` as its error
+    (conditionally: a document that moved meanwhile is left alone, None is returned)."""
+    return store.index_states.repair_stalled(stalled, reason, streaming=streaming)

@@ -20,8 +20,10 @@ or an error for a *required* key.
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from query_core.ids import request_index
@@ -50,6 +52,21 @@ JOB_ID_ENV = "SERVERLESS_EMR_JOB_ID"
 #: the entry file (``entryPoint``) and the code archive (``--py-files``).
 ENTRY_FILE_NAME = "main.py"
 CODE_ARCHIVE_NAME = "async_query_job.zip"
+#: The job's package, and the file that records a local job JVM's class archive (a short job).
+JOB_PACKAGE = "flint_repl_job"
+WARMUP_FILE_NAME = "warmup.py"
+#: A warm pool job's one argument, in place of a result index: it learns its result index when a
+#: session claims it (docs/job.md).
+POOL_RESULT_INDEX = "-"
+
+
+def job_package_dir() -> Path:
+    """Where the job's package lies, found without importing it (the plugin runs the job's files
+    with ``spark-submit``; it never imports the job's code)."""
+    spec = importlib.util.find_spec(JOB_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise JobConfError(f"cannot find the job's package {JOB_PACKAGE!r}")
+    return Path(next(iter(spec.submodule_search_locations))).resolve()
 
 
 class JobConfError(ValueError):
@@ -127,7 +144,8 @@ class JobConf:
     """Everything the plugin tells the job through Spark conf keys; defaults are the job's.
 
     ``session_id`` and ``datasource`` are required: their empty defaults only make ``JobConf()``
-    the table of defaults (:data:`DEFAULTS`); rendering or reading refuses them empty."""
+    the table of defaults (:data:`DEFAULTS`); rendering or reading refuses them empty, but for a
+    warm pool job (``pool_slot`` set), which learns them when a session claims it."""
 
     # -- which session, where its documents are, what kind of job --------------------------------
     session_id: str = _setting("spark.flint.job.sessionId", "", STRING, "the session's id", required=True)
@@ -148,6 +166,21 @@ class JobConf:
     )
     exclude_jobs: tuple[str, ...] = _setting(
         "spark.flint.deployment.excludeJobs", (), LIST, "job-run ids that must not own a session", optional=True
+    )
+
+    pool_slot: str = _setting(
+        PREFIX_JOB + "poolSlot",
+        "",
+        STRING,
+        "a warm pool job's slot document: the job waits for a session to claim it (docs/job.md)",
+        optional=True,
+    )
+    pool_idle_limit_ms: int | None = _setting(
+        PREFIX_JOB + "poolIdleLimitMillis",
+        None,
+        OPTIONAL_INTEGER,
+        "a warm pool job left unclaimed this long ends itself (its pool starts another); unset: one hour",
+        optional=True,
     )
 
     # -- the OpenSearch connection (the reference's spark.datasource.flint.* keys) ---------------
@@ -377,6 +410,9 @@ def key_of(field_name: str) -> str:
 
 
 PASSWORD_KEY = key_of("password")
+POOL_SLOT_KEY = key_of("pool_slot")
+#: How long a warm pool job waits for a claim when its conf does not say.
+POOL_IDLE_LIMIT_MS = 3_600_000
 
 
 def _empty(value: object) -> bool:
@@ -388,12 +424,13 @@ def render_conf(conf: JobConf) -> dict[str, str]:
 
     Secret keys are included: the caller moves them apart (``SECRET_KEYS``)."""
     out: dict[str, str] = {}
+    pooled = bool(conf.pool_slot)
     for row in SETTINGS:
         value = getattr(conf, row.field)
         if _empty(value):
-            if row.required:
+            if row.required and not pooled:
                 raise JobConfError(f"{row.key} is required ({row.doc})")
-            if row.optional:
+            if row.optional or row.required:
                 continue
         out[row.key] = row.codec.render(value)
     return out
@@ -406,10 +443,11 @@ def read_conf(get: Getter) -> JobConf:
     value is not valid."""
     values: dict[str, Any] = {}
     missing: list[str] = []
+    pooled = bool(get(POOL_SLOT_KEY))
     for row in SETTINGS:
         raw = get(row.key)
         if raw is None or raw == "":
-            if row.required:
+            if row.required and not pooled:
                 missing.append(row.key)
             continue
         try:
@@ -420,3 +458,46 @@ def read_conf(get: Getter) -> JobConf:
     if missing:
         raise JobConfError(f"required Spark conf keys are missing or empty: {', '.join(missing)}")
     return JobConf(**values)
+
+
+# -- what a warm pool job learns when a session claims it (docs/job.md) ---------------------------
+
+#: The contract's keys a pool job is started with and keeps: where the index is, and its slot.
+STARTUP_CONTRACT_KEYS: frozenset[str] = frozenset(
+    row.key for row in SETTINGS if row.key.startswith(PREFIX_OS) or row.field in ("pool_slot", "pool_idle_limit_ms")
+)
+#: Spark settings a running Spark session takes at any time (SQL settings read by each query),
+#: which a claimed pool job sets for its session. Every other Spark setting counts as fixed at
+#: start-up (jars, catalog implementation and metastore, memory, master...): it decides which pool
+#: a datasource's sessions may claim from, never something set at claim.
+RUNTIME_SPARK_KEYS = frozenset(
+    {
+        "spark.sql.session.timeZone",
+        "spark.sql.variable.substitute",
+        "spark.sql.runSQLOnFiles",
+        "spark.sql.shuffle.partitions",
+    }
+)
+RUNTIME_SPARK_PREFIXES = ("spark.sql.adaptive.",)
+
+
+def is_claim_key(key: str) -> bool:
+    """Whether ``key`` of a job's conf is its session's, which a pool job learns from its claim (the
+    contract's keys but the start-up ones, and the runtime Spark settings), rather than fixed when
+    the job starts."""
+    if key in KEYS:
+        return key not in STARTUP_CONTRACT_KEYS
+    return key in RUNTIME_SPARK_KEYS or key.startswith(RUNTIME_SPARK_PREFIXES)
+
+
+def split_conf(conf: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """A job's conf as the start-up part a pool job is started with, and the session's part its
+    claim carries (:func:`is_claim_key`)."""
+    startup = {k: v for k, v in conf.items() if not is_claim_key(k)}
+    return startup, {k: v for k, v in conf.items() if is_claim_key(k)}
+
+
+def read_claimed_conf(startup: Getter, claim: dict[str, str]) -> JobConf:
+    """The conf of the session a pool job was claimed for: its claim's keys from the claim alone
+    (absent: the default, never the start-up value), the start-up keys from the job's own conf."""
+    return read_conf(lambda key: claim.get(key) if is_claim_key(key) else startup(key))

@@ -14,7 +14,7 @@ from typing import Any, Generic, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from query_core.states import FlintIndexState, SessionState, SessionType, StatementState
+from query_core.states import FlintIndexState, PoolJobState, SessionState, SessionType, StatementState
 
 
 def now_millis() -> int:
@@ -151,6 +151,9 @@ class SessionDoc(_Doc):
     submitted_by: str | None = None
     #: The job's figures, reported by its heartbeat and its end (None before its first beat).
     metrics: JobFigures | None = None
+    #: The warm pool slot whose job the session claimed (``docs/documents.md``); None for a job
+    #: started for the session, "" once a claimed job that never started the session was replaced.
+    pool_slot: str | None = None
 
 
 class FlintIndexStateDoc(_Doc):
@@ -171,6 +174,47 @@ class FlintIndexStateDoc(_Doc):
     error: str = ""
     #: Addition of this product: the OpenSearch index the state is of (the reference derives it).
     index_name: str = ""
+
+
+class PoolClaim(_Doc):
+    """What a pool job learns when a session claims it: its session, datasource and result index,
+    and its Spark conf of the session (the contract's keys and the runtime Spark settings;
+    ``query_core/jobconf.py``, ``docs/job.md``). Never a secret."""
+
+    session_id: str
+    data_source_name: str
+    result_index: str
+    conf: dict[str, str] = Field(default_factory=dict)
+
+
+class PoolJobDoc(_Doc):
+    """A warm pool job, in its pool slot document (doc id = ``slot_id``, the deployment index):
+    started with no session, idle until a new session claims it. A slot holds one job at a time;
+    once its job has ended (``served``, ``dead``) it takes the next one (``docs/documents.md``)."""
+
+    type: Literal["pooljob"] = "pooljob"
+    version: str = "1.0"
+    slot_id: str
+    #: The pool: which datasources may claim its jobs (their engine and start-up Spark settings).
+    pool_key: str
+    slot: int
+    state: PoolJobState = PoolJobState.STARTING
+    #: What runs it (the launcher's kind: ``local``, ``emr-serverless``) and its application.
+    engine: str = ""
+    application_id: str = ""
+    #: The job run; "" while the slot is taken and its job being launched.
+    job_id: str = ""
+    #: When the job was launched, and its heartbeat (epoch ms) with the interval until the next.
+    job_start_time: int = Field(default_factory=now_millis)
+    last_update_time: int = Field(default_factory=now_millis)
+    heartbeat_interval_millis: int = 0
+    #: The claim, once a session took the job (``dataSourceName`` and ``sessionId`` repeat it, for
+    #: searches and listings).
+    data_source_name: str = ""
+    session_id: str = ""
+    claim: PoolClaim | None = None
+    claim_time: int = 0
+    error: str = ""
 
 
 class ColumnSchema(BaseModel):

@@ -22,6 +22,7 @@ import asyncio
 import base64
 import json
 import re
+import select
 import socket
 import ssl
 import threading
@@ -29,6 +30,7 @@ import weakref
 from typing import Any
 from urllib.parse import quote, urlsplit
 
+from opensearchpy.exceptions import ConnectionError as DriverConnectionError
 from opensearchpy.exceptions import ConnectionTimeout
 
 try:
@@ -52,6 +54,10 @@ def _quoted(name: str) -> str:
 
 class ReadNotServed(Exception):  # noqa: N818 - a signal to fall back, not an error to report
     """The reader could not give a sure answer; read through the driver instead."""
+
+
+class MisdirectedReply(ReadNotServed):
+    """A reply about another document than the one asked for: its connection is not to be trusted."""
 
 
 class ReadTimedOut(ReadNotServed):
@@ -79,8 +85,11 @@ class _Reply:
         self.complete = True
 
 
-def _document(status: int, body: bytes) -> dict[str, Any] | None:
-    """A GET's reply as the driver returns it; None for a 404; ReadNotServed for anything else."""
+def _document(status: int, body: bytes, doc_id: str) -> dict[str, Any] | None:
+    """A GET's reply as the driver returns it; None for a 404; ReadNotServed for anything else.
+
+    A document must be the one asked for (its ``_id``): a reply about another one (a keep-alive
+    connection that carried an earlier request's reply over) is never handed to the caller."""
     if status == 404:
         return None
     if status != 200:
@@ -91,6 +100,8 @@ def _document(status: int, body: bytes) -> dict[str, Any] | None:
         raise ReadNotServed("unparsable reply") from exc
     if not isinstance(reply, dict):
         raise ReadNotServed("unexpected reply")
+    if reply.get("_id") != doc_id:
+        raise MisdirectedReply("a reply about another document")
     return reply
 
 
@@ -126,6 +137,27 @@ class RealtimeReader:
         """The bytes of a GET of ``doc_id`` in ``index``."""
         return f"GET {self._prefix}/{_quoted(index)}/_doc/{_quoted(doc_id)} HTTP/1.1\r\n".encode() + self._headers
 
+    def write(self, method: str, path: str, body: bytes, extra_headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+        """One document write on this thread's connection: ``method`` ``path`` (below the URL's
+        prefix, query string included) with a JSON ``body``; returns the status and the reply's body.
+
+        Whether the server applied a write whose exchange failed cannot be known: a failure is the
+        driver's own connection error (a timeout: ``ConnectionTimeout``), for the store's retry
+        policy, which treats it as the driver's (a retried create that finds its own document
+        counts as written; a retried conditional write that conflicts re-reads)."""
+        head = f"{method} {self._prefix}{path} HTTP/1.1\r\nContent-Type: application/json\r\n"
+        head += f"Content-Length: {len(body)}\r\n"
+        for name, value in (extra_headers or {}).items():
+            head += f"{name}: {value}\r\n"
+        try:
+            return self._exchange(head.encode() + self._headers + body)
+        except TimeoutError as exc:
+            self._drop()
+            raise ConnectionTimeout("TIMEOUT", f"no reply within {self._timeout} s", exc) from exc
+        except (OSError, httptools.HttpParserError) as exc:
+            self._drop()
+            raise DriverConnectionError("N/A", f"{type(exc).__name__}: {exc}", exc) from exc
+
     def get(self, index: str, doc_id: str) -> dict[str, Any] | None:
         """The driver's ``get`` reply (``_source``, ``_seq_no``, ...) or None when there is no such
         document or index. Raises :class:`ReadNotServed` for anything else."""
@@ -140,7 +172,11 @@ class RealtimeReader:
         except (OSError, httptools.HttpParserError) as exc:
             self._drop()
             raise ReadNotServed(type(exc).__name__) from exc
-        return _document(status, body)
+        try:
+            return _document(status, body, doc_id)
+        except MisdirectedReply:
+            self._drop()
+            raise
 
     def _exchange(self, request: bytes) -> tuple[int, bytes]:
         """Send one request on this thread's connection and read its whole reply.
@@ -165,6 +201,10 @@ class RealtimeReader:
 
     def _socket(self) -> socket.socket:
         sock: socket.socket | None = getattr(self._local, "sock", None)
+        if sock is not None and _readable(sock):
+            # Idle, yet readable: the server closed it (or sent bytes no request asked for).
+            self._drop()
+            sock = None
         if sock is None:
             sock = socket.create_connection(self._address, timeout=self._timeout)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -182,6 +222,14 @@ class RealtimeReader:
     def close(self) -> None:
         """Close this thread's connection (the others close with their threads' objects)."""
         self._drop()
+
+
+def _readable(sock: socket.socket) -> bool:
+    try:
+        ready, _, _ = select.select([sock], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(ready)
 
 
 class _GetProtocol(asyncio.Protocol):
@@ -272,11 +320,17 @@ class AsyncRealtimeReader:
             raise
         finally:
             expiry.cancel()
-        if keep and not conn.closed and len(idle) < self._max_idle:
-            idle.append(conn)
-        elif conn.transport is not None:
-            conn.transport.close()
-        return _document(status, body)
+        try:
+            found = _document(status, body, doc_id)
+        except MisdirectedReply:
+            keep = False
+            raise
+        finally:
+            if keep and not conn.closed and len(idle) < self._max_idle:
+                idle.append(conn)
+            elif conn.transport is not None:
+                conn.transport.close()
+        return found
 
     async def _connect(self, loop: asyncio.AbstractEventLoop) -> _GetProtocol:
         host, port = self._reader._address

@@ -36,6 +36,21 @@ class SessionType(StrEnum):
     LOCAL = "local"
 
 
+class PoolJobState(StrEnum):
+    """The state of a warm pool job, in its pool slot document (``type: pooljob``)."""
+
+    #: Launched (or about to be): not ready for a session yet.
+    STARTING = "starting"
+    #: Ready and beating, waiting for a session to claim it.
+    IDLE = "idle"
+    #: A new session took it (one conditional write); its job has not read the claim yet.
+    CLAIMED = "claimed"
+    #: The job read its claim and is the session's job now (tracked by the session document).
+    SERVED = "served"
+    #: Gone, stopped, or ended itself (idle too long); the slot takes the next job.
+    DEAD = "dead"
+
+
 class FlintIndexState(StrEnum):
     """The state of a Flint index, in its state document (``type: flintindexstate``)."""
 
@@ -52,7 +67,7 @@ class FlintIndexState(StrEnum):
     FAILED = "failed"
 
 
-S = TypeVar("S", StatementState, SessionState, FlintIndexState)
+S = TypeVar("S", StatementState, SessionState, FlintIndexState, PoolJobState)
 
 _S = StatementState
 _Z = SessionState
@@ -76,6 +91,16 @@ SESSION_TRANSITIONS: dict[SessionState, frozenset[SessionState]] = {
     _Z.FAIL: frozenset(),
 }
 
+
+_P = PoolJobState
+#: A pool job is claimed while starting or idle, and serves one session in its life.
+POOL_JOB_TRANSITIONS: dict[PoolJobState, frozenset[PoolJobState]] = {
+    _P.STARTING: frozenset({_P.IDLE, _P.CLAIMED, _P.DEAD}),
+    _P.IDLE: frozenset({_P.CLAIMED, _P.DEAD}),
+    _P.CLAIMED: frozenset({_P.SERVED, _P.DEAD}),
+    _P.SERVED: frozenset(),
+    _P.DEAD: frozenset(),
+}
 
 _F = FlintIndexState
 
@@ -146,6 +171,32 @@ def _index_transitions() -> dict[FlintIndexState, frozenset[FlintIndexState]]:
 
 FLINT_INDEX_TRANSITIONS: dict[FlintIndexState, frozenset[FlintIndexState]] = _index_transitions()
 
+#: Where the housekeeping sweep moves an index whose operation's owner is gone (a killed job, a
+#: crashed plugin), by the transitioning state it was left in. Work done by a job is rolled back
+#: (the data may be half-written; the user can run it again); work the plugin does itself is
+#: idempotent and is finished (DROP and ALTER to manual stop a job; a cancel stops a refresh).
+#: ``refreshing`` is a stable state for an auto-refreshing index: see :func:`stall_repair`.
+STALL_REPAIRS: dict[FlintIndexState, FlintIndexState] = {
+    _F.CREATING: _F.EMPTY,
+    _F.REFRESHING: _F.ACTIVE,
+    _F.VACUUMING: _F.DELETED,
+    _F.DELETING: _F.DELETED,
+    _F.UPDATING: _F.ACTIVE,
+    _F.CANCELLING: _F.ACTIVE,
+    _F.RECOVERING: _F.FAILED,
+}
+
+
+def stall_repair(state: FlintIndexState, streaming: bool = False) -> FlintIndexState | None:
+    """The state a stalled index moves to, or None when ``state`` is not left mid-operation.
+
+    ``streaming``: the owner was a streaming job, so ``refreshing`` was its stable state and the
+    stream's death fails the index instead.
+    """
+    if state is _F.REFRESHING and streaming:
+        return _F.FAILED
+    return STALL_REPAIRS.get(state)
+
 
 #: The states a new document of each kind may be created in: a statement waits, a session has not
 #: started, and an index's state document is created by the first write of an operation on an index
@@ -155,10 +206,13 @@ INITIAL_STATES: dict[type[Any], frozenset[Any]] = {
     StatementState: frozenset({_S.WAITING}),
     SessionState: frozenset({_Z.NOT_STARTED}),
     FlintIndexState: FLINT_INDEX_TRANSITIONS[_F.EMPTY],
+    PoolJobState: frozenset({_P.STARTING}),
 }
 
+State = StatementState | SessionState | FlintIndexState | PoolJobState
 
-def check_initial(state: StatementState | SessionState | FlintIndexState, what: str = "document") -> None:
+
+def check_initial(state: State, what: str = "document") -> None:
     """Raise :class:`InvalidTransitionError` unless a new document may start in ``state``."""
     if state not in INITIAL_STATES[type(state)]:
         raise InvalidTransitionError(f"{what} cannot be created {state.value}")
@@ -169,15 +223,26 @@ def can_remove_index_state(current: FlintIndexState) -> bool:
     return current == _F.VACUUMING
 
 
-def _table(state: StatementState | SessionState | FlintIndexState) -> dict[Any, frozenset[Any]]:
+def check_reuse(current: State, new: State, what: str = "document") -> None:
+    """Raise :class:`InvalidTransitionError` unless a document in ``current`` may be written over by
+    a new one in ``new``: a pool slot takes its next job once its last one has ended (the next
+    job's document starts over, in an initial state)."""
+    if not is_terminal(current):
+        raise InvalidTransitionError(f"{what} is {current.value}: it cannot take a new document yet")
+    check_initial(new, what)
+
+
+def _table(state: State) -> dict[Any, frozenset[Any]]:
     if isinstance(state, StatementState):
         return STATEMENT_TRANSITIONS
     if isinstance(state, SessionState):
         return SESSION_TRANSITIONS
+    if isinstance(state, PoolJobState):
+        return POOL_JOB_TRANSITIONS
     return FLINT_INDEX_TRANSITIONS
 
 
-def is_terminal(state: StatementState | SessionState | FlintIndexState) -> bool:
+def is_terminal(state: State) -> bool:
     return not _table(state)[state]
 
 

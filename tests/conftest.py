@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,7 +21,7 @@ import pytest
 from async_query.api import create_app
 from async_query.datasources import Datasource, DatasourceRegistry, local_datasource
 from async_query.launcher.base import Launcher
-from async_query.service import AsyncQueryService
+from async_query.runtime import Plugin, build_plugin
 from async_query.settings import Settings
 from query_core.config import OpenSearchConfig
 from query_core.store import Store
@@ -31,7 +32,44 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 # shared class archive, with the quick-starting JIT tier: short test jobs are mostly start-up.
 os.environ.setdefault("ASYNC_QUERY_LOCAL_JOB_CLASS_ARCHIVE_DIR", str(Path(tempfile.gettempdir()) / "async-query-tests-jvm"))
 os.environ.setdefault("ASYNC_QUERY_LOCAL_JOB_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+# No warm pool unless a test asks for one (tests/e2e/test_warm_pool.py): an idle Spark job per
+# service would take CPU from every other test's jobs.
+os.environ.setdefault("ASYNC_QUERY_WARM_POOL_SIZE", "0")
 REAL_CLUSTER = os.environ.get("OPENSEARCH_URL", "")
+
+
+# -- temporary directories the job user can pass through ----------------------------------------
+#
+# Run as root (as CI runs it), the service runs its local jobs and metastores as an unprivileged
+# job user (docs/security.md, "The second wall"), who must pass through the directories above a
+# data directory to reach its own places in it. pytest makes every temporary directory 0700 (and
+# makes the directory of all of root's runs, ``pytest-of-root``, 0700 again at each run), so the
+# run gets a base directory of its own, and its temporary directories are made 0711: passable,
+# never listable, by others. Nothing else changes.
+
+
+def _passable(path: Path) -> Path:
+    path.chmod(0o711)
+    return path
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    if os.geteuid() != 0 or config.option.basetemp:
+        return
+    root = _passable(Path(tempfile.mkdtemp(prefix="async-query-tests-")))
+    config.option.basetemp = str(root / "base")
+    config.add_cleanup(lambda: shutil.rmtree(root, ignore_errors=True))
+    mktemp, getbasetemp = pytest.TempPathFactory.mktemp, pytest.TempPathFactory.getbasetemp
+
+    def passable_mktemp(self: pytest.TempPathFactory, basename: str, numbered: bool = True) -> Path:
+        return _passable(mktemp(self, basename, numbered))
+
+    def passable_basetemp(self: pytest.TempPathFactory) -> Path:
+        return _passable(getbasetemp(self))
+
+    pytest.TempPathFactory.mktemp = passable_mktemp  # type: ignore[method-assign]
+    pytest.TempPathFactory.getbasetemp = passable_basetemp  # type: ignore[method-assign]
 
 
 @pytest.fixture(scope="session")
@@ -98,47 +136,47 @@ def datasource(ds_name: str) -> Datasource:
     return local_datasource(ds_name)
 
 
-ServiceFactory = Callable[..., AsyncQueryService]
+PluginFactory = Callable[..., Plugin]
 
 
 @pytest.fixture
-def make_service(
+def make_plugin(
     store: Store, datasource: Datasource, opensearch_config: OpenSearchConfig, tmp_path: Path
-) -> Iterator[ServiceFactory]:
+) -> Iterator[PluginFactory]:
     """Build services on this test's index; ``launcher`` defaults to a RecordingLauncher."""
-    made: list[AsyncQueryService] = []
+    made: list[Plugin] = []
 
     def make(
         launcher: Launcher | None = None,
         datasources: list[Datasource] | None = None,
         launchers: dict[str, Launcher] | None = None,
         **settings: Any,
-    ) -> AsyncQueryService:
+    ) -> Plugin:
         cfg = Settings(data_dir=tmp_path / "var", **settings)
         registry = DatasourceRegistry(datasources or [datasource], store)
         chosen = launchers or {"local": launcher or RecordingLauncher()}
-        service = AsyncQueryService(cfg, store, registry, chosen, opensearch_config)
-        made.append(service)
-        return service
+        plugin = build_plugin(cfg, store, registry, chosen, opensearch_config)
+        made.append(plugin)
+        return plugin
 
     yield make
-    for service in made:
-        service.close()
+    for plugin in made:
+        plugin.close()
 
 
 # The two below serve the modules that define a ``service`` fixture built with a RecordingLauncher.
 
 
 @pytest.fixture
-def launcher(service: AsyncQueryService) -> RecordingLauncher:
+def launcher(plugin: Plugin) -> RecordingLauncher:
     """The recording launcher of the module's ``service``."""
-    found = service.launchers["local"]
+    found = plugin.launchers.shared["local"]
     assert isinstance(found, RecordingLauncher)
     return found
 
 
 @pytest.fixture
-def client(service: AsyncQueryService) -> Iterator[httpx.Client]:
+def client(plugin: Plugin) -> Iterator[httpx.Client]:
     """An HTTP client of the module's ``service``, served on a free loopback port."""
-    with serve_http(create_app(service)) as url, httpx.Client(base_url=url, timeout=30) as c:
+    with serve_http(create_app(plugin)) as url, httpx.Client(base_url=url, timeout=30) as c:
         yield c

@@ -20,7 +20,8 @@ from argon2 import PasswordHasher
 from opensearchpy import OpenSearch
 
 from async_query.launcher.base import JobDescription, JobRequest, JobRunState, Launcher
-from query_core.models import FlintIndexStateDoc, SessionDoc, StatementDoc, Versioned
+from query_core.models import FlintIndexStateDoc, SessionDoc, StatementDoc, Versioned, now_millis
+from query_core.states import SessionState
 from query_core.store import DocumentRepository, IndexClient, Store
 
 T = TypeVar("T")
@@ -43,6 +44,19 @@ def seed(store: Store, doc: D) -> Versioned[D]:
     )
     version = store.index.create(repo.index_for(doc.data_source_name), repo.doc_id(doc), doc.to_source(), recheck=True)
     return Versioned(doc, version.seq_no, version.primary_term)
+
+
+def job_beats(store: Store, session: Versioned[SessionDoc], age_ms: int = 0, **fields: Any) -> Versioned[SessionDoc]:
+    """A heartbeat of ``session`` as its job writes it, ``age_ms`` in the past, carrying ``fields``
+    (running statements, interval...). A session not started yet is claimed first, as the job does
+    when it starts (under the job run the plugin launched)."""
+    if session.doc.state == SessionState.NOT_STARTED:
+        claimed = store.sessions.claim(session, session.doc.job_id)
+        assert claimed is not None, f"session {session.doc.session_id} is gone"
+        session = claimed
+    beaten = store.sessions.beat(session, at=now_millis() - age_ms, **fields)
+    assert beaten is not None, f"session {session.doc.session_id} is gone"
+    return beaten
 
 
 def client_of(store: Store) -> IndexClient:
@@ -197,7 +211,7 @@ class StandInStream:
                 continue
             session = self.store.sessions.get(self.datasource, self.session_id)
             if session is not None:
-                self.store.sessions.update(session, SessionState.DEAD)
+                self.store.sessions.end(session, SessionState.DEAD)
             self.stopped.set()
             return
 

@@ -2,7 +2,9 @@
 
 Run by :class:`async_query.embedded.index.EmbeddedIndex` as ``python -m async_query.embedded.keeper``,
 a child of the service in the service's process group. At start it takes the data directory's
-lock, starts ``osmem-server`` on a private loopback port seeded from the last snapshot, puts back
+lock, binds its public port, leaves the host's network for one of its own
+(:mod:`async_query.embedded.isolation`), starts ``osmem-server`` there on a private loopback port
+seeded from the last snapshot, puts back
 the snapshot's templates, replays the journal on top, opens a new journal segment, and only then
 listens on the public port and prints one JSON line (its URLs) on stdout. It compacts in the
 background (a snapshot whenever the journal since the last one outgrows a fraction of it), and
@@ -21,6 +23,7 @@ import logging
 import os
 import shutil
 import signal
+import socket
 import sys
 import threading
 import time
@@ -28,6 +31,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from async_query.embedded.isolation import bind_public, enter_private_network
 from async_query.embedded.journal import Journal, list_segments
 from async_query.embedded.osmem_http import IndexHttp
 from async_query.embedded.osmem_process import OsmemProcess, OsmemStartError
@@ -63,6 +67,10 @@ class Options:
     commit_window_s: float = 0.0
     compact_ratio: float = 0.5
     compact_min_bytes: int = 1 << 20
+    #: The ``Authorization`` header every request must carry (None: no check).
+    authorization: bytes | None = field(default=None, repr=False)
+    #: ``osmem-server`` in a network namespace of its own (:mod:`async_query.embedded.isolation`).
+    isolate_network: bool = True
 
 
 @dataclass
@@ -82,8 +90,20 @@ class CompactionStats:
 
 
 class Keeper:
-    def __init__(self, options: Options, osmem: OsmemProcess, manifest: Manifest, replayed: ReplayReport) -> None:
+    def __init__(
+        self,
+        options: Options,
+        osmem: OsmemProcess,
+        manifest: Manifest,
+        replayed: ReplayReport,
+        public: socket.socket | None = None,
+        isolated: bool = False,
+    ) -> None:
         self.options = options
+        #: The public socket, bound before this process left the host's network (None: bind at run).
+        self.public = public
+        #: Whether ``osmem-server`` runs in a network namespace of its own.
+        self.isolated = isolated
         self.directory = options.directory
         self.osmem = osmem
         self.manifest = manifest
@@ -108,8 +128,8 @@ class Keeper:
         first = max(self.replayed.last_segment + 1, self.manifest.journal_from)
         self.journal = Journal(self.directory / JOURNAL_DIR, first, loop, self.options.commit_window_s)
         host, port = _address(self.osmem.url)
-        self.proxy = Proxy((host, port), self.journal, self.control, self.on_append)
-        public = await self.proxy.start("127.0.0.1", self.options.port)
+        self.proxy = Proxy((host, port), self.journal, self.control, self.on_append, self.options.authorization)
+        public = await self.proxy.start("127.0.0.1", self.options.port, self.public)
         loop.add_signal_handler(signal.SIGTERM, self._stop.set)
         _watch_stdin(loop, self._stop)
         compactor = loop.create_task(self._compact_when_due())
@@ -322,10 +342,29 @@ def _announce(public: int, keeper: Keeper) -> None:
         "osmem_url": keeper.osmem.url,
         "pid": os.getpid(),
         "osmem_pid": keeper.osmem.process.pid,
+        "isolated": keeper.isolated,
         "replayed": {k: v for k, v in asdict(keeper.replayed).items() if k != "touched"},
     }
     sys.stdout.write(json.dumps(ready) + "\n")
     sys.stdout.flush()
+
+
+def read_credential() -> bytes:
+    """The first line on stdin: ``{"authorization": <header value>}``, which every request must
+    carry (the service writes it before anything else; it is never on a command line)."""
+    line = b""
+    while not line.endswith(b"\n"):
+        chunk = os.read(0, 4096)
+        if not chunk:
+            break
+        line += chunk
+    try:
+        value = json.loads(line)["authorization"]
+    except (ValueError, KeyError, TypeError):
+        raise SystemExit("the embedded index server needs its credential on stdin") from None
+    if not isinstance(value, str) or not value:
+        raise SystemExit("the embedded index server needs its credential on stdin")
+    return value.encode()
 
 
 def _watch_stdin(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
@@ -443,18 +482,35 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compact-ratio", type=float, default=0.5)
     parser.add_argument("--compact-min-bytes", type=int, default=1 << 20)
     parser.add_argument("--log-level", default="INFO")
+    parser.add_argument("--no-isolate-network", dest="isolate_network", action="store_false")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    authorization = read_credential()
     # The committer thread takes the interpreter back after each durable write: let it have it
     # within a millisecond, not the default five, when the event loop is busy.
     sys.setswitchinterval(0.001)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    options = Options(args.dir, args.port, args.commit_window_ms / 1000, args.compact_ratio, args.compact_min_bytes)
+    options = Options(
+        args.dir,
+        args.port,
+        args.commit_window_ms / 1000,
+        args.compact_ratio,
+        args.compact_min_bytes,
+        authorization,
+        args.isolate_network,
+    )
     options.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     options.directory.chmod(0o700)
     lock_directory(options.directory)
+    public = bind_public("127.0.0.1", options.port)
+    isolated = False
+    if options.isolate_network:
+        why_not = enter_private_network()
+        isolated = why_not is None
+        if why_not is not None:
+            log.warning("embedded index: %s; osmem-server listens on the host's loopback", why_not)
     osmem, manifest, replayed = prepare(options.directory)
-    keeper = Keeper(options, osmem, manifest, replayed)
+    keeper = Keeper(options, osmem, manifest, replayed, public, isolated)
     try:
         _event_loop_run(keeper.run())
     finally:

@@ -1,9 +1,15 @@
-"""A Hive Metastore (Thrift) server, the shared catalog of the local datasources' Spark jobs.
+"""A Hive Metastore (Thrift) server: the catalog of a local datasource's Spark jobs.
 
-It runs from the jars PySpark ships (Hive 2.3's ``HiveMetaStore`` with an embedded Derby database
-under the data dir), as a child process on a free loopback port. Every local job connects to it
+It runs from the jars PySpark ships (Hive 2.3's ``HiveMetaStore`` with an embedded Derby database),
+as a child process on a free loopback port. The jobs of its datasource connect to it
 (``spark.sql.catalogImplementation=hive``, ``hive.metastore.uris``), so databases, tables, views
-and partitions created by one session are seen by all others and survive restarts.
+and partitions created by one session are seen by the others and survive restarts. Each local
+datasource has its own (:mod:`async_query.embedded.catalogs`).
+
+It runs as the job user (:mod:`async_query.security.job_user`): it creates and drops the table
+directories its jobs fill, so it owns what they own, its Derby database included; its log and pid
+file are the service's, in a directory of the service's (``files``), where the job user cannot
+replace them with links to files of the service's.
 
 Two details matter:
 
@@ -11,7 +17,8 @@ Two details matter:
   does not ship the LMAX disruptor that selector needs: ``hive.async.log.enabled=false``.
 - Derby allows one process per database. A metastore left behind by a crashed service would hold
   the lock, so the pid of each metastore is recorded and a leftover one is stopped before a new one
-  starts; on Linux the child also gets SIGTERM when the service dies (``PR_SET_PDEATHSIG``).
+  starts; on Linux the child also gets SIGTERM when the thread that started it ends
+  (``PR_SET_PDEATHSIG``): start metastores from a thread that lives as long as the service.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ import sys
 import time
 from pathlib import Path
 
+from async_query.security.job_user import JobUser
 from query_core.errors import AsyncQueryError
 
 log = logging.getLogger(__name__)
@@ -74,10 +82,15 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child between 
 class Metastore:
     """One running metastore; :meth:`start` it, read :attr:`uri`, :meth:`close` it."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], port: int, home: Path, launched: float) -> None:
+    def __init__(
+        self, proc: subprocess.Popen[bytes], port: int, home: Path, launched: float, files: Path | None = None
+    ) -> None:
         self.proc = proc
         self.port = port
+        #: Its Derby home (the database is ``metastore_db`` in it).
         self.home = home
+        #: Where its log (``metastore.log``) and pid file (``metastore.pid``) are.
+        self.files = files or home
         self.launched = launched
         #: Seconds from launch until it accepted connections.
         self.started_s = 0.0
@@ -88,26 +101,39 @@ class Metastore:
 
     @property
     def log_path(self) -> Path:
-        return self.home / "metastore.log"
+        return self.files / "metastore.log"
 
     @classmethod
-    def start(cls, home: Path, warehouse: Path, heap_mb: int = 512) -> Metastore:
+    def start(
+        cls, home: Path, warehouse: Path | str, heap_mb: int = 512, *, user: JobUser | None = None, files: Path | None = None
+    ) -> Metastore:
         """Start the metastore and wait until it accepts connections (see :meth:`launch`)."""
-        metastore = cls.launch(home, warehouse, heap_mb)
+        metastore = cls.launch(home, warehouse, heap_mb, user=user, files=files)
         metastore.wait_ready()
         return metastore
 
     @classmethod
-    def launch(cls, home: Path, warehouse: Path, heap_mb: int = 512) -> Metastore:
+    def launch(
+        cls, home: Path, warehouse: Path | str, heap_mb: int = 512, *, user: JobUser | None = None, files: Path | None = None
+    ) -> Metastore:
         """Launch the metastore whose database lives in ``home`` and whose default database's
-        tables go under ``warehouse``, without waiting for it (other start-up work can go on
-        meanwhile). Call from the thread that lives as long as the service: on Linux the child is
+        tables go under ``warehouse`` (a path, made if missing, or a URI), as ``user`` (default:
+        the job user, :meth:`JobUser.resolve`), without waiting for it (other start-up work can go
+        on meanwhile). ``home`` and a ``warehouse`` path become ``user``'s; its log and pid file
+        go in ``files`` (default: ``home``, which only a metastore of the service's own user may
+        use). Call from the thread that lives as long as the service: on Linux the child is
         stopped when that thread ends."""
-        home = home.resolve()
-        warehouse = warehouse.resolve()
-        home.mkdir(parents=True, exist_ok=True)
-        warehouse.mkdir(parents=True, exist_ok=True)
-        _stop_leftover(home)
+        user = user or JobUser.resolve()
+        home = user.own(home.resolve())
+        if files is None:
+            if user.switches:
+                raise MetastoreError("a metastore run as the job user keeps its log and pid file apart: name files")
+            files = home
+        files = files.resolve()
+        files.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if isinstance(warehouse, Path):
+            warehouse = user.own(warehouse.resolve()).as_uri()
+        _stop_leftover(home, files)
         port = free_port()
         cmd = [
             find_java(),
@@ -118,26 +144,29 @@ class Metastore:
             f"-Djavax.jdo.option.ConnectionURL=jdbc:derby:;databaseName={home / 'metastore_db'};create=true",
             "-Ddatanucleus.schema.autoCreateAll=true",
             "-Dhive.metastore.schema.verification=false",
-            f"-Dhive.metastore.warehouse.dir={warehouse.as_uri()}",
+            f"-Dhive.metastore.warehouse.dir={warehouse}",
             f"-Dderby.system.home={home}",
             MAIN_CLASS,
             "-p",
             str(port),
         ]
-        with open(home / "metastore.log", "ab") as out:
-            try:
-                proc = subprocess.Popen(
-                    cmd,
-                    stdin=subprocess.DEVNULL,
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    cwd=home,
-                    preexec_fn=_die_with_parent,
-                )
-            except OSError as exc:
-                raise MetastoreError(f"cannot start the metastore ({cmd[0]}): {exc}") from exc
-        (home / "metastore.pid").write_text(str(proc.pid))
-        return cls(proc, port, home, time.monotonic())
+        out = os.open(files / "metastore.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            proc = subprocess.Popen(
+                cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=home,
+                preexec_fn=_die_with_parent,
+                **user.popen_options(),
+            )
+        except OSError as exc:
+            raise MetastoreError(f"cannot start the metastore ({cmd[0]}): {exc}") from exc
+        finally:
+            os.close(out)
+        (files / "metastore.pid").write_text(str(proc.pid))
+        return cls(proc, port, home, time.monotonic(), files)
 
     def wait_ready(self) -> None:
         """Return once the metastore accepts connections; raise (and stop it) if it cannot."""
@@ -189,15 +218,15 @@ class Metastore:
                 self.proc.kill()
                 self.proc.wait()
         try:
-            (self.home / "metastore.pid").unlink()
+            (self.files / "metastore.pid").unlink()
         except OSError:
             pass
 
 
-def _stop_leftover(home: Path) -> None:
+def _stop_leftover(home: Path, files: Path) -> None:
     """Stop a metastore of this ``home`` left running by a service that did not stop cleanly."""
     try:
-        pid = int((home / "metastore.pid").read_text())
+        pid = int((files / "metastore.pid").read_text())
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
     except (OSError, ValueError):
         return

@@ -7,9 +7,14 @@ connections. What happens to a request depends on its kind (:func:`~async_query.
 - **reads** are forwarded and their replies relayed as they arrive, once the *read barrier* allows;
 - **document writes** (index, create, update, delete, ``_bulk``) are forwarded; once the server
   answered, their effect is appended to the journal, and the reply released when it is durable;
+- **liveness writes** (an update marked ``X-Async-Query-Durability: liveness``: a heartbeat) are
+  forwarded and answered as they come, not journaled (a crash may lose them: ``docs/durability.md``);
 - **other requests that may change something** (index creation, mappings, templates, aliases,
   ``_delete_by_query``...) run alone: in-flight writes drain first and new ones wait until the
   request is answered and recorded. A compaction cut takes the same exclusive turn.
+
+Every request must carry the index server's credential (``Authorization``, compared in constant
+time; the header is not passed on): one without it is a 401, and nothing is forwarded.
 
 Read barrier: a reply is released only once every write that the server may have applied before
 producing it is durable, i.e. every write to the same index (any index, for a request naming no
@@ -22,8 +27,10 @@ is relayed at once. A write's own success reply needs only its own record durabl
 from __future__ import annotations
 
 import asyncio
+import hmac
 import json
 import logging
+import socket
 from collections import deque
 from collections.abc import Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -49,9 +56,12 @@ from async_query.embedded.journal import Journal
 
 log = logging.getLogger(__name__)
 
-#: Headers of one hop that the proxy sets itself on the other.
+#: Headers not passed on: those of one hop that the proxy sets itself on the other, and the
+#: caller's credential.
 _HOP_BY_HOP = frozenset(
     {
+        b"authorization",
+        b"x-async-query-durability",
         b"connection",
         b"keep-alive",
         b"content-length",
@@ -77,6 +87,9 @@ class Request:
     headers: list[tuple[bytes, bytes]]
     body: bytes
     keep_alive: bool
+    authorization: bytes | None = None
+    #: Marked as a write a crash may lose (a heartbeat).
+    liveness: bool = False
 
     def encode(self) -> bytes:
         """The request as sent to the index server (keep-alive, a fixed-length body)."""
@@ -90,10 +103,14 @@ class Request:
         return b"".join(head)
 
 
-def json_response(status: int, payload: Any) -> bytes:
+def json_response(status: int, payload: Any, headers: dict[str, str] | None = None) -> bytes:
     body = json.dumps(payload).encode()
     reason = HTTPStatus(status).phrase
-    head = f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json; charset=UTF-8\r\nContent-Length: {len(body)}\r\n\r\n"
+    extra = "".join(f"{name}: {value}\r\n" for name, value in (headers or {}).items())
+    head = (
+        f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json; charset=UTF-8\r\n{extra}"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    )
     return head.encode() + body
 
 
@@ -211,6 +228,8 @@ class _Client(asyncio.Protocol):
         self._url = b""
         self._headers: list[tuple[bytes, bytes]] = []
         self._body: list[bytes] = []
+        self._authorization: bytes | None = None
+        self._liveness = False
 
     # -- transport --------------------------------------------------------------------------
 
@@ -241,13 +260,17 @@ class _Client(asyncio.Protocol):
     # -- httptools callbacks ----------------------------------------------------------------
 
     def on_message_begin(self) -> None:
-        self._url, self._headers, self._body = b"", [], []
+        self._url, self._headers, self._body, self._authorization, self._liveness = b"", [], [], None, False
 
     def on_url(self, url: bytes) -> None:
         self._url += url
 
     def on_header(self, name: bytes, value: bytes) -> None:
         self._headers.append((name, value))
+        if len(name) == 13 and name.lower() == b"authorization":
+            self._authorization = value
+        elif len(name) == 24 and name.lower() == b"x-async-query-durability":
+            self._liveness = value.strip().lower() == b"liveness"
 
     def on_headers_complete(self) -> None:
         if any(n.lower() == b"expect" and v.lower() == b"100-continue" for n, v in self._headers):
@@ -259,7 +282,9 @@ class _Client(asyncio.Protocol):
     def on_message_complete(self) -> None:
         method = self.parser.get_method().decode("ascii", "replace")
         body = b"".join(self._body)
-        self.queue.append(Request(method, self._url, self._headers, body, bool(self.parser.should_keep_alive())))
+        keep_alive = bool(self.parser.should_keep_alive())
+        request = Request(method, self._url, self._headers, body, keep_alive, self._authorization, self._liveness)
+        self.queue.append(request)
         if self.task is None:
             self.task = asyncio.get_running_loop().create_task(self._serve())
 
@@ -330,9 +355,24 @@ class WriteGate:
                 waiter.set_result(None)
 
 
+_UNAUTHORIZED = {
+    "error": {"type": "security_exception", "reason": "missing or wrong credentials for the embedded index"},
+    "status": 401,
+}
+
+
 class Proxy:
-    def __init__(self, upstream: tuple[str, int], journal: Journal, control: Control, on_append: OnAppend) -> None:
+    def __init__(
+        self,
+        upstream: tuple[str, int],
+        journal: Journal,
+        control: Control,
+        on_append: OnAppend,
+        authorization: bytes | None = None,
+    ) -> None:
         self.loop = asyncio.get_running_loop()
+        #: The ``Authorization`` header every request must carry (None: none asked).
+        self.authorization = authorization
         self.upstream = upstream
         self.journal = journal
         self.control = control
@@ -353,10 +393,13 @@ class Proxy:
 
     # -- lifecycle --------------------------------------------------------------------------
 
-    async def start(self, host: str, port: int) -> int:
-        """Listen on ``host:port`` (0: a free port); returns the port."""
+    async def start(self, host: str, port: int, sock: socket.socket | None = None) -> int:
+        """Listen on ``host:port`` (0: a free port), or on ``sock`` (bound already); returns the port."""
         await self._load_aliases()
-        self._server = await self.loop.create_server(lambda: _Client(self), host, port, backlog=1024)
+        if sock is not None:
+            self._server = await self.loop.create_server(lambda: _Client(self), sock=sock, backlog=1024)
+        else:
+            self._server = await self.loop.create_server(lambda: _Client(self), host, port, backlog=1024)
         return int(self._server.sockets[0].getsockname()[1])
 
     async def close(self, grace_s: float = 10.0) -> None:
@@ -386,7 +429,17 @@ class Proxy:
 
     # -- serving ----------------------------------------------------------------------------
 
+    def authorized(self, request: Request) -> bool:
+        expected = self.authorization
+        if expected is None:
+            return True
+        return request.authorization is not None and hmac.compare_digest(request.authorization, expected)
+
     async def serve(self, request: Request, client: _Client) -> None:
+        if not self.authorized(request):
+            self.served["refused"] = self.served.get("refused", 0) + 1
+            client.write(json_response(401, _UNAUTHORIZED, {"WWW-Authenticate": 'Basic realm="embedded index"'}))
+            return
         self.active += 1
         try:
             path = request.target.split(b"?", 1)[0].decode("utf-8", "replace")
@@ -399,6 +452,8 @@ class Proxy:
                 client.write(json_response(status, payload))
             elif where.kind is Kind.RAW:
                 await self._kept(request, client)
+            elif request.liveness and where.kind is Kind.UPDATE:
+                await self._liveness_write(request, where.scope, client)
             else:
                 await self._write(request, where, client)
         except Exception:
@@ -447,6 +502,19 @@ class Proxy:
         if clean:
             await self.journal.wait_durable(lsn)
         else:  # an error or a partial failure tells about other writes: as a read would
+            await self._wait(self._barrier(scope))
+        client.write(b"".join(reply.chunks))
+
+    async def _liveness_write(self, request: Request, scope: frozenset[str] | None, client: _Client) -> None:
+        """A write a crash may lose: forwarded and answered, never journaled, and not waited for
+        by reads (they may see it before a crash loses it: what it says is only that its writer
+        was alive). An error reply (a conflict) can tell about other writes: it waits as a read's."""
+        self.served["liveness"] = self.served.get("liveness", 0) + 1
+        reply = _Reply(self.loop)
+        if not await self._exchange(request.encode(), reply):
+            self._unavailable(client, reply)
+            return
+        if reply.status >= 300:
             await self._wait(self._barrier(scope))
         client.write(b"".join(reply.chunks))
 

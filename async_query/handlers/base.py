@@ -7,22 +7,21 @@ session type. Handlers never re-parse a query: what they need later is in the do
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
 from async_query import logs
-from async_query.datasources import Datasource, DatasourceRegistry
+from async_query.datasources import DatasourceRegistry
 from async_query.dispatch import Classified, QueryKind
-from async_query.launcher.base import Launcher
+from async_query.launcher.registry import LauncherRegistry
 from async_query.liveness import LivenessChecker
+from async_query.pool import SessionJobs
 from async_query.replies import Reply, needs_result, statement_reply
 from async_query.security.principal import ANONYMOUS, Principal
 from async_query.settings import Settings
 from async_query.streams import StreamStopper
 from async_query.workers import CancelSupervisor
 from query_core.config import OpenSearchConfig
-from query_core.errors import InvalidRequestError
 from query_core.models import SessionDoc, StatementDoc, Versioned
 from query_core.states import is_terminal
 from query_core.store import Store
@@ -91,13 +90,14 @@ class HandlerContext:
     datasources: DatasourceRegistry
     liveness: LivenessChecker
     supervisor: CancelSupervisor
-    launcher_for: Callable[[Datasource], Launcher]
+    #: Which launcher runs a datasource's jobs; it also stops a job, bounded in time.
+    launchers: LauncherRegistry
     #: The connection the jobs use (it may differ from the plugin's, e.g. a public endpoint).
     opensearch: OpenSearchConfig
-    #: Cancels a job through its datasource's launcher (``stop_job(datasource, job_id)``), bounded.
-    stop_job: Callable[[str, str], None]
     #: Stops streaming jobs when an operation asks (bounded: see :mod:`async_query.streams`).
     stream_stopper: StreamStopper
+    #: Gives a new session its job: a warm pool job claimed, or one launched (:mod:`async_query.pool`).
+    jobs: SessionJobs
 
 
 class QueryHandler(Protocol):
@@ -147,9 +147,3 @@ def render(context: HandlerContext, statement: Versioned[StatementDoc], session:
         datasource = context.datasources.get(statement.doc.data_source_name)
         result = context.store.results.get(datasource.results, statement.doc.query_id)
     return statement_reply(statement, session, result)
-
-
-class UnsupportedQueryError(InvalidRequestError):
-    """A valid query of a kind this service cannot run yet: refused before anything is written."""
-
-    error_type = "UnsupportedOperationException"

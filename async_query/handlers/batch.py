@@ -2,7 +2,7 @@
 
 POST, under the deployment's limit of refreshing jobs (a slot, :mod:`async_query.slots`), launches
 the job and writes the statement, then the session (``sessionType: batch``) naming the job. The job waits for its session document
-before it reads the statement, so it always finds both; a failed write stops the job. The reply
+before it reads the statement, so it always finds both; a failed write stops the job and gives the slot back. The reply
 carries no ``sessionId``. GET is the interactive one: the job heart-beats its session, so a GET
 reads documents only while the heartbeat is fresh.
 
@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 from async_query.dispatch import Classified, QueryKind
 from async_query.handlers.base import SubmitRequest, Submitted, statement_doc
-from async_query.handlers.job_session import JobSessionHandler, stopping_job_on_error
+from async_query.handlers.job_session import JobSessionHandler
 from async_query.slots import REFRESHING_JOBS
 from query_core.errors import AsyncQueryError
 from query_core.flint.naming import index_name_of
@@ -42,14 +42,15 @@ class BatchHandler(JobSessionHandler):
     def submit(self, request: SubmitRequest, classified: Classified) -> Submitted:
         datasource = self.context.datasources.get(request.datasource)
         session_id, query_id = new_id(datasource.name), new_id(datasource.name)
-        launcher, job_id = self.start_job(
+        with self.new_job(
             datasource,
             session_id,
+            request.submitted_by,
             query_id=query_id,
             query=request.query,
             name_suffix=self.job_name_suffix(classified, datasource.name),
-        )
-        with stopping_job_on_error(launcher, job_id):
+        ) as job:
+            launcher, job_id = job.launcher, job.job_id
             statement = self.store.statements.create(
                 statement_doc(
                     request,
@@ -60,9 +61,7 @@ class BatchHandler(JobSessionHandler):
                     job_id=job_id,
                 )
             )
-            session = self.session_doc(
-                datasource, session_id, launcher, job_id, request.submitted_by, pending=[query_id]
-            )
+            session = self.session_doc(datasource, session_id, job, request.submitted_by, pending=[query_id])
             self._create_session(session, statement)
         log.info("%s query %s runs as job %s (session %s)", self.kind.value, query_id, job_id, session_id)
         return Submitted(query_id, session_id, self.kind)
@@ -121,7 +120,7 @@ class BatchHandler(JobSessionHandler):
             log.warning("cannot cancel the refresh of index %s: %s", target.index_name, exc)
 
     def _ask_launcher_to_stop(self, session: SessionDoc) -> None:
-        self.context.stop_job(session.data_source_name, session.job_id)
+        self.context.launchers.stop_job(session.data_source_name, session.job_id)
 
 
 def _once(action: Callable[[], None]) -> Callable[[], None]:

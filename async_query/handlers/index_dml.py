@@ -28,7 +28,7 @@ from async_query.replies import Reply
 from query_core.errors import AsyncQueryError, InvalidRequestError, TooManyRequestsError
 from query_core.flint import AlterIndex, DropIndex
 from query_core.ids import new_id
-from query_core.models import LosslessResult, ResultDoc, SessionDoc, StatementDoc, Versioned, now_millis
+from query_core.models import LosslessResult, ResultDoc, SessionDoc, StatementDoc, Versioned
 from query_core.states import SessionState, SessionType, StatementState, is_terminal
 
 log = logging.getLogger(__name__)
@@ -48,7 +48,7 @@ class IndexDmlHandler:
         self.context = context
         self.store = context.store
         self.settings = context.settings
-        self.operations = IndexDmlOperations(context.store, context.stop_job, context.stream_stopper.stop)
+        self.operations = IndexDmlOperations(context.store, context.launchers.stop_job, context.stream_stopper.stop)
         self._pool = ThreadPoolExecutor(max_workers=max(1, self.settings.index_dml_workers), thread_name_prefix="dml")
         self._running: set[Future[None]] = set()
         #: Queries accepted and not finished (running or waiting for a thread), at most ``index_dml_queue``.
@@ -161,13 +161,7 @@ class IndexDmlHandler:
     ) -> tuple[Versioned[StatementDoc], Versioned[SessionDoc]] | None:
         """The session and the statement moved to ``running``; None when either has ended
         meanwhile (the housekeeping sweep, after a long stall)."""
-
-        def start_session(current: Versioned[SessionDoc]) -> Versioned[SessionDoc] | None:
-            if is_terminal(current.doc.state):
-                return None
-            return self.store.sessions.update(current, SessionState.RUNNING, last_update_time=now_millis())
-
-        running_session = self.store.sessions.change(session, start_session)
+        running_session = self.store.sessions.start(session)
         if running_session is None:
             return None
         running = self.store.statements.start(statement)

@@ -60,7 +60,7 @@ class IndexDmlOperations:
 
     def run(self, datasource: str, statement: IndexDmlStatement) -> None:
         index_name = flint_index_name(statement.index, datasource)
-        meta = flint_meta(self.store.index, index_name)
+        meta = flint_meta(self.store.admin, index_name)
         if not meta or "kind" not in meta:  # no such index, or not a Flint index (no Flint ``_meta``)
             raise InvalidRequestError(missing_index(index_name))
         transaction = IndexTransaction(self.store, IndexTarget(datasource, index_name))
@@ -79,10 +79,10 @@ class IndexDmlOperations:
     ) -> None:
         """Stop the stream, then rewrite ``_meta`` (read again: the rest of it is kept as it is)."""
         self._stop_refresh(datasource, before)
-        current = flint_meta(self.store.index, index_name)
+        current = flint_meta(self.store.admin, index_name)
         if not current:
             raise InvalidRequestError(missing_index(index_name))
-        self.store.index.put_mapping_meta(index_name, {**current, "options": manual_refresh_options(current, provided)})
+        self.store.admin.put_mapping_meta(index_name, {**current, "options": manual_refresh_options(current, provided)})
 
     def _stop_refresh(self, datasource: str, before: Versioned[FlintIndexStateDoc] | None) -> None:
         """Stop the job the state document names, if its session is live.

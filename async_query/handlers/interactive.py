@@ -2,8 +2,10 @@
 
 POST reuses the session the client names when it is interactive, of the same datasource, started
 by the same user, and alive (by its documents alone, or one confirmed ``describe``), and otherwise
-starts a new session, under the deployment's session limit (a slot, :mod:`async_query.slots`, taken
-before its job starts). The statement's id is then appended to the session document, which the job
+starts a new session, under the caller's share and the deployment's session limit (slots,
+:mod:`async_query.slots`, taken before its job starts; a POST that fails gives them back), whose
+job is a warm pool job claimed when its pool has one (:mod:`async_query.pool`). The statement's id
+is then appended to the session document, which the job
 reads by id: pickup does not wait for an index refresh. GET checks the session's liveness and fails
 statements its ended session left unfinished; DELETE cancels and, for a running statement, hands
 the cancel to the supervisor, which bounds how long the job may take to honour it.
@@ -14,10 +16,10 @@ from __future__ import annotations
 from async_query.datasources import Datasource
 from async_query.dispatch import Classified, QueryKind
 from async_query.handlers.base import SubmitRequest, Submitted, statement_doc
-from async_query.handlers.job_session import JobSessionHandler, stopping_job_on_error
+from async_query.handlers.job_session import JobSessionHandler
 from async_query.security.authz import may_use_session
 from async_query.security.principal import Principal
-from async_query.slots import INTERACTIVE_SESSIONS
+from async_query.slots import INTERACTIVE_SESSIONS, USER_SESSIONS
 from query_core.errors import AsyncQueryError
 from query_core.ids import datasource_of, new_id
 from query_core.models import SessionDoc, StatementDoc, Versioned
@@ -28,14 +30,21 @@ class InteractiveHandler(JobSessionHandler):
     kind = QueryKind.INTERACTIVE
     session_type = SessionType.INTERACTIVE
     limit = INTERACTIVE_SESSIONS
+    user_limit = USER_SESSIONS
 
     # -- POST -------------------------------------------------------------------------------
 
     def submit(self, request: SubmitRequest, classified: Classified) -> Submitted:
         datasource = self.context.datasources.get(request.datasource)
         session = self._usable_session(datasource, request.session_id, request.principal) if request.session_id else None
-        if session is None:
-            session = self._new_session(datasource, request.submitted_by)
+        if session is not None:
+            return self._add_statement(request, datasource, session)
+        session_id = new_id(datasource.name)
+        with self.new_job(datasource, session_id, request.submitted_by) as job:
+            job.session = self.store.sessions.create(self.session_doc(datasource, session_id, job, request.submitted_by))
+            return self._add_statement(request, datasource, job.session)
+
+    def _add_statement(self, request: SubmitRequest, datasource: Datasource, session: Versioned[SessionDoc]) -> Submitted:
         query_id = new_id(datasource.name)
         statement = statement_doc(
             request,
@@ -78,11 +87,6 @@ class InteractiveHandler(JobSessionHandler):
             return None
         return session if self.context.liveness.confirm_alive(session) else None
 
-    def _new_session(self, datasource: Datasource, submitted_by: str | None) -> Versioned[SessionDoc]:
-        session_id = new_id(datasource.name)
-        launcher, job_id = self.start_job(datasource, session_id)
-        with stopping_job_on_error(launcher, job_id):
-            return self.store.sessions.create(self.session_doc(datasource, session_id, launcher, job_id, submitted_by))
 
     # -- DELETE -----------------------------------------------------------------------------
 

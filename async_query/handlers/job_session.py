@@ -3,10 +3,12 @@
 Such a statement lives in a session whose job heart-beats it: GET checks the session's liveness
 (documents first, one coalesced ``describe`` for a suspect) and fails a statement its ended
 session left unfinished; DELETE moves the statement to ``cancelled`` with a conditional write.
-A new session takes a slot of its deployment limit first (:mod:`async_query.slots`: the count
-and the claim are one conditional write), then its job is launched, then its documents are
-written, so the session document always names its job; a failed launch frees the slot, and a
-failed write stops the job it launched.
+A new session takes its slots first (:mod:`async_query.slots`: its user's share, then the
+deployment's; each count and claim one conditional write), then gets its job (a warm pool job
+claimed, or one launched: :mod:`async_query.pool`), then its documents are written, so the session
+document always names its job. A POST that fails after
+that (a launch refused, a document write that fails) holds nothing: its job is stopped, a session
+it wrote is ended, and its slots are given back (:meth:`JobSessionHandler.new_job`).
 """
 
 from __future__ import annotations
@@ -14,19 +16,38 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from async_query import logs, metrics
 from async_query.datasources import Datasource
 from async_query.dispatch import QueryKind
 from async_query.handlers.base import HandlerContext, fail_if_orphaned, render
-from async_query.launcher.base import JobRequest, Launcher, job_conf, launcher_policy
+from async_query.launcher.base import Launcher
+from async_query.pool import StartedJob
 from async_query.replies import Reply
-from async_query.slots import Holder, Limit, Slots
-from query_core.errors import AsyncQueryError, QueryNotFoundError, TooManyRequestsError
+from async_query.slots import Holder, Limit, Slots, user_scope
+from query_core.errors import QueryNotFoundError, TooManyRequestsError
 from query_core.models import SessionDoc, StatementDoc, Versioned
 from query_core.states import SessionState, SessionType, StatementState, is_terminal
 
 log = logging.getLogger(__name__)
+
+
+@dataclass
+class NewJob:
+    """The job a POST got for a new session (:meth:`JobSessionHandler.new_job`)."""
+
+    started: StartedJob
+    #: The session document once the POST has written it (ended should the POST fail later).
+    session: Versioned[SessionDoc] | None = None
+
+    @property
+    def launcher(self) -> Launcher:
+        return self.started.launcher
+
+    @property
+    def job_id(self) -> str:
+        return self.started.job_id
 
 
 class JobSessionHandler:
@@ -37,6 +58,8 @@ class JobSessionHandler:
     session_type: SessionType
     #: The deployment limit its new sessions are started under.
     limit: Limit
+    #: The per-user limit they are started under too (None: none).
+    user_limit: Limit | None = None
 
     def __init__(self, context: HandlerContext) -> None:
         self.context = context
@@ -47,6 +70,13 @@ class JobSessionHandler:
             self.limit,
             lambda: self.limit.allowed(self.settings),
             lambda session: not is_terminal(context.liveness.check(session).doc.state),
+        )
+        user_limit = self.user_limit
+        #: The per-user slots (their scope set per user by :meth:`_user_slots`).
+        self.user_slots = (
+            Slots(context.store, user_limit, lambda: user_limit.allowed(self.settings), self.slots.is_live)
+            if user_limit is not None
+            else None
         )
 
     def close(self) -> None:
@@ -67,20 +97,76 @@ class JobSessionHandler:
         is_fresh = self.context.liveness.staleness.is_fresh
         return sum(1 for s in live if s.doc.session_type in types and is_fresh(s.doc))
 
-    def start_job(
-        self, datasource: Datasource, session_id: str, *, name_suffix: str = "", **statement: str
-    ) -> tuple[Launcher, str]:
-        """Launch the job of a new session under the handler's limit (a 429 when it is reached);
-        ``statement`` (``query_id``, ``query``) names the one statement of a batch or streaming
-        job, ``name_suffix`` ends the job's name (a streaming job's index). Returns the launcher
-        and the job id."""
+    @contextlib.contextmanager
+    def new_job(
+        self,
+        datasource: Datasource,
+        session_id: str,
+        submitted_by: str | None,
+        *,
+        name_suffix: str = "",
+        **statement: str,
+    ) -> Iterator[NewJob]:
+        """Get the job of a new session under the handler's limits (a 429 when one is reached): a
+        warm pool job claimed, or one launched (``SessionJobs.start``); yield it while the POST
+        writes its documents; ``statement`` (``query_id``, ``query``)
+        names the one statement of a batch or streaming job, ``name_suffix`` ends the job's name
+        (a streaming job's index).
+
+        Should the launch or anything in the ``with`` block fail, the POST holds nothing: the job
+        is stopped, the session the block recorded (``NewJob.session``) is ended (its statements
+        failed), and the slots are given back at once. Each of those is best effort (the index may
+        be what failed): a slot whose write is lost is free anyway once its session has ended, or
+        once the grace of a session never recorded has passed."""
         holder = Holder(datasource.name, session_id)
-        slot = self._take_slot(holder)
+        taken = self._take_slots(holder, submitted_by)
         try:
-            return self._launch(datasource, session_id, name_suffix, statement)
-        except AsyncQueryError:
-            self.slots.release(slot, holder)
+            logs.note(session_id=session_id)
+            started = self.context.jobs.start(
+                datasource, session_id, self.session_type, name_suffix=name_suffix, **statement
+            )
+        except BaseException:
+            self._release(taken, holder)
             raise
+        job = NewJob(started)
+        try:
+            yield job
+        except BaseException as exc:
+            self._undo(job, exc)
+            self._release(taken, holder)
+            raise
+
+    def _take_slots(self, holder: Holder, submitted_by: str | None) -> list[tuple[Slots, int]]:
+        """The user's slot (a named caller's), then the deployment's; none if either is full."""
+        taken: list[tuple[Slots, int]] = []
+        try:
+            if self.user_slots is not None and submitted_by is not None:
+                user_slots = self.user_slots.scoped(user_scope(submitted_by))
+                taken.append((user_slots, user_slots.take(holder)))
+            taken.append((self.slots, self._take_slot(holder)))
+        except BaseException:
+            self._release(taken, holder)
+            raise
+        return taken
+
+    @staticmethod
+    def _release(taken: list[tuple[Slots, int]], holder: Holder) -> None:
+        for slots, slot in taken:
+            slots.release(slot, holder)
+
+    def _undo(self, job: NewJob, cause: BaseException) -> None:
+        """Stop a failed POST's job and end the session it recorded (best effort)."""
+        try:
+            metrics.launcher_call(job.launcher, "cancel", lambda: job.launcher.cancel(job.job_id))
+        except Exception as exc:  # noqa: BLE001 - the POST's own error is the one raised
+            log.warning("cannot stop job %s of a failed POST: %s", job.job_id, exc)
+        if job.session is None:
+            return
+        error = f"The request that started this session failed: {cause}"
+        try:
+            self.context.liveness.end_session(job.session, SessionState.DEAD, error)
+        except Exception as exc:  # noqa: BLE001 - as above; liveness ends it later
+            log.warning("cannot end session %s of a failed POST: %s", job.session.doc.session_id, exc)
 
     def _take_slot(self, holder: Holder) -> int:
         limit = self.slots.limit()
@@ -88,46 +174,29 @@ class JobSessionHandler:
             raise TooManyRequestsError(self.limit.message(limit))
         return self.slots.take(holder)
 
-    def _launch(
-        self, datasource: Datasource, session_id: str, name_suffix: str, statement: dict[str, str]
-    ) -> tuple[Launcher, str]:
-        launcher = self.context.launcher_for(datasource)
-        conf, secret = job_conf(
-            self.settings,
-            datasource,
-            self.context.opensearch,
-            session_id,
-            self.session_type,
-            checkpoint_root=launcher.checkpoint_root,
-            checkpoint_mandatory=launcher.checkpoint_mandatory,
-            policy=launcher_policy(datasource, launcher),
-            glue_region=launcher.glue_region,
-            **statement,
-        )
-        request = JobRequest(session_id, datasource, self.session_type, conf, secret, name_suffix=name_suffix)
-        logs.note(session_id=session_id)
-        job_id = metrics.launcher_call(launcher, "start", lambda: launcher.start(request))
-        metrics.job_started(datasource.name, self.session_type.value, launcher.kind or type(launcher).__name__.lower())
-        return launcher, job_id
-
     def session_doc(
         self,
         datasource: Datasource,
         session_id: str,
-        launcher: Launcher,
-        job_id: str,
+        job: NewJob,
         submitted_by: str | None,
         pending: list[str] | None = None,
     ) -> SessionDoc:
+        """The new session's document, naming its job. A claimed pool job's session records its
+        slot and the interval the job beat at when it was idle (0: it was still starting), so its
+        liveness counts from the claim as a running session's does (docs/documents.md)."""
+        started = job.started
+        claimed = started.pool_slot is not None
         return SessionDoc(
             session_id=session_id,
             session_type=self.session_type,
             data_source_name=datasource.name,
-            application_id=launcher.application_id,
-            job_id=job_id,
-            heartbeat_interval_millis=self.settings.heartbeat_idle_ms,
+            application_id=started.launcher.application_id,
+            job_id=started.job_id,
+            heartbeat_interval_millis=started.heartbeat_interval_millis if claimed else self.settings.heartbeat_idle_ms,
             pending_statement_ids=pending or [],
             submitted_by=submitted_by,
+            pool_slot=started.pool_slot,
         )
 
     # -- GET --------------------------------------------------------------------------------
@@ -170,14 +239,3 @@ class JobSessionHandler:
             raise QueryNotFoundError(f"no async query with id {query_id}")
         log.info("cancelled query %s", query_id)
         return cancelled[1]
-
-
-@contextlib.contextmanager
-def stopping_job_on_error(launcher: Launcher, job_id: str) -> Iterator[None]:
-    """Stop the job just launched if what follows (its documents' writes) fails."""
-    try:
-        yield
-    except AsyncQueryError:
-        with contextlib.suppress(AsyncQueryError):  # keep the original error
-            metrics.launcher_call(launcher, "cancel", lambda: launcher.cancel(job_id))
-        raise

@@ -16,7 +16,7 @@ from async_query.settings import Settings
 from query_core.config import OpenSearchConfig
 from query_core.errors import AsyncQueryError, LauncherError
 from query_core.ids import request_index
-from query_core.jobconf import PASSWORD_KEY, JobConf, render_conf
+from query_core.jobconf import PASSWORD_KEY, POOL_RESULT_INDEX, JobConf, render_conf
 from query_core.states import SessionType
 from query_core.validation import GrammarElement, Profile, ValidationPolicy, policy_for
 
@@ -57,12 +57,23 @@ class JobRequest:
     secret_conf: dict[str, str] = field(default_factory=dict, repr=False)
     #: The job name's suffix after the session type (the index of a streaming job).
     name_suffix: str = ""
+    #: A warm pool job's slot ("": the job of session ``session_id``); it has no session yet,
+    #: ``datasource`` is one whose jobs start alike (docs/job.md).
+    pool_slot: str = ""
 
     @property
     def result_index(self) -> str:
-        return self.datasource.results
+        """The job's one argument: its datasource's result index (a pool job learns it when claimed)."""
+        return POOL_RESULT_INDEX if self.pool_slot else self.datasource.results
+
+    @property
+    def kind(self) -> str:
+        """What the job is, for names and tags: its session type, or ``pool``."""
+        return "pool" if self.pool_slot else self.session_type.value
 
     def job_name(self, cluster: str) -> str:
+        if self.pool_slot:
+            return f"{cluster}:pool:{self.pool_slot}"
         name = f"{cluster}:{self.session_type.value}"
         if self.session_type == SessionType.INTERACTIVE:
             return f"{name}:{self.session_id}"
@@ -102,6 +113,15 @@ class Launcher(ABC):
     def describe(self, job_id: str) -> JobDescription:
         """The job's state as the launcher knows it (a remote call for EMR Serverless)."""
 
+    def warehouse_of(self, datasource: Datasource) -> str:
+        """Where ``datasource``'s tables live unless its Spark conf says otherwise ("": not known
+        here). Local datasources each have their own (:mod:`async_query.embedded.catalogs`)."""
+        return self.warehouse_root
+
+    def checkpoints_of(self, datasource: Datasource) -> str:
+        """Where ``datasource``'s streams keep the checkpoints their index does not place."""
+        return self.checkpoint_root
+
     def close(self) -> None:  # noqa: B027 - optional hook, most launchers hold nothing
         """Release what the launcher holds (local jobs are stopped)."""
 
@@ -114,6 +134,12 @@ class Launcher(ABC):
         """A cheap look at whether jobs can be started (the health check): None when they can,
         else what is wrong."""
         return None
+
+    def startup_settings(self, datasource: Datasource) -> dict[str, str]:
+        """What this launcher fixes when a job of ``datasource`` starts, beyond the job's conf (a
+        master, a catalog, an execution role): with the conf's start-up part, it decides which
+        warm pool the datasource's sessions may claim from (docs/job.md)."""
+        return {}
 
 
 def stop_job_within(launcher: Launcher, job_id: str, timeout_s: float) -> None:
@@ -165,8 +191,9 @@ def validation_policy(datasource: Datasource, warehouse_root: str = "", checkpoi
 
 
 def launcher_policy(datasource: Datasource, launcher: Launcher) -> ValidationPolicy:
-    """:func:`validation_policy` with the roots of the launcher that runs the datasource's jobs."""
-    return validation_policy(datasource, launcher.warehouse_root, launcher.checkpoint_root)
+    """:func:`validation_policy` with the datasource's roots in the launcher that runs its jobs
+    (each local datasource's own: a statement cannot locate data in another's)."""
+    return validation_policy(datasource, launcher.warehouse_of(datasource), launcher.checkpoints_of(datasource))
 
 
 #: Spark's JDBC connection providers (``JdbcConnectionProvider.name``): with all of them disabled,
@@ -195,6 +222,32 @@ def _hardening(policy: ValidationPolicy) -> dict[str, str]:
 MAX_QUERY_IN_CONF = 32_768
 
 
+def launch_conf(
+    settings: Settings,
+    datasource: Datasource,
+    launcher: Launcher,
+    opensearch: OpenSearchConfig,
+    session_id: str,
+    session_type: SessionType,
+    **job: str,
+) -> tuple[dict[str, str], dict[str, str]]:
+    """:func:`job_conf` of a job ``launcher`` starts: its checkpoint rules, validation roots and
+    Glue region. ``job`` names a batch or streaming job's statement (``query_id``, ``query``), or a
+    warm pool job's slot (``pool_slot``)."""
+    return job_conf(
+        settings,
+        datasource,
+        opensearch,
+        session_id,
+        session_type,
+        checkpoint_root=launcher.checkpoint_root,
+        checkpoint_mandatory=launcher.checkpoint_mandatory,
+        policy=launcher_policy(datasource, launcher),
+        glue_region=launcher.glue_region,
+        **job,
+    )
+
+
 def job_conf(
     settings: Settings,
     datasource: Datasource,
@@ -204,6 +257,7 @@ def job_conf(
     *,
     query_id: str = "",
     query: str = "",
+    pool_slot: str = "",
     checkpoint_root: str = "",
     checkpoint_mandatory: bool = True,
     policy: ValidationPolicy | None = None,
@@ -218,8 +272,9 @@ def job_conf(
     ``policy`` (by default the datasource's, :func:`validation_policy`) with the Spark settings that
     enforce it. ``query_id`` and ``query`` name a batch or streaming job's statement (a query
     longer than :data:`MAX_QUERY_IN_CONF` is left out: the job reads it from the statement
-    document). ``checkpoint_root`` and ``checkpoint_mandatory`` say where streams keep checkpoints
-    that their index does not name, and whether it must name one (the launcher's choice)."""
+    document). ``pool_slot`` makes it a warm pool job's conf, with no session yet.
+    ``checkpoint_root`` and ``checkpoint_mandatory`` say where streams keep checkpoints that their
+    index does not name, and whether it must name one (the launcher's choice)."""
     if policy is None:
         policy = validation_policy(datasource, checkpoint_root=checkpoint_root)
     conf = dialect.allowed_spark_conf(datasource.spark_conf)
@@ -229,8 +284,10 @@ def job_conf(
     basic = opensearch.auth == "basic"
     contract = JobConf(
         session_id=session_id,
-        datasource=datasource.name,
-        request_index=request_index(datasource.name),
+        datasource="" if pool_slot else datasource.name,
+        request_index="" if pool_slot else request_index(datasource.name),
+        pool_slot=pool_slot,
+        pool_idle_limit_ms=int(settings.warm_pool_idle_s * 1000) if pool_slot else None,
         job_type=session_type,
         query_id=query_id,
         query=query if len(query) <= MAX_QUERY_IN_CONF else "",

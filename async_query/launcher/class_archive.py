@@ -48,8 +48,11 @@ def _fingerprint() -> str:
 class ClassArchive:
     """The archive of one directory, shared by the jobs of every launcher pointing there."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, log_file: Path | None = None) -> None:
         self.directory = directory
+        #: The warm-up's output (by default beside the archive; the local launcher keeps it with its
+        #: logs, the archive's directory being the job user's).
+        self.log_file = log_file or directory / "warmup.log"
         name = _fingerprint()
         self.path = directory / f"{name}.jsa"
         self._recording = directory / f"{name}.jsa.recording"
@@ -112,7 +115,7 @@ class ClassArchive:
     def _warm_up(self, start_warmup: WarmupStarter) -> None:
         options = [f"-XX:ArchiveClassesAtExit={self._recording}", "-Xlog:cds=off", "-Xlog:cds+dynamic=off"]
         try:
-            proc = start_warmup(options, self.directory / "warmup.log")
+            proc = start_warmup(options, self.log_file)
             code = proc.wait(timeout=WARMUP_TIMEOUT_S)
             if code == 0 and self._recording.exists() and self._recording.stat().st_size > 0:
                 os.replace(self._recording, self.path)

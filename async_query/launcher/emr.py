@@ -202,7 +202,7 @@ class EmrServerlessLauncher(Launcher):
             "name": request.job_name(self.cluster_name)[:MAX_JOB_NAME],
             "tags": {
                 "datasource": request.datasource.name,
-                "type": request.session_type.value,
+                "type": request.kind,
                 "sid": request.session_id,
             },
             "executionTimeoutMinutes": self.execution_timeout(request.session_type),
@@ -276,6 +276,10 @@ class EmrServerlessLauncher(Launcher):
         if self._secrets_client is None:
             self._secrets_client = build_client(self.region, "secretsmanager")
         return self._secrets_client
+
+    def startup_settings(self, datasource: Datasource) -> dict[str, str]:
+        """The execution role: a job runs with one role, so pools are per role."""
+        return {"executionRoleArn": self.execution_role_arn}
 
     def cancel(self, job_id: str) -> None:
         """``CancelJobRun``; a job that is gone or already finished is not an error."""

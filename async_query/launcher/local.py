@@ -1,9 +1,18 @@
 """Runs each session's job with a local ``spark-submit``, as a child process group.
 
 The command is an argument list (no shell), the query text never appears on it (the job reads
-statements from the index), and the password travels in the environment, not in ``--conf``. The
-job's environment is not the service's: only what Spark, Java and Python need to run, the ids EMR
-Serverless would set, and the index credentials the job itself needs (docs/datasources.md).
+statements from the index), and secrets never do: the index password travels in the environment,
+a datasource's confidential Spark conf (docs/datasources.md) in a properties file of the job's own.
+The job's environment is not the service's: only what Spark, Java and Python need to run, the ids
+EMR Serverless would set, and the index credentials the job itself needs (docs/datasources.md).
+
+Jobs run as the job user (:mod:`async_query.security.job_user`; never as root unless a setting
+says so), with a umask of 077 and Hadoop's own umask at 077, so what Spark writes is 0600 in 0700
+directories. Each job has a temporary directory of its own, ``<data_dir>/tmp/<job id>`` (its
+``TMPDIR``, Java's temporary directory, Spark's local directories, Hive's scratch directories),
+removed once the job has ended. Its catalog is its datasource's own
+(:mod:`async_query.embedded.catalogs`).
+
 Spark's output goes to ``<data_dir>/logs/<session id>.log``. Each job's pid is recorded in
 ``<data_dir>/jobs/<job id>.pid`` so that a restarted plugin can still describe and stop it.
 Housekeeping prunes both (:meth:`LocalLauncher.prune`): files of jobs no longer running, not
@@ -22,24 +31,36 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import ClassVar
 
-import flint_repl_job
+from async_query import datasource_dialect as dialect
+from async_query.datasources import Datasource
+from async_query.embedded.catalogs import LocalCatalogs, catalog_settings
 from async_query.launcher.base import JobDescription, JobRequest, JobRunState, Launcher
 from async_query.launcher.class_archive import ClassArchive
-from flint_repl_job.config import PASSWORD_ENV
+from async_query.security.files import private_dir
+from async_query.security.job_user import JobPython, JobUser, JobUserError, job_python
 from query_core.errors import LauncherError
-from query_core.jobconf import APPLICATION_ID_ENV, JOB_ID_ENV, PASSWORD_KEY, key_of
+from query_core.jobconf import (
+    APPLICATION_ID_ENV,
+    ENTRY_FILE_NAME,
+    JOB_ID_ENV,
+    PASSWORD_ENV,
+    PASSWORD_KEY,
+    WARMUP_FILE_NAME,
+    job_package_dir,
+    key_of,
+)
 
 log = logging.getLogger(__name__)
 
 #: How long a cancelled job gets to stop on SIGTERM before it is killed (by default; the setting
 #: ``local_job_stop_grace_s``).
 STOP_GRACE_S = 5.0
-ENTRY_FILE = Path(flint_repl_job.__file__).resolve().parent / "main.py"
-WARMUP_FILE = ENTRY_FILE.with_name("warmup.py")
+ENTRY_FILE = job_package_dir() / ENTRY_FILE_NAME
+WARMUP_FILE = ENTRY_FILE.with_name(WARMUP_FILE_NAME)
 #: Environment variables a job inherits from the service, by name and by prefix: what Spark, Java,
 #: Python, Hadoop clients and TLS need to run, and where AWS is (never a credential).
 INHERITED_ENV = frozenset(
@@ -72,6 +93,10 @@ INHERITED_PREFIXES = ("LC_", "SPARK_", "AWS_ENDPOINT_URL")
 #: AWS credentials in the environment: only a job that signs its index requests (SigV4) gets them.
 AWS_CREDENTIALS_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
 AUTH_KEY = key_of("auth")
+#: A job's temporary directory younger than this is never pruned (its job may be starting).
+TMP_GRACE_S = 600.0
+
+__all__ = ["LocalLauncher", "catalog_settings", "job_environment"]
 
 
 def job_environment(request: JobRequest, job_id: str, application_id: str, service: Mapping[str, str]) -> dict[str, str]:
@@ -95,6 +120,14 @@ def job_environment(request: JobRequest, job_id: str, application_id: str, servi
     return env
 
 
+def pyspark_home() -> str:
+    """Where pyspark is installed: the ``SPARK_HOME`` of its ``spark-submit`` (else that script
+    runs Python to find it, with the job's environment)."""
+    import pyspark
+
+    return str(Path(pyspark.__file__).resolve().parent)
+
+
 def find_spark_submit(configured: str = "") -> str:
     """The ``spark-submit`` to use: the configured one, else pyspark's beside this interpreter."""
     if configured:
@@ -110,15 +143,36 @@ def find_spark_submit(configured: str = "") -> str:
     return str(Path(pyspark.__file__).parent / "bin" / "spark-submit")
 
 
-def catalog_settings(warehouse: Path, metastore_uri: str = "") -> dict[str, str]:
-    """Spark conf of the local catalog: the shared metastore at ``metastore_uri``, or without one
-    Spark's in-memory catalog (each job its own, forgotten when it ends)."""
-    conf = {"spark.sql.warehouse.dir": warehouse.resolve().as_uri()}
-    if metastore_uri:
-        conf.update({"spark.sql.catalogImplementation": "hive", "spark.hadoop.hive.metastore.uris": metastore_uri})
-    else:
-        conf["spark.sql.catalogImplementation"] = "in-memory"
-    return conf
+def job_files_conf(tmp: Path) -> dict[str, str]:
+    """Spark conf of a job's own files: its local and scratch directories in its temporary
+    directory, and Hadoop's umask at 077 (Hadoop sets the modes of the files it writes itself, by
+    default 0644 whatever the process's umask)."""
+    return {
+        "spark.local.dir": str(tmp / "spark"),
+        "spark.hadoop.fs.permissions.umask-mode": "077",
+        "spark.hadoop.hive.exec.scratchdir": str(tmp / "hive"),
+        "spark.hadoop.hive.exec.local.scratchdir": str(tmp / "hive-local"),
+        "spark.hadoop.hive.downloaded.resources.dir": str(tmp / "hive-resources"),
+    }
+
+
+def properties_text(conf: Mapping[str, str]) -> str:
+    """``conf`` as a Java properties file, UTF-8 (what ``spark-submit --properties-file`` reads)."""
+
+    def escaped(text: str, key: bool) -> str:
+        out = []
+        for i, char in enumerate(text):
+            if char == "\\":
+                out.append("\\\\")
+            elif char in "\n\r\t\f":
+                out.append({"\n": "\\n", "\r": "\\r", "\t": "\\t", "\f": "\\f"}[char])
+            elif (key and char in "=: #!") or (char == " " and i == 0):
+                out.append("\\" + char)
+            else:
+                out.append(char)
+        return "".join(out)
+
+    return "".join(f"{escaped(key, True)}={escaped(value, False)}\n" for key, value in conf.items())
 
 
 class LocalLauncher(Launcher):
@@ -140,83 +194,201 @@ class LocalLauncher(Launcher):
         java_options: str = "",
         class_archive: Path | None = None,
         stop_grace_s: float = STOP_GRACE_S,
+        catalogs: LocalCatalogs | None = None,
+        job_user: JobUser | None = None,
+        python: str = "",
     ) -> None:
         self.data_dir = data_dir.resolve()
         self.cluster_name = cluster_name
         #: The master of datasources that name none (``properties.master``).
         self.spark_master = spark_master
         self.spark_submit = find_spark_submit(spark_submit)
-        #: The catalog every job gets unless its datasource's Spark conf says otherwise.
-        self.catalog_conf = catalog_conf if catalog_conf is not None else catalog_settings(self.data_dir / "warehouse")
-        self.checkpoint_root = str(self.data_dir / "checkpoints")
-        self.warehouse_root = self.catalog_conf.get("spark.sql.warehouse.dir", "")
+        self._own_spark_submit = not spark_submit
+        #: Who jobs run as, and the Python they run (raises JobUserError: root, or unreachable).
+        self.job_user = job_user or (catalogs.user if catalogs is not None else JobUser.resolve())
+        self.python: JobPython = job_python(self.job_user, python)
+        #: Each datasource's catalog (by default Spark's in-memory one, per job, in its own warehouse).
+        self.catalogs = catalogs or LocalCatalogs(self.data_dir, self.job_user, metastores=False)
+        #: One catalog for every datasource's jobs instead, when given (a deployment's own metastore).
+        self.shared_catalog = catalog_conf
+        legacy = self.catalogs.place("local")
+        self.checkpoint_root = str(legacy.checkpoints.resolve())
+        self.warehouse_root = (catalog_conf or {}).get("spark.sql.warehouse.dir") or legacy.warehouse.resolve().as_uri()
         #: JVM options of every job's driver (``local_job_java_options``).
         self.java_options = java_options.split()
         #: The class-data sharing archive of the jobs' JVM (:mod:`.class_archive`), under
-        #: ``<data_dir>/jvm`` unless another (shared) directory is named.
-        self.class_archive = ClassArchive(class_archive or self.data_dir / "jvm")
+        #: ``<data_dir>/jvm`` unless another (shared) directory is named; the job user records it.
+        archive_dir = class_archive or self.data_dir / "jvm"
+        if class_archive is None or not archive_dir.exists():
+            self.job_user.own(archive_dir)
+        self.class_archive = ClassArchive(archive_dir, log_file=self.data_dir / "logs" / "class-archive.log")
+        self._archive_recordable = self.job_user.can_reach(archive_dir, 7)
         #: How long a cancelled job gets to stop on SIGTERM before its process group is killed.
         self.stop_grace_s = stop_grace_s
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
         self._logs: dict[str, Path] = {}
         self._lock = threading.Lock()
-        (self.data_dir / "logs").mkdir(parents=True, exist_ok=True)
-        (self.data_dir / "jobs").mkdir(parents=True, exist_ok=True)
+        private_dir(self.data_dir / "logs")
+        private_dir(self.data_dir / "jobs")
+        self.job_user.pass_through(self.data_dir / "tmp")
+
+    def warehouse_of(self, datasource: Datasource) -> str:
+        if self.shared_catalog is not None:
+            return self.warehouse_root
+        return self.catalogs.warehouse_of(datasource)
+
+    def checkpoints_of(self, datasource: Datasource) -> str:
+        return self.catalogs.checkpoints_of(datasource)
+
+    def catalog_conf(self, datasource: Datasource) -> dict[str, str]:
+        """The Spark conf of the datasource's catalog (its metastore is started if need be)."""
+        if self.shared_catalog is not None:
+            self.catalogs.prepared(datasource.name)
+            return dict(self.shared_catalog)
+        return self.catalogs.conf(datasource)
 
     def master(self, request: JobRequest) -> str:
-        return request.datasource.properties.get("master") or self.spark_master
+        return self.master_of(request.datasource)
 
-    def command(self, request: JobRequest, java_options: list[str] | None = None) -> list[str]:
+    def master_of(self, datasource: Datasource) -> str:
+        return datasource.properties.get("master") or self.spark_master
+
+    def startup_settings(self, datasource: Datasource) -> dict[str, str]:
+        """The master and the catalog: jobs of datasources that differ in either never share a
+        warm pool."""
+        return {"master": self.master_of(datasource), **self.catalog_conf(datasource)}
+
+    def command(
+        self,
+        request: JobRequest,
+        java_options: list[str] | None = None,
+        *,
+        tmp: Path | None = None,
+        properties_file: Path | None = None,
+    ) -> list[str]:
+        """The ``spark-submit`` command of ``request``'s job; with its temporary directory ``tmp``,
+        its files go there; confidential conf keys are left to ``properties_file``."""
         cmd = [self.spark_submit, "--master", self.master(request), "--name", request.job_name(self.cluster_name)]
         options = [*self.java_options, *(java_options or [])]
+        if tmp is not None:
+            options.append(f"-Djava.io.tmpdir={tmp}")
         if options:
             cmd += ["--driver-java-options", " ".join(_quoted(option) for option in options)]
-        for key, value in {**self.catalog_conf, **request.conf}.items():
-            cmd += ["--conf", f"{key}={value}"]
+        if properties_file is not None:
+            cmd += ["--properties-file", str(properties_file)]
+        for key, value in self._conf(request, tmp).items():
+            if not dialect.is_confidential(key):
+                cmd += ["--conf", f"{key}={value}"]
         cmd += ["--conf", "spark.ui.enabled=false", str(ENTRY_FILE), request.result_index]
         return cmd
+
+    def _conf(self, request: JobRequest, tmp: Path | None) -> dict[str, str]:
+        """The catalog's conf, the request's over it, the job's own files' over both."""
+        conf = {**self.catalog_conf(request.datasource), **request.conf}
+        if tmp is not None:
+            conf.update(job_files_conf(tmp))
+        if self.python.path:
+            # Executors of a cluster on this machine run the same Python, and need the same path.
+            conf["spark.executorEnv.PYTHONPATH"] = os.pathsep.join(self.python.path)
+        return conf
 
     def log_path(self, session_id: str) -> Path:
         return self.data_dir / "logs" / f"{session_id}.log"
 
     def start(self, request: JobRequest) -> str:
+        problem = self.reach_problem()
+        if problem:
+            raise JobUserError(f"cannot start a local job: {problem}")
         job_id = "local-" + secrets.token_hex(8)
-        env = job_environment(request, job_id, self.application_id, os.environ)
-        archive = self.class_archive.java_options(self._start_warmup)
+        tmp = self._job_dir(job_id)
+        conf = self._conf(request, tmp)
+        secret = {key: value for key, value in conf.items() if dialect.is_confidential(key)}
+        properties = tmp / "spark-secret.properties" if secret else None
+        if properties is not None:
+            fd = os.open(properties, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                out.write(properties_text(secret))
+        self._hand_over(tmp)
+        env = {**job_environment(request, job_id, self.application_id, os.environ), **self._user_env(tmp)}
+        archive = self.class_archive.java_options(self._warmup_for(request) if self._archive_recordable else None)
+        command = self.command(request, archive, tmp=tmp, properties_file=properties)
         try:
-            with open(self.log_path(request.session_id), "ab") as out:
-                proc = subprocess.Popen(
-                    self.command(request, archive),
-                    stdin=subprocess.DEVNULL,
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    env=env,
-                    start_new_session=True,
-                    cwd=self.data_dir,
-                )
+            proc = self._spawn(command, env, tmp, self.log_path(request.session_id))
         except OSError as exc:
+            self.job_user.remove(tmp)
             raise LauncherError(f"cannot start spark-submit ({self.spark_submit}): {exc}") from exc
         with self._lock:
             self._procs[job_id] = proc
             self._logs[job_id] = self.log_path(request.session_id)
         self._pid_file(job_id).write_text(str(proc.pid))
-        log.info("started job %s (pid %d) for session %s", job_id, proc.pid, request.session_id)
+        log.info("started job %s (pid %d) as %s for session %s", job_id, proc.pid, self.job_user.name, request.session_id)
         return job_id
 
-    def _start_warmup(self, java_options: list[str], log_file: Path) -> subprocess.Popen[bytes]:
-        """The warm-up run that records the class archive (:mod:`.class_archive`)."""
-        options = " ".join(_quoted(option) for option in [*self.java_options, *java_options])
-        cmd = [self.spark_submit, "--master", "local[1]", "--driver-java-options", options]
-        for key, value in self.catalog_conf.items():
-            cmd += ["--conf", f"{key}={value}"]
-        cmd += ["--conf", "spark.ui.enabled=false", str(WARMUP_FILE)]
-        env = {k: v for k, v in os.environ.items() if k in INHERITED_ENV or k.startswith(INHERITED_PREFIXES)}
-        env.update(PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable, TZ="UTC")
-        env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        with open(log_file, "ab") as out:
+    def _job_dir(self, name: str) -> Path:
+        """A new temporary directory for a job (made by the service, handed to the job user
+        once its files are in: :meth:`_hand_over`)."""
+        tmp = self.data_dir / "tmp" / name
+        tmp.mkdir(mode=0o700)
+        return tmp
+
+    def _hand_over(self, tmp: Path) -> None:
+        if self.job_user.switches:
+            for path in [*tmp.iterdir(), tmp]:
+                os.chown(path, self.job_user.uid, self.job_user.gid, follow_symlinks=False)
+
+    def _user_env(self, tmp: Path) -> dict[str, str]:
+        """What the job's processes need as the job user: its Python (and where this
+        installation's code is, when that Python is not this one), its temporary directory, and
+        its name and home (its temporary directory) when it is another user."""
+        python = self.python.executable
+        env = {"PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": python, "TMPDIR": str(tmp)}
+        if self.python.path:
+            inherited = os.environ.get("PYTHONPATH", "")
+            env["PYTHONPATH"] = os.pathsep.join([*self.python.path, *([inherited] if inherited else [])])
+            env["PYTHONNOUSERSITE"] = "1"
+        if self._own_spark_submit and "SPARK_HOME" not in os.environ:
+            env["SPARK_HOME"] = pyspark_home()
+        if self.job_user.switches:
+            env.update(HOME=str(tmp), USER=self.job_user.name, LOGNAME=self.job_user.name)
+        return env
+
+    def _spawn(self, command: list[str], env: dict[str, str], tmp: Path, log_file: Path) -> subprocess.Popen[bytes]:
+        """Start ``command`` as the job user, in its own process group, its output appended to
+        ``log_file`` (a file of the service's, never followed if it is a link)."""
+        out = os.open(log_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
             return subprocess.Popen(
-                cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=self.data_dir
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+                cwd=tmp,
+                **self.job_user.popen_options(),
             )
+        finally:
+            os.close(out)
+
+    def _warmup_for(self, request: JobRequest) -> Callable[[list[str], Path], subprocess.Popen[bytes]]:
+        """The warm-up that records the class archive (:mod:`.class_archive`), with the catalog
+        of the job that found none."""
+        catalog = self.catalog_conf(request.datasource)
+
+        def start_warmup(java_options: list[str], log_file: Path) -> subprocess.Popen[bytes]:
+            tmp = self._job_dir(f"warmup-{secrets.token_hex(4)}")
+            self._hand_over(tmp)
+            options = " ".join(_quoted(o) for o in [*self.java_options, *java_options, f"-Djava.io.tmpdir={tmp}"])
+            cmd = [self.spark_submit, "--master", "local[1]", "--driver-java-options", options]
+            for key, value in {**catalog, **job_files_conf(tmp)}.items():
+                cmd += ["--conf", f"{key}={value}"]
+            cmd += ["--conf", "spark.ui.enabled=false", str(WARMUP_FILE)]
+            env = {k: v for k, v in os.environ.items() if k in INHERITED_ENV or k.startswith(INHERITED_PREFIXES)}
+            env.update(TZ="UTC", **self._user_env(tmp))
+            env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+            return self._spawn(cmd, env, tmp, log_file)
+
+        return start_warmup
 
     def _pid_file(self, job_id: str) -> Path:
         return self.data_dir / "jobs" / f"{job_id}.pid"
@@ -308,14 +480,37 @@ class LocalLauncher(Launcher):
         for log_file in _old_files(self.data_dir / "logs", "*.log", cutoff):
             if log_file.resolve() not in running_logs:
                 removed += _unlink(log_file)
+        removed += self._prune_job_dirs()
         if removed:
             log.info("housekeeping removed %d finished local jobs' entries and files", removed)
         return removed
 
+    def _prune_job_dirs(self) -> int:
+        """Delete the temporary directories of jobs no longer running (Spark's shuffle files among
+        them: nothing there outlives its job); a young one may belong to a job being started."""
+        removed = 0
+        for tmp in _old_files(self.data_dir / "tmp", "*", time.time() - TMP_GRACE_S):
+            if self._pid(tmp.name) is None:
+                self.job_user.remove(tmp)
+                removed += 1
+        return removed
+
     def check(self) -> str | None:
-        """``spark-submit`` is there and may be run."""
+        """``spark-submit`` is there and the job user may run it, and reach its places."""
         if not os.access(self.spark_submit, os.X_OK):
             return f"spark-submit is missing or not executable: {self.spark_submit}"
+        return self.reach_problem()
+
+    def reach_problem(self) -> str | None:
+        """What the job user cannot reach of what its jobs need (None: nothing)."""
+        user = self.job_user
+        if not user.can_reach(self.spark_submit, 5):
+            return f"the job user {user.name} cannot run {self.spark_submit}"
+        if not user.can_reach(self.data_dir / "tmp", 1):
+            return (
+                f"the job user {user.name} cannot enter {self.data_dir}: make the directories above it passable "
+                "to it (chmod o+x), or choose another ASYNC_QUERY_DATA_DIR"
+            )
         return None
 
     def close(self) -> None:
@@ -332,6 +527,7 @@ class LocalLauncher(Launcher):
                 log.warning("job %s did not stop on SIGTERM; killing it", job_id)
             _signal_group(proc.pid, signal.SIGKILL)
             proc.wait()
+            self.job_user.remove(self.data_dir / "tmp" / job_id)
 
 
 def _quoted(option: str) -> str:

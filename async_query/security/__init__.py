@@ -7,6 +7,7 @@
 - :mod:`.users`, :mod:`.user_cli`: the users file and ``async-query user``.
 - :mod:`.audit`, :mod:`.files`, :mod:`.hosts`, :mod:`.setup`: the audit log, private files,
   loopback names, and the checks ``serve`` makes.
+- :mod:`.job_user`: the second wall: the unprivileged user local jobs run as, and what it may reach.
 
 Kept free of imports, so that importing one light module (``hosts``) stays light.
 """

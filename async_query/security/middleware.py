@@ -8,13 +8,13 @@ id to the request's audit line with :func:`audit_note`.
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any
 
 from fastapi import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from async_query.http_errors import error_bytes
 from async_query.security.audit import MAX_FIELD, outcome_of, utc_stamp
 from async_query.security.errors import (
     FORBIDDEN_REASON,
@@ -23,10 +23,10 @@ from async_query.security.errors import (
     ForbiddenError,
     UnauthorizedError,
 )
-from async_query.security.hosts import loopback_host, loopback_origin
 from async_query.security.principal import Principal
 from async_query.security.setup import CHALLENGE, Security
 from query_core.errors import AsyncQueryError, MalformedIdError
+from query_core.hosts import loopback_host, loopback_origin
 from query_core.ids import datasource_of
 
 ASYNC_BASE = "/_plugins/_async_query"
@@ -167,11 +167,7 @@ class SecurityMiddleware:
         if isinstance(exc, UnauthorizedError) and exc.claimed_user:
             entry.user = exc.claimed_user
         self.audit.write(entry.record(status))
-        body = {
-            "status": status,
-            "error": {"type": exc.error_type, "reason": _REASONS.get(status, "Forbidden"), "details": exc.message},
-        }
-        payload = json.dumps(body, separators=(",", ":")).encode()
+        payload = error_bytes(status, exc.error_type, exc.message, _REASONS.get(status, FORBIDDEN_REASON))
         headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
         if status == 401:
             headers.append((b"www-authenticate", CHALLENGE.encode()))

@@ -17,9 +17,10 @@ from async_query.security.authn import (
     CredentialCache,
     NoAuthentication,
 )
-from async_query.security.hosts import is_loopback_bind
+from async_query.security.job_user import JobUser, JobUserError, job_python
 from async_query.security.users import UserDirectory, UsersFileError, read_users
 from async_query.settings import Settings
+from query_core.hosts import is_loopback_bind
 
 log = logging.getLogger(__name__)
 
@@ -89,9 +90,12 @@ class ServeChecks:
     warnings: list[str] = field(default_factory=list)
 
 
-def serve_checks(settings: Settings, host: str, insecure_no_auth: bool = False, tls: bool = False) -> ServeChecks:
+def serve_checks(
+    settings: Settings, host: str, insecure_no_auth: bool = False, tls: bool = False, tls_key: str = ""
+) -> ServeChecks:
     """What ``serve`` must refuse (``errors``) or say out loud (``warnings``) before it starts."""
     checks = ServeChecks()
+    job_user = _check_job_user(settings, checks)
     local = is_loopback_bind(host)
     if settings.auth == "none":
         if not local and not insecure_no_auth:
@@ -109,7 +113,9 @@ def serve_checks(settings: Settings, host: str, insecure_no_auth: bool = False, 
     elif insecure_no_auth:
         checks.warnings.append(f"note: --insecure-no-auth has no effect with ASYNC_QUERY_AUTH={settings.auth}")
     if settings.auth == "basic":
-        _check_users_file(settings, checks)
+        _check_users_file(settings, checks, job_user)
+    if job_user is not None and tls_key and job_user.switches and job_user.can_reach(tls_key):
+        checks.errors.append(f"the TLS key {tls_key} can be read by the job user {job_user.name}: chmod 600 {tls_key}")
     if settings.auth == "cluster" and not settings.opensearch_url:
         checks.errors.append(
             "ASYNC_QUERY_AUTH=cluster needs OPENSEARCH_URL: the callers are checked by that cluster's security "
@@ -125,7 +131,30 @@ def serve_checks(settings: Settings, host: str, insecure_no_auth: bool = False, 
     return checks
 
 
-def _check_users_file(settings: Settings, checks: ServeChecks) -> None:
+def _check_job_user(settings: Settings, checks: ServeChecks) -> JobUser | None:
+    """Who local jobs will run as (docs/security.md, "The second wall"): refused as root, or when
+    that user cannot run them; said out loud when jobs run as the service's own user."""
+    try:
+        user = JobUser.resolve(settings.local_job_user, settings.local_job_allow_root)
+        job_python(user, settings.local_job_python)
+    except JobUserError as exc:
+        checks.errors.append(exc.message)
+        return None
+    if user.uid == 0:
+        checks.warnings.append(
+            "WARNING: ASYNC_QUERY_LOCAL_JOB_ALLOW_ROOT: local jobs run as root: a statement that gets past "
+            "validation can read and change everything on this machine"
+        )
+    elif not user.switches:
+        checks.warnings.append(
+            f"note: local jobs run as the service's own user ({user.name}), so they could read what it reads "
+            "(the users file, the sealing key, the index); run the service as root to run them as "
+            "ASYNC_QUERY_LOCAL_JOB_USER (default: nobody)"
+        )
+    return user
+
+
+def _check_users_file(settings: Settings, checks: ServeChecks, job_user: JobUser | None = None) -> None:
     path = settings.users_path
     try:
         users = read_users(path)
@@ -138,6 +167,10 @@ def _check_users_file(settings: Settings, checks: ServeChecks) -> None:
     if not users:
         checks.errors.append(
             f"ASYNC_QUERY_AUTH=basic: the users file {path} has no users; add one with `{ADD_USER_HINT}`"
+        )
+    elif job_user is not None and job_user.switches and job_user.can_reach(path):
+        checks.errors.append(
+            f"the users file {path} can be read by the job user {job_user.name} (every password hash): chmod 600 {path}"
         )
     elif path.stat().st_mode & 0o077:
         checks.warnings.append(f"WARNING: the users file {path} can be read by other users: chmod 600 {path}")

@@ -26,10 +26,6 @@ ID_COLUMN = "__id__"
 FILE_PATH_COLUMN = "file_path"
 
 
-class IndexBuildError(Exception):
-    """The index cannot be built as its metadata says (a column or table is gone...)."""
-
-
 def session_table(table: str, datasource: str) -> str:
     """``table`` (``catalog.db.name``) as Spark names it, back-quoted: the datasource's catalog is
     the session catalog that stands for it."""

@@ -65,7 +65,7 @@ from query_core.flint import (
 from query_core.flint.ast import CreateStatement
 from query_core.flint.metas import flint_meta, flint_metas
 from query_core.flint.naming import FLINT_INDEX_PREFIX, sanitize_index_name
-from query_core.index_ops import MAX_INDEX_ERROR, IndexTarget, IndexTransaction
+from query_core.index_ops import IndexTarget, IndexTransaction
 from query_core.models import now_millis
 from query_core.states import FlintIndexState, SessionState
 from query_core.store import Store
@@ -187,7 +187,7 @@ class FlintEngine:
 
     def read_meta(self, index_name: str) -> IndexMeta | None:
         """The index's metadata, or None when the OpenSearch index does not exist."""
-        found = flint_meta(self.store.index, index_name)
+        found = flint_meta(self.store.admin, index_name)
         if found is None:
             return None
         meta = IndexMeta.from_meta(index_name, found)
@@ -226,7 +226,7 @@ class FlintEngine:
             self._check_stream(meta)
         elif meta.incremental_refresh and meta.kind is not IndexKind.SKIPPING:
             self._check_stream(meta, incremental=True)
-        if self.store.index.index_exists(meta.index_name):
+        if self.store.admin.index_exists(meta.index_name):
             if statement.if_not_exists:
                 log.info("index %s exists: nothing to create", meta.index_name)
                 return _no_rows()
@@ -235,7 +235,7 @@ class FlintEngine:
             schema = self._output_schema(meta)
 
         def work() -> None:
-            self.store.index.create_index(meta.index_name, self._index_body(meta, schema))
+            self.store.admin.create_index(meta.index_name, self._index_body(meta, schema))
 
         self.transaction(meta.index_name).run("create", work, via_fields={"job_start_time": now_millis()})
         if auto:
@@ -339,12 +339,7 @@ class FlintEngine:
         if current is None or current.doc.state is not FlintIndexState.ACTIVE:
             return
         try:
-            self.store.index_states.move(
-                current,
-                FlintIndexState.ACTIVE,
-                error=error[:MAX_INDEX_ERROR],
-                last_update_time=now_millis(),
-            )
+            self.store.index_states.record_error(current, error)
         except (ConflictError, AsyncQueryError) as exc:
             log.warning("could not record the error on %s: %s", transaction.target.index_name, exc)
 
@@ -354,7 +349,7 @@ class FlintEngine:
         if self.stream_settings is None or not statement.options.auto_refresh:
             return self.not_here(statement)
         index_name = flint_index_name(statement.index, self.datasource)
-        raw = flint_meta(self.store.index, index_name)
+        raw = flint_meta(self.store.admin, index_name)
         meta = IndexMeta.from_meta(index_name, raw) if raw else None
         if raw is None or meta is None:
             raise FlintIndexError(f"Index {index_name} doesn't exist")
@@ -366,11 +361,11 @@ class FlintEngine:
         self._check_stream(altered)
 
         def work() -> None:
-            self.store.index.put_mapping_meta(index_name, {**raw, "options": options})
+            self.store.admin.put_mapping_meta(index_name, {**raw, "options": options})
             try:
                 self._stream = self._start_stream(altered, fresh=False)
             except BaseException:
-                self.store.index.put_mapping_meta(index_name, raw)
+                self.store.admin.put_mapping_meta(index_name, raw)
                 raise
 
         self._run_starting("alter to auto refresh", index_name, work)
@@ -484,7 +479,7 @@ class FlintEngine:
         if meta.incremental_refresh and meta.kind is IndexKind.SKIPPING:
             from pyspark.sql import functions as sf
 
-            done = [source.get(FILE_PATH_COLUMN) for _, source in self.store.index.scan(meta.index_name)]
+            done = [source.get(FILE_PATH_COLUMN) for _, source in self.store.admin.scan(meta.index_name)]
             if done:
                 frame = frame.where(~sf.col(FILE_PATH_COLUMN).isin(done))
             self.write(frame, meta, overwrite=False)
@@ -519,7 +514,7 @@ class FlintEngine:
             self.checkpoints.checkpoint(location)
 
         def work() -> None:
-            self.store.index.delete_index(index_name)
+            self.store.admin.delete_index(index_name)
             if location:
                 self.delete_checkpoint(location)
 
@@ -532,7 +527,7 @@ class FlintEngine:
 
     def drop(self, statement: DropIndex) -> FlintOutput:
         index_name = flint_index_name(statement.index, self.datasource)
-        if not self.store.index.index_exists(index_name):
+        if not self.store.admin.index_exists(index_name):
             log.info("Flint index to be deleted doesn't exist: %s", index_name)
             return _no_rows()
         self.transaction(index_name).run("drop", lambda: None)
@@ -555,7 +550,7 @@ class FlintEngine:
         """Flint indexes whose names start with ``flint_<parts joined by _>_``, sorted by name."""
         pattern = sanitize_index_name(FLINT_INDEX_PREFIX + "_".join(prefix_parts) + "_") + "*"
         found = []
-        for name, raw in sorted(flint_metas(self.store.index, pattern).items()):
+        for name, raw in sorted(flint_metas(self.store.admin, pattern).items()):
             meta = IndexMeta.from_meta(name, raw)
             if meta is not None:
                 found.append(meta)

@@ -4,6 +4,8 @@ Every runner is a :class:`~flint_repl_job.runners.base.SessionRunner`: built as
 ``Runner(cfg, store, executor, stop_event)``, run with ``run()`` (the session's end state, or
 None when the session was never this job's). They share the heartbeat
 (:mod:`flint_repl_job.heartbeat`) and the statement runner (:mod:`flint_repl_job.statement`).
+A warm pool job (``spark.flint.job.poolSlot`` set) runs :class:`~.pool.PoolJob` first, which
+waits for a session to claim it and then runs that session as an interactive job.
 """
 
 from __future__ import annotations
@@ -21,11 +23,24 @@ from flint_repl_job.indexes.engine import FlintContext, FlintEngine
 from flint_repl_job.runners.base import SessionRunner
 from flint_repl_job.runners.batch import BatchJob
 from flint_repl_job.runners.interactive import InteractiveJob
+from flint_repl_job.runners.pool import PoolJob
 from flint_repl_job.runners.streaming import StreamingJob
-from query_core.states import SessionType
+from query_core.jobconf import KEYS, Getter, is_claim_key
+from query_core.models import PoolClaim
+from query_core.states import SessionState, SessionType
 from query_core.store import Store, quiet_driver_logs
+from query_core.validation import ALLOW_ALL
 
-__all__ = ["RUNNERS", "BatchJob", "InteractiveJob", "SessionRunner", "StreamingJob", "main", "runner_for"]
+__all__ = [
+    "RUNNERS",
+    "BatchJob",
+    "InteractiveJob",
+    "PoolJob",
+    "SessionRunner",
+    "StreamingJob",
+    "main",
+    "runner_for",
+]
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +75,8 @@ def main(argv: list[str]) -> int:
     spark = SparkSession.builder.config("spark.sql.session.timeZone", "UTC").getOrCreate()
     try:
         conf = spark.sparkContext.getConf()
-        cfg = JobConfig.load(lambda key: conf.get(key, None), argv)
+        get: Getter = lambda key: conf.get(key, None)  # noqa: E731
+        cfg = JobConfig.load(get, argv)
         runner = runner_for(cfg.job_type)
         if runner is None:
             log.error(
@@ -71,24 +87,75 @@ def main(argv: list[str]) -> int:
             return EXIT_UNKNOWN_TYPE
         stop = threading.Event()
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
-        store = Store.connect(cfg.opensearch, cfg.request_index)
-        results = ResultTarget(cfg.result_limits, store.results, cfg.result_index)
-        executor = SparkExecutor(
-            spark,
-            cfg.datasource,
-            flint_engine(spark, store, cfg),
-            cfg.validation,
-            results,
-            limits=cfg.statement_limits,
-            prepare_timeout_s=cfg.statement_prepare_timeout_s,
-        )
-        try:
-            runner(cfg, store, executor, stop).run()
-        finally:
-            executor.close()
+        if cfg.pool_slot:
+            run_pool_job(spark, cfg, get, stop)
+        else:
+            run_session(spark, runner, cfg, stop)
     finally:
         spark.stop()
     return 0
+
+
+def run_session(spark: Any, runner: type[SessionRunner], cfg: JobConfig, stop: threading.Event) -> SessionState | None:
+    """Run the session ``cfg`` names with ``runner``, on ``spark``."""
+    store = Store.connect(cfg.opensearch, cfg.request_index)
+    results = ResultTarget(cfg.result_limits, store.results, cfg.result_index)
+    executor = SparkExecutor(
+        spark,
+        cfg.datasource,
+        flint_engine(spark, store, cfg),
+        cfg.validation,
+        results,
+        limits=cfg.statement_limits,
+        prepare_timeout_s=cfg.statement_prepare_timeout_s,
+    )
+    try:
+        return runner(cfg, store, executor, stop).run()
+    finally:
+        executor.close()
+
+
+def run_pool_job(spark: Any, cfg: JobConfig, get: Getter, stop: threading.Event) -> SessionState | None:
+    """Run a warm pool job (:mod:`.pool`): warm up, wait for a claim, then run its session."""
+    store = Store.connect(cfg.opensearch)
+
+    def become(claim: PoolClaim) -> SessionState | None:
+        session = JobConfig.claimed(get, claim)
+        apply_runtime_conf(spark, claim.conf)
+        return run_session(spark, InteractiveJob, session, stop)
+
+    try:
+        return PoolJob(cfg, store, become, stop, warm_up=lambda: warm_up(spark)).run()
+    finally:
+        store.close()
+
+
+def apply_runtime_conf(spark: Any, claim_conf: dict[str, str]) -> None:
+    """Set the claimed session's runtime Spark settings (the claim's keys that are not the
+    contract's). Any other key is refused: a claim never changes what is fixed at start-up."""
+    for key, value in claim_conf.items():
+        if key in KEYS:
+            continue
+        if not is_claim_key(key):
+            raise ValueError(f"a claim cannot set {key!r}: it is fixed when the job starts")
+        spark.conf.set(key, value)
+
+
+#: What a pool job runs before it is ready: the statement path of a session's first query (the
+#: statement check, catalog naming, planning, code generation, result encoding) and the catalog.
+WARM_UP_STATEMENTS = ("SELECT 'warm' AS warm, 1 AS one", "SELECT id % 3 AS k, count(*) AS n FROM range(100) GROUP BY 1")
+
+
+def warm_up(spark: Any) -> None:
+    """Load what a session's first statements load, leaving nothing behind (no view, no setting,
+    no cached table): the catalog (``SHOW DATABASES``) and a statement run as a session runs one."""
+    spark.sql("SHOW DATABASES").collect()
+    executor = SparkExecutor(spark, "warm", None, ALLOW_ALL)
+    try:
+        for n, sql in enumerate(WARM_UP_STATEMENTS):
+            executor.start(f"pool-warm-up-{n}", sql).future.result(timeout=300)
+    finally:
+        executor.close()
 
 
 def flint_engine(spark: Any, store: Store, cfg: JobConfig) -> FlintEngine:

@@ -18,11 +18,13 @@ from abc import ABC, abstractmethod
 from flint_repl_job.config import JobConfig
 from flint_repl_job.executor import RunningQuery
 from flint_repl_job.figures import JobCounters
-from flint_repl_job.heartbeat import Heartbeat, SessionLostError
+from flint_repl_job.heartbeat import Heartbeat
 from flint_repl_job.statement import Executor, StatementRunner
-from query_core.models import SessionDoc, StatementDoc, Versioned, now_millis
-from query_core.states import SessionState, is_terminal
-from query_core.store import Store, retry_on_conflict
+from query_core.errors import SessionLostError
+from query_core.models import SessionDoc, StatementDoc, Versioned
+from query_core.states import SessionState
+from query_core.store import Store
+from query_core.store.sessions import check_job_owns
 
 log = logging.getLogger(__name__)
 
@@ -85,13 +87,8 @@ class SessionRunner(ABC):
         self.stop_event.set()
 
     def check_owner(self, session: SessionDoc) -> None:
-        mine = self.cfg.job_id
-        if session.job_id and session.job_id != mine:
-            raise SessionLostError(f"session {session.session_id} is owned by job {session.job_id}")
-        if mine in session.exclude_job_ids or mine in self.cfg.exclude_jobs:
-            raise SessionLostError(f"job {mine} is excluded from session {session.session_id}")
-        if is_terminal(session.state):
-            raise SessionLostError(f"session {session.session_id} is {session.state.value}")
+        """Raise :class:`SessionLostError` unless the session is still this job's."""
+        check_job_owns(session, self.cfg.job_id, self.cfg.exclude_jobs)
 
     def wait_for_session(self) -> Versioned[SessionDoc]:
         """The session document, waiting for it to appear (the plugin writes it after launching)."""
@@ -106,21 +103,16 @@ class SessionRunner(ABC):
 
     def claim(self) -> None:
         """Move the session to ``running`` under this job's id."""
-
-        def change(current: Versioned[SessionDoc]) -> Versioned[SessionDoc]:
-            self.check_owner(current.doc)
-            now = now_millis()
-            return self.store.sessions.update(
+        current = self.read_session()
+        if current is not None:
+            cfg = self.cfg
+            self.store.sessions.claim(
                 current,
-                SessionState.RUNNING,
-                job_id=self.cfg.job_id,
-                application_id=self.cfg.application_id,
-                job_start_time=now,
-                last_update_time=now,
-                heartbeat_interval_millis=self.cfg.heartbeat_idle_ms,
+                cfg.job_id,
+                application_id=cfg.application_id,
+                heartbeat_interval_millis=cfg.heartbeat_idle_ms,
+                excluded=cfg.exclude_jobs,
             )
-
-        retry_on_conflict(self.read_session, change)
 
     def end_session(self, state: SessionState, error: str = "") -> None:
         """End the session, unless it has ended or another job has taken it over."""

@@ -13,10 +13,9 @@ import threading
 import time
 
 from flint_repl_job.config import JobConfig
-from flint_repl_job.heartbeat import SessionLostError
 from flint_repl_job.runners.base import SessionRunner
 from flint_repl_job.statement import Executor
-from query_core.errors import AsyncQueryError, IndexUnavailableError
+from query_core.errors import AsyncQueryError, IndexUnavailableError, SessionLostError
 from query_core.models import StatementDoc, Versioned, now_millis
 from query_core.states import SessionState, StatementState, is_terminal
 from query_core.store import Store

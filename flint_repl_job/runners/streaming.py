@@ -45,9 +45,8 @@ from query_core.flint import (
     CreateSkippingIndex,
     RecoverIndexJob,
 )
-from query_core.index_ops import MAX_INDEX_ERROR, IndexTarget, IndexTransaction
-from query_core.models import now_millis
-from query_core.states import INDEX_OPERATIONS, FlintIndexState, SessionState, StatementState
+from query_core.index_ops import IndexTarget, IndexTransaction
+from query_core.states import FlintIndexState, SessionState, StatementState
 from query_core.store import Store
 
 log = logging.getLogger(__name__)
@@ -56,7 +55,6 @@ NOT_SUPPORTED = (
     "a streaming job runs CREATE ... WITH (auto_refresh = true), ALTER ... WITH (auto_refresh = true) "
     "and RECOVER INDEX JOB only"
 )
-FAIL_STREAM = INDEX_OPERATIONS["fail stream"]
 #: How often the stream's source tables are looked up in the catalog.
 TABLE_CHECK_S = 30.0
 
@@ -199,23 +197,16 @@ class StreamingJob(BatchJob):
         """The stream died: ``refreshing -> failed`` with the cause (when the index is still this
         job's), and the session ends ``fail`` with it.
 
-        A conditional write of the ``fail stream`` move rather than ``IndexTransaction.run``: that
-        clears ``error`` on the end state of an operation without a transitioning state, and here
-        the error is the point."""
+        The index states' ``fail_stream`` rather than ``IndexTransaction.run``: that clears
+        ``error`` on the end state of an operation without a transitioning state, and here the
+        error is the point."""
         log.error("%s", failure)
         if stream.query.isActive:
             stream.query.stop()
         current = transaction.current()
-        doc = current.doc if current is not None else None
-        if current is not None and doc is not None and doc.state in FAIL_STREAM.start:
-            if not doc.job_id or doc.job_id == self.cfg.job_id:
-                try:
-                    self.store.index_states.move(
-                        current,
-                        FAIL_STREAM.end or FlintIndexState.FAILED,
-                        error=failure[:MAX_INDEX_ERROR],
-                        last_update_time=now_millis(),
-                    )
-                except ConflictError:
-                    log.warning("state of %s moved meanwhile: left as it is", stream.index_name)
+        if current is not None:
+            try:
+                self.store.index_states.fail_stream(current, failure, job_id=self.cfg.job_id)
+            except ConflictError:
+                log.warning("state of %s moved meanwhile: left as it is", stream.index_name)
         return SessionState.FAIL, failure

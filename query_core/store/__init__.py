@@ -1,19 +1,20 @@
 """All index access: one index client, a repository per document kind, and an in-memory twin.
 
-- :mod:`.connector`: the small interface the repositories are written against, and typed queries;
-- :mod:`.client`: :class:`IndexClient`, an OpenSearch cluster behind that interface (the only
+- :mod:`.connector`: the two small interfaces of a cluster, documents (what the repositories
+  are written against) and index administration (the Flint data indexes), and typed queries;
+- :mod:`.client`: :class:`IndexClient`, an OpenSearch cluster behind both interfaces (the only
   user of opensearch-py: transport, retries, error translation, conditional writes);
 - :mod:`.memory`: :class:`MemoryIndex`, the in-memory twin for unit tests, held to the same
   contract tests;
 - one repository per document kind: :mod:`.statements`, :mod:`.sessions`, :mod:`.results`,
-  :mod:`.index_states`, :mod:`.datasources`, :mod:`.locks`; the stateful kinds share
+  :mod:`.index_states`, :mod:`.datasources`, :mod:`.locks`, :mod:`.pool` (warm pool jobs); the stateful kinds share
   :mod:`.documents` (the one conditional write that moves a document, checked by the transition
   table in :mod:`query_core.states`).
 
 :class:`Store` bundles the repositories over one connector; no module above this package talks to a
-connector's documents except through a repository (Flint data indexes, which are not documents of
-this product, are the connector's own calls). The documents and their states are described in
-``docs/documents.md``.
+connector's documents except through a repository. Flint data indexes, which are not documents of
+this product, are administered through :attr:`Store.admin`, the index-administration interface
+alone. The documents and their states are described in ``docs/documents.md``.
 """
 
 from __future__ import annotations
@@ -22,25 +23,39 @@ from query_core.config import OpenSearchConfig
 from query_core.ids import request_index
 from query_core.models import SessionDoc, StatementDoc, Versioned
 from query_core.store.client import IndexClient, quiet_driver_logs, translate
-from query_core.store.connector import Found, IndexConnector, Query, Range, Term, Terms, Version
+from query_core.store.connector import (
+    DocumentConnector,
+    Found,
+    IndexAdmin,
+    IndexConnector,
+    Query,
+    Range,
+    Term,
+    Terms,
+    Version,
+)
 from query_core.store.datasources import DatasourceRepository
 from query_core.store.documents import DocumentRepository, retry_on_conflict
 from query_core.store.index_states import IndexStateRepository
 from query_core.store.locks import LockRepository
 from query_core.store.memory import MemoryIndex
+from query_core.store.pool import PoolJobRepository
 from query_core.store.results import ResultRepository
 from query_core.store.sessions import SessionRepository
 from query_core.store.statements import Settled, StatementRepository
 
 __all__ = [
     "DatasourceRepository",
+    "DocumentConnector",
     "DocumentRepository",
     "Found",
+    "IndexAdmin",
     "IndexClient",
     "IndexConnector",
     "IndexStateRepository",
     "LockRepository",
     "MemoryIndex",
+    "PoolJobRepository",
     "Query",
     "Range",
     "ResultRepository",
@@ -61,11 +76,14 @@ class Store:
     """The repositories of every document kind, over one connector.
 
     ``request_index`` binds the statement, session and index-state repositories to one request
-    index (a job's, which it is told); without it each datasource's own is used.
+    index (a job's, which it is told); without it each datasource's own is used. ``index`` is the
+    connector itself (both interfaces); :attr:`admin` is the same connector seen as the
+    index-administration interface alone, for the users of Flint data indexes.
     """
 
     def __init__(self, index: IndexConnector, request_index: str | None = None) -> None:
         self.index = index
+        self.admin: IndexAdmin = index
         self.request_index = request_index
         self.results = ResultRepository(index)
         self.statements = StatementRepository(index, request_index, self.results)
@@ -73,6 +91,8 @@ class Store:
         self.index_states = IndexStateRepository(index, request_index)
         self.datasources = DatasourceRepository(index)
         self.locks = LockRepository(index)
+        #: Warm pool jobs, in the deployment-wide index whatever ``request_index`` says.
+        self.pool = PoolJobRepository(index)
 
     @classmethod
     def connect(cls, cfg: OpenSearchConfig, request_index: str | None = None) -> Store:

@@ -1,4 +1,5 @@
-"""The index client: the one user of opensearch-py (an :class:`~query_core.store.connector.IndexConnector`).
+"""The index client: the one user of opensearch-py (both interfaces of
+:mod:`query_core.store.connector`: documents and index administration).
 
 - The product's own indexes (request, result, datasource) are created lazily, from
   ``index_mappings``, the first time a write finds them missing; an index template per kind makes
@@ -13,11 +14,13 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
+from urllib.parse import quote
 
 from opensearchpy import OpenSearch
 from opensearchpy import exceptions as os_exc
@@ -33,7 +36,7 @@ from query_core.errors import (
     InvalidRequestError,
     VersionConflictError,
 )
-from query_core.ids import DATASOURCE_INDEX, REQUEST_INDEX_PATTERN, REQUEST_INDEX_PREFIX, RESULT_INDEX_PATTERN
+from query_core.ids import DATASOURCE_INDEX, REQUEST_INDEX_PATTERN, RESULT_INDEX_PATTERN, index_kind
 from query_core.realtime import AsyncRealtimeReader, ReadNotServed, ReadTimedOut, RealtimeReader
 from query_core.retry import bounded_retrying
 from query_core.store.connector import (
@@ -53,6 +56,10 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 _TRANSIENT_STATUS = frozenset({429, 502, 503, 504})
+#: The request header that marks a write as one a crash may lose (a heartbeat), with its value.
+DURABILITY_HEADER = "X-Async-Query-Durability"
+LIVENESS = "liveness"
+LIVENESS_HEADERS = {DURABILITY_HEADER: LIVENESS}
 
 
 def quiet_driver_logs() -> None:
@@ -141,7 +148,8 @@ def build_client(cfg: OpenSearchConfig) -> OpenSearch:
 
 
 class IndexClient:
-    """An OpenSearch cluster as an :class:`~query_core.store.connector.IndexConnector`."""
+    """An OpenSearch cluster as an :class:`~query_core.store.connector.IndexConnector`: its
+    documents, and the administration of its (Flint data) indexes."""
 
     def __init__(self, cfg: OpenSearchConfig, client: OpenSearch | None = None) -> None:
         self.cfg = cfg
@@ -268,10 +276,10 @@ class IndexClient:
     def _ensure_index(self, index: str, recheck: bool = False) -> None:
         if recheck:
             self._known_indexes.discard(index)
-            self._known_templates.discard(_index_kind(index))
+            self._known_templates.discard(index_kind(index))
         if index in self._known_indexes:
             return
-        kind = _index_kind(index)
+        kind = index_kind(index)
         self._ensure_template(kind)
 
         def create() -> bool:
@@ -334,6 +342,9 @@ class IndexClient:
             nonlocal attempts
             attempts += 1
             try:
+                lean = self._lean_write("PUT", f"/{_quoted(index)}/_create/{_quoted(doc_id)}", source)
+                if lean is not None:
+                    return lean
                 return self._client.index(index=index, id=doc_id, body=source, op_type="create")
             except os_exc.ConflictError:
                 if attempts > 1 and self._source_is(index, doc_id, source):
@@ -354,10 +365,36 @@ class IndexClient:
         return bool(found.get("_source") == source)
 
     def put(self, index: str, doc_id: str, source: dict[str, Any]) -> Version:
-        res = self._write(
-            index, f"put {index}/{doc_id}", lambda: self._client.index(index=index, id=doc_id, body=source)
-        )
-        return _version(res)
+        def call() -> dict[str, Any]:
+            lean = self._lean_write("PUT", f"/{_quoted(index)}/_doc/{_quoted(doc_id)}", source)
+            return lean if lean is not None else self._client.index(index=index, id=doc_id, body=source)
+
+        return _version(self._write(index, f"put {index}/{doc_id}", call))
+
+    def _lean_write(
+        self, method: str, path: str, body: Any, headers: dict[str, str] | None = None
+    ) -> dict[str, Any] | None:
+        """A document write on the lean connection (:meth:`RealtimeReader.write`), answered as the
+        driver answers: its reply, or the driver's exception for the status (a 409 is its
+        ``ConflictError``). None when it cannot be made that way (no lean connection; a body JSON
+        cannot encode as it is), for the caller to use the driver."""
+        reader = self._reader
+        if reader is None:
+            return None
+        try:
+            data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+        except (TypeError, ValueError):
+            return None
+        status, reply = reader.write(method, path, data, headers)
+        if 200 <= status < 300:
+            try:
+                answer = json.loads(reply)
+            except ValueError as exc:
+                raise os_exc.TransportError(status, "unparsable reply", None) from exc
+            if isinstance(answer, dict):
+                return answer
+            raise os_exc.TransportError(status, "unexpected reply", None)
+        raise driver_error(status, reply)
 
     def get(self, index: str, doc_id: str) -> Found | None:
         """Real-time get by id: on a lean connection (:mod:`query_core.realtime`), and through the
@@ -418,15 +455,33 @@ class IndexClient:
     def update_if(self, index: str, doc_id: str, partial: dict[str, Any], version: Version) -> Version:
         """Partial update applied only if the document is still at ``version``. A document deleted
         meanwhile is no longer at that version either: that too is a :class:`VersionConflictError`."""
+        return self._update_if(index, doc_id, partial, version, None)
+
+    def update_liveness_if(self, index: str, doc_id: str, partial: dict[str, Any], version: Version) -> Version:
+        """:meth:`update_if`, marked as a liveness write (:data:`DURABILITY_HEADER`): the embedded
+        index answers it without waiting for its journal; any other cluster ignores the mark."""
+        return self._update_if(index, doc_id, partial, version, LIVENESS_HEADERS)
+
+    def _update_if(
+        self, index: str, doc_id: str, partial: dict[str, Any], version: Version, headers: dict[str, str] | None
+    ) -> Version:
+        path = (
+            f"/{_quoted(index)}/_update/{_quoted(doc_id)}"
+            f"?if_seq_no={version.seq_no}&if_primary_term={version.primary_term}"
+        )
 
         def call() -> dict[str, Any]:
             try:
+                lean = self._lean_write("POST", path, {"doc": partial}, headers)
+                if lean is not None:
+                    return lean
                 return self._client.update(
                     index=index,
                     id=doc_id,
                     body={"doc": partial},
                     if_seq_no=version.seq_no,
                     if_primary_term=version.primary_term,
+                    headers=headers,
                 )
             except os_exc.NotFoundError as exc:
                 raise VersionConflictError(f"update {index}/{doc_id}: {_reason(exc)}") from exc
@@ -634,6 +689,27 @@ class IndexClient:
         return {"settings": {"index": settings}, "mappings": found.get("mappings", {})}
 
 
+def driver_error(status: int, body: bytes) -> os_exc.TransportError:
+    """The driver's exception for an error reply, as opensearch-py makes it (its class by status,
+    the error's type as its error, the parsed body as its info)."""
+    info: Any = None
+    error: Any = body.decode("utf-8", "replace")
+    try:
+        info = json.loads(body)
+    except ValueError:
+        info = None
+    if isinstance(info, dict):
+        error = info.get("error", error)
+        if isinstance(error, dict) and "type" in error:
+            error = error["type"]
+    kind = cast(type[os_exc.TransportError], os_exc.HTTP_EXCEPTIONS.get(status, os_exc.TransportError))
+    return kind(status, error, info)
+
+
+def _quoted(name: str) -> str:
+    return quote(name, safe="")
+
+
 def _version(res: dict[str, Any]) -> Version:
     return Version(int(res["_seq_no"]), int(res["_primary_term"]))
 
@@ -676,14 +752,6 @@ def _lacks_fields(mappings: dict[str, Any], wanted: dict[str, Any]) -> bool:
     """Whether ``mappings`` lack a field of ``wanted`` (a create-index body)."""
     have = mappings.get("properties", {})
     return any(name not in have for name in wanted.get("mappings", {}).get("properties", {}))
-
-
-def _index_kind(index: str) -> index_mappings.IndexKind:
-    if index.startswith(REQUEST_INDEX_PREFIX):
-        return "request_index"
-    if index == DATASOURCE_INDEX:
-        return "datasource_index"
-    return "result_index"
 
 
 #: Index settings the cluster assigns itself; an index created from a snapshot gets new ones.

@@ -1,9 +1,17 @@
-"""The small interface every repository is written against, and the typed queries it takes.
+"""The two small interfaces of a cluster, and the typed queries they take.
 
-Two connectors implement it: :class:`query_core.store.client.IndexClient` (an OpenSearch cluster,
-the only user of opensearch-py) and :class:`query_core.store.memory.MemoryIndex` (an in-memory
-twin for unit tests). One contract test module holds both to the same behaviour
-(``tests/integration/test_connector_contract.py``); the rules are in ``docs/documents.md``:
+- :class:`DocumentConnector`: the product's documents (statements, sessions, results, index
+  states, datasources, locks), the one interface every repository is written against;
+- :class:`IndexAdmin`: whole indexes and their contents in bulk, for the Flint data indexes (which
+  are not documents of this product): create, delete, mappings and their ``_meta``, bulk writes,
+  scans. Its users (the job's Flint engine and its ``opensearch`` data source, the plugin's index
+  DML and housekeeping) depend on it alone.
+
+Two connectors implement both (:class:`IndexConnector`): :class:`query_core.store.client.IndexClient`
+(an OpenSearch cluster, the only user of opensearch-py) and :class:`query_core.store.memory.MemoryIndex`
+(an in-memory twin for unit tests). One contract suite holds both to the same behaviour, every call
+of both interfaces (``tests/integration/test_store_contract.py``), to these rules (those of
+documents are explained in ``docs/documents.md``):
 
 - reads by id are real-time: a write is visible to the next read by id;
 - searches see a write only after the index refreshes (a real cluster refreshes every second):
@@ -11,7 +19,14 @@ twin for unit tests). One contract test module holds both to the same behaviour
 - a create-only write of a taken id raises :class:`~query_core.errors.DocumentExistsError`;
 - a conditional write (``update_if``/``delete_if``) at a version that is no longer the document's
   (or of a document that is gone) raises :class:`~query_core.errors.VersionConflictError`;
-- an index is created on its first write; a read or search of a missing index finds nothing.
+- an index is created on its first write; a read or search of a missing index finds nothing;
+- index administration of a missing index: ``index_exists`` and ``delete_index`` say so,
+  ``mappings`` finds nothing, and ``put_mapping_meta``, ``delete_all`` and ``scan`` raise
+  :class:`~query_core.errors.IndexOperationError`;
+- an index created without a mapping for a field maps it on the first write that has it (strings
+  as ``text`` with a ``keyword`` sub-field, or ``date`` when they read as one; whole numbers as
+  ``long``, others as ``float``; ``boolean``; objects by their fields), unless its mapping says
+  ``dynamic: false`` (the field is kept unmapped) or ``strict`` (the write is refused).
 
 Queries are a tiny typed language (:class:`Query` of :class:`Term`, :class:`Terms` and
 :class:`Range` filters, a sort and a size) rather than raw query DSL, so the twin need not parse
@@ -96,13 +111,20 @@ CallListener = Callable[[str, str, int], None]
 CALL_OUTCOMES = ("2xx", "4xx", "5xx", "unreachable", "error")
 
 
-class IndexConnector(Protocol):
-    """Documents and indexes of one cluster (see the module's documentation for the rules)."""
+class Connection(Protocol):
+    """What both interfaces share: one cluster's call listeners, a liveness check and a close."""
 
-    write_listeners: list[WriteListener]
     call_listeners: list[CallListener]
 
-    # -- documents --------------------------------------------------------------------------
+    def ping(self) -> bool: ...
+
+    def close(self) -> None: ...
+
+
+class DocumentConnector(Connection, Protocol):
+    """The product's documents (see the module's documentation for the rules)."""
+
+    write_listeners: list[WriteListener]
 
     def get(self, index: str, doc_id: str) -> Found | None:
         """The document, read in real time; None when absent."""
@@ -131,6 +153,12 @@ class IndexConnector(Protocol):
         """Partial update applied only while the document is at ``version``."""
         ...
 
+    def update_liveness_if(self, index: str, doc_id: str, partial: dict[str, Any], version: Version) -> Version:
+        """:meth:`update_if` of a write that only says its writer is alive (a heartbeat): an index
+        that journals its writes may answer it before it is durable, and a crash may lose it
+        (``docs/durability.md``); everything else is as :meth:`update_if`."""
+        ...
+
     def delete_if(self, index: str, doc_id: str, version: Version) -> None:
         """Delete applied only while the document is at ``version``."""
         ...
@@ -144,14 +172,16 @@ class IndexConnector(Protocol):
         ...
 
     def delete_by_query(self, index: str, query: Query) -> int:
-        """Delete the matching documents; returns how many."""
+        """Delete the matching documents (as of the last refresh); returns how many."""
         ...
 
     def refresh(self, index: str) -> None:
         """Make every write so far searchable (tests; the product never waits for it)."""
         ...
 
-    # -- whole indexes (Flint data indexes) ----------------------------------------------------
+
+class IndexAdmin(Connection, Protocol):
+    """Whole indexes and their contents in bulk: the Flint data indexes."""
 
     def index_exists(self, index: str) -> bool: ...
 
@@ -172,22 +202,23 @@ class IndexConnector(Protocol):
         ...
 
     def bulk_index(self, index: str, docs: Sequence[tuple[str | None, dict[str, Any]]]) -> int:
-        """Index documents (id None: the server picks one); returns how many were indexed."""
+        """Index documents (id None: the server picks one); returns how many were indexed. The
+        index is created on the first write, with dynamic mappings."""
         ...
 
     def delete_all(self, index: str) -> int:
-        """Delete every document of ``index`` (the index and its mapping stay)."""
+        """Delete every document of ``index`` (as of the last refresh; the index and its mapping
+        stay); returns how many."""
         ...
 
     def scan(self, index: str, batch: int = 1000) -> Iterator[tuple[str, dict[str, Any]]]:
-        """Every document of the index as (id, source)."""
+        """Every document of the index as (id, source), read in batches of ``batch``."""
         ...
 
-    # -- the connection ---------------------------------------------------------------------
 
-    def ping(self) -> bool: ...
-
-    def close(self) -> None: ...
+class IndexConnector(DocumentConnector, IndexAdmin, Protocol):
+    """Both interfaces over one cluster: what :class:`~query_core.store.client.IndexClient` and
+    :class:`~query_core.store.memory.MemoryIndex` are, and what a :class:`~query_core.store.Store` holds."""
 
 
 def tell(listeners: list[WriteListener], doc_id: str) -> None:

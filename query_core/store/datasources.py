@@ -8,11 +8,11 @@ from __future__ import annotations
 from typing import Any
 
 from query_core.ids import DATASOURCE_INDEX
-from query_core.store.connector import IndexConnector, Query
+from query_core.store.connector import DocumentConnector, Query
 
 
 class DatasourceRepository:
-    def __init__(self, index: IndexConnector) -> None:
+    def __init__(self, index: DocumentConnector) -> None:
         self.index = index
 
     def get(self, name: str) -> dict[str, Any] | None:

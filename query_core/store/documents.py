@@ -2,6 +2,9 @@
 on creation, the one conditional write that moves a document (checked by the transition table in
 :mod:`query_core.states`), searches, and the re-read-on-conflict loop.
 
+The moving write is private: each kind's repository names its recurring operations (start a
+statement, claim a session, begin an index operation...) on top of it, and callers use those.
+
 A kind is a subclass naming its model, its ``type`` field and its id; see ``docs/documents.md``.
 The request index is the datasource's own (``.query_execution_request_<datasource>``) unless the
 repository is bound to another one (a job is told its request index, which the reference plugin
@@ -15,11 +18,11 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 from query_core.errors import UnknownFieldError, VersionConflictError
 from query_core.ids import REQUEST_INDEX_PATTERN, request_index
-from query_core.models import FlintIndexStateDoc, SessionDoc, StatementDoc, Versioned
+from query_core.models import FlintIndexStateDoc, PoolJobDoc, SessionDoc, StatementDoc, Versioned
 from query_core.states import check_initial, check_move
-from query_core.store.connector import Filter, Found, IndexConnector, Query, SortOrder, Term, Version
+from query_core.store.connector import DocumentConnector, Filter, Found, Query, SortOrder, Term, Version
 
-D = TypeVar("D", StatementDoc, SessionDoc, FlintIndexStateDoc)
+D = TypeVar("D", StatementDoc, SessionDoc, FlintIndexStateDoc, PoolJobDoc)
 V = TypeVar("V")
 
 #: How many conflicting writes in a row a change survives before it gives up.
@@ -57,7 +60,7 @@ class DocumentRepository(Generic[D]):
     model: ClassVar[type[Any]]
     doc_type: ClassVar[str]
 
-    def __init__(self, index: IndexConnector, request_index: str | None = None) -> None:
+    def __init__(self, index: DocumentConnector, request_index: str | None = None) -> None:
         self.index = index
         #: The request index every call uses (None: the datasource's own).
         self.bound_index = request_index
@@ -110,9 +113,12 @@ class DocumentRepository(Generic[D]):
         )
         return Versioned(doc, version.seq_no, version.primary_term)
 
-    def move(self, current: Versioned[D], state: Any, **fields: Any) -> Versioned[D]:
+    def _move(self, current: Versioned[D], state: Any, *, liveness: bool = False, **fields: Any) -> Versioned[D]:
         """The one conditional write that changes a document: ``state`` (its current one for a
-        write that only changes fields) must be a move the transition table allows.
+        write that only changes fields) must be a move the transition table allows. Private: every
+        caller above the store uses a named operation of a repository, built on this write. ``liveness``:
+        a write that only says the writer is alive, which a crash of the index may lose
+        (:meth:`~query_core.store.connector.IndexConnector.update_liveness_if`); never a state change.
 
         Raises :class:`~query_core.errors.InvalidTransitionError` or
         :class:`~query_core.errors.VersionConflictError`, and :class:`UnknownFieldError` for a
@@ -125,12 +131,13 @@ class DocumentRepository(Generic[D]):
         updated = doc.model_copy(update={**fields, "state": state})
         changed = _aliases(doc, fields) | {"state"}
         partial = {k: v for k, v in updated.to_source().items() if k in changed}
-        version = self.index.update_if(
-            self.index_for(doc.data_source_name), self.doc_id(doc), partial, _version_of(current)
-        )
+        if liveness and state != doc.state:
+            raise ValueError(f"{what}: a state change is never a liveness write")
+        write = self.index.update_liveness_if if liveness else self.index.update_if
+        version = write(self.index_for(doc.data_source_name), self.doc_id(doc), partial, _version_of(current))
         return Versioned(updated, version.seq_no, version.primary_term)
 
-    def change(
+    def _change(
         self, current: Versioned[D], fn: Callable[[Versioned[D]], Versioned[D] | None], attempts: int = CHANGE_ATTEMPTS
     ) -> Versioned[D] | None:
         """``fn`` applied to ``current``, and to a fresh read after each conflicting write (see

@@ -10,13 +10,13 @@ from typing import Any
 
 from query_core.errors import DocumentExistsError, VersionConflictError
 from query_core.models import now_millis
-from query_core.store.connector import Found, IndexConnector
+from query_core.store.connector import DocumentConnector, Found
 
 LEASE_TYPE = "lease"
 
 
 class LockRepository:
-    def __init__(self, index: IndexConnector) -> None:
+    def __init__(self, index: DocumentConnector) -> None:
         self.index = index
 
     def read(self, index: str, lock_id: str) -> Found | None:

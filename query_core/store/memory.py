@@ -9,6 +9,13 @@ tests as :class:`~query_core.store.client.IndexClient`:
   does (one refresh every ``refresh_interval_s``, taken lazily when a search comes; ``0`` makes
   every write searchable at once, as the embedded index server does); :meth:`refresh` refreshes
   now;
+- indexes are created and mapped as the cluster client and a cluster do it: a document write
+  creates a product index with its mappings (``index_mappings``), index names a cluster refuses
+  are refused, and a write maps the fields its index lacks (dynamic mapping: strings as ``text``
+  with a ``keyword`` sub-field or, in ISO form, ``date``; whole numbers ``long``, other numbers
+  ``float``, ``boolean``, objects by their fields), unless the mapping says ``dynamic: false``
+  (left unmapped) or ``strict`` (the write is refused). Not modelled: a value that does not fit
+  its field's type, and dates in other formats than ISO 8601;
 - failures can be injected (:meth:`fail_next`) to test what callers do when the index is away;
 - call listeners are told of every call, under the cluster client's operation names: ``2xx``, or
   the injected failure's outcome (a conflict is told as answered, ``2xx``: the twin decides it
@@ -28,7 +35,16 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from query_core.errors import AsyncQueryError, DocumentExistsError, IndexUnavailableError, VersionConflictError
+import index_mappings
+from query_core.errors import (
+    AsyncQueryError,
+    DocumentExistsError,
+    IndexOperationError,
+    IndexUnavailableError,
+    InvalidRequestError,
+    VersionConflictError,
+)
+from query_core.ids import index_kind
 from query_core.store.connector import (
     CallListener,
     Filter,
@@ -57,6 +73,28 @@ _OPERATIONS = {
     "bulk_index": "bulk",
     "delete_all": "delete_by_query",
 }
+
+
+#: Characters a cluster refuses in an index name (besides upper case).
+_REFUSED_NAME_CHARS = frozenset(' ,"*\\<|>/?#:')
+#: A string that dynamic mapping takes for a date (``strict_date_optional_time``).
+_ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}(?:T\d{2}(?::\d{2}(?::\d{2}(?:\.\d{1,9})?)?)?(?:Z|[+-]\d{2}:?\d{2})?)?\Z")
+#: The field types a cluster knows; a mapping naming another is refused.
+_FIELD_TYPES = frozenset(
+    {
+        "text", "keyword", "match_only_text", "wildcard", "constant_keyword", "long", "integer", "short", "byte",
+        "double", "float", "half_float", "scaled_float", "unsigned_long", "date", "date_nanos", "boolean",
+        "binary", "object", "nested", "flat_object", "ip", "geo_point", "geo_shape", "integer_range",
+        "long_range", "float_range", "double_range", "date_range", "ip_range", "completion",
+        "search_as_you_type", "token_count", "alias", "join", "rank_feature", "rank_features", "percolator",
+        "knn_vector", "version",
+    }
+)  # fmt: skip
+_TEXT = {"type": "text", "fields": {"keyword": {"type": "keyword", "ignore_above": 256}}}
+
+
+class _MappingRefusedError(Exception):
+    """A write the index's mapping refuses (``strict``); each call reports it as the client does."""
 
 
 @dataclass
@@ -103,9 +141,23 @@ class MemoryIndex:
             raise failure
 
     def _index(self, name: str, create: bool = False) -> _Index | None:
+        """The index ``name``; with ``create``, created when missing (by a bulk write: dynamic
+        mappings; the caller has checked the name)."""
         found = self._indexes.get(name)
         if found is None and create:
             found = self._indexes[name] = _Index(refreshed_at=time.monotonic())
+        return found
+
+    def _product_index(self, name: str) -> _Index:
+        """The product index ``name``, created with its kind's mappings when missing (as the
+        cluster client does before a document write)."""
+        found = self._indexes.get(name)
+        if found is None:
+            refusal = _name_refusal(name)
+            if refusal is not None:
+                raise InvalidRequestError(f"create index {name}: invalid_index_name_exception: {refusal}")
+            body = _normalized(index_mappings.load(index_kind(name)))
+            found = self._indexes[name] = _Index(body=body, refreshed_at=time.monotonic())
         return found
 
     def _matching(self, pattern: str) -> list[tuple[str, _Index]]:
@@ -137,25 +189,37 @@ class MemoryIndex:
         try:
             with self._lock:
                 self._enter("create")
-                idx = self._index(index, create=True)
-                assert idx is not None
+                idx = self._product_index(index)
                 if doc_id in idx.docs:
                     raise DocumentExistsError(f"create {index}/{doc_id}: document already exists")
-                return self._store(idx, doc_id, copy.deepcopy(source))
+                return self._write(idx, f"create {index}/{doc_id}", doc_id, copy.deepcopy(source))
         finally:
             tell(self.write_listeners, doc_id)
 
     def _store(self, idx: _Index, doc_id: str, source: dict[str, Any]) -> Version:
+        """Write a document, mapping the fields its index lacks; :class:`_MappingRefusedError` (nothing
+        written) when the mapping refuses one."""
+        _map_new_fields(idx.body, source)
         seq_no = idx.next_seq()
         idx.docs[doc_id] = (source, seq_no)
         return Version(seq_no, PRIMARY_TERM)
 
+    def _write(self, idx: _Index, what: str, doc_id: str, source: dict[str, Any]) -> Version:
+        """:meth:`_store` for a document call: a refusal as the client reports a 400."""
+        try:
+            return self._store(idx, doc_id, source)
+        except _MappingRefusedError as exc:
+            raise InvalidRequestError(f"{what}: strict_dynamic_mapping_exception: {exc}") from None
+
     def put(self, index: str, doc_id: str, source: dict[str, Any]) -> Version:
         with self._lock:
             self._enter("put")
-            idx = self._index(index, create=True)
-            assert idx is not None
-            return self._store(idx, doc_id, copy.deepcopy(source))
+            idx = self._product_index(index)
+            return self._write(idx, f"put {index}/{doc_id}", doc_id, copy.deepcopy(source))
+
+    def update_liveness_if(self, index: str, doc_id: str, partial: dict[str, Any], version: Version) -> Version:
+        """As :meth:`update_if` (memory has no durability to spare)."""
+        return self.update_if(index, doc_id, partial, version)
 
     def update_if(self, index: str, doc_id: str, partial: dict[str, Any], version: Version) -> Version:
         try:
@@ -166,7 +230,7 @@ class MemoryIndex:
                 source = {**current, **copy.deepcopy(partial)}
                 if source == current:  # a real cluster detects a no-op update: no new version
                     return version
-                return self._store(idx, doc_id, source)
+                return self._write(idx, f"update {index}/{doc_id}", doc_id, source)
         finally:
             tell(self.write_listeners, doc_id)
 
@@ -256,9 +320,18 @@ class MemoryIndex:
     def create_index(self, index: str, body: dict[str, Any]) -> bool:
         with self._lock:
             self._enter("create_index")
+            refusal = _name_refusal(index)
+            if refusal is not None:
+                raise InvalidRequestError(f"create index {index}: invalid_index_name_exception: {refusal}")
             if index in self._indexes:
                 return False
-            self._indexes[index] = _Index(body=copy.deepcopy(body), refreshed_at=time.monotonic())
+            unknown = _unknown_type(body.get("mappings", {}))
+            if unknown is not None:
+                raise InvalidRequestError(
+                    f"create index {index}: mapper_parsing_exception: Failed to parse mapping [_doc]: "
+                    f"No handler for type [{unknown[1]}] declared on field [{unknown[0]}]"
+                )
+            self._indexes[index] = _Index(body=_normalized(body), refreshed_at=time.monotonic())
             return True
 
     def delete_index(self, index: str) -> bool:
@@ -274,36 +347,56 @@ class MemoryIndex:
     def put_mapping_meta(self, index: str, meta: dict[str, Any]) -> None:
         with self._lock:
             self._enter("put_mapping_meta")
-            idx = self._index(index)
-            if idx is None:
-                raise VersionConflictError(f"put mapping {index}: no such index")
+            idx = self._existing(index, "put mapping")
             idx.body.setdefault("mappings", {})["_meta"] = copy.deepcopy(meta)
 
+    def _existing(self, index: str, what: str) -> _Index:
+        """The index, or the cluster's 404 as the client reports it."""
+        idx = self._index(index)
+        if idx is None:
+            raise IndexOperationError(f"{what} {index}: 404 index_not_found_exception: no such index [{index}]")
+        return idx
+
     def bulk_index(self, index: str, docs: Sequence[tuple[str | None, dict[str, Any]]]) -> int:
+        """Every document the mapping takes is written; the first one refused is then reported, as
+        the cluster client reports a refused item of a bulk request."""
         with self._lock:
             self._enter("bulk_index")
+            refusal = _name_refusal(index)
+            if refusal is not None and docs:
+                raise IndexOperationError(
+                    f"bulk {index}: document {docs[0][0] or '(new)'} refused (400): "
+                    f"invalid_index_name_exception: {refusal}"
+                )
             idx = self._index(index, create=True)
             assert idx is not None
+            refused: list[str] = []
             for doc_id, source in docs:
-                self._store(idx, doc_id if doc_id is not None else f"auto-{idx.seq_no + 1}", copy.deepcopy(source))
+                try:
+                    self._store(idx, doc_id if doc_id is not None else f"auto-{idx.seq_no + 1}", copy.deepcopy(source))
+                except _MappingRefusedError as exc:
+                    refused.append(f"document {doc_id or '(new)'} refused (400): strict_dynamic_mapping_exception: {exc}")
+            if refused:
+                raise IndexOperationError(f"bulk {index}: {refused[0]}")
             return len(docs)
 
     def delete_all(self, index: str) -> int:
+        """Every document a search sees (as of the last refresh, as a cluster's delete by query)."""
         with self._lock:
             self._enter("delete_all")
-            idx = self._index(index)
-            if idx is None:
-                return 0
-            deleted = len(idx.docs)
-            idx.docs.clear()
-            idx.next_seq()
-            return deleted
+            idx = self._existing(index, "delete_by_query")
+            doomed = [doc_id for doc_id in self._searchable(idx) if doc_id in idx.docs]
+            for doc_id in doomed:
+                idx.next_seq()
+                del idx.docs[doc_id]
+            return len(doomed)
 
     def scan(self, index: str, batch: int = 1000) -> Iterator[tuple[str, dict[str, Any]]]:
+        """Every document a search sees (as of the last refresh, as a cluster's scroll)."""
         with self._lock:
             self._enter("scan")
-            idx = self._index(index)
-            items = [] if idx is None else [(doc_id, copy.deepcopy(src)) for doc_id, (src, _) in idx.docs.items()]
+            idx = self._existing(index, "scan")
+            items = [(doc_id, copy.deepcopy(src)) for doc_id, (src, _) in self._searchable(idx).items()]
         yield from items
 
     # -- the connection ---------------------------------------------------------------------
@@ -363,3 +456,131 @@ def _sorted(hits: list[Found], query: Query) -> list[Found]:
         present.sort(key=lambda h, n=name: _field(h.source, n), reverse=order == "desc")  # type: ignore[misc]
         hits = present + missing
     return hits
+
+
+# -- indexes and mappings --------------------------------------------------------------------------
+
+
+def _name_refusal(index: str) -> str | None:
+    """Why a cluster refuses ``index`` as an index name; None when it takes it."""
+    if index in (".", ".."):
+        return f"Invalid index name [{index}], must not be '.' or '..'"
+    if index.startswith(("_", "-", "+")):
+        return f"Invalid index name [{index}], must not start with '_', '-', or '+'"
+    if index != index.lower() or any(c in _REFUSED_NAME_CHARS for c in index):
+        return (
+            f"Invalid index name [{index}], must be lowercase and must not contain the following characters: "
+            '[ , ", *, \\, <, |, ,, >, /, ?]'
+        )
+    return None
+
+
+def _unknown_type(mapping: dict[str, Any], path: str = "") -> tuple[str, str] | None:
+    """The first field of ``mapping`` (and its sub-fields) of a type no cluster knows: (field, type)."""
+    for name, spec in mapping.get("properties", {}).items():
+        field_path = f"{path}{name}"
+        kind = spec.get("type")
+        if kind is not None and kind not in _FIELD_TYPES:
+            return field_path, str(kind)
+        found = _unknown_type(spec, f"{field_path}.") or _unknown_type(
+            {"properties": spec.get("fields", {})}, f"{field_path}."
+        )
+        if found is not None:
+            return found
+    return None
+
+
+def _normalized(body: dict[str, Any]) -> dict[str, Any]:
+    """A create-index body as a cluster keeps its mappings: ``dynamic`` as a string, and an object
+    field with fields of its own without ``type: object``."""
+
+    def mapping(spec: dict[str, Any]) -> dict[str, Any]:
+        out = {k: v for k, v in spec.items() if k != "properties"}
+        if isinstance(out.get("dynamic"), bool):
+            out["dynamic"] = str(out["dynamic"]).lower()
+        if "properties" in spec:
+            out["properties"] = {name: mapping(field) for name, field in spec["properties"].items()}
+            if out.get("type") == "object":
+                del out["type"]
+        return out
+
+    body = copy.deepcopy(body)
+    if "mappings" in body:
+        body["mappings"] = mapping(body["mappings"])
+    return body
+
+
+def _map_new_fields(body: dict[str, Any], source: dict[str, Any]) -> None:
+    """Map the fields of ``source`` that the index's mappings lack, as a cluster's dynamic mapping
+    does. :class:`_MappingRefusedError` (nothing mapped) when a ``strict`` mapping meets a new field."""
+    mapping = body.get("mappings", {})
+    additions: list[tuple[dict[str, Any], str, dict[str, Any]]] = []
+    _new_fields(mapping, source, str(mapping.get("dynamic", "true")).lower(), "", additions)
+    if not additions:
+        return
+    body.setdefault("mappings", mapping)
+    for owner, name, spec in additions:
+        owner.setdefault("properties", {})[name] = spec
+        if owner.get("type") == "object":
+            del owner["type"]
+
+
+def _new_fields(
+    mapping: dict[str, Any],
+    source: dict[str, Any],
+    dynamic: str,
+    path: str,
+    additions: list[tuple[dict[str, Any], str, dict[str, Any]]],
+) -> None:
+    known = mapping.get("properties", {})
+    for name, value in source.items():
+        spec = known.get(name)
+        if spec is None:
+            new = None if dynamic == "false" else _dynamic_spec(value)
+            if new is None:
+                continue
+            if dynamic == "strict":
+                where = path.rstrip(".") or "_doc"
+                raise _MappingRefusedError(
+                    f"mapping set to strict, dynamic introduction of [{name}] within [{where}] is not allowed"
+                )
+            additions.append((mapping, name, new))
+            continue
+        if "properties" in spec or spec.get("type") in ("object", "nested", None):
+            if spec.get("enabled", True) is False:
+                continue
+            inner = str(spec.get("dynamic", dynamic)).lower()
+            for item in value if isinstance(value, list) else [value]:
+                if isinstance(item, dict):
+                    _new_fields(spec, item, inner, f"{path}{name}.", additions)
+
+
+def _dynamic_spec(value: Any) -> dict[str, Any] | None:
+    """The mapping a cluster gives a new field holding ``value``; None while there is nothing to
+    map (null, an empty list)."""
+    if isinstance(value, list):
+        items = [v for v in value if v is not None]
+        if items and all(isinstance(v, dict) for v in items):
+            return _object_spec(items)
+        return _dynamic_spec(items[0]) if items else None
+    if isinstance(value, dict):
+        return _object_spec([value])
+    if isinstance(value, bool):
+        return {"type": "boolean"}
+    if isinstance(value, int):
+        return {"type": "long"}
+    if isinstance(value, float):
+        return {"type": "float"}
+    if isinstance(value, str):
+        return {"type": "date"} if _ISO_DATE.match(value) else copy.deepcopy(_TEXT)
+    return None
+
+
+def _object_spec(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    properties: dict[str, Any] = {}
+    for obj in objects:
+        for name, value in obj.items():
+            spec = _dynamic_spec(value)
+            if spec is not None:
+                properties.setdefault(name, spec)
+    return {"properties": properties} if properties else {"type": "object"}

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 
 from query_core.models import ResultChunkDoc, ResultDoc
-from query_core.store.connector import IndexConnector
+from query_core.store.connector import DocumentConnector
 
 _DECODER = json.JSONDecoder()
 
@@ -33,7 +33,7 @@ class ResultPage:
 
 
 class ResultRepository:
-    def __init__(self, index: IndexConnector) -> None:
+    def __init__(self, index: DocumentConnector) -> None:
         self.index = index
 
     def put(self, result_index: str, doc: ResultDoc) -> None:

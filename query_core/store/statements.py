@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from query_core.errors import InvalidTransitionError
 from query_core.models import ResultDoc, StatementDoc, Versioned
 from query_core.states import StatementState, is_terminal
-from query_core.store.connector import IndexConnector, Range, Term, Terms
+from query_core.store.connector import DocumentConnector, Range, Term, Terms
 from query_core.store.documents import DocumentRepository
 from query_core.store.results import ResultRepository
 
@@ -42,7 +42,7 @@ class StatementRepository(DocumentRepository[StatementDoc]):
     model = StatementDoc
     doc_type = "statement"
 
-    def __init__(self, index: IndexConnector, request_index: str | None, results: ResultRepository) -> None:
+    def __init__(self, index: DocumentConnector, request_index: str | None, results: ResultRepository) -> None:
         super().__init__(index, request_index)
         self.results = results
         self.end_listeners: list[EndListener] = []
@@ -75,9 +75,9 @@ class StatementRepository(DocumentRepository[StatementDoc]):
         def run(current: Versioned[StatementDoc]) -> Versioned[StatementDoc] | None:
             if current.doc.state != StatementState.WAITING:
                 return None
-            return self.move(current, StatementState.RUNNING)
+            return self._move(current, StatementState.RUNNING)
 
-        return self.change(statement, run)
+        return self._change(statement, run)
 
     def cancel(self, statement: Versioned[StatementDoc]) -> tuple[Versioned[StatementDoc], StatementState] | None:
         """Move to ``cancelled``: the cancelled version and the state it was cancelled from; None
@@ -88,11 +88,11 @@ class StatementRepository(DocumentRepository[StatementDoc]):
         def cancel(current: Versioned[StatementDoc]) -> Versioned[StatementDoc]:
             if is_terminal(current.doc.state):
                 raise InvalidTransitionError(f"can't cancel query {query_id}: it is already {current.doc.state.value}")
-            cancelled = self.move(current, StatementState.CANCELLED)
+            cancelled = self._move(current, StatementState.CANCELLED)
             cancelled_from.append(current.doc.state)
             return cancelled
 
-        written = self.change(statement, cancel)
+        written = self._change(statement, cancel)
         if written is None:
             return None
         self._ended(written.doc)
@@ -120,9 +120,9 @@ class StatementRepository(DocumentRepository[StatementDoc]):
             if is_terminal(current.doc.state):
                 found.append(current)
                 return None
-            return self.move(current, state, error=error)
+            return self._move(current, state, error=error)
 
-        written = self.change(statement, end)
+        written = self._change(statement, end)
         if written is not None:
             self._ended(written.doc)
             return Settled(written, True)

@@ -18,7 +18,7 @@ from async_query.api import create_app
 from async_query.datasources import DatasourceRegistry, local_datasource
 from async_query.embedded.metastore import Metastore
 from async_query.launcher.local import LocalLauncher, catalog_settings
-from async_query.service import AsyncQueryService
+from async_query.runtime import Plugin, build_plugin
 from async_query.settings import Settings
 from query_core.config import OpenSearchConfig
 from query_core.store import Store
@@ -76,16 +76,16 @@ def e2e_service(
     catalog: dict[str, str] | None = None,
     properties: dict[str, str] | None = None,
     spark_conf: dict[str, str] | None = None,
+    index_auth: tuple[str, str] | None = None,
     **settings: Any,
-) -> AsyncQueryService:
+) -> Plugin:
     """A service whose local jobs use ``catalog`` (default: each job its own in-memory catalog);
-    ``properties`` and ``spark_conf`` (its ``sparkConf``) are the datasource's."""
+    ``properties`` and ``spark_conf`` (its ``sparkConf``) are the datasource's; ``index_auth``
+    (user, password) reaches an index that wants a credential (the embedded one)."""
     cfg = Settings(data_dir=tmp / "var", **settings)
+    username, password = index_auth or (os.environ.get("OPENSEARCH_USERNAME", ""), os.environ.get("OPENSEARCH_PASSWORD", ""))
     opensearch = OpenSearchConfig(
-        url=index_url,
-        auth="basic" if os.environ.get("OPENSEARCH_USERNAME") else "noauth",
-        username=os.environ.get("OPENSEARCH_USERNAME", ""),
-        password=os.environ.get("OPENSEARCH_PASSWORD", ""),
+        url=index_url, auth="basic" if username else "noauth", username=username, password=password
     )
     datasource = local_datasource(ds_name).model_copy(
         update={"properties": properties or {}, "spark_conf": spark_conf or {}}
@@ -99,7 +99,7 @@ def e2e_service(
         class_archive=cfg.local_job_class_archive_dir,
     )
     store = Store.connect(opensearch)
-    return AsyncQueryService(cfg, store, DatasourceRegistry([datasource], store), {"local": launcher}, opensearch)
+    return build_plugin(cfg, store, DatasourceRegistry([datasource], store), {"local": launcher}, opensearch)
 
 
 @contextmanager
@@ -111,17 +111,17 @@ def shared_catalog_service(
     properties: dict[str, str] | None = None,
     spark_conf: dict[str, str] | None = None,
     **settings: Any,
-) -> Iterator[tuple[Api, AsyncQueryService]]:
+) -> Iterator[tuple[Api, Plugin]]:
     """A service on real HTTP whose local jobs share ``metastore``'s catalog (the embedded
     default's), named by the datasource ``ds_name`` (with ``properties`` and ``spark_conf``);
     ``settings`` override the service's."""
     catalog = catalog_settings(metastore.home / "warehouse", metastore.uri)
-    service = e2e_service(index_url, tmp, ds_name, catalog, properties, spark_conf, **settings)
+    plugin = e2e_service(index_url, tmp, ds_name, catalog, properties, spark_conf, **settings)
     try:
-        with serve_http(create_app(service)) as url:
-            yield Api(url, ds_name), service
+        with serve_http(create_app(plugin)) as url:
+            yield Api(url, ds_name), plugin
     finally:
-        service.close()
+        plugin.close()
 
 
 @contextmanager
@@ -135,20 +135,21 @@ def shared_catalog_api(metastore: Metastore, index_url: str, tmp: Path, ds_name:
 def metastore(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Metastore]:
     """One Hive Metastore for the run; modules keep apart by their table names."""
     home = tmp_path_factory.mktemp("metastore")
-    started = Metastore.start(home, home / "warehouse")
+    # It runs as the job user (as the service's do), its log and pid file in a directory of ours.
+    started = Metastore.start(home, home / "warehouse", files=tmp_path_factory.mktemp("metastore-files"))
     yield started
     started.close()
 
 
 @pytest.fixture(scope="module")
-def e2e(module_index_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Api, AsyncQueryService]]:
+def e2e(module_index_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Api, Plugin]]:
     """A service on real HTTP with local spark-submit jobs, shared by the module."""
     import secrets
 
     ds_name = f"e{secrets.token_hex(3)}" if REAL_CLUSTER else "local"
-    service = e2e_service(module_index_url, tmp_path_factory.mktemp("e2e"), ds_name)
+    plugin = e2e_service(module_index_url, tmp_path_factory.mktemp("e2e"), ds_name)
     try:
-        with serve_http(create_app(service)) as url:
-            yield Api(url, ds_name), service
+        with serve_http(create_app(plugin)) as url:
+            yield Api(url, ds_name), plugin
     finally:
-        service.close()
+        plugin.close()

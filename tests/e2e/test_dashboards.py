@@ -40,14 +40,14 @@ def dashboards(
 ) -> Iterator[httpx.Client]:
     """What Dashboards' server holds: one endpoint, the service in gateway mode over the index."""
     catalog = catalog_settings(metastore.home / "warehouse", metastore.uri)
-    service = e2e_service(module_index_url, tmp_path_factory.mktemp("dashboards"), "local", catalog)
+    plugin = e2e_service(module_index_url, tmp_path_factory.mktemp("dashboards"), "local", catalog)
     cluster = OpenSearchConfig(url=module_index_url)
     gateway = Gateway.for_cluster(cluster, service_credentials(cluster), GatewayLimits())
     try:
-        with serve_http(create_app(service, gateway=gateway)) as url, httpx.Client(base_url=url, timeout=60) as client:
+        with serve_http(create_app(plugin, gateway=gateway)) as url, httpx.Client(base_url=url, timeout=60) as client:
             yield client
     finally:
-        service.close()
+        plugin.close()
 
 
 def run(client: httpx.Client, query: str, lang: str = "sql", session: str | None = None) -> tuple[str, dict[str, Any]]:

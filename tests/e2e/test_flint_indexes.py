@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from async_query.embedded.metastore import Metastore
-from async_query.service import AsyncQueryService
+from async_query.runtime import Plugin
 from query_core.flint.naming import latest_id
 from query_core.states import FlintIndexState
 from tests.e2e.conftest import TERMINAL, Api, shared_catalog_service
@@ -30,9 +30,9 @@ SLOW_MV = "flint_local_default_slow_view"
 
 
 @pytest.fixture(scope="module")
-def service(
+def plugin(
     metastore: Metastore, module_index_url: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[Api, AsyncQueryService]]:
+) -> Iterator[tuple[Api, Plugin]]:
     tmp = tmp_path_factory.mktemp("flint")
     # The skipping index is checked against input_file_name(), a misc function: this datasource allows it.
     allow = {"validation.allow": "MISC_FUNCTIONS"}
@@ -41,8 +41,8 @@ def service(
 
 
 @pytest.fixture(scope="module")
-def api(service: tuple[Api, AsyncQueryService]) -> Api:
-    return service[0]
+def api(plugin: tuple[Api, Plugin]) -> Api:
+    return plugin[0]
 
 
 def ok(api: Api, query: str, session_id: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -77,12 +77,12 @@ def batch(api: Api, *queries: str) -> list[dict[str, Any]]:
     return replies
 
 
-def docs(service: AsyncQueryService, index: str) -> list[dict[str, Any]]:
-    return [source for _, source in service.store.index.scan(index)]
+def docs(plugin: Plugin, index: str) -> list[dict[str, Any]]:
+    return [source for _, source in plugin.store.index.scan(index)]
 
 
-def index_state(service: AsyncQueryService, index: str) -> FlintIndexState | None:
-    found = service.store.index_states.get(DS, latest_id(index))
+def index_state(plugin: Plugin, index: str) -> FlintIndexState | None:
+    found = plugin.store.index_states.get(DS, latest_id(index))
     return found.doc.state if found is not None else None
 
 
@@ -92,9 +92,9 @@ def listed(api: Api, session: str) -> dict[str, list[Any]]:
 
 
 def test_each_index_kind_lives_its_whole_life_through_the_api(
-    api: Api, service: tuple[Api, AsyncQueryService], session: str
+    api: Api, plugin: tuple[Api, Plugin], session: str
 ) -> None:
-    svc = service[1]
+    svc = plugin[1]
     batch(
         api,
         f"CREATE SKIPPING INDEX ON {DS}.default.visits (page VALUE_SET, n MIN_MAX)",
@@ -172,10 +172,10 @@ def test_reference_errors_end_the_batch_query_failed(api: Api, session: str) -> 
     assert "Index flint_local_default_visits_nope_index doesn't exist" in reply["error"]
 
 
-def slow_refresh(api: Api, service: AsyncQueryService) -> str:
+def slow_refresh(api: Api, plugin: Plugin) -> str:
     """A materialized view whose refresh takes a long while (each row counts a cross join with a
     large range); returns the REFRESH's query id once its statement is running."""
-    if index_state(service, SLOW_MV) is None:
+    if index_state(plugin, SLOW_MV) is None:
         batch(
             api,
             "CREATE MATERIALIZED VIEW slow_view AS "
@@ -185,7 +185,7 @@ def slow_refresh(api: Api, service: AsyncQueryService) -> str:
     query_id = str(submitted["queryId"])
     api.wait_status(query_id, {"RUNNING"}, timeout=180)
     wait_for(
-        lambda: index_state(service, SLOW_MV) is FlintIndexState.REFRESHING,
+        lambda: index_state(plugin, SLOW_MV) is FlintIndexState.REFRESHING,
         timeout=60,
         what="the view to be refreshing",
     )
@@ -193,9 +193,9 @@ def slow_refresh(api: Api, service: AsyncQueryService) -> str:
 
 
 def test_a_refresh_cancelled_mid_run_returns_the_index_to_active(
-    api: Api, service: tuple[Api, AsyncQueryService], session: str
+    api: Api, plugin: tuple[Api, Plugin], session: str
 ) -> None:
-    svc = service[1]
+    svc = plugin[1]
     query_id = slow_refresh(api, svc)
     assert api.cancel(query_id).status_code == 204
     assert api.wait_status(query_id, TERMINAL, timeout=30)["status"] == "CANCELLED"
@@ -209,9 +209,9 @@ def test_a_refresh_cancelled_mid_run_returns_the_index_to_active(
 
 
 def test_a_batch_job_killed_mid_refresh_fails_its_query_and_the_index_recovers(
-    api: Api, service: tuple[Api, AsyncQueryService], session: str
+    api: Api, plugin: tuple[Api, Plugin], session: str
 ) -> None:
-    svc = service[1]
+    svc = plugin[1]
     query_id = slow_refresh(api, svc)
     statement = svc.store.statements.get(DS, query_id)
     assert statement is not None

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from async_query.api import create_app
-from async_query.service import AsyncQueryService
+from async_query.runtime import Plugin
 from query_core.ids import default_result_index, new_id, request_index
 from query_core.models import StatementDoc, now_millis
 from query_core.states import StatementState, is_terminal
@@ -60,12 +60,12 @@ def hostile_e2e(module_index_url: str, tmp_path_factory: pytest.TempPathFactory)
     (outside / "secret.txt").write_text("the secret of the outside")
     (outside / "keep" / "keep.txt").write_text("keep me")
     listener = Listener()
-    service = e2e_service(module_index_url, tmp, "local")
+    plugin = e2e_service(module_index_url, tmp, "local")
     try:
-        with serve_http(create_app(service)) as url:
-            yield {"api": Api(url, "local"), "service": service, "outside": outside, "listener": listener}
+        with serve_http(create_app(plugin)) as url:
+            yield {"api": Api(url, "local"), "plugin": plugin, "outside": outside, "listener": listener}
     finally:
-        service.close()
+        plugin.close()
         listener.sock.close()
 
 
@@ -77,7 +77,7 @@ def _state(outside: Path) -> dict[str, str]:
     }
 
 
-def _write_statement(service: AsyncQueryService, session_id: str, query: str) -> str:
+def _write_statement(plugin: Plugin, session_id: str, query: str) -> str:
     """A waiting statement in the session, written as the reference plugin writes one: the
     document alone, found by the job's search."""
     query_id = new_id("local")
@@ -90,8 +90,8 @@ def _write_statement(service: AsyncQueryService, session_id: str, query: str) ->
         data_source_name="local",
         submit_time=now_millis(),
     )
-    service.store.statements.create(doc)
-    service.store.index.refresh(request_index("local"))
+    plugin.store.statements.create(doc)
+    plugin.store.index.refresh(request_index("local"))
     return query_id
 
 
@@ -99,12 +99,13 @@ def test_hostile_statements_past_the_plugin_are_refused_by_the_job_and_do_nothin
     hostile_e2e: dict[str, Any],
 ) -> None:
     api: Api = hostile_e2e["api"]
-    service: AsyncQueryService = hostile_e2e["service"]
+    plugin: Plugin = hostile_e2e["plugin"]
     outside: Path = hostile_e2e["outside"]
     listener: Listener = hostile_e2e["listener"]
-    launcher = service.launchers["local"]
-    wh = launcher.warehouse_root.removeprefix("file://").removeprefix("file:")
-    cp = launcher.checkpoint_root
+    launcher = plugin.launchers.shared["local"]
+    datasource = plugin.datasources.get("local")
+    wh = launcher.warehouse_of(datasource).removeprefix("file://").removeprefix("file:")
+    cp = launcher.checkpoints_of(datasource)
     port = listener.port
     climb = "../" * 40  # past the file system's root: Hadoop keeps the extra "..", the OS ignores them
     hive2 = f"url 'jdbc:hive2://127.0.0.1:{port}/default', dbtable 't', driver 'org.apache.hive.jdbc.HiveDriver'"
@@ -134,10 +135,10 @@ def test_hostile_statements_past_the_plugin_are_refused_by_the_job_and_do_nothin
             f'extra_options = \'{{"sink": {{"host": "127.0.0.1", "port": "{port}"}}}}\')'
         ): "Flint index option (extra_options sink: host) is not allowed.",
     }
-    ids = {_write_statement(service, session_id, query): expected for query, expected in hostile.items()}
+    ids = {_write_statement(plugin, session_id, query): expected for query, expected in hostile.items()}
 
     def all_done() -> dict[str, StatementDoc] | None:
-        found = {qid: service.store.statements.get("local", qid) for qid in ids}
+        found = {qid: plugin.store.statements.get("local", qid) for qid in ids}
         docs = {qid: v.doc for qid, v in found.items() if v is not None}
         return docs if len(docs) == len(ids) and all(is_terminal(d.state) for d in docs.values()) else None
 
@@ -158,5 +159,5 @@ def test_hostile_statements_past_the_plugin_are_refused_by_the_job_and_do_nothin
 
     assert _state(outside) == before
     assert listener.connections == 0
-    results = [service.store.results.get(default_result_index("local"), qid) for qid in ids]
+    results = [plugin.store.results.get(default_result_index("local"), qid) for qid in ids]
     assert all("the secret of the outside" not in json.dumps(r.model_dump() if r else {}) for r in results)

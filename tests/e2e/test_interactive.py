@@ -12,7 +12,7 @@ import pytest
 from async_query.api import create_app
 from async_query.embedded.metastore import Metastore
 from async_query.launcher.local import catalog_settings
-from async_query.service import AsyncQueryService
+from async_query.runtime import Plugin
 from query_core.states import SessionState
 from tests.e2e.conftest import BASE, Api, e2e_service
 from tests.support import serve_http, wait_for
@@ -55,7 +55,7 @@ EXPECTED_TYPES = [
 ]  # fmt: skip
 
 
-def test_every_type_round_trips_exactly(e2e: tuple[Api, AsyncQueryService]) -> None:
+def test_every_type_round_trips_exactly(e2e: tuple[Api, Plugin]) -> None:
     api, _ = e2e
     submitted, reply = api.run(EVERY_TYPE)
     assert reply["status"] == "SUCCESS", reply
@@ -66,26 +66,26 @@ def test_every_type_round_trips_exactly(e2e: tuple[Api, AsyncQueryService]) -> N
     assert exact["total"] == exact["size"] == 1
 
 
-def test_second_query_runs_in_the_same_session_and_job(e2e: tuple[Api, AsyncQueryService]) -> None:
-    api, service = e2e
+def test_second_query_runs_in_the_same_session_and_job(e2e: tuple[Api, Plugin]) -> None:
+    api, plugin = e2e
     first, reply1 = api.run("SELECT 1 AS one")
     second, reply2 = api.run("SELECT 2 AS two", first["sessionId"])
     assert reply1["datarows"] == [[1]] and reply2["datarows"] == [[2]]
     assert second["sessionId"] == first["sessionId"]
-    statements = [service.store.statements.get(api.datasource, s["queryId"]) for s in (first, second)]
+    statements = [plugin.store.statements.get(api.datasource, s["queryId"]) for s in (first, second)]
     assert all(s is not None for s in statements)
     assert statements[0].doc.job_id == statements[1].doc.job_id != ""  # type: ignore[union-attr]
 
 
-def test_five_million_rows_succeed_capped_and_the_session_stays_warm(e2e: tuple[Api, AsyncQueryService]) -> None:
+def test_five_million_rows_succeed_capped_and_the_session_stays_warm(e2e: tuple[Api, Plugin]) -> None:
     """Five million rows, with the job's default driver memory and the default caps: the rows are
     streamed (collecting them would take the driver gigabytes, and their one document would pass
     the index's request limit), the result stops at the cap marked truncated, a page past the first
     document reads the capped-off end, and the session goes on, warm."""
-    api, service = e2e
+    api, plugin = e2e
     big, reply = api.run("SELECT id FROM range(5000000)", timeout=300)
     assert reply["status"] == "SUCCESS", reply
-    cap, page_rows = service.settings.max_result_rows, service.settings.result_chunk_rows
+    cap, page_rows = plugin.settings.max_result_rows, plugin.settings.result_chunk_rows
     assert reply["datarows"][:3] == [[0], [1], [2]] and reply["size"] == page_rows
     assert (reply["resultRows"], reply["truncated"]) == (cap, True)
 
@@ -96,13 +96,13 @@ def test_five_million_rows_succeed_capped_and_the_session_stays_warm(e2e: tuple[
     after, warm = api.run("SELECT 'warm' AS x", big["sessionId"], timeout=60)
     assert warm["status"] == "SUCCESS" and warm["datarows"] == [["warm"]]
     assert after["sessionId"] == big["sessionId"]
-    jobs = {service.store.statements.get(api.datasource, q["queryId"]).doc.job_id for q in (big, after)}  # type: ignore[union-attr]
+    jobs = {plugin.store.statements.get(api.datasource, q["queryId"]).doc.job_id for q in (big, after)}  # type: ignore[union-attr]
     assert len(jobs) == 1
-    session = service.store.sessions.get(api.datasource, big["sessionId"])
+    session = plugin.store.sessions.get(api.datasource, big["sessionId"])
     assert session is not None and session.doc.state == SessionState.RUNNING
 
 
-def test_syntax_error_comes_back_failed(e2e: tuple[Api, AsyncQueryService]) -> None:
+def test_syntax_error_comes_back_failed(e2e: tuple[Api, Plugin]) -> None:
     api, _ = e2e
     _, reply = api.run("SELEC 1 FROM")
     assert reply["status"] == "FAILED"
@@ -110,7 +110,7 @@ def test_syntax_error_comes_back_failed(e2e: tuple[Api, AsyncQueryService]) -> N
     assert "== SQL" not in reply["error"]
 
 
-def test_analysis_error_is_classified(e2e: tuple[Api, AsyncQueryService]) -> None:
+def test_analysis_error_is_classified(e2e: tuple[Api, Plugin]) -> None:
     api, _ = e2e
     _, reply = api.run("SELECT no_such_column FROM range(1)")
     assert reply["status"] == "FAILED"
@@ -121,8 +121,8 @@ def test_analysis_error_is_classified(e2e: tuple[Api, AsyncQueryService]) -> Non
 SLEEP_10_MIN = "SELECT count(*) AS n FROM range(10000000) a, range(10000000) b"
 
 
-def test_cancel_waiting_then_running_statement(e2e: tuple[Api, AsyncQueryService]) -> None:
-    api, service = e2e
+def test_cancel_waiting_then_running_statement(e2e: tuple[Api, Plugin]) -> None:
+    api, plugin = e2e
     warm, _ = api.run("SELECT 1")
     session = warm["sessionId"]
     long = api.submit(SLEEP_10_MIN, session)
@@ -141,18 +141,18 @@ def test_cancel_waiting_then_running_statement(e2e: tuple[Api, AsyncQueryService
     after, reply = api.run("SELECT 'after' AS x", session, timeout=60)
     assert reply["status"] == "SUCCESS" and reply["datarows"] == [["after"]]
     assert after["sessionId"] == session
-    ids = {service.store.statements.get(api.datasource, q["queryId"]).doc.job_id for q in (long, after)}  # type: ignore[union-attr]
+    ids = {plugin.store.statements.get(api.datasource, q["queryId"]).doc.job_id for q in (long, after)}  # type: ignore[union-attr]
     assert len(ids) == 1
 
-    heartbeat_clear = lambda: not service.store.sessions.get(api.datasource, session).doc.running_statements  # type: ignore[union-attr]  # noqa: E731
+    heartbeat_clear = lambda: not plugin.store.sessions.get(api.datasource, session).doc.running_statements  # type: ignore[union-attr]  # noqa: E731
     wait_for(heartbeat_clear, timeout=30, what="the heartbeat to show nothing running")
     for q in (queued, long):
         assert api.get(q["queryId"])["status"] == "CANCELLED"
         assert api.cancel(q["queryId"]).status_code == 400
 
 
-def test_running_statement_reports_progress(e2e: tuple[Api, AsyncQueryService]) -> None:
-    api, service = e2e
+def test_running_statement_reports_progress(e2e: tuple[Api, Plugin]) -> None:
+    api, plugin = e2e
     warm, _ = api.run("SELECT 1")
     long = api.submit(SLEEP_10_MIN, warm["sessionId"])
 
@@ -164,7 +164,7 @@ def test_running_statement_reports_progress(e2e: tuple[Api, AsyncQueryService]) 
     seen = wait_for(progress, timeout=60, what="progress on GET")
     assert seen["tasksTotal"] >= 1 and seen["stagesTotal"] >= 1
     # the same beats carry the job's figures: the warm statement's outcome, pickup and run time
-    session = service.store.sessions.get(api.datasource, warm["sessionId"])
+    session = plugin.store.sessions.get(api.datasource, warm["sessionId"])
     figures = session.doc.metrics if session is not None else None
     assert figures is not None and figures.statements.get("success", 0) >= 1, figures
     assert sum(figures.pickup.counts) >= 1 and sum(figures.run.counts) >= 1
@@ -177,16 +177,16 @@ def test_inactive_session_ends_dead_and_a_post_gets_a_new_session_that_sees_its_
 ) -> None:
     name = "local" if index_server is not None else "inact"
     catalog = catalog_settings(metastore.home / "warehouse", metastore.uri)
-    service = e2e_service(module_index_url, tmp_path, name, catalog, inactivity_limit_ms=1_000)
+    plugin = e2e_service(module_index_url, tmp_path, name, catalog, inactivity_limit_ms=1_000)
     try:
-        with serve_http(create_app(service)) as url:
-            api = Api(url, service.datasources.all()[0].name)
+        with serve_http(create_app(plugin)) as url:
+            api = Api(url, plugin.datasources.all()[0].name)
             first, reply = api.run("CREATE TABLE kept USING parquet AS SELECT 42 AS answer")
             assert reply["status"] == "SUCCESS", reply
             sid = first["sessionId"]
 
             def dead() -> bool:
-                session = service.store.sessions.get(api.datasource, sid)
+                session = plugin.store.sessions.get(api.datasource, sid)
                 return session is not None and session.doc.state == SessionState.DEAD
 
             wait_for(dead, timeout=60, what="the idle session to end dead")
@@ -195,14 +195,14 @@ def test_inactive_session_ends_dead_and_a_post_gets_a_new_session_that_sees_its_
             assert again["sessionId"] != sid
             assert reply["status"] == "SUCCESS" and reply["datarows"] == [[42]], reply
     finally:
-        service.close()
+        plugin.close()
 
 
 def test_execution_timeout_and_wait_timeout(index_server: Any, tmp_path: Path, module_index_url: str) -> None:
     name = "local" if index_server is not None else "tmo"
-    service = e2e_service(module_index_url, tmp_path, name, query_execution_timeout_s=3, query_wait_timeout_ms=1_500)
+    plugin = e2e_service(module_index_url, tmp_path, name, query_execution_timeout_s=3, query_wait_timeout_ms=1_500)
     try:
-        with serve_http(create_app(service)) as url:
+        with serve_http(create_app(plugin)) as url:
             api = Api(url, name)
             warm, _ = api.run("SELECT 1")
             slow = api.submit(SLEEP_10_MIN, warm["sessionId"])
@@ -216,4 +216,4 @@ def test_execution_timeout_and_wait_timeout(index_server: Any, tmp_path: Path, m
             _, after = api.run("SELECT 'next'", warm["sessionId"], timeout=60)
             assert after["datarows"] == [["next"]]
     finally:
-        service.close()
+        plugin.close()

@@ -16,7 +16,7 @@ import pytest
 from async_query.api import create_app
 from async_query.datasources import Datasource, DatasourceRegistry
 from async_query.launcher.local import LocalLauncher
-from async_query.service import AsyncQueryService
+from async_query.runtime import build_plugin
 from async_query.settings import Settings
 from query_core.config import OpenSearchConfig
 from query_core.store import Store
@@ -93,11 +93,11 @@ def test_a_datasource_with_a_master_runs_its_sessions_on_that_cluster(
         java_options=settings.local_job_java_options,
         class_archive=settings.local_job_class_archive_dir,
     )
-    service = AsyncQueryService(
+    plugin = build_plugin(
         settings, Store.connect(opensearch), DatasourceRegistry([datasource]), {"local": launcher}, opensearch
     )
     try:
-        with serve_http(create_app(service)) as url:
+        with serve_http(create_app(plugin)) as url:
             api = Api(url, DS)
             submitted, reply = api.run("SELECT sum(id) AS total, count(*) AS n FROM range(100000)")
             assert reply["status"] == "SUCCESS", reply
@@ -109,8 +109,8 @@ def test_a_datasource_with_a_master_runs_its_sessions_on_that_cluster(
             _, conf = api.run("SET", submitted["sessionId"])
             assert conf["status"] == "SUCCESS" and cluster.url not in str(conf["datarows"])
     finally:
-        service.close()
-        service.store.close()
+        plugin.close()
+        plugin.store.close()
 
 
 def test_a_master_spark_submit_does_not_take_is_refused() -> None:

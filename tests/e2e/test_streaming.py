@@ -19,7 +19,7 @@ import pytest
 from async_query.datasources import Datasource
 from async_query.embedded.metastore import Metastore
 from async_query.launcher.local import catalog_settings
-from async_query.service import AsyncQueryService
+from async_query.runtime import Plugin
 from query_core.flint.naming import latest_id
 from query_core.models import FlintIndexStateDoc, SessionDoc, StreamProgress
 from query_core.states import FlintIndexState, SessionState
@@ -37,9 +37,9 @@ FRESH_S = 120
 
 
 @pytest.fixture(scope="module")
-def service(
+def plugin(
     metastore: Metastore, module_index_url: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[Api, AsyncQueryService]]:
+) -> Iterator[tuple[Api, Plugin]]:
     tmp = tmp_path_factory.mktemp("streaming")
     # Two shuffle partitions, not Spark's 200: each micro-batch of the windowed view's stateful
     # aggregation otherwise runs 200 state-store tasks, some 20 s per batch on two cores.
@@ -59,13 +59,13 @@ def service(
 
 
 @pytest.fixture(scope="module")
-def api(service: tuple[Api, AsyncQueryService]) -> Api:
-    return service[0]
+def api(plugin: tuple[Api, Plugin]) -> Api:
+    return plugin[0]
 
 
 @pytest.fixture(scope="module")
-def svc(service: tuple[Api, AsyncQueryService]) -> AsyncQueryService:
-    return service[1]
+def svc(plugin: tuple[Api, Plugin]) -> Plugin:
+    return plugin[1]
 
 
 def ok(api: Api, query: str, session_id: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -99,21 +99,21 @@ def events(api: Api) -> Events:
     return table
 
 
-def docs(svc: AsyncQueryService, index: str) -> list[dict[str, Any]]:
+def docs(svc: Plugin, index: str) -> list[dict[str, Any]]:
     return [source for _, source in svc.store.index.scan(index)] if svc.store.index.index_exists(index) else []
 
 
-def covering_pages(svc: AsyncQueryService) -> list[tuple[str, int]]:
+def covering_pages(svc: Plugin) -> list[tuple[str, int]]:
     return sorted((d["page"], d["n"]) for d in docs(svc, COVERING))
 
 
-def state_of(svc: AsyncQueryService, index: str) -> FlintIndexStateDoc:
+def state_of(svc: Plugin, index: str) -> FlintIndexStateDoc:
     found = svc.store.index_states.get(DS, latest_id(index))
     assert found is not None, index
     return found.doc
 
 
-def session_of(svc: AsyncQueryService, query_id: str) -> SessionDoc:
+def session_of(svc: Plugin, query_id: str) -> SessionDoc:
     statement = svc.store.statements.get(DS, query_id)
     assert statement is not None
     session = svc.store.sessions.get(DS, statement.doc.session_id)
@@ -130,7 +130,7 @@ def start_stream(api: Api, query: str) -> str:
     return str(submitted["queryId"])
 
 
-def fresh(svc: AsyncQueryService, expected: list[tuple[str, int]]) -> None:
+def fresh(svc: Plugin, expected: list[tuple[str, int]]) -> None:
     wait_for(lambda: covering_pages(svc) == expected, timeout=FRESH_S, interval=0.2, what="the index to catch up")
 
 
@@ -142,7 +142,7 @@ def listed(api: Api, session: str) -> dict[str, list[Any]]:
 # -- a covering index kept fresh, stopped and started again -------------------------------------------
 
 
-def test_a_covering_index_stays_fresh_while_rows_are_inserted(api: Api, svc: AsyncQueryService, events: Events) -> None:
+def test_a_covering_index_stays_fresh_while_rows_are_inserted(api: Api, svc: Plugin, events: Events) -> None:
     query_id = start_stream(
         api, f"CREATE INDEX pages ON {TABLE} (page, n) WITH (auto_refresh = true, refresh_interval = '1 second')"
     )
@@ -167,7 +167,7 @@ def test_a_covering_index_stays_fresh_while_rows_are_inserted(api: Api, svc: Asy
     assert api.cancel(query_id).json()["error"]["details"].startswith("can't cancel index DML query, using ALTER")
 
 
-def test_alter_off_then_on_again_loses_and_duplicates_nothing(api: Api, svc: AsyncQueryService, events: Events) -> None:
+def test_alter_off_then_on_again_loses_and_duplicates_nothing(api: Api, svc: Plugin, events: Events) -> None:
     before = state_of(svc, COVERING)
     ok(api, f"ALTER INDEX pages ON {TABLE} WITH (auto_refresh = false)")
     assert state_of(svc, COVERING).state is FlintIndexState.ACTIVE
@@ -188,7 +188,7 @@ def test_alter_off_then_on_again_loses_and_duplicates_nothing(api: Api, svc: Asy
 # -- a windowed materialized view, the limit, DROP and VACUUM ---------------------------------------
 
 
-def test_a_windowed_view_counts_each_closed_window_once(api: Api, svc: AsyncQueryService, events: Events) -> None:
+def test_a_windowed_view_counts_each_closed_window_once(api: Api, svc: Plugin, events: Events) -> None:
     start_stream(
         api,
         f"CREATE MATERIALIZED VIEW stream_counts AS SELECT window.start AS startTime, COUNT(*) AS count "
@@ -222,7 +222,7 @@ def test_the_refresh_job_limit_refuses_a_third_stream(api: Api) -> None:
     assert reply.json()["error"]["details"] == "domain concurrent refresh job can not exceed 2"
 
 
-def test_drop_stops_the_stream_and_vacuum_removes_index_and_checkpoint(api: Api, svc: AsyncQueryService) -> None:
+def test_drop_stops_the_stream_and_vacuum_removes_index_and_checkpoint(api: Api, svc: Plugin) -> None:
     job_id = state_of(svc, MV).job_id
     ok(api, "DROP MATERIALIZED VIEW stream_counts")
     assert state_of(svc, MV).state is FlintIndexState.DELETED
@@ -231,7 +231,7 @@ def test_drop_stops_the_stream_and_vacuum_removes_index_and_checkpoint(api: Api,
     pid = job_pid(svc.settings.data_dir, job_id)
     wait_for(lambda: not group_members(pid), timeout=60, what="the streaming job to exit")
 
-    checkpoint = Path(svc.launchers["local"].checkpoint_root) / MV
+    checkpoint = Path(svc.launchers.shared["local"].checkpoint_root) / MV
     assert checkpoint.exists()
     ok(api, "VACUUM MATERIALIZED VIEW stream_counts")
     assert not svc.store.index.index_exists(MV)
@@ -243,7 +243,7 @@ def test_drop_stops_the_stream_and_vacuum_removes_index_and_checkpoint(api: Api,
 
 
 def test_a_killed_streaming_job_fails_its_index_with_the_cause_and_recover_resumes(
-    api: Api, svc: AsyncQueryService, events: Events
+    api: Api, svc: Plugin, events: Events
 ) -> None:
     """The stream watcher notices the silent session at its staleness limit (3 beats of 0.5 s
     here) and fails the index; the housekeeping sweep never runs."""
@@ -277,7 +277,7 @@ def test_a_killed_streaming_job_fails_its_index_with_the_cause_and_recover_resum
 
 
 def test_the_streaming_housekeeper_stops_the_stream_of_a_deleted_datasource(
-    api: Api, svc: AsyncQueryService, events: Events, metastore: Metastore
+    api: Api, svc: Plugin, events: Events, metastore: Metastore
 ) -> None:
     # Make room under the limit: the covering stream stops.
     ok(api, f"ALTER INDEX pages ON {TABLE} WITH (auto_refresh = false)")
@@ -301,7 +301,7 @@ def test_the_streaming_housekeeper_stops_the_stream_of_a_deleted_datasource(
     wait_for(lambda: not group_members(pid), timeout=60, what="the lake stream's job to exit")
 
 
-def session_of_ds(svc: AsyncQueryService, ds: str, query_id: str) -> SessionDoc:
+def session_of_ds(svc: Plugin, ds: str, query_id: str) -> SessionDoc:
     statement = svc.store.statements.get(ds, query_id)
     assert statement is not None
     session = svc.store.sessions.get(ds, statement.doc.session_id)

@@ -50,17 +50,18 @@ def test_a_stream_resumes_after_the_index_server_restarts(
     index: list[EmbeddedIndex], metastore: Metastore, tmp_path: Path
 ) -> None:
     catalog = catalog_settings(metastore.home / "warehouse", metastore.uri)
-    service = e2e_service(
+    plugin = e2e_service(
         index[0].url,
         tmp_path,
         DS,
         catalog,
+        index_auth=index[0].auth,
         heartbeat_streaming_ms=1_000,
         stream_check_ms=200,
         job_index_retry_seconds=120,
     )
     try:
-        with serve_http(create_app(service)) as url:
+        with serve_http(create_app(plugin)) as url:
             api = Api(url, DS)
             sid = str(ok(api, f"CREATE TABLE {TABLE} (page STRING, n INT) USING parquet")["sessionId"])
             rows = [("/a", 1), ("/b", 2)]
@@ -72,21 +73,21 @@ def test_a_stream_resumes_after_the_index_server_restarts(
             assert api.wait_status(submitted["queryId"], TERMINAL, timeout=180)["status"] == "SUCCESS"
 
             def pages() -> list[tuple[str, int]]:
-                return sorted((d["page"], d["n"]) for _, d in service.store.index.scan(INDEX))
+                return sorted((d["page"], d["n"]) for _, d in plugin.store.index.scan(INDEX))
 
             wait_for(lambda: pages() == sorted(rows), timeout=120, what="the first rows")
 
             index[0].close()  # a graceful stop: the journal holds every document
             port = int(index[0].url.rsplit(":", 1)[1])
-            index.append(EmbeddedIndex.start(tmp_path / "index", port=port))
+            index.append(EmbeddedIndex.start(tmp_path / "index", port=port, credential=index[0].credential))
 
             ok(api, "INSERT INTO " + TABLE + " VALUES ('/c', 3)", sid)
             rows.append(("/c", 3))
             wait_for(lambda: pages() == sorted(rows), timeout=120, interval=0.2, what="the row after the restart")
-            state = service.store.index_states.get(DS, latest_id(INDEX))
+            state = plugin.store.index_states.get(DS, latest_id(INDEX))
             assert state is not None and state.doc.state is FlintIndexState.REFRESHING
-            live = service.store.sessions.find(DS, [SessionState.RUNNING], job_id=state.doc.job_id)
+            live = plugin.store.sessions.find(DS, [SessionState.RUNNING], job_id=state.doc.job_id)
             assert len(live) == 1
     finally:
-        service.close()
-        kill_all_jobs(service.settings.data_dir)
+        plugin.close()
+        kill_all_jobs(plugin.settings.data_dir)

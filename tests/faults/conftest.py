@@ -10,13 +10,13 @@ import pytest
 
 from async_query.datasources import DatasourceRegistry, local_datasource
 from async_query.launcher.local import LocalLauncher
-from async_query.service import AsyncQueryService
+from async_query.runtime import Plugin, build_plugin
 from async_query.settings import Settings
 from query_core.store import Store
 from tests.conftest import REAL_CLUSTER
 
 
-def fault_service(index_url: str, tmp: Path, ds_name: str = "local", **settings: Any) -> AsyncQueryService:
+def fault_service(index_url: str, tmp: Path, ds_name: str = "local", **settings: Any) -> Plugin:
     """A service with a LocalLauncher (``local[2]``) whose index connection follows ``settings``
     (``opensearch_retry_seconds`` included, unlike ``tests.e2e.conftest.e2e_service``)."""
     cfg = Settings(data_dir=tmp / "var", spark_master="local[2]", **settings)
@@ -31,15 +31,15 @@ def fault_service(index_url: str, tmp: Path, ds_name: str = "local", **settings:
         stop_grace_s=cfg.local_job_stop_grace_s,
     )
     store = Store.connect(opensearch)
-    return AsyncQueryService(cfg, store, DatasourceRegistry([datasource]), {"local": launcher}, opensearch)
+    return build_plugin(cfg, store, DatasourceRegistry([datasource]), {"local": launcher}, opensearch)
 
 
-def close_service(service: AsyncQueryService) -> None:
+def close_service(plugin: Plugin) -> None:
     """Stop the service's workers and the jobs its launcher started, and close its index client."""
     try:
-        service.close()
+        plugin.close()
     finally:
-        service.store.close()
+        plugin.store.close()
 
 
 @pytest.fixture(scope="module")

@@ -20,8 +20,12 @@ from tests.support import free_port, wait_for
 
 VENV_BIN = Path(sys.executable).parent
 #: Settings the test run gives every local job (tests/conftest.py: one shared class archive, the
-#: quick-starting JIT tier), which plugin processes started by the tests keep too.
-SHARED_JOB_SETTINGS = ("ASYNC_QUERY_LOCAL_JOB_CLASS_ARCHIVE_DIR", "ASYNC_QUERY_LOCAL_JOB_JAVA_OPTIONS")
+#: quick-starting JIT tier, no warm pool), which plugin processes started by the tests keep too.
+SHARED_JOB_SETTINGS = (
+    "ASYNC_QUERY_LOCAL_JOB_CLASS_ARCHIVE_DIR",
+    "ASYNC_QUERY_LOCAL_JOB_JAVA_OPTIONS",
+    "ASYNC_QUERY_WARM_POOL_SIZE",
+)
 
 
 def plugin_env() -> dict[str, str]:

@@ -92,7 +92,7 @@ class Service:
 
 
 @pytest.fixture
-def service(tmp_path: Path) -> Iterator[Service]:
+def plugin(tmp_path: Path) -> Iterator[Service]:
     running = Service(tmp_path)
     try:
         yield running
@@ -163,13 +163,13 @@ def storm(url: str, sessions: list[str], acked: Acked, rng: random.Random) -> li
     return threads
 
 
-def crash_mid_storm(service: Service, sessions: list[str], acked: Acked, rng: random.Random, label: str) -> None:
+def crash_mid_storm(plugin: Service, sessions: list[str], acked: Acked, rng: random.Random, label: str) -> None:
     before = len(acked.query_ids)
     kill_after = before + rng.randrange(20, STORM - 20)
     print(f"{label}: kill -9 after {kill_after - before} acknowledged POSTs of {STORM}")
-    threads = storm(service.url, sessions, acked, rng)
+    threads = storm(plugin.url, sessions, acked, rng)
     wait_for(lambda: len(acked.query_ids) >= kill_after, timeout=120, what=f"{kill_after} acknowledged POSTs")
-    service.crash()
+    plugin.crash()
     for thread in threads:
         thread.join(timeout=60)
 
@@ -186,10 +186,10 @@ def wait_succeeded(http: httpx.Client, query_id: str) -> None:
     wait_for(lambda: status(http, query_id)[1] == "SUCCESS", timeout=180, what="a warm session")
 
 
-def lost_after_restart(service: Service, acked: Acked) -> int:
+def lost_after_restart(plugin: Service, acked: Acked) -> int:
     """Every acknowledged query readable and terminal; every seen success still a success."""
     lost = 0
-    with httpx.Client(base_url=service.url, timeout=30) as http:
+    with httpx.Client(base_url=plugin.url, timeout=30) as http:
         for query_id in acked.query_ids:
             code, first = status(http, query_id)
             if code != 200:
@@ -203,24 +203,24 @@ def lost_after_restart(service: Service, acked: Acked) -> int:
     return lost
 
 
-def test_kill_9_of_everything_mid_storm_loses_no_acknowledged_query(service: Service) -> None:
+def test_kill_9_of_everything_mid_storm_loses_no_acknowledged_query(plugin: Service) -> None:
     seed = int(os.environ.get("ASYNC_QUERY_FAULT_SEED", secrets.randbelow(1_000_000)))
     print(f"seed {seed} (set ASYNC_QUERY_FAULT_SEED to repeat)")
     rng = random.Random(seed)
     acked = Acked()
-    service.serve()
-    with httpx.Client(base_url=service.url, timeout=60) as http:
+    plugin.serve()
+    with httpx.Client(base_url=plugin.url, timeout=60) as http:
         warm = [post(http, "SELECT 0")["sessionId"] for _ in range(2)]  # two sessions, jobs starting
         for session_id in warm:
             wait_succeeded(http, post(http, "SELECT 1", session_id)["queryId"])
-    crash_mid_storm(service, warm, acked, rng, "kill point 1 (warm sessions)")
+    crash_mid_storm(plugin, warm, acked, rng, "kill point 1 (warm sessions)")
 
-    service.serve()
-    with httpx.Client(base_url=service.url, timeout=60) as http:
+    plugin.serve()
+    with httpx.Client(base_url=plugin.url, timeout=60) as http:
         starting = [post(http, "SELECT 0")["sessionId"] for _ in range(2)]
-    crash_mid_storm(service, starting, acked, rng, "kill point 2 (sessions starting)")
+    crash_mid_storm(plugin, starting, acked, rng, "kill point 2 (sessions starting)")
 
-    service.serve()
-    lost = lost_after_restart(service, acked)
+    plugin.serve()
+    lost = lost_after_restart(plugin, acked)
     print(f"acknowledged {len(acked.query_ids)}, lost {lost} ({len(acked.succeeded)} seen SUCCESS before a crash)")
     assert acked.succeeded and lost == 0

@@ -45,18 +45,18 @@ def _poll_to_terminal(api: Api, query_id: str, timeout: float = 60) -> list[str]
 def test_delete_racing_completion_has_one_terminal_outcome(
     module_index_url: str, module_ds_name: str, tmp_path: Path
 ) -> None:
-    service = fault_service(module_index_url, tmp_path, module_ds_name, heartbeat_idle_ms=5_000)
-    data_dir = service.settings.data_dir
+    plugin = fault_service(module_index_url, tmp_path, module_ds_name, heartbeat_idle_ms=5_000)
+    data_dir = plugin.settings.data_dir
     rng = random.Random(20240229)
     outcomes: Counter[tuple[int, str]] = Counter()
     finals: dict[str, str] = {}
     try:
-        with serve_http(create_app(service)) as url:
+        with serve_http(create_app(plugin)) as url:
             api = Api(url, module_ds_name)
             warm, reply = api.run("SELECT 1", timeout=120)
             assert reply["status"] == "SUCCESS"
             sid = warm["sessionId"]
-            job_id = service.store.sessions.get(module_ds_name, sid).doc.job_id  # type: ignore[union-attr]
+            job_id = plugin.store.sessions.get(module_ds_name, sid).doc.job_id  # type: ignore[union-attr]
 
             for round_no in range(ROUNDS):
                 submitted = api.submit("SELECT 1 AS one", sid)
@@ -70,7 +70,7 @@ def test_delete_racing_completion_has_one_terminal_outcome(
                 seen = _poll_to_terminal(api, qid)
                 final = seen[-1]
                 later = [api.get(qid)["status"] for _ in range(3)]
-                doc = service.store.statements.get(module_ds_name, qid)
+                doc = plugin.store.statements.get(module_ds_name, qid)
                 assert doc is not None
                 context: dict[str, Any] = {"round": round_no, "delete": deleted.status_code, "seen": seen}
                 assert later == [final] * 3, {**context, "later": later}
@@ -95,19 +95,19 @@ def test_delete_racing_completion_has_one_terminal_outcome(
             # After all rounds, with the job idle: no statement moved since its round, as the
             # documents and a second plugin instance (no reply cache) both tell.
             wait_for(
-                lambda: not service.store.sessions.get(module_ds_name, sid).doc.running_statements,  # type: ignore[union-attr]
+                lambda: not plugin.store.sessions.get(module_ds_name, sid).doc.running_statements,  # type: ignore[union-attr]
                 timeout=30,
                 what="the heartbeat to show nothing running",
             )
             other = fault_service(module_index_url, tmp_path / "other", module_ds_name)
             try:
                 for qid, final in finals.items():
-                    doc = service.store.statements.get(module_ds_name, qid)
+                    doc = plugin.store.statements.get(module_ds_name, qid)
                     assert doc is not None and doc.doc.state == StatementState(final.lower()), (qid, final, doc)
-                    assert json.loads(other.get(qid))["status"] == final, (qid, final, other.get(qid))
+                    assert json.loads(other.service.get(qid))["status"] == final, (qid, final, other.service.get(qid))
             finally:
                 close_service(other)
-            session = service.store.sessions.get(module_ds_name, sid)
+            session = plugin.store.sessions.get(module_ds_name, sid)
             assert session is not None and session.doc.state == SessionState.RUNNING and session.doc.job_id == job_id
     finally:
         print(f"\nDELETE race outcomes over {sum(outcomes.values())} rounds (delete status, final status):")
@@ -119,7 +119,7 @@ def test_delete_racing_completion_has_one_terminal_outcome(
                 f"  job log {log.name}: {text.count('cancelled: cancelling its Spark job group')} cancels seen while"
                 f" running, {text.count('moved before it could start')} statements cancelled between pick-up and start"
             )
-        close_service(service)
+        close_service(plugin)
         kill_all_jobs(data_dir)
 
     assert sum(outcomes.values()) == ROUNDS

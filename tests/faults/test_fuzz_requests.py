@@ -24,10 +24,11 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from async_query.api import BASE, REASONS, create_app
+from async_query.api import BASE, create_app
+from async_query.http_errors import REASONS
 from query_core.ids import new_id
 from query_core.ppl import PplSyntaxError, parse_ppl
-from tests.conftest import ServiceFactory
+from tests.conftest import PluginFactory
 from tests.support import serve_http
 
 TIMEOUT = 5.0
@@ -79,9 +80,9 @@ class Target:
 
 
 @pytest.fixture
-def target(make_service: ServiceFactory, ds_name: str) -> Iterator[Target]:
-    service = make_service(max_sessions=1_000, max_body_bytes=MAX_BODY, max_query_chars=MAX_QUERY)
-    with serve_http(create_app(service)) as url, httpx.Client(base_url=url, timeout=TIMEOUT) as client:
+def target(make_plugin: PluginFactory, ds_name: str) -> Iterator[Target]:
+    plugin = make_plugin(max_sessions=1_000, max_body_bytes=MAX_BODY, max_query_chars=MAX_QUERY)
+    with serve_http(create_app(plugin)) as url, httpx.Client(base_url=url, timeout=TIMEOUT) as client:
         first = client.post(BASE, json={"datasource": ds_name, "lang": "sql", "query": "SELECT 1"})
         assert first.status_code == 201, first.text
         yield Target(url, client, ds_name, first.json()["sessionId"])
@@ -346,9 +347,9 @@ def test_fuzzed_paths(target: Target) -> None:
 
 
 @pytest.fixture
-def default_target(make_service: ServiceFactory, ds_name: str) -> Iterator[Target]:
-    service = make_service()
-    with serve_http(create_app(service)) as url, httpx.Client(base_url=url, timeout=30) as client:
+def default_target(make_plugin: PluginFactory, ds_name: str) -> Iterator[Target]:
+    plugin = make_plugin()
+    with serve_http(create_app(plugin)) as url, httpx.Client(base_url=url, timeout=30) as client:
         yield Target(url, client, ds_name, "")
 
 

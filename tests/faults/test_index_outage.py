@@ -23,7 +23,7 @@ import pytest
 
 from async_query.api import BASE, create_app
 from async_query.datasources import DatasourceRegistry, local_datasource
-from async_query.service import AsyncQueryService
+from async_query.runtime import Plugin, build_plugin
 from async_query.settings import Settings
 from query_core.ids import new_id, request_index
 from query_core.states import SessionState
@@ -57,14 +57,14 @@ def assert_error_shape(reply: httpx.Response, status: int) -> dict[str, Any]:
 @dataclass
 class Outage:
     index: FixedPortIndex
-    service: AsyncQueryService
+    plugin: Plugin
     api: Api
     sessions: list[str] = field(default_factory=list)
 
     def warm_session(self) -> str:
         """A running session of this module (started by the first test that needs one)."""
         for sid in self.sessions:
-            session = self.service.store.sessions.get(DS, sid)
+            session = self.plugin.store.sessions.get(DS, sid)
             if session is not None and session.doc.state == SessionState.RUNNING:
                 return sid
         submitted, reply = self.api.run("SELECT 1", timeout=120)
@@ -73,7 +73,7 @@ class Outage:
         return str(submitted["sessionId"])
 
     def job_log(self, sid: str) -> str:
-        path = self.service.settings.data_dir / "logs" / f"{sid}.log"
+        path = self.plugin.settings.data_dir / "logs" / f"{sid}.log"
         return path.read_text(errors="replace") if path.exists() else ""
 
 
@@ -81,9 +81,9 @@ class Outage:
 def outage(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Outage]:
     tmp = tmp_path_factory.mktemp("outage")
     index = FixedPortIndex()
-    service = None
+    plugin = None
     try:
-        service = fault_service(
+        plugin = fault_service(
             index.url,
             tmp,
             DS,
@@ -96,13 +96,13 @@ def outage(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Outage]:
             stale_heartbeats=3,
             liveness_cache_s=1,
         )
-        with serve_http(create_app(service)) as url:
-            yield Outage(index, service, Api(url, DS))
+        with serve_http(create_app(plugin)) as url:
+            yield Outage(index, plugin, Api(url, DS))
     finally:
         index.resume()
-        if service is not None:
-            close_service(service)
-            kill_all_jobs(service.settings.data_dir)
+        if plugin is not None:
+            close_service(plugin)
+            kill_all_jobs(plugin.settings.data_dir)
         index.close()
 
 
@@ -127,10 +127,10 @@ def _in_thread(fn: Any) -> tuple[threading.Thread, dict[str, Any]]:
 
 @pytest.mark.e2e
 def test_job_rides_out_a_paused_index_server_and_no_accepted_statement_is_lost(outage: Outage) -> None:
-    api, service, index = outage.api, outage.service, outage.index
+    api, plugin, index = outage.api, outage.plugin, outage.index
     sid = outage.warm_session()
-    job_id = service.store.sessions.get(DS, sid).doc.job_id  # type: ignore[union-attr]
-    pid = job_pid(service.settings.data_dir, job_id)
+    job_id = plugin.store.sessions.get(DS, sid).doc.job_id  # type: ignore[union-attr]
+    pid = job_pid(plugin.settings.data_dir, job_id)
     retries_before = _retries(outage.job_log(sid))
 
     # -- a long outage (longer than the index request timeout of plugin and job) -----------------
@@ -171,8 +171,8 @@ def test_job_rides_out_a_paused_index_server_and_no_accepted_statement_is_lost(o
     # 2 s interval, stale after 6 s) and fresh. A heartbeat gone stale during the outage would make
     # the POST start a new session (see test_job_killed's stalled-job test).
     def idle_and_fresh() -> bool:
-        doc = service.store.sessions.get(DS, sid).doc  # type: ignore[union-attr]
-        return not doc.running_statements and doc.heartbeat_interval_millis == 2_000 and service.looks_alive(doc)
+        doc = plugin.store.sessions.get(DS, sid).doc  # type: ignore[union-attr]
+        return not doc.running_statements and doc.heartbeat_interval_millis == 2_000 and plugin.liveness.staleness.is_fresh(doc)
 
     wait_for(idle_and_fresh, timeout=30, what="an idle, fresh heartbeat")
     index.pause()
@@ -195,7 +195,7 @@ def test_job_rides_out_a_paused_index_server_and_no_accepted_statement_is_lost(o
     # although its heartbeat went stale during the outage.
     assert _retries(outage.job_log(sid)) > retries_before
     assert is_job_process(pid, job_id)
-    session = service.store.sessions.get(DS, sid)
+    session = plugin.store.sessions.get(DS, sid)
     assert session is not None and session.doc.state == SessionState.RUNNING and session.doc.job_id == job_id
     after, e = api.run("SELECT 'e' AS tag", sid, timeout=60)
     assert after["sessionId"] == sid and e["datarows"] == [["e"]], e
@@ -203,11 +203,11 @@ def test_job_rides_out_a_paused_index_server_and_no_accepted_statement_is_lost(o
 
 @pytest.mark.e2e
 def test_plugin_answers_503_while_the_index_server_is_down_and_recovers_when_it_is_back(outage: Outage) -> None:
-    api, service, index = outage.api, outage.service, outage.index
+    api, plugin, index = outage.api, outage.plugin, outage.index
     sid = outage.warm_session()
     long = api.submit(SLEEP_10_MIN, sid)
     api.wait_status(long["queryId"], {"RUNNING"})
-    jobs_before = sorted((service.settings.data_dir / "jobs").glob("*.pid"))
+    jobs_before = sorted((plugin.settings.data_dir / "jobs").glob("*.pid"))
 
     index.stop()
     body = {"datasource": DS, "lang": "sql", "query": "SELECT 1"}
@@ -227,7 +227,7 @@ def test_plugin_answers_503_while_the_index_server_is_down_and_recovers_when_it_
         assert error["reason"] == "Service Unavailable" and error["type"] == "IndexUnavailableException", error
         assert elapsed < RETRY_S + 5, f"{method} {path} took {elapsed:.1f} s to answer 503"
     # A POST refused for want of the index started no Spark job.
-    assert sorted((service.settings.data_dir / "jobs").glob("*.pid")) == jobs_before
+    assert sorted((plugin.settings.data_dir / "jobs").glob("*.pid")) == jobs_before
 
     index.start()  # same port, empty: every document is gone
     gone = assert_error_shape(api.raw(long["queryId"]), 400)
@@ -241,16 +241,16 @@ def test_plugin_answers_503_while_the_index_server_is_down_and_recovers_when_it_
 def test_request_index_gets_its_mappings_back_after_the_index_server_lost_it(tmp_path: Path) -> None:
     index = FixedPortIndex()
     store = None
-    service = None
+    plugin = None
     try:
         settings = Settings(data_dir=tmp_path / "var", opensearch_retry_seconds=RETRY_S)
         opensearch = settings.opensearch(index.url)
         store = Store.connect(opensearch)
         datasource = local_datasource()
-        service = AsyncQueryService(
+        plugin = build_plugin(
             settings, store, DatasourceRegistry([datasource]), {"local": RecordingLauncher()}, opensearch
         )
-        with serve_http(create_app(service)) as url, httpx.Client(base_url=url, timeout=30) as http:
+        with serve_http(create_app(plugin)) as url, httpx.Client(base_url=url, timeout=30) as http:
 
             def submit_and_check() -> None:
                 reply = http.post(BASE, json={"datasource": DS, "lang": "sql", "query": "SELECT 1"})
@@ -278,8 +278,8 @@ def test_request_index_gets_its_mappings_back_after_the_index_server_lost_it(tmp
             index.start()  # same port, nothing in it
             submit_and_check()
     finally:
-        if service is not None:
-            service.close()
+        if plugin is not None:
+            plugin.close()
         if store is not None:
             store.close()
         index.close()

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from async_query.api import create_app
-from async_query.service import AsyncQueryService
+from async_query.runtime import Plugin
 from query_core.states import SessionState, StatementState
 from tests.e2e.conftest import TERMINAL, Api
 from tests.faults.conftest import close_service, fault_service
@@ -32,19 +32,19 @@ SLEEP_10_MIN = "SELECT count(*) AS n FROM range(10000000) a, range(10000000) b"
 
 @dataclass
 class Jobs:
-    service: AsyncQueryService
+    plugin: Plugin
     api: Api
     ds: str
     sessions: list[str] = field(default_factory=list)
 
     @property
     def data_dir(self) -> Path:
-        return self.service.settings.data_dir
+        return self.plugin.settings.data_dir
 
     def warm_session(self) -> str:
         """A running session of this module (the first test that needs one starts it)."""
         for sid in reversed(self.sessions):
-            session = self.service.store.sessions.get(self.ds, sid)
+            session = self.plugin.store.sessions.get(self.ds, sid)
             if session is not None and session.doc.state == SessionState.RUNNING:
                 return sid
         submitted, reply = self.api.run("SELECT 1", timeout=120)
@@ -53,14 +53,14 @@ class Jobs:
         return str(submitted["sessionId"])
 
     def job_of(self, sid: str) -> tuple[str, int]:
-        session = self.service.store.sessions.get(self.ds, sid)
+        session = self.plugin.store.sessions.get(self.ds, sid)
         assert session is not None and session.doc.job_id
         return session.doc.job_id, job_pid(self.data_dir, session.doc.job_id)
 
 
 @pytest.fixture(scope="module")
 def jobs(module_index_url: str, module_ds_name: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Jobs]:
-    service = fault_service(
+    plugin = fault_service(
         module_index_url,
         tmp_path_factory.mktemp("jobs"),
         module_ds_name,
@@ -70,15 +70,15 @@ def jobs(module_index_url: str, module_ds_name: str, tmp_path_factory: pytest.Te
         liveness_cache_s=0.5,
     )
     try:
-        with serve_http(create_app(service)) as url:
-            yield Jobs(service, Api(url, module_ds_name), module_ds_name)
+        with serve_http(create_app(plugin)) as url:
+            yield Jobs(plugin, Api(url, module_ds_name), module_ds_name)
     finally:
-        close_service(service)
-        kill_all_jobs(service.settings.data_dir)
+        close_service(plugin)
+        kill_all_jobs(plugin.settings.data_dir)
 
 
 def test_killed_job_fails_its_statements_ends_its_session_and_a_new_session_takes_over(jobs: Jobs) -> None:
-    api, store, ds = jobs.api, jobs.service.store, jobs.ds
+    api, store, ds = jobs.api, jobs.plugin.store, jobs.ds
     sid = jobs.warm_session()
     long = api.submit(SLEEP_10_MIN, sid)
     api.wait_status(long["queryId"], {"RUNNING"}, timeout=60)
@@ -119,7 +119,7 @@ def test_killed_job_fails_its_statements_ends_its_session_and_a_new_session_take
 
 
 def test_stalled_job_keeps_its_session_for_post_as_it_does_for_get(jobs: Jobs) -> None:
-    api, service, ds = jobs.api, jobs.service, jobs.ds
+    api, plugin, ds = jobs.api, jobs.plugin, jobs.ds
     sid = jobs.warm_session()
     long = api.submit(SLEEP_10_MIN, sid)
     api.wait_status(long["queryId"], {"RUNNING"}, timeout=60)
@@ -128,14 +128,14 @@ def test_stalled_job_keeps_its_session_for_post_as_it_does_for_get(jobs: Jobs) -
     try:
 
         def stale() -> bool:
-            session = service.store.sessions.get(ds, sid)
-            return session is not None and not service.looks_alive(session.doc)
+            session = plugin.store.sessions.get(ds, sid)
+            return session is not None and not plugin.liveness.staleness.is_fresh(session.doc)
 
         wait_for(stale, timeout=30, what="the stalled job's heartbeat to go stale")
         # GET suspects the session, asks the launcher once, and keeps it: the job is there.
-        assert service.launchers["local"].describe(job_id).state.value == "RUNNING"
+        assert plugin.launchers.shared["local"].describe(job_id).state.value == "RUNNING"
         assert api.get(long["queryId"])["status"] == "RUNNING"
-        session = service.store.sessions.get(ds, sid)
+        session = plugin.store.sessions.get(ds, sid)
         assert session is not None and session.doc.state == SessionState.RUNNING
         # POST should come to the same conclusion, and keep the client in its session.
         again = api.submit("SELECT 'same session' AS x", sid)
@@ -151,7 +151,7 @@ def test_cancel_is_escalated_when_the_job_hangs_before_its_heartbeat_reports_the
     module_index_url: str, module_ds_name: str, tmp_path: Path
 ) -> None:
     # Long heartbeat intervals: the job's heartbeat will not report the statement for ~20 s.
-    service = fault_service(
+    plugin = fault_service(
         module_index_url,
         tmp_path,
         module_ds_name,
@@ -161,23 +161,23 @@ def test_cancel_is_escalated_when_the_job_hangs_before_its_heartbeat_reports_the
         # The hung job cannot act on SIGTERM: the SIGKILL after the grace is what stops it.
         local_job_stop_grace_s=0.5,
     )
-    service.start_workers()
+    plugin.start_workers()
     pid = 0
     try:
-        with serve_http(create_app(service)) as url:
+        with serve_http(create_app(plugin)) as url:
             api = Api(url, module_ds_name)
             submitted = api.submit(SLEEP_10_MIN)
             qid, sid = submitted["queryId"], submitted["sessionId"]
             api.wait_status(qid, {"RUNNING"}, timeout=120)
-            session = service.store.sessions.get(module_ds_name, sid)
+            session = plugin.store.sessions.get(module_ds_name, sid)
             assert session is not None and not session.doc.running_statements  # not reported yet
-            pid = job_pid(service.settings.data_dir, session.doc.job_id)
+            pid = job_pid(plugin.settings.data_dir, session.doc.job_id)
             os.killpg(pid, signal.SIGSTOP)  # the job hangs: it cannot honour the cancel
 
             assert api.cancel(qid).status_code == 204
 
             def ended() -> bool:
-                current = service.store.sessions.get(module_ds_name, sid)
+                current = plugin.store.sessions.get(module_ds_name, sid)
                 return current is not None and current.doc.state == SessionState.DEAD
 
             # Deadline 1 s; the supervisor checks every 0.2 s.
@@ -186,5 +186,5 @@ def test_cancel_is_escalated_when_the_job_hangs_before_its_heartbeat_reports_the
     finally:
         if pid and group_members(pid):
             os.killpg(pid, signal.SIGCONT)
-        close_service(service)
-        kill_all_jobs(service.settings.data_dir)
+        close_service(plugin)
+        kill_all_jobs(plugin.settings.data_dir)

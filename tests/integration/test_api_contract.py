@@ -18,7 +18,7 @@ from pyspark.sql import types as t
 from async_query.api import BASE, create_app
 from async_query.datasources import Datasource
 from async_query.launcher.base import JobRunState
-from async_query.service import AsyncQueryService
+from async_query.runtime import Plugin
 from flint_repl_job.results import encode
 from query_core.ids import new_id, request_index
 from query_core.models import (
@@ -32,7 +32,7 @@ from query_core.models import (
 )
 from query_core.states import SessionState, SessionType, StatementState
 from query_core.store import Store
-from tests.conftest import ServiceFactory
+from tests.conftest import PluginFactory
 from tests.support import RecordingLauncher, driver, serve_http
 
 # -- fixtures and helpers --------------------------------------------------------------------------
@@ -44,8 +44,8 @@ def other_datasource(ds_name: str, datasource: Datasource) -> Datasource:
 
 
 @pytest.fixture
-def service(make_service: ServiceFactory, datasource: Datasource, other_datasource: Datasource) -> AsyncQueryService:
-    return make_service(datasources=[datasource, other_datasource])
+def plugin(make_plugin: PluginFactory, datasource: Datasource, other_datasource: Datasource) -> Plugin:
+    return make_plugin(datasources=[datasource, other_datasource])
 
 
 def post(client: httpx.Client, ds: str, query: str = "SELECT 1", session_id: str | None = None) -> httpx.Response:
@@ -95,17 +95,30 @@ def the_statement(store: Store, ds: str, query_id: str) -> Versioned[StatementDo
     return found
 
 
-def job_starts(store: Store, ds: str, session_id: str, **fields: Any) -> Versioned[SessionDoc]:
-    """What the job does when it starts: the session runs, with a fresh heartbeat."""
-    now = now_millis()
-    fields = {"last_update_time": now, "job_start_time": now, **fields}
-    return store.sessions.update(the_session(store, ds, session_id), SessionState.RUNNING, **fields)
+def job_starts(store: Store, ds: str, session_id: str) -> Versioned[SessionDoc]:
+    """What the job does when it starts: it claims the session, which runs, with a fresh heartbeat."""
+    session = the_session(store, ds, session_id)
+    claimed = store.sessions.claim(session, session.doc.job_id)
+    assert claimed is not None
+    return claimed
 
 
-def move(store: Store, ds: str, query_id: str, *states: StatementState, **fields: Any) -> Versioned[StatementDoc]:
+def move(store: Store, ds: str, query_id: str, *states: StatementState, error: str = "") -> Versioned[StatementDoc]:
+    """The statement taken through ``states`` by the named operations (the last one with ``error``)."""
     current = the_statement(store, ds, query_id)
     for i, state in enumerate(states):
-        current = store.statements.move(current, state, **(fields if i == len(states) - 1 else {}))
+        if state == StatementState.RUNNING:
+            started = store.statements.start(current)
+            assert started is not None
+            current = started
+        elif state == StatementState.CANCELLED:
+            cancelled = store.statements.cancel(current)
+            assert cancelled is not None
+            current = cancelled[0]
+        else:
+            settled = store.statements.settle(current, state, error=error if i == len(states) - 1 else "")
+            assert settled.applied
+            current = settled.statement
     return current
 
 
@@ -219,20 +232,19 @@ def test_post_reuses_a_session_that_is_still_starting(
 
 
 def _dead(store: Store, ds: str, sid: str) -> None:
-    store.sessions.update(the_session(store, ds, sid), SessionState.DEAD)
+    store.sessions.end(the_session(store, ds, sid), SessionState.DEAD)
 
 
 def _fail(store: Store, ds: str, sid: str) -> None:
-    store.sessions.update(the_session(store, ds, sid), SessionState.FAIL, error="job failed")
+    store.sessions.end(the_session(store, ds, sid), SessionState.FAIL, error="job failed")
 
 
 def _stale(store: Store, ds: str, sid: str) -> None:
-    job_starts(store, ds, sid, last_update_time=now_millis() - 3_600_000)
+    store.sessions.beat(job_starts(store, ds, sid), at=now_millis() - 3_600_000)
 
 
 def _never_started(store: Store, ds: str, sid: str) -> None:
-    current = the_session(store, ds, sid)
-    store.sessions.update(current, last_update_time=now_millis() - 3_600_000)
+    store.sessions.beat(the_session(store, ds, sid), at=now_millis() - 3_600_000)
 
 
 @pytest.mark.parametrize("end", [_dead, _fail], ids=["dead", "fail"])
@@ -345,7 +357,7 @@ def test_get_running_with_progress(client: httpx.Client, store: Store, ds_name: 
     other = RunningStatement(
         query_id=new_id(ds_name), start_time=now_millis(), progress=StatementProgress(stages_total=9)
     )
-    store.sessions.update(the_session(store, ds_name, reply["sessionId"]), running_statements=[other, running])
+    store.sessions.beat(the_session(store, ds_name, reply["sessionId"]), running_statements=[other, running])
     assert get(client, qid) == {
         "status": "RUNNING",
         "progress": {"stagesCompleted": 1, "stagesTotal": 3, "tasksCompleted": 7, "tasksTotal": 20},
@@ -523,7 +535,7 @@ def test_get_terminal_states(
     expected: dict[str, str],
 ) -> None:
     qid = submit(client, ds_name)["queryId"]
-    move(store, ds_name, qid, *states, **({"error": error} if error else {}))
+    move(store, ds_name, qid, *states, error=error or "")
     assert get(client, qid) == expected
 
 
@@ -538,7 +550,7 @@ def test_get_in_a_dead_session_is_failed_with_a_clear_error(
     if statement_state == StatementState.RUNNING:
         move(store, ds_name, qid, StatementState.RUNNING)
     error = "Spark driver ran out of memory" if end == SessionState.FAIL else ""
-    store.sessions.update(the_session(store, ds_name, sid), end, error=error)
+    store.sessions.end(the_session(store, ds_name, sid), end, error=error)
 
     body = get(client, qid)
     assert body["status"] == "FAILED"
@@ -553,7 +565,7 @@ def test_get_of_a_finished_statement_in_a_dead_session_keeps_its_state(
 ) -> None:
     reply = submit(client, ds_name)
     move(store, ds_name, reply["queryId"], StatementState.RUNNING, StatementState.CANCELLED)
-    store.sessions.update(the_session(store, ds_name, reply["sessionId"]), SessionState.DEAD)
+    store.sessions.end(the_session(store, ds_name, reply["sessionId"]), SessionState.DEAD)
     assert get(client, reply["queryId"]) == {"status": "CANCELLED"}
 
 
@@ -669,12 +681,12 @@ def test_post_without_json_content_type(client: httpx.Client, ds_name: str) -> N
         assert_error(resp, resp.status_code)
 
 
-def test_post_oversized_body(make_service: ServiceFactory, ds_name: str) -> None:
-    service = make_service(max_body_bytes=4_000)
-    launcher = service.launchers["local"]
+def test_post_oversized_body(make_plugin: PluginFactory, ds_name: str) -> None:
+    plugin = make_plugin(max_body_bytes=4_000)
+    launcher = plugin.launchers.shared["local"]
     assert isinstance(launcher, RecordingLauncher)
     big = {"datasource": ds_name, "lang": "sql", "query": "SELECT '" + "x" * 10_000 + "'"}
-    with serve_http(create_app(service)) as url, httpx.Client(base_url=url, timeout=30) as c:
+    with serve_http(create_app(plugin)) as url, httpx.Client(base_url=url, timeout=30) as c:
         assert_error(c.post(BASE, json=big), 413)
         # a body that does not say its length is held to the same limit
         chunks = iter([json.dumps(big).encode()[i : i + 1000] for i in range(0, 11_000, 1000)])
@@ -688,9 +700,9 @@ def test_post_oversized_body(make_service: ServiceFactory, ds_name: str) -> None
     assert len(launcher.started) == 2
 
 
-def test_post_overlong_query(make_service: ServiceFactory, ds_name: str) -> None:
-    service = make_service(max_query_chars=100)
-    with serve_http(create_app(service)) as url, httpx.Client(base_url=url, timeout=30) as c:
+def test_post_overlong_query(make_plugin: PluginFactory, ds_name: str) -> None:
+    plugin = make_plugin(max_query_chars=100)
+    with serve_http(create_app(plugin)) as url, httpx.Client(base_url=url, timeout=30) as c:
         body = assert_error(c.post(BASE, json={"datasource": ds_name, "lang": "sql", "query": "x" * 101}), 400)
         assert "100" in body["error"]["details"]
         assert c.post(BASE, json={"datasource": ds_name, "lang": "sql", "query": "x" * 100}).status_code == 201
@@ -746,7 +758,7 @@ def test_list_sessions(client: httpx.Client, store: Store, ds_name: str, other_d
     job_starts(store, ds_name, first["sessionId"])
     qid = first["queryId"]
     move(store, ds_name, qid, StatementState.RUNNING)
-    store.sessions.update(
+    store.sessions.beat(
         the_session(store, ds_name, first["sessionId"]),
         running_statements=[RunningStatement(query_id=qid, start_time=123, progress=StatementProgress(tasks_total=4))],
     )
@@ -772,7 +784,7 @@ def test_list_sessions(client: httpx.Client, store: Store, ds_name: str, other_d
     mine = client.get(f"{BASE}/_sessions", params={"datasource": ds_name, "state": "not_started,RUNNING"}).json()
     assert {s["sessionId"] for s in mine["sessions"]} == {first["sessionId"], second["sessionId"]}
     assert len(client.get(f"{BASE}/_sessions", params={"size": 1}).json()["sessions"]) == 1
-    assert client.get(f"{BASE}/_sessions", params={"state": "dead"}).json() == {"sessions": []}
+    assert client.get(f"{BASE}/_sessions", params={"state": "dead"}).json() == {"sessions": [], "poolJobs": []}
 
 
 @pytest.mark.parametrize(
@@ -786,7 +798,7 @@ def test_list_sessions_bad_input(client: httpx.Client, params: dict[str, Any]) -
 
 def test_list_sessions_before_any_index_exists(client: httpx.Client) -> None:
     resp = client.get(f"{BASE}/_sessions")
-    assert resp.status_code == 200 and resp.json() == {"sessions": []}
+    assert resp.status_code == 200 and resp.json() == {"sessions": [], "poolJobs": []}
 
 
 def test_an_unreadable_reference_result_is_failed_not_a_500() -> None:

@@ -1,6 +1,6 @@
 """The bench's sections that need no Spark, with tiny counts, so that the bench code cannot rot.
 
-They run against a real HTTP service (``make_service`` + ``serve_http``) on the test's index.
+They run against a real HTTP service (``make_plugin`` + ``serve_http``) on the test's index.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from query_core.config import OpenSearchConfig
 from query_core.ids import request_index
 from query_core.states import SessionState
 from query_core.store import Store
-from tests.conftest import ServiceFactory
+from tests.conftest import PluginFactory
 from tests.support import RecordingLauncher, serve_http
 
 
@@ -32,11 +32,11 @@ def _by_name(figures: list[Figure]) -> dict[str, Figure]:
     return {f.name: f for f in figures}
 
 
-def test_api_latency_section(make_service: ServiceFactory, store: Store, datasource: Datasource) -> None:
+def test_api_latency_section(make_plugin: PluginFactory, store: Store, datasource: Datasource) -> None:
     launcher = RecordingLauncher()
-    service = make_service(launcher=launcher)
+    plugin = make_plugin(launcher=launcher)
     plan = ApiPlan(posts=6, get_seconds=0.3, warmup_seconds=0.05, concurrency=(1, 2), sessions=2)
-    with serve_http(create_app(service)) as url:
+    with serve_http(create_app(plugin)) as url:
         figures, details = run_api_latency(url, store, datasource.name, datasource.results, plan)
     named = _by_name(figures)
     assert named["POST p50 (1 client)"].value is not None and named["POST p50 (1 client)"].value > 0
@@ -52,11 +52,11 @@ def test_api_latency_section(make_service: ServiceFactory, store: Store, datasou
     assert store.sessions.find(datasource.name, [SessionState.RUNNING]) == []
 
 
-def test_scale_section(make_service: ServiceFactory, store: Store, datasource: Datasource, tmp_path: Path) -> None:
-    service = make_service()
+def test_scale_section(make_plugin: PluginFactory, store: Store, datasource: Datasource, tmp_path: Path) -> None:
+    plugin = make_plugin()
     plan = ScalePlan(sessions=12, interval_ms=400, clients=2, seconds=0.8, writers=2)
     jobs = tmp_path / "jobs"
-    with serve_http(create_app(service)) as url:
+    with serve_http(create_app(plugin)) as url:
         figures, details = run_scale(url, store, datasource.name, plan, jobs_dir=jobs)
     named = _by_name(figures)
     assert named["GET p99 with 12 live sessions"].target == Target("<", 50)
@@ -164,9 +164,9 @@ def test_simulated_heartbeat_is_one_write(store: Store, datasource: Datasource) 
     assert session.doc.heartbeat_interval_millis == 2_000
 
 
-def test_load_generator_counts_and_hooks(make_service: ServiceFactory) -> None:
+def test_load_generator_counts_and_hooks(make_plugin: PluginFactory) -> None:
     seen: list[int] = []
-    with serve_http(create_app(make_service())) as url:
+    with serve_http(create_app(make_plugin())) as url:
         result = run_load(
             url,
             lambda c, i: ("GET", "/_plugins/_async_query/nope", None),

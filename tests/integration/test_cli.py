@@ -20,8 +20,12 @@ import pytest
 
 from async_query.api import create_app
 from async_query.cli import main
-from async_query.client import AsyncQueryClient, Reply, ServiceUnreachableError
-from async_query.client_cli import (
+from async_query.datasources import Datasource
+from async_query.runtime import Plugin
+from async_query.security.principal import ANONYMOUS, Principal
+from async_query.service import Submitted
+from async_query_cli.client import AsyncQueryClient, Reply, ServiceUnreachableError
+from async_query_cli.commands import (
     EXIT_API_ERROR,
     EXIT_OK,
     EXIT_QUERY_FAILED,
@@ -33,10 +37,7 @@ from async_query.client_cli import (
     render_sessions,
     render_table,
 )
-from async_query.client_state import FILE_NAME, STATE_DIR_ENV, RememberedSessions
-from async_query.datasources import Datasource
-from async_query.security.principal import ANONYMOUS, Principal
-from async_query.service import AsyncQueryService, Submitted
+from async_query_cli.state import FILE_NAME, STATE_DIR_ENV, RememberedSessions
 from query_core.ids import new_id
 from query_core.models import (
     ColumnSchema,
@@ -44,11 +45,13 @@ from query_core.models import (
     ResultDoc,
     RunningStatement,
     SessionDoc,
+    StatementDoc,
     StatementProgress,
+    Versioned,
 )
 from query_core.states import SessionState, StatementState
 from query_core.store import Store
-from tests.conftest import ServiceFactory
+from tests.conftest import PluginFactory
 from tests.support import RecordingLauncher, free_port, serve_http, wait_for
 
 
@@ -63,23 +66,23 @@ def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @dataclass
 class Api:
     url: str
-    service: AsyncQueryService
+    plugin: Plugin
     #: Every GET reply status the service sent, in order (lets a test wait on what a client saw).
     seen: list[str] = field(default_factory=list)
 
 
 @pytest.fixture
-def api(make_service: ServiceFactory) -> Iterator[Api]:
-    service = make_service()
-    holder = Api("", service)
-    original = service.get
+def api(make_plugin: PluginFactory) -> Iterator[Api]:
+    plugin = make_plugin()
+    holder = Api("", plugin)
+    original = plugin.service.get
 
     def recording_get(query_id: str, principal: Principal = ANONYMOUS) -> bytes:
         reply = original(query_id, principal)
         holder.seen.append(json.loads(reply).get("status", ""))
         return reply
 
-    original_on_loop = service.get_without_blocking
+    original_on_loop = plugin.service.get_without_blocking
 
     async def recording_get_on_loop(query_id: str, principal: Principal = ANONYMOUS) -> bytes | None:
         reply = await original_on_loop(query_id, principal)
@@ -87,9 +90,9 @@ def api(make_service: ServiceFactory) -> Iterator[Api]:
             holder.seen.append(json.loads(reply).get("status", ""))
         return reply
 
-    service.get = recording_get  # type: ignore[method-assign]
-    service.get_without_blocking = recording_get_on_loop  # type: ignore[method-assign]
-    with serve_http(create_app(service)) as url:
+    plugin.service.get = recording_get  # type: ignore[method-assign]
+    plugin.service.get_without_blocking = recording_get_on_loop  # type: ignore[method-assign]
+    with serve_http(create_app(plugin)) as url:
         holder.url = url
         yield holder
 
@@ -103,16 +106,16 @@ class FakeJob:
 
     def statement_id(self, api: Api) -> str:
         """The id of the one statement submitted so far (waits for the POST to land)."""
-        found = wait_for(lambda: _statement_ids(api.service), what="a submitted statement")
+        found = wait_for(lambda: _statement_ids(api.plugin), what="a submitted statement")
         return found[0]
 
     def run(self, query_id: str, progress: StatementProgress | None = None) -> None:
         statement = wait_for(lambda: self.store.statements.get(self.ds.name, query_id), what="the statement")
-        self.store.statements.move(statement, StatementState.RUNNING)
+        self.store.statements.start(statement)
         session = self.store.sessions.get(self.ds.name, statement.doc.session_id)
         assert session is not None
         running = [RunningStatement(query_id=query_id, start_time=statement.doc.submit_time, progress=progress)]
-        self.store.sessions.update(session, SessionState.RUNNING, running_statements=running)
+        self.store.sessions.claim(session, session.doc.job_id, running_statements=running)
 
     def succeed(self, query_id: str, schema: list[tuple[str, str]], rows: list[list[Any]]) -> None:
         lossless = LosslessResult(
@@ -120,23 +123,23 @@ class FakeJob:
             datarows=json.dumps(rows, ensure_ascii=False),
             total=len(rows),
         )
-        self.store.results.put(self.ds.results, ResultDoc(query_id=query_id, status="SUCCESS", lossless=lossless))
-        self._move(query_id, StatementState.SUCCESS)
+        result = ResultDoc(query_id=query_id, status="SUCCESS", lossless=lossless)
+        self.store.statements.settle(self._statement(query_id), StatementState.SUCCESS, result=(self.ds.results, result))
 
     def fail(self, query_id: str, error: str) -> None:
-        self._move(query_id, StatementState.FAILED, error=error)
+        self.store.statements.fail(self._statement(query_id), error)
 
-    def _move(self, query_id: str, state: StatementState, **fields: Any) -> None:
+    def _statement(self, query_id: str) -> Versioned[StatementDoc]:
         current = self.store.statements.get(self.ds.name, query_id)
         assert current is not None
-        self.store.statements.move(current, state, **fields)
+        return current
 
 
-def _statement_ids(service: AsyncQueryService) -> list[str]:
+def _statement_ids(plugin: Plugin) -> list[str]:
     """Statement ids in the request index, found by the session documents' pending lists."""
     ids: list[str] = []
-    for datasource in service.datasources.all():
-        for session in service.store.sessions.find(datasource.name, list(SessionState)):
+    for datasource in plugin.datasources.all():
+        for session in plugin.store.sessions.find(datasource.name, list(SessionState)):
             ids.extend(session.doc.pending_statement_ids)
     return ids
 
@@ -178,7 +181,7 @@ def test_submit_prints_query_and_session_ids(
     out = capsys.readouterr().out
     assert code == EXIT_OK
     lines = dict(line.split(": ", 1) for line in out.strip().splitlines())
-    statement = api.service.store.statements.get(datasource.name, lines["queryId"])
+    statement = api.plugin.store.statements.get(datasource.name, lines["queryId"])
     assert statement is not None
     assert statement.doc.session_id == lines["sessionId"]
     assert statement.doc.query == "SELECT 1"
@@ -301,7 +304,7 @@ def _submit(capsys: pytest.CaptureFixture[str], url: str, datasource: str, *extr
 
 
 def _launcher(api: Api) -> RecordingLauncher:
-    found = api.service.launchers["local"]
+    found = api.plugin.launchers.shared["local"]
     assert isinstance(found, RecordingLauncher)
     return found
 
@@ -309,7 +312,7 @@ def _launcher(api: Api) -> RecordingLauncher:
 def _end_session(store: Store, datasource: str, session_id: str) -> None:
     session = store.sessions.get(datasource, session_id)
     assert session is not None
-    store.sessions.update(session, SessionState.DEAD, error="the job exited")
+    store.sessions.end(session, SessionState.DEAD, error="the job exited")
 
 
 def test_second_submit_reuses_the_session(
@@ -336,11 +339,11 @@ def test_submit_wait_reuses_the_session_and_keeps_stdout_for_the_result(
     _, first, _ = _submit(capsys, api.url, datasource.name)
 
     def play() -> None:
-        query_id = wait_for(lambda: [q for q in _statement_ids(api.service) if q != first_query], what="2nd query")[0]
+        query_id = wait_for(lambda: [q for q in _statement_ids(api.plugin) if q != first_query], what="2nd query")[0]
         job.run(query_id)
         job.succeed(query_id, [("x", "integer")], [[1]])
 
-    first_query = _statement_ids(api.service)[0]
+    first_query = _statement_ids(api.plugin)[0]
     thread = _in_background(play)
     code = main(["submit", "SELECT x", "--url", api.url, "--datasource", datasource.name, "--wait", "--timeout", "30"])
     _joined(thread)
@@ -427,11 +430,11 @@ def test_an_unwritable_state_dir_only_warns(
 
 
 def test_datasources_keep_separate_sessions(
-    make_service: ServiceFactory, capsys: pytest.CaptureFixture[str], datasource: Datasource
+    make_plugin: PluginFactory, capsys: pytest.CaptureFixture[str], datasource: Datasource
 ) -> None:
     other = datasource.model_copy(update={"name": f"{datasource.name}other"})
-    service = make_service(datasources=[datasource, other])
-    with serve_http(create_app(service)) as url:
+    plugin = make_plugin(datasources=[datasource, other])
+    with serve_http(create_app(plugin)) as url:
         _, mine, _ = _submit(capsys, url, datasource.name)
         _, theirs, _ = _submit(capsys, url, other.name)
         assert theirs != mine
@@ -444,7 +447,7 @@ def test_datasources_keep_separate_sessions(
 
 def test_urls_keep_separate_sessions(api: Api, capsys: pytest.CaptureFixture[str], datasource: Datasource) -> None:
     """The same service behind two URLs: each URL remembers its own session (keys are normalized URLs)."""
-    with serve_http(create_app(api.service)) as second_url:
+    with serve_http(create_app(api.plugin)) as second_url:
         _, first, _ = _submit(capsys, api.url, datasource.name)
         _, second, _ = _submit(capsys, second_url, datasource.name)
         assert second != first
@@ -465,12 +468,12 @@ def test_a_reply_without_session_leaves_the_stored_one_alone(
     api: Api, capsys: pytest.CaptureFixture[str], datasource: Datasource, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _, first, _ = _submit(capsys, api.url, datasource.name)
-    original = api.service.submit
+    original = api.plugin.service.submit
 
     def without_session(request: Any) -> Submitted:  # as the reference answers a non-interactive query
         return Submitted(original(request).query_id, None)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(api.service, "submit", without_session)
+    monkeypatch.setattr(api.plugin.service, "submit", without_session)
     code = main(["submit", "SELECT 1", "--url", api.url, "--datasource", datasource.name, "--format", "json"])
     captured = capsys.readouterr()
     assert code == EXIT_OK

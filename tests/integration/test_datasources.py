@@ -21,10 +21,10 @@ import pytest
 from moto.core import DEFAULT_ACCOUNT_ID
 
 from async_query.api import create_app
-from async_query.service import AsyncQueryService
+from async_query.runtime import Plugin
 from async_query.settings import SparkEngineConfig
 from query_core.ids import DATASOURCE_INDEX
-from tests.conftest import ServiceFactory
+from tests.conftest import PluginFactory
 from tests.support import RecordingLauncher, serve_http
 
 DS = "/_plugins/_query/_datasources"
@@ -52,11 +52,11 @@ S3_CONNECTION: dict[str, Any] = {
 
 
 @pytest.fixture
-def dashboards(make_service: ServiceFactory) -> Iterator[tuple[httpx.Client, AsyncQueryService]]:
+def dashboards(make_plugin: PluginFactory) -> Iterator[tuple[httpx.Client, Plugin]]:
     """What a Dashboards server talks to: this service with its ``local`` datasource."""
-    service = make_service(launchers={"local": RecordingLauncher()})
-    with serve_http(create_app(service)) as url, httpx.Client(base_url=url) as client:
-        yield client, service
+    plugin = make_plugin(launchers={"local": RecordingLauncher()})
+    with serve_http(create_app(plugin)) as url, httpx.Client(base_url=url) as client:
+        yield client, plugin
 
 
 def not_found(name: str, details: str) -> dict[str, Any]:
@@ -67,10 +67,10 @@ def not_found(name: str, details: str) -> dict[str, Any]:
 
 
 def test_an_s3_connection_is_created_listed_edited_and_deleted(
-    dashboards: tuple[httpx.Client, AsyncQueryService],
+    dashboards: tuple[httpx.Client, Plugin],
 ) -> None:
-    client, service = dashboards
-    local = service.datasources.all()[0].name
+    client, plugin = dashboards
+    local = plugin.datasources.all()[0].name
 
     created = client.post(DS, json=S3_CONNECTION)
     assert (created.status_code, created.json()) == (201, "Created DataSource with name my_glue")
@@ -96,7 +96,7 @@ def test_an_s3_connection_is_created_listed_edited_and_deleted(
     assert got["properties"]["engine"] == "local"  # what runs it here: no EMR Serverless configured
 
     # Credentials are not in the index in clear either.
-    stored = service.store.index.get(DATASOURCE_INDEX, "my_glue")
+    stored = plugin.store.index.get(DATASOURCE_INDEX, "my_glue")
     assert stored is not None and PASSWORD not in str(stored.source) and "flint_writer" not in str(stored.source)
 
     # The edit routes: roles, then disable and enable (inactive_data_connection.tsx sends 'active').
@@ -108,7 +108,7 @@ def test_an_s3_connection_is_created_listed_edited_and_deleted(
     assert client.patch(DS, json={"name": "my_glue", "status": "active"}).status_code == 200
     assert client.get(f"{DS}/my_glue").json()["status"] == "ACTIVE"
     # The patches kept the credentials: the datasource still checks as basic auth.
-    again = service.datasources.find("my_glue")
+    again = plugin.datasources.find("my_glue")
     assert again is not None and again.properties["glue.indexstore.opensearch.auth.password"] == PASSWORD
 
     assert client.delete(f"{DS}/my_glue").status_code == 204
@@ -116,9 +116,9 @@ def test_an_s3_connection_is_created_listed_edited_and_deleted(
     assert (gone.status_code, gone.json()) == (404, not_found("my_glue", "DataSource with name my_glue doesn't exist."))
 
 
-def test_dashboards_browses_the_embedded_default(dashboards: tuple[httpx.Client, AsyncQueryService]) -> None:
-    client, service = dashboards
-    local = service.datasources.all()[0].name
+def test_dashboards_browses_the_embedded_default(dashboards: tuple[httpx.Client, Plugin]) -> None:
+    client, plugin = dashboards
+    local = plugin.datasources.all()[0].name
     got = client.get(f"{DS}/{local}").json()
     assert (got["connector"], got["status"], got["properties"]) == ("S3GLUE", "ACTIVE", {"engine": "local"})
     # cache_loader.tsx's first query when a datasource is opened.
@@ -131,17 +131,17 @@ def test_dashboards_browses_the_embedded_default(dashboards: tuple[httpx.Client,
 
 
 def test_an_s3_connection_runs_on_local_spark_without_emr_serverless(
-    dashboards: tuple[httpx.Client, AsyncQueryService],
+    dashboards: tuple[httpx.Client, Plugin],
 ) -> None:
-    client, service = dashboards
+    client, plugin = dashboards
     assert client.post(DS, json=S3_CONNECTION).status_code == 201
     body = {"lang": "sql", "query": "SHOW SCHEMAS IN `my_glue`", "datasource": "my_glue"}
     assert client.post(Q, json=body).status_code == 201
-    launcher = service.launchers["local"]
+    launcher = plugin.launchers.shared["local"]
     assert isinstance(launcher, RecordingLauncher)
     started = launcher.started[-1]
     # The local catalog and the service's own index: no Glue without AWS.
-    assert started.conf["spark.datasource.flint.host"] == service.opensearch.host
+    assert started.conf["spark.datasource.flint.host"] == plugin.opensearch.host
     assert not any(key.startswith("spark.hive.") for key in started.conf)
     # The reference's S3GLUE deny list applies to the reference's kind of datasource.
     assert "CREATE_FUNCTION" in started.conf["spark.flint.validation.deniedElements"].split(",")
@@ -157,7 +157,7 @@ def test_an_s3_connection_runs_on_local_spark_without_emr_serverless(
     ],
 )
 def test_an_unknown_name_is_the_reference_s_404(
-    dashboards: tuple[httpx.Client, AsyncQueryService], method: str, body: object, details: str
+    dashboards: tuple[httpx.Client, Plugin], method: str, body: object, details: str
 ) -> None:
     client, _ = dashboards
     path = DS if method in ("PATCH", "PUT") else f"{DS}/ghost"
@@ -184,7 +184,7 @@ HOSTILE = {
 
 @pytest.mark.parametrize("body", HOSTILE.values(), ids=HOSTILE.keys())
 def test_a_hostile_datasource_is_a_400_and_nothing_is_written(
-    dashboards: tuple[httpx.Client, AsyncQueryService], body: dict[str, Any]
+    dashboards: tuple[httpx.Client, Plugin], body: dict[str, Any]
 ) -> None:
     client, _ = dashboards
     reply = client.post(DS, json=body)
@@ -194,10 +194,10 @@ def test_a_hostile_datasource_is_a_400_and_nothing_is_written(
 
 
 def test_the_configured_datasources_cannot_be_changed_over_rest(
-    dashboards: tuple[httpx.Client, AsyncQueryService],
+    dashboards: tuple[httpx.Client, Plugin],
 ) -> None:
-    client, service = dashboards
-    configured = service.datasources.all()[0].name
+    client, plugin = dashboards
+    configured = plugin.datasources.all()[0].name
     assert client.post(DS, json={"name": configured, "connector": "local"}).status_code == 400
     assert client.patch(DS, json={"name": configured, "status": "disabled"}).status_code == 400
     assert client.delete(f"{DS}/{configured}").status_code == 400
@@ -206,11 +206,11 @@ def test_the_configured_datasources_cannot_be_changed_over_rest(
     assert twice.json()["error"]["details"] == "A datasource already exists with name: twice"
 
 
-def test_queries_never_share_sessions_across_datasources(dashboards: tuple[httpx.Client, AsyncQueryService]) -> None:
-    client, service = dashboards
+def test_queries_never_share_sessions_across_datasources(dashboards: tuple[httpx.Client, Plugin]) -> None:
+    client, plugin = dashboards
     assert client.post(DS, json={"name": "lake", "connector": "local"}).status_code == 201
     lake = client.post(Q, json={"datasource": "lake", "lang": "sql", "query": "SELECT 1"}).json()
-    local = service.datasources.all()[0].name
+    local = plugin.datasources.all()[0].name
     other = client.post(
         Q, json={"datasource": local, "lang": "sql", "query": "SELECT 1", "sessionId": lake["sessionId"]}
     )
@@ -221,21 +221,21 @@ def test_queries_never_share_sessions_across_datasources(dashboards: tuple[httpx
 
 
 def test_an_s3glue_datasource_s_query_starts_an_emr_serverless_job_with_its_glue_settings(
-    aws: None, make_service: ServiceFactory
+    aws: None, make_plugin: PluginFactory
 ) -> None:
     emr = boto3.client("emr-serverless", region_name=REGION)
     app = emr.create_application(name="aq", releaseLabel="emr-7.1.0", type="SPARK")["applicationId"]
     engine = SparkEngineConfig.model_validate(
         {"applicationId": app, "executionRoleARN": JOB_ROLE, "region": REGION, "packageS3Uri": "s3://pkg/job"}
     )
-    service = make_service(launchers={"local": RecordingLauncher()}, spark_execution_engine_config=engine)
-    with serve_http(create_app(service)) as url, httpx.Client(base_url=url) as client:
+    plugin = make_plugin(launchers={"local": RecordingLauncher()}, spark_execution_engine_config=engine)
+    with serve_http(create_app(plugin)) as url, httpx.Client(base_url=url) as client:
         assert client.post(DS, json=S3_CONNECTION).status_code == 201
         assert client.get(f"{DS}/my_glue").json()["properties"]["engine"] == "emr-serverless"
         submitted = client.post(Q, json={"datasource": "my_glue", "lang": "sql", "query": "SELECT 1"})
         assert submitted.status_code == 201, submitted.text
 
-    session = service.store.sessions.get("my_glue", submitted.json()["sessionId"])
+    session = plugin.store.sessions.get("my_glue", submitted.json()["sessionId"])
     assert session is not None and session.doc.application_id == app
     run = emr.get_job_run(applicationId=app, jobRunId=session.doc.job_id)["jobRun"]
     assert run["executionRole"] == JOB_ROLE

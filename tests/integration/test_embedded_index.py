@@ -19,9 +19,8 @@ from typing import Any
 import httpx
 import pytest
 
-from async_query.embedded.index import EmbeddedIndex, JournalOptions
+from async_query.embedded.index import EmbeddedIndex, IndexCredential, JournalOptions
 from async_query.embedded.journal import MAGIC, frame, list_segments, read_segment
-from query_core.config import OpenSearchConfig
 from query_core.flint.metas import flint_metas
 from query_core.store import IndexClient, Query, Range
 from tests.conftest import REAL_CLUSTER
@@ -33,8 +32,13 @@ REQUESTS = ".query_execution_request_local"
 RESULTS = "query_execution_result_local"
 
 
+#: The credential of every index server these tests start (restarts included).
+CREDENTIAL = IndexCredential.generate()
+AUTH = (CREDENTIAL.username, CREDENTIAL.password)
+
+
 def client_of(embedded: EmbeddedIndex) -> IndexClient:
-    return IndexClient(OpenSearchConfig(url=embedded.url, retry_seconds=2.0))
+    return IndexClient(embedded.config(retry_seconds=2.0))
 
 
 @pytest.fixture
@@ -47,7 +51,7 @@ def servers() -> Iterator[list[EmbeddedIndex]]:
 
 
 def start(servers: list[EmbeddedIndex], directory: Path, **options: Any) -> EmbeddedIndex:
-    server = EmbeddedIndex.start(directory, options=JournalOptions(**options))
+    server = EmbeddedIndex.start(directory, options=JournalOptions(**options), credential=CREDENTIAL)
     servers.append(server)
     return server
 
@@ -141,7 +145,7 @@ class Writer(threading.Thread):
 
     def __init__(self, url: str, name: str, ledger: Ledger, rng: random.Random) -> None:
         super().__init__(name=name, daemon=True)
-        self.http = httpx.Client(base_url=url, timeout=10)
+        self.http = httpx.Client(base_url=url, auth=AUTH, timeout=10)
         self.ledger = ledger
         self.rng = rng
         self.versions: dict[str, tuple[int, int]] = {}
@@ -223,7 +227,7 @@ def read(http: httpx.Client, index: str, doc_id: str) -> Any:
 def check_ledger(url: str, ledger: Ledger) -> int:
     """Every acknowledged write is there (or one that was in flight when the server died)."""
     lost = 0
-    with httpx.Client(base_url=url, timeout=10) as http:
+    with httpx.Client(base_url=url, auth=AUTH, timeout=10) as http:
         for doc_id, value in ledger.acked.items():
             index = "flint_storm" if "-bulk-" in doc_id else REQUESTS
             now = read(http, index, doc_id)
@@ -294,7 +298,7 @@ def test_compactions_follow_the_journal_and_a_crash_after_them_loses_nothing(
     first.kill()
 
     again = start(servers, directory)
-    with httpx.Client(base_url=again.url) as http:
+    with httpx.Client(base_url=again.url, auth=AUTH) as http:
         count = http.get(f"/{RESULTS}/_count").json()["count"]
         assert count == 300
         assert read(http, RESULTS, "r99") is None and read(http, RESULTS, "r399")["updateTime"] == 399
@@ -304,20 +308,20 @@ def test_a_read_never_shows_a_write_a_crash_could_still_lose(tmp_path: Path, ser
     """Commits wait 400 ms here, so a write sits applied but not durable. A GET through the
     proxy that sees it returns only once it is durable: a kill right after loses nothing."""
     directory = tmp_path / "index"
-    first = start(servers, directory, commit_window_ms=400)
+    first = start(servers, directory, commit_window_ms=400, isolate_network=False)  # read behind it
     writing = threading.Thread(
-        target=lambda: httpx.put(f"{first.url}/{REQUESTS}/_doc/seen", json={"state": "success"}, timeout=30)
+        target=lambda: httpx.put(f"{first.url}/{REQUESTS}/_doc/seen", json={"state": "success"}, auth=AUTH, timeout=30)
     )
     writing.start()
     with httpx.Client(base_url=first.private_url) as behind:
         wait_for(lambda: read(behind, REQUESTS, "seen"), timeout=10, what="the write applied")
-    with httpx.Client(base_url=first.url) as http:
+    with httpx.Client(base_url=first.url, auth=AUTH) as http:
         assert read(http, REQUESTS, "seen") == {"state": "success"}
         first.kill()
     writing.join(timeout=10)
 
     again = start(servers, directory)
-    with httpx.Client(base_url=again.url) as http:
+    with httpx.Client(base_url=again.url, auth=AUTH) as http:
         assert read(http, REQUESTS, "seen") == {"state": "success"}
 
 
@@ -338,13 +342,13 @@ def test_replay_orders_writes_of_one_document_by_the_servers_seq_no(
     (directory / "journal" / "000000000000.wal").write_bytes(MAGIC + b"".join(frame(p) for p in payloads))
 
     server = start(servers, directory)
-    with httpx.Client(base_url=server.url) as http:
+    with httpx.Client(base_url=server.url, auth=AUTH) as http:
         assert read(http, "ix", "d") == {"a": "b", "state": "ok"}
 
 
 def test_the_proxy_speaks_http_as_the_server_does(tmp_path: Path, servers: list[EmbeddedIndex]) -> None:
     server = start(servers, tmp_path / "index")
-    with httpx.Client(base_url=server.url) as http:
+    with httpx.Client(base_url=server.url, auth=AUTH) as http:
         assert http.put("/big/_doc/1", json={"n": 1}).status_code == 201
         assert http.head("/big").status_code == 200 and http.head("/missing").status_code == 404
         assert http.get("/big/_doc/none").status_code == 404
@@ -364,12 +368,13 @@ def test_the_proxy_speaks_http_as_the_server_does(tmp_path: Path, servers: list[
     with socket.create_connection((host, port), timeout=10) as raw:
         raw.sendall(
             b"PUT /big/_doc/chunked HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-            b"Transfer-Encoding: chunked\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n"
+            + f"Authorization: {CREDENTIAL.header()}\r\n".encode()
+            + b"Transfer-Encoding: chunked\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n"
             b'5\r\n{"n":\r\n2\r\n9}\r\n0\r\n\r\n'
         )
         answer = _read_all(raw)
     assert answer.startswith(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201")
-    assert httpx.get(f"{server.url}/big/_doc/chunked").json()["_source"] == {"n": 9}
+    assert httpx.get(f"{server.url}/big/_doc/chunked", auth=AUTH).json()["_source"] == {"n": 9}
     with socket.create_connection((host, port), timeout=10) as raw:
         raw.sendall(b"NOT HTTP AT ALL\r\n\r\n")
         assert _read_all(raw).startswith(b"HTTP/1.1 400")
@@ -409,7 +414,7 @@ def test_a_data_directory_of_the_earlier_layout_is_loaded_then_replaced(
     assert not (directory / f"{REQUESTS}.ndjson").exists()
     first.close()
     again = start(servers, directory)
-    with httpx.Client(base_url=again.url) as http:
+    with httpx.Client(base_url=again.url, auth=AUTH) as http:
         assert read(http, REQUESTS, "old") == {"n": 1}
     modes = {oct(p.stat().st_mode & 0o777) for p in directory.rglob("*") if p.name != "LOCK"}
     assert modes <= {oct(0o600), oct(0o700)}, modes
@@ -423,9 +428,93 @@ def test_ctrl_c_leaves_the_index_to_the_services_own_shutdown(tmp_path: Path, se
     # osmem-server handles SIGINT itself: it runs in a session of its own, out of the terminal's reach.
     assert os.getpgid(server.osmem_pid) != os.getpgid(server.process.pid) == os.getpgid(0)
     os.kill(server.process.pid, signal.SIGINT)
-    with httpx.Client(base_url=server.url) as http:
+    with httpx.Client(base_url=server.url, auth=AUTH) as http:
         for i in range(20):
             assert http.put(f"/after_ctrl_c/_doc/{i}", json={"n": i}).status_code == 201
     assert server.process.poll() is None
     server.close()
     assert server.process.returncode == 0
+
+
+def test_a_request_without_the_credential_reads_and_writes_nothing(tmp_path: Path) -> None:
+    """The credential is generated at start and reaches the index server on its stdin: it is on no
+    command line and in no reply; a local process without it is refused before anything is
+    forwarded."""
+    server = EmbeddedIndex.start(tmp_path / "index", options=JournalOptions(isolate_network=False))  # read behind it
+    try:
+        with httpx.Client(base_url=server.url, auth=server.auth, timeout=10) as http:
+            assert http.put(f"/{REQUESTS}/_doc/secret", json={"query": "mine"}).status_code == 201
+        wrong = httpx.BasicAuth(server.credential.username, "guessed")
+        for auth in (None, wrong):
+            with httpx.Client(base_url=server.url, auth=auth, timeout=10) as http:
+                refused = [
+                    http.get(f"/{REQUESTS}/_doc/secret"),
+                    http.post(f"/{REQUESTS}/_search", json={"query": {"match_all": {}}}),
+                    http.put(f"/{REQUESTS}/_doc/planted", json={"query": "theirs"}),
+                    http.delete(f"/{REQUESTS}"),
+                    http.get("/_embedded/journal"),
+                ]
+            assert [r.status_code for r in refused] == [401] * len(refused)
+            assert all(server.credential.password not in r.text for r in refused)
+        with httpx.Client(base_url=server.private_url, timeout=10) as behind:
+            assert read(behind, REQUESTS, "planted") is None and read(behind, REQUESTS, "secret") == {"query": "mine"}
+        for pid in (server.process.pid, server.osmem_pid):
+            assert server.credential.password.encode() not in Path(f"/proc/{pid}/cmdline").read_bytes()
+        assert server.stats()["requests"]["refused"] == 10
+    finally:
+        server.close()
+
+
+def test_a_liveness_write_is_answered_without_the_journal_and_a_crash_may_lose_it(
+    tmp_path: Path, servers: list[EmbeddedIndex]
+) -> None:
+    """Heartbeats are marked liveness writes: never journaled (a crash loses them, and the job they
+    spoke for died with it); every other write is, before its answer."""
+    directory = tmp_path / "index"
+    first = start(servers, directory)
+    store = client_of(first)
+    store.create(REQUESTS, "sess", {"type": "session", "state": "running", "lastUpdateTime": 1})
+    current = store.get(REQUESTS, "sess")
+    assert current is not None
+    records = first.stats()["journal"]["records"]
+    version = current.version
+    for beat in range(2, 12):
+        version = store.update_liveness_if(REQUESTS, "sess", {"lastUpdateTime": beat}, version)
+    after_beats = first.stats()
+    assert after_beats["journal"]["records"] == records and after_beats["requests"]["liveness"] == 10
+    found = store.get(REQUESTS, "sess")
+    assert found is not None and found.source["lastUpdateTime"] == 11  # read back at once, as any write
+    store.update_if(REQUESTS, "sess", {"state": "dead"}, version)  # a state change: durable
+    store.close()
+    first.kill()
+
+    again = start(servers, directory)
+    with httpx.Client(base_url=again.url, auth=AUTH) as http:
+        assert read(http, REQUESTS, "sess") == {"type": "session", "state": "dead", "lastUpdateTime": 1}
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a network namespace of its own needs CAP_SYS_ADMIN")
+def test_osmem_server_is_out_of_every_other_local_process_s_reach(tmp_path: Path, servers: list[EmbeddedIndex]) -> None:
+    """osmem-server has no authentication: it runs in a network namespace of its own, where no
+    other local process can connect; the index server's public port stays on the host's loopback."""
+    from async_query.embedded.isolation import network_namespace
+
+    server = start(servers, tmp_path / "index")
+    assert server.isolated
+    ours = network_namespace()
+    assert network_namespace(server.osmem_pid) == network_namespace(server.process.pid) != ours
+    port = int(server.private_url.rsplit(":", 1)[1])
+    with socket.socket() as probe:  # nothing on the host's loopback answers as the index
+        probe.settimeout(2)
+        reached = probe.connect_ex(("127.0.0.1", port)) == 0
+    if reached:  # another process of the host happens to hold that port number: not the index
+        with pytest.raises(httpx.HTTPError):
+            httpx.get(f"{server.private_url}/{REQUESTS}/_count", timeout=2).raise_for_status()
+    with httpx.Client(base_url=server.url, auth=AUTH, timeout=10) as http:
+        assert http.put(f"/{REQUESTS}/_doc/a", json={"n": 1}).status_code == 201
+        assert read(http, REQUESTS, "a") == {"n": 1}
+    server.compact()  # the snapshot worker reaches osmem-server inside, as the index server does
+    server.close()
+    again = start(servers, tmp_path / "index")
+    with httpx.Client(base_url=again.url, auth=AUTH, timeout=10) as http:
+        assert read(http, REQUESTS, "a") == {"n": 1}

@@ -40,12 +40,12 @@ from async_query.gateway import (
     owns,
     service_credentials,
 )
-from async_query.service import AsyncQueryService
+from async_query.runtime import Plugin, build_plugin
 from async_query.settings import Settings
 from query_core.config import OpenSearchConfig
 from query_core.states import StatementState
 from query_core.store import Store
-from tests.conftest import ServiceFactory
+from tests.conftest import PluginFactory
 from tests.support import RecordingLauncher, free_port, serve_http, wait_for
 
 SECRET = "s3cret-password"
@@ -179,24 +179,24 @@ def upstream() -> Iterator[Upstream]:
 
 
 @pytest.fixture
-def service(make_service: ServiceFactory) -> AsyncQueryService:
-    return make_service()
+def plugin(make_plugin: PluginFactory) -> Plugin:
+    return make_plugin()
 
 
 @contextmanager
 def through(
-    service: AsyncQueryService, upstream: str, policy: PassPolicy | None = None, limits: GatewayLimits | None = None
+    plugin: Plugin, upstream: str, policy: PassPolicy | None = None, limits: GatewayLimits | None = None
 ) -> Iterator[httpx.Client]:
     """An HTTP client of ``service`` served in gateway mode in front of ``upstream``."""
     gateway = Gateway(upstream, policy or service_credentials(OpenSearchConfig(url=upstream)), limits)
-    with serve_http(create_app(service, gateway=gateway)) as url, httpx.Client(base_url=url, timeout=30) as client:
+    with serve_http(create_app(plugin, gateway=gateway)) as url, httpx.Client(base_url=url, timeout=30) as client:
         yield client
 
 
 @pytest.fixture
-def gateway(service: AsyncQueryService, index_url: str) -> Iterator[httpx.Client]:
+def gateway(plugin: Plugin, index_url: str) -> Iterator[httpx.Client]:
     """The service in gateway mode in front of this test's index server."""
-    with through(service, index_url) as client:
+    with through(plugin, index_url) as client:
         yield client
 
 
@@ -357,14 +357,14 @@ def test_head_passes_with_no_body(gateway: httpx.Client, direct: httpx.Client, n
 
 
 def test_large_bodies_pass_but_the_services_own_endpoints_keep_their_limit(
-    gateway: httpx.Client, direct: httpx.Client, service: AsyncQueryService, names: Names
+    gateway: httpx.Client, direct: httpx.Client, plugin: Plugin, names: Names
 ) -> None:
     """A ``_bulk`` is NDJSON and may be far larger than the service's own request limit."""
     lines = []
     for i in range(3000):
         lines += [json.dumps({"index": {"_index": names.big, "_id": str(i)}}), json.dumps({"n": i, "pad": "x" * 1000})]
     body = ("\n".join(lines) + "\n").encode()
-    assert len(body) > service.settings.max_body_bytes
+    assert len(body) > plugin.settings.max_body_bytes
     reply = gateway.post("/_bulk?refresh=true", content=body, headers=NDJSON)
     assert reply.status_code == 200 and reply.json()["errors"] is False, reply.text[:300]
     assert direct.get(f"/{names.big}/_count").json()["count"] == 3000
@@ -376,7 +376,7 @@ def test_large_bodies_pass_but_the_services_own_endpoints_keep_their_limit(
     assert not_json.json()["error"]["reason"] == "Invalid Request"
 
 
-def test_chunked_upload_streams_to_the_cluster(service: AsyncQueryService, upstream: Upstream) -> None:
+def test_chunked_upload_streams_to_the_cluster(plugin: Plugin, upstream: Upstream) -> None:
     """The caller's second chunk is only sent once the upstream has the first: a gateway that
     held the body whole before passing it on would never let this request finish."""
 
@@ -385,7 +385,7 @@ def test_chunked_upload_streams_to_the_cluster(service: AsyncQueryService, upstr
         assert upstream.first_chunk.wait(10), "the first chunk never reached the upstream"
         yield b'{"index":{"_index":"logs","_id":"2"}}\n{"n":2}\n'
 
-    with through(service, upstream.url) as client:
+    with through(plugin, upstream.url) as client:
         reply = client.post("/_bulk", content=body(), headers=NDJSON)
     assert reply.status_code == 200
     (seen,) = upstream.seen
@@ -406,11 +406,11 @@ def test_chunked_upload_to_a_real_cluster(gateway: httpx.Client, direct: httpx.C
     assert direct.get(f"/{names.chunks}/_count").json()["count"] == 50
 
 
-def test_a_chunked_reply_streams_back(service: AsyncQueryService, upstream: Upstream) -> None:
+def test_a_chunked_reply_streams_back(plugin: Plugin, upstream: Upstream) -> None:
     """The upstream sends its first chunk and waits for the caller to have it before the rest."""
     release = threading.Event()
     upstream.answer = lambda seen: Reply(chunks=[b'{"hits":[', b"1,2,3", b"]}"], chunked=True, hold=release)
-    with through(service, upstream.url) as client, client.stream("GET", "/logs/_search") as reply:
+    with through(plugin, upstream.url) as client, client.stream("GET", "/logs/_search") as reply:
         assert reply.status_code == 200
         assert "content-length" not in reply.headers
         assert reply.headers["transfer-encoding"] == "chunked"
@@ -421,12 +421,12 @@ def test_a_chunked_reply_streams_back(service: AsyncQueryService, upstream: Upst
 
 
 def test_a_caller_leaving_mid_reply_drops_the_upstream_connection(
-    service: AsyncQueryService, upstream: Upstream
+    plugin: Plugin, upstream: Upstream
 ) -> None:
     """A reply nobody reads any more stops being read from the cluster (here the cluster would
     otherwise wait for ever to send the rest)."""
     upstream.answer = lambda seen: Reply(chunks=[b'{"hits":[', b"]}"], chunked=True, await_close=True)
-    with through(service, upstream.url) as client:
+    with through(plugin, upstream.url) as client:
         with client.stream("GET", "/logs/_search") as reply:
             assert next(reply.iter_raw()) == b'{"hits":['
         # Leaving the block closed the caller's connection mid-reply.
@@ -449,7 +449,7 @@ def test_a_large_reply_is_passed_whole(gateway: httpx.Client, direct: httpx.Clie
     assert json.loads(received)["hits"]["hits"] == expected.json()["hits"]["hits"]
 
 
-def test_compressed_replies_pass_untouched(service: AsyncQueryService, upstream: Upstream) -> None:
+def test_compressed_replies_pass_untouched(plugin: Plugin, upstream: Upstream) -> None:
     import gzip
 
     packed = gzip.compress(b'{"status":"green"}')
@@ -457,7 +457,7 @@ def test_compressed_replies_pass_untouched(service: AsyncQueryService, upstream:
         headers=[("Content-Type", "application/json"), ("Content-Encoding", "gzip")], chunks=[packed]
     )
     with (
-        through(service, upstream.url) as client,
+        through(plugin, upstream.url) as client,
         client.stream("GET", "/_cluster/health", headers={"Accept-Encoding": "gzip"}) as reply,
     ):
         raw = b"".join(reply.iter_raw())
@@ -465,8 +465,8 @@ def test_compressed_replies_pass_untouched(service: AsyncQueryService, upstream:
     assert upstream.seen[0].header("accept-encoding") == ["gzip"]
 
 
-def test_method_path_and_query_pass_unchanged(service: AsyncQueryService, upstream: Upstream) -> None:
-    with through(service, upstream.url) as client:
+def test_method_path_and_query_pass_unchanged(plugin: Plugin, upstream: Upstream) -> None:
+    with through(plugin, upstream.url) as client:
         reply = client.request("DELETE", "/my%2Findex/_doc/a%20b?routing=x&refresh=wait_for&pretty")
     assert reply.status_code == 200
     (seen,) = upstream.seen
@@ -474,7 +474,7 @@ def test_method_path_and_query_pass_unchanged(service: AsyncQueryService, upstre
     assert seen.header("host") == [upstream.url.removeprefix("http://")]
 
 
-def test_hop_by_hop_headers_are_dropped_both_ways(service: AsyncQueryService, upstream: Upstream) -> None:
+def test_hop_by_hop_headers_are_dropped_both_ways(plugin: Plugin, upstream: Upstream) -> None:
     upstream.answer = lambda seen: Reply(
         headers=[
             ("Content-Type", "application/json"),
@@ -501,7 +501,7 @@ def test_hop_by_hop_headers_are_dropped_both_ways(service: AsyncQueryService, up
         "X-Opaque-Id": "dashboards-1",
         "securitytenant": "global",
     }
-    with through(service, upstream.url) as client:
+    with through(plugin, upstream.url) as client:
         reply = client.post("/_msearch", content=b"{}\n{}\n", headers={**caller_headers, **NDJSON})
     assert reply.status_code == 200 and reply.json() == {"a": 1}
     (seen,) = upstream.seen
@@ -524,34 +524,34 @@ def _basic(user: str, password: str) -> str:
     return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
 
 
-def test_service_credentials_replace_the_callers(service: AsyncQueryService, upstream: Upstream) -> None:
+def test_service_credentials_replace_the_callers(plugin: Plugin, upstream: Upstream) -> None:
     config = OpenSearchConfig(url=upstream.url, auth="basic", username="svc", password=SECRET)
-    with through(service, upstream.url, service_credentials(config)) as client:
+    with through(plugin, upstream.url, service_credentials(config)) as client:
         client.get("/_cluster/health", headers={"Authorization": _basic("mallory", "guess")})
         client.get("/_cluster/health")
     assert [s.header("authorization") for s in upstream.seen] == [[_basic("svc", SECRET)]] * 2
 
 
-def test_without_service_credentials_none_go_upstream(service: AsyncQueryService, upstream: Upstream) -> None:
-    with through(service, upstream.url, service_credentials(OpenSearchConfig(url=upstream.url))) as client:
+def test_without_service_credentials_none_go_upstream(plugin: Plugin, upstream: Upstream) -> None:
+    with through(plugin, upstream.url, service_credentials(OpenSearchConfig(url=upstream.url))) as client:
         client.get("/_cluster/health", headers={"Authorization": _basic("mallory", "guess")})
     assert upstream.seen[0].header("authorization") == []
 
 
-def test_caller_credentials_go_upstream_as_sent(service: AsyncQueryService, upstream: Upstream) -> None:
-    with through(service, upstream.url, caller_credentials()) as client:
+def test_caller_credentials_go_upstream_as_sent(plugin: Plugin, upstream: Upstream) -> None:
+    with through(plugin, upstream.url, caller_credentials()) as client:
         client.get("/_cluster/health", headers={"Authorization": _basic("alice", "pw")})
         client.get("/_cluster/health")
     assert [s.header("authorization") for s in upstream.seen] == [[_basic("alice", "pw")], []]
 
 
 def test_a_refusal_is_answered_in_the_error_shape_and_sends_nothing(
-    service: AsyncQueryService, upstream: Upstream
+    plugin: Plugin, upstream: Upstream
 ) -> None:
     def admins_only(scope: Any) -> Refusal:
         return Refusal(403, "only admins may reach the index cluster through this service")
 
-    with through(service, upstream.url, admins_only) as client:
+    with through(plugin, upstream.url, admins_only) as client:
         reply = client.get("/.kibana_1/_search")
         own = client.get(f"{BASE}/_sessions")
     assert reply.status_code == 403
@@ -593,12 +593,12 @@ def _assert_gateway_error(reply: httpx.Response, status: int, error_type: str, r
     return dict(body)
 
 
-def test_an_upstream_that_is_down_is_a_502(service: AsyncQueryService) -> None:
+def test_an_upstream_that_is_down_is_a_502(plugin: Plugin) -> None:
     port = free_port()  # nothing listens there: connections are refused
     config = OpenSearchConfig(
         url=f"http://svc:{SECRET}@127.0.0.1:{port}", auth="basic", username="svc", password=SECRET
     )
-    with through(service, config.url, service_credentials(config)) as client:
+    with through(plugin, config.url, service_credentials(config)) as client:
         reply = client.get("/_cluster/health")
         own = client.get(f"{BASE}/_sessions")
     body = _assert_gateway_error(reply, 502, "BadGatewayException", "Bad Gateway")
@@ -606,21 +606,21 @@ def test_an_upstream_that_is_down_is_a_502(service: AsyncQueryService) -> None:
     assert own.status_code == 200
 
 
-def test_an_upstream_that_never_answers_is_a_504(service: AsyncQueryService) -> None:
+def test_an_upstream_that_never_answers_is_a_504(plugin: Plugin) -> None:
     with socket.socket() as silent:
         silent.bind(("127.0.0.1", 0))
         silent.listen(8)  # connections complete in the kernel; nothing ever reads or answers
         url = f"http://127.0.0.1:{silent.getsockname()[1]}"
         limits = GatewayLimits(connect_timeout_s=5, read_timeout_s=0.3)
-        with through(service, url, limits=limits) as client:
+        with through(plugin, url, limits=limits) as client:
             reply = client.post("/.kibana_1/_search", json=SEARCH)
     body = _assert_gateway_error(reply, 504, "GatewayTimeoutException", "Gateway Timeout")
     assert body["error"]["details"].endswith("did not answer in time (read timeout, 0.3 s)")
 
 
-def test_a_reply_cut_short_upstream_is_cut_short_for_the_caller(service: AsyncQueryService, upstream: Upstream) -> None:
+def test_a_reply_cut_short_upstream_is_cut_short_for_the_caller(plugin: Plugin, upstream: Upstream) -> None:
     upstream.answer = lambda seen: Reply(chunks=[b'{"hits":'], declared=1000)
-    with through(service, upstream.url) as client:
+    with through(plugin, upstream.url) as client:
         with pytest.raises(httpx.RemoteProtocolError):
             client.get("/logs/_search")
         # The gateway itself carries on.
@@ -656,8 +656,8 @@ def test_owned_paths(path: str, owned: bool) -> None:
     assert owns(path) is owned
 
 
-def test_without_gateway_mode_other_paths_are_not_found(service: AsyncQueryService) -> None:
-    with serve_http(create_app(service)) as url:
+def test_without_gateway_mode_other_paths_are_not_found(plugin: Plugin) -> None:
+    with serve_http(create_app(plugin)) as url:
         reply = httpx.get(f"{url}/_cluster/health")
     assert reply.status_code == 404
     assert reply.json()["error"]["reason"] == "Invalid Request"
@@ -692,7 +692,7 @@ class CountingProxy:
 
 
 def test_cancelled_and_timed_out_replies_come_from_the_reply_cache(
-    make_service: ServiceFactory,
+    make_plugin: PluginFactory,
     store: Store,
     datasource: Datasource,
     index_url: str,
@@ -704,9 +704,9 @@ def test_cancelled_and_timed_out_replies_come_from_the_reply_cache(
     with serve_http(proxy) as proxy_url:
         counted = opensearch_config.model_copy(update={"url": proxy_url})
         counted_store = Store.connect(counted)
-        writer = make_service()  # writes through the uncounted store
+        writer = make_plugin()  # writes through the uncounted store
         registry = DatasourceRegistry([datasource], counted_store)
-        reader = AsyncQueryService(writer.settings, counted_store, registry, {"local": RecordingLauncher()}, counted)
+        reader = build_plugin(writer.settings, counted_store, registry, {"local": RecordingLauncher()}, counted)
         try:
             with serve_http(create_app(writer)) as writer_url, serve_http(create_app(reader)) as reader_url:
                 query = {"datasource": datasource.name, "lang": "sql", "query": "SELECT 1"}
@@ -716,8 +716,9 @@ def test_cancelled_and_timed_out_replies_come_from_the_reply_cache(
                 assert httpx.delete(f"{writer_url}{BASE}/{cancelled}").status_code == 204
                 statement = store.statements.get(datasource.name, timed_out)
                 assert statement is not None
-                running = store.statements.move(statement, StatementState.RUNNING)
-                store.statements.move(running, StatementState.TIMEOUT, error="Query timed out after 1800 s")
+                running = store.statements.start(statement)
+                assert running is not None
+                store.statements.settle(running, StatementState.TIMEOUT, error="Query timed out after 1800 s")
 
                 def poll(query_id: str, times: int) -> tuple[set[str], int]:
                     before = len(proxy.requests)
@@ -745,7 +746,9 @@ def test_serve_gateway_on_the_embedded_default(tmp_path: Path) -> None:
     answers Dashboards' calls through the service's port, next to the service's own API."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENSEARCH_", "ASYNC_QUERY_"))}
-    env.update(ASYNC_QUERY_DATA_DIR=str(tmp_path / "var"), ASYNC_QUERY_LOCAL_CATALOG="in-memory")
+    env.update(
+        ASYNC_QUERY_DATA_DIR=str(tmp_path / "var"), ASYNC_QUERY_LOCAL_CATALOG="in-memory", ASYNC_QUERY_WARM_POOL_SIZE="0"
+    )
     log_path = tmp_path / "serve.log"
     with open(log_path, "wb") as out:
         proc = subprocess.Popen(
@@ -786,7 +789,7 @@ def test_serve_gateway_on_the_embedded_default(tmp_path: Path) -> None:
             assert client.head("/.kibana_1").status_code == 200
             assert client.get("/.kibana_1/_doc/config:2.17.0").json()["_source"] == CONFIG_DOC
             assert client.get("/logs-2026.01.01/_count").json()["count"] == 2
-            assert client.get(f"{BASE}/_sessions").json() == {"sessions": []}
+            assert client.get(f"{BASE}/_sessions").json() == {"sessions": [], "poolJobs": []}
         assert "gateway: every other path" in log_path.read_text()
     finally:
         proc.send_signal(signal.SIGTERM)

@@ -14,14 +14,15 @@ from contextlib import contextmanager
 
 import pytest
 
-from async_query.service import AsyncQueryService, SubmitRequest
+from async_query.runtime import Plugin
+from async_query.service import SubmitRequest
 from query_core.config import OpenSearchConfig
 from query_core.errors import IndexUnavailableError
-from query_core.models import RunningStatement, SessionDoc, StatementProgress, Versioned, now_millis
+from query_core.models import RunningStatement, StatementProgress, now_millis
 from query_core.realtime import ReadNotServed, RealtimeReader
-from query_core.states import SessionState, StatementState
+from query_core.states import SessionState
 from query_core.store import Store
-from tests.conftest import ServiceFactory
+from tests.conftest import PluginFactory
 from tests.support import RecordingLauncher, client_of, driver
 
 # -- the lean reader --------------------------------------------------------------------------
@@ -135,17 +136,15 @@ def job_heartbeat(job_store: Store, ds: str, session_id: str, query_id: str, don
     current = job_store.sessions.get(ds, session_id)
     assert current is not None
     progress = StatementProgress(tasks_total=10, tasks_completed=done)
-    job_store.sessions.update(
+    job_store.sessions.beat(
         current,
-        SessionState.RUNNING,
-        last_update_time=now_millis(),
         running_statements=[RunningStatement(query_id=query_id, start_time=now_millis(), progress=progress)],
         heartbeat_interval_millis=2_000,
     )
 
 
-def reply(service: AsyncQueryService, query_id: str) -> dict[str, object]:
-    return dict(json.loads(service.get(query_id)))
+def reply(plugin: Plugin, query_id: str) -> dict[str, object]:
+    return dict(json.loads(plugin.service.get(query_id)))
 
 
 @pytest.fixture
@@ -155,22 +154,25 @@ def job_store(opensearch_config: OpenSearchConfig) -> Iterator[Store]:
     other.close()
 
 
-def start_running(service: AsyncQueryService, job_store: Store) -> tuple[str, str, str]:
-    ds = service.datasources.all()[0].name
-    submitted = service.submit(SubmitRequest(ds, "sql", "SELECT 1"))
+def start_running(plugin: Plugin, job_store: Store) -> tuple[str, str, str]:
+    ds = plugin.datasources.all()[0].name
+    submitted = plugin.service.submit(SubmitRequest(ds, "sql", "SELECT 1"))
     statement = job_store.statements.get(ds, submitted.query_id)
     assert statement is not None
-    job_store.statements.move(statement, StatementState.RUNNING)
+    job_store.statements.start(statement)
+    session = job_store.sessions.get(ds, submitted.session_id)
+    assert session is not None
+    job_store.sessions.claim(session, session.doc.job_id)
     job_heartbeat(job_store, ds, submitted.session_id, submitted.query_id, done=1)
     return ds, submitted.query_id, submitted.session_id
 
 
 def test_get_takes_the_session_from_the_cache_but_the_statement_always_from_the_index(
-    make_service: ServiceFactory, job_store: Store
+    make_plugin: PluginFactory, job_store: Store
 ) -> None:
-    service = make_service(session_cache_ms=600_000)  # long enough that the test never races it
-    ds, query_id, session_id = start_running(service, job_store)
-    assert reply(service, query_id)["progress"] == {
+    plugin = make_plugin(session_cache_ms=600_000)  # long enough that the test never races it
+    ds, query_id, session_id = start_running(plugin, job_store)
+    assert reply(plugin, query_id)["progress"] == {
         "stagesCompleted": 0,
         "stagesTotal": 0,
         "tasksCompleted": 1,
@@ -178,52 +180,53 @@ def test_get_takes_the_session_from_the_cache_but_the_statement_always_from_the_
     }
 
     job_heartbeat(job_store, ds, session_id, query_id, done=5)
-    assert reply(service, query_id)["progress"]["tasksCompleted"] == 1  # type: ignore[index]
+    assert reply(plugin, query_id)["progress"]["tasksCompleted"] == 1  # type: ignore[index]
 
     # The statement's state is read on every GET: its end shows at once.
     statement = job_store.statements.get(ds, query_id)
     assert statement is not None
-    job_store.statements.move(statement, StatementState.FAILED, error="boom")
-    assert reply(service, query_id) == {"status": "FAILED", "error": "boom"}
+    job_store.statements.fail(statement, "boom")
+    assert reply(plugin, query_id) == {"status": "FAILED", "error": "boom"}
 
 
 def test_a_session_write_of_this_process_is_never_answered_with_an_older_copy(
-    make_service: ServiceFactory, store: Store, job_store: Store
+    make_plugin: PluginFactory, store: Store, job_store: Store
 ) -> None:
-    service = make_service(session_cache_ms=600_000)
-    ds, query_id, session_id = start_running(service, job_store)
-    reply(service, query_id)  # cached with 1 task done
+    plugin = make_plugin(session_cache_ms=600_000)
+    ds, query_id, session_id = start_running(plugin, job_store)
+    reply(plugin, query_id)  # cached with 1 task done
     job_heartbeat(store, ds, session_id, query_id, done=7)  # the service's own store writes
-    assert reply(service, query_id)["progress"]["tasksCompleted"] == 7  # type: ignore[index]
+    assert reply(plugin, query_id)["progress"]["tasksCompleted"] == 7  # type: ignore[index]
 
 
-def test_with_the_cache_off_every_get_reads_the_session(make_service: ServiceFactory, job_store: Store) -> None:
-    service = make_service(session_cache_ms=0)
-    ds, query_id, session_id = start_running(service, job_store)
-    reply(service, query_id)
+def test_with_the_cache_off_every_get_reads_the_session(make_plugin: PluginFactory, job_store: Store) -> None:
+    plugin = make_plugin(session_cache_ms=0)
+    ds, query_id, session_id = start_running(plugin, job_store)
+    reply(plugin, query_id)
     job_heartbeat(job_store, ds, session_id, query_id, done=9)
-    assert reply(service, query_id)["progress"]["tasksCompleted"] == 9  # type: ignore[index]
+    assert reply(plugin, query_id)["progress"]["tasksCompleted"] == 9  # type: ignore[index]
 
 
 # -- a suspect confirmed running is trusted for an interval ---------------------------------------
 
 
 def test_a_stale_session_whose_job_runs_is_asked_about_once_per_interval_not_per_get(
-    make_service: ServiceFactory, store: Store
+    make_plugin: PluginFactory, store: Store
 ) -> None:
     launcher = RecordingLauncher()
-    service = make_service(launcher, liveness_cache_s=0.0, session_cache_ms=0)
-    ds = service.datasources.all()[0].name
-    submitted = service.submit(SubmitRequest(ds, "sql", "SELECT 1"))
+    plugin = make_plugin(launcher, liveness_cache_s=0.0, session_cache_ms=0)
+    ds = plugin.datasources.all()[0].name
+    submitted = plugin.service.submit(SubmitRequest(ds, "sql", "SELECT 1"))
     session = store.sessions.get(ds, submitted.session_id)
     assert session is not None
     # Running, advertising a 60 s interval, last beat 10 minutes ago: suspect on every GET.
-    stale: Versioned[SessionDoc] = store.sessions.update(
-        session, SessionState.RUNNING, last_update_time=now_millis() - 600_000, heartbeat_interval_millis=60_000
-    )
-    assert not service.looks_alive(stale.doc)
+    claimed = store.sessions.claim(session, session.doc.job_id)
+    assert claimed is not None
+    stale = store.sessions.beat(claimed, at=now_millis() - 600_000, heartbeat_interval_millis=60_000)
+    assert stale is not None
+    assert not plugin.liveness.staleness.is_fresh(stale.doc)
     for _ in range(100):
-        assert reply(service, submitted.query_id)["status"] == "WAITING"
+        assert reply(plugin, submitted.query_id)["status"] == "WAITING"
     assert launcher.described == [stale.doc.job_id]
     after = store.sessions.get(ds, submitted.session_id)
     assert after is not None and after.doc.state == SessionState.RUNNING
@@ -233,53 +236,53 @@ def test_a_stale_session_whose_job_runs_is_asked_about_once_per_interval_not_per
 
 
 def test_a_statement_going_in_a_live_session_is_answered_on_the_event_loop(
-    make_service: ServiceFactory, job_store: Store
+    make_plugin: PluginFactory, job_store: Store
 ) -> None:
-    service = make_service()
-    _, query_id, _ = start_running(service, job_store)
-    on_loop = asyncio.run(service.get_without_blocking(query_id))
+    plugin = make_plugin()
+    _, query_id, _ = start_running(plugin, job_store)
+    on_loop = asyncio.run(plugin.service.get_without_blocking(query_id))
     assert on_loop is not None
-    assert json.loads(on_loop) == reply(service, query_id)
+    assert json.loads(on_loop) == reply(plugin, query_id)
     assert json.loads(on_loop)["status"] == "RUNNING"
 
 
 def test_what_may_block_is_left_to_a_worker_thread(
-    make_service: ServiceFactory, store: Store, job_store: Store
+    make_plugin: PluginFactory, store: Store, job_store: Store
 ) -> None:
     launcher = RecordingLauncher()
-    service = make_service(launcher, session_cache_ms=0)
-    ds, query_id, session_id = start_running(service, job_store)
-    assert asyncio.run(service.get_without_blocking(query_id)) is not None
+    plugin = make_plugin(launcher, session_cache_ms=0)
+    ds, query_id, session_id = start_running(plugin, job_store)
+    assert asyncio.run(plugin.service.get_without_blocking(query_id)) is not None
 
     # A stale heartbeat needs the launcher: not on the loop, and the loop asked it nothing.
     session = job_store.sessions.get(ds, session_id)
     assert session is not None
-    job_store.sessions.update(session, last_update_time=now_millis() - 600_000)
-    assert asyncio.run(service.get_without_blocking(query_id)) is None
+    job_store.sessions.beat(session, at=now_millis() - 600_000)
+    assert asyncio.run(plugin.service.get_without_blocking(query_id)) is None
     assert launcher.described == []
 
     # A finished statement not yet in the reply cache needs its result read.
     statement = job_store.statements.get(ds, query_id)
     assert statement is not None
-    job_store.statements.move(statement, StatementState.FAILED, error="boom")
-    assert asyncio.run(service.get_without_blocking(query_id)) is None
-    assert reply(service, query_id)["status"] == "FAILED"  # the worker-thread path; now cached
-    assert json.loads(asyncio.run(service.get_without_blocking(query_id)) or b"{}") == {
+    job_store.statements.fail(statement, "boom")
+    assert asyncio.run(plugin.service.get_without_blocking(query_id)) is None
+    assert reply(plugin, query_id)["status"] == "FAILED"  # the worker-thread path; now cached
+    assert json.loads(asyncio.run(plugin.service.get_without_blocking(query_id)) or b"{}") == {
         "status": "FAILED",
         "error": "boom",
     }
 
     # A query this process has not seen yet (no session known for it).
-    other = make_service(launcher)
-    assert asyncio.run(other.get_without_blocking(query_id)) is None
+    other = make_plugin(launcher)
+    assert asyncio.run(other.service.get_without_blocking(query_id)) is None
 
 
 def test_with_no_lean_reader_every_get_takes_the_worker_thread(
-    make_service: ServiceFactory, store: Store, job_store: Store
+    make_plugin: PluginFactory, store: Store, job_store: Store
 ) -> None:
-    service = make_service()
-    _, query_id, _ = start_running(service, job_store)
+    plugin = make_plugin()
+    _, query_id, _ = start_running(plugin, job_store)
     client = client_of(store)
     client._reader = client._async_reader = None  # as for a SigV4-signed cluster
-    assert asyncio.run(service.get_without_blocking(query_id)) is None
-    assert reply(service, query_id)["status"] == "RUNNING"
+    assert asyncio.run(plugin.service.get_without_blocking(query_id)) is None
+    assert reply(plugin, query_id)["status"] == "RUNNING"

@@ -12,7 +12,7 @@ import pytest
 from async_query.api import BASE, create_app
 from async_query.datasources import DatasourceRegistry, local_datasource
 from async_query.health import Health
-from async_query.service import AsyncQueryService
+from async_query.runtime import Plugin, build_plugin
 from async_query.settings import Settings
 from query_core.errors import DocumentExistsError, IndexUnavailableError
 from query_core.ids import request_index
@@ -31,28 +31,28 @@ def index() -> Iterator[FixedPortIndex]:
 
 
 @pytest.fixture
-def service(index: FixedPortIndex, tmp_path: Path) -> Iterator[AsyncQueryService]:
+def plugin(index: FixedPortIndex, tmp_path: Path) -> Iterator[Plugin]:
     settings = Settings(data_dir=tmp_path / "var", opensearch_retry_seconds=0.5, health_cache_s=0, health_timeout_s=2)
     opensearch = settings.opensearch(index.url)
     store = Store.connect(opensearch)
     registry = DatasourceRegistry([local_datasource()], store)
-    made = AsyncQueryService(settings, store, registry, {"local": RecordingLauncher()}, opensearch)
+    made = build_plugin(settings, store, registry, {"local": RecordingLauncher()}, opensearch)
     yield made
     made.close()
     store.close()
 
 
 def test_health_is_503_while_the_index_server_is_stopped_and_200_once_it_is_back(
-    index: FixedPortIndex, service: AsyncQueryService
+    index: FixedPortIndex, plugin: Plugin
 ) -> None:
-    service.housekeeper.run_once()  # takes the datasource's housekeeping lease
-    with serve_http(create_app(service)) as url, httpx.Client(base_url=url, timeout=30) as client:
+    plugin.housekeeper.run_once()  # takes the datasource's housekeeping lease
+    with serve_http(create_app(plugin)) as url, httpx.Client(base_url=url, timeout=30) as client:
         healthy = client.get(HEALTH)
         assert healthy.status_code == 200, healthy.text
         checks = healthy.json()["checks"]
         assert checks["index"] == {"ok": True}
         lease = checks["housekeeping"]["housekeeping"]["leases"]["local"]
-        assert lease["thisProcess"] is True and lease["holder"] == service.housekeeper.lease.owner
+        assert lease["thisProcess"] is True and lease["holder"] == plugin.housekeeper.lease.owner
 
         index.stop()
         down = client.get(HEALTH)
@@ -71,8 +71,8 @@ def test_health_is_503_while_the_index_server_is_stopped_and_200_once_it_is_back
     assert 'async_query_health_check_ok{check="index"} 1.0' in gauge
 
 
-def test_index_calls_are_told_by_outcome_and_retries(index: FixedPortIndex, service: AsyncQueryService) -> None:
-    client = service.store.index
+def test_index_calls_are_told_by_outcome_and_retries(index: FixedPortIndex, plugin: Plugin) -> None:
+    client = plugin.store.index
     assert isinstance(client, IndexClient)
     told: list[tuple[str, str, int]] = []
     client.call_listeners.append(lambda *call: told.append(call))
@@ -96,15 +96,15 @@ def stop_the_thread() -> None:
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
-def test_a_stopped_housekeeping_loop_is_unhealthy(service: AsyncQueryService) -> None:
-    service.housekeeper.start()
-    service.housekeeper._thread.join(timeout=0)  # type: ignore[union-attr]
-    health = Health(service, timeout_s=2, cache_s=0)
+def test_a_stopped_housekeeping_loop_is_unhealthy(plugin: Plugin) -> None:
+    plugin.housekeeper.start()
+    plugin.housekeeper._thread.join(timeout=0)  # type: ignore[union-attr]
+    health = Health(plugin.health.watched, timeout_s=2, cache_s=0)
     assert health.report().checks["housekeeping"]["ok"] is True
     # the loop's thread dies without being asked to stop
-    service.housekeeper.run_once = stop_the_thread  # type: ignore[method-assign]
-    service.housekeeper.wake()
-    service.housekeeper._thread.join(timeout=10)  # type: ignore[union-attr]
+    plugin.housekeeper.run_once = stop_the_thread  # type: ignore[method-assign]
+    plugin.housekeeper.wake()
+    plugin.housekeeper._thread.join(timeout=10)  # type: ignore[union-attr]
     report = health.report()
     assert report.checks["housekeeping"]["ok"] is False
     assert "this process's housekeeping loop has stopped" in report.problems()

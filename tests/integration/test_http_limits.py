@@ -17,8 +17,8 @@ import pytest
 
 from async_query.api import BASE, create_app
 from async_query.http_limits import uvicorn_limits
-from async_query.service import AsyncQueryService
-from tests.conftest import ServiceFactory
+from async_query.runtime import Plugin
+from tests.conftest import PluginFactory
 from tests.support import RecordingLauncher, serve_http, wait_for
 
 HEAD = b"GET /_plugins/_async_query/slow HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: application/json\r\n\r\n"
@@ -63,16 +63,16 @@ def error_of(reply: bytes) -> tuple[int, dict[str, Any]]:
 
 
 @pytest.fixture
-def limited(make_service: ServiceFactory) -> Iterator[tuple[str, int, AsyncQueryService]]:
-    service = make_service(
+def limited(make_plugin: PluginFactory) -> Iterator[tuple[str, int, Plugin]]:
+    plugin = make_plugin(
         http_header_timeout_s=1.0, http_body_timeout_s=1.0, http_max_connections=16, http_max_header_bytes=4096
     )
-    with serve_http(create_app(service), **uvicorn_limits(service.settings)) as url:
-        yield url, int(url.rsplit(":", 1)[1]), service
+    with serve_http(create_app(plugin), **uvicorn_limits(plugin.settings)) as url:
+        yield url, int(url.rsplit(":", 1)[1]), plugin
 
 
 def test_slow_and_silent_clients_are_cut_off_while_others_are_answered(
-    limited: tuple[str, int, AsyncQueryService],
+    limited: tuple[str, int, Plugin],
 ) -> None:
     url, port, _ = limited
     slow = [SlowClient(port, HEAD) for _ in range(8)]  # a head of 88 bytes would take 8.8 s each
@@ -103,7 +103,7 @@ def test_slow_and_silent_clients_are_cut_off_while_others_are_answered(
 
 
 def test_connections_beyond_the_cap_are_closed_at_once_and_served_again_once_freed(
-    limited: tuple[str, int, AsyncQueryService],
+    limited: tuple[str, int, Plugin],
 ) -> None:
     url, port, _ = limited
     holding = [SlowClient(port, b"") for _ in range(16)]
@@ -123,7 +123,7 @@ def test_connections_beyond_the_cap_are_closed_at_once_and_served_again_once_fre
         assert http.get(f"{BASE}/_sessions").status_code == 200
 
 
-def test_a_head_over_the_limit_is_a_431_in_the_error_shape(limited: tuple[str, int, AsyncQueryService]) -> None:
+def test_a_head_over_the_limit_is_a_431_in_the_error_shape(limited: tuple[str, int, Plugin]) -> None:
     url, port, _ = limited
     with socket.create_connection(("127.0.0.1", port)) as sock:
         sock.sendall(b"GET /_plugins/_async_query/_sessions HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 8192)
@@ -139,9 +139,9 @@ def test_a_head_over_the_limit_is_a_431_in_the_error_shape(limited: tuple[str, i
 
 
 def test_a_body_that_stalls_is_cut_and_writes_nothing(
-    limited: tuple[str, int, AsyncQueryService],
+    limited: tuple[str, int, Plugin],
 ) -> None:
-    url, port, service = limited
+    url, port, plugin = limited
     body = json.dumps({"datasource": "local", "lang": "sql", "query": "SELECT 1"}).encode()
     head = (
         f"POST {BASE} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
@@ -154,7 +154,7 @@ def test_a_body_that_stalls_is_cut_and_writes_nothing(
         while chunk := sock.recv(4096):
             reply += chunk
     assert reply == b""  # cut: the endpoint saw the client go
-    launcher = service.launchers["local"]
+    launcher = plugin.launchers.shared["local"]
     assert isinstance(launcher, RecordingLauncher) and launcher.started == []  # no session started
     with httpx.Client(base_url=url, timeout=5) as http:
         assert http.get(f"{BASE}/_sessions").status_code == 200

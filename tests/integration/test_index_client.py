@@ -18,7 +18,6 @@ from query_core.config import OpenSearchConfig
 from query_core.errors import IndexUnavailableError, InvalidRequestError
 from query_core.ids import new_id, request_index
 from query_core.models import ResultDoc, SessionDoc, StatementDoc, Versioned
-from query_core.states import StatementState
 from query_core.store import Store
 from tests.support import driver, free_port
 
@@ -47,7 +46,7 @@ def test_a_move_writes_only_what_changed(store: Store, ds_name: str) -> None:
     )
     current = store.statements.get(ds_name, v0.doc.statement_id)
     assert current is not None
-    store.statements.move(current, StatementState.RUNNING)
+    store.statements.start(current)
     found = store.index.get(request_index(ds_name), v0.doc.statement_id)
     assert found is not None
     source = found.source

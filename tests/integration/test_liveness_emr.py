@@ -12,11 +12,12 @@ from moto.core import DEFAULT_ACCOUNT_ID
 
 from async_query.datasources import Datasource
 from async_query.launcher.emr import EmrServerlessLauncher
-from async_query.service import AsyncQueryService, SubmitRequest
+from async_query.runtime import Plugin
+from async_query.service import SubmitRequest
 from query_core.models import RunningStatement, now_millis
 from query_core.states import SessionState
 from query_core.store import Store
-from tests.conftest import ServiceFactory
+from tests.conftest import PluginFactory
 
 REGION = "us-east-1"
 
@@ -36,17 +37,17 @@ def emr(aws: None) -> Any:
 
 
 @pytest.fixture
-def emr_service(emr: Any, make_service: ServiceFactory) -> tuple[AsyncQueryService, Any]:
+def emr_service(emr: Any, make_plugin: PluginFactory) -> tuple[Plugin, Any]:
     app = emr.create_application(name="aq", releaseLabel="emr-7.1.0", type="SPARK")["applicationId"]
     launcher = EmrServerlessLauncher(
         app, f"arn:aws:iam::{DEFAULT_ACCOUNT_ID}:role/job", REGION, "s3://b/job/main.py", client=emr
     )
     lake = Datasource(name="lake", connector="emr-serverless")
-    return make_service(datasources=[lake], launchers={"emr-serverless": launcher}), emr
+    return make_plugin(datasources=[lake], launchers={"emr-serverless": launcher}), emr
 
 
-def submit(service: AsyncQueryService, session_id: str | None = None) -> tuple[str, str]:
-    done = service.submit(SubmitRequest("lake", "sql", "SELECT 1", session_id))
+def submit(plugin: Plugin, session_id: str | None = None) -> tuple[str, str]:
+    done = plugin.service.submit(SubmitRequest("lake", "sql", "SELECT 1", session_id))
     return done.query_id, done.session_id
 
 
@@ -54,48 +55,44 @@ def beat(store: Store, session_id: str, age_ms: int, running: list[str]) -> None
     current = store.sessions.get("lake", session_id)
     assert current is not None
     report = [RunningStatement(query_id=q, start_time=now_millis()) for q in running]
-    store.sessions.update(
-        current,
-        SessionState.RUNNING,
-        last_update_time=now_millis() - age_ms,
-        running_statements=report,
-        heartbeat_interval_millis=2_000,
-    )
+    claimed = store.sessions.claim(current, current.doc.job_id)  # the job runs, under the run launched
+    assert claimed is not None
+    store.sessions.beat(claimed, at=now_millis() - age_ms, running_statements=report, heartbeat_interval_millis=2_000)
 
 
 def test_zero_get_job_run_calls_for_1000_gets_of_healthy_sessions(
-    emr_service: tuple[AsyncQueryService, Any], store: Store
+    emr_service: tuple[Plugin, Any], store: Store
 ) -> None:
-    service, emr = emr_service
+    plugin, emr = emr_service
     get_job_run = Counter(emr, "GetJobRun")
     start_job_run = Counter(emr, "StartJobRun")
     queries = []
     for _ in range(4):
-        qid, sid = submit(service)
+        qid, sid = submit(plugin)
         beat(store, sid, 0, [qid])
         queries.append(qid)
     for i in range(1000):
-        assert json.loads(service.get(queries[i % 4]))["status"] == "WAITING"
+        assert json.loads(plugin.service.get(queries[i % 4]))["status"] == "WAITING"
     assert get_job_run.calls == 0
     assert start_job_run.calls == 4  # one StartJobRun per session, none per statement
 
 
 def test_one_get_job_run_confirms_a_dead_job_for_50_concurrent_pollers(
-    emr_service: tuple[AsyncQueryService, Any], store: Store
+    emr_service: tuple[Plugin, Any], store: Store
 ) -> None:
-    service, emr = emr_service
-    qid, sid = submit(service)
+    plugin, emr = emr_service
+    qid, sid = submit(plugin)
     session = store.sessions.get("lake", sid)
     assert session is not None
     emr.cancel_job_run(applicationId=session.doc.application_id, jobRunId=session.doc.job_id)
     beat(store, sid, 60_000, [qid])  # the job stopped heart-beating a minute ago
     get_job_run = Counter(emr, "GetJobRun")
     with ThreadPoolExecutor(max_workers=50) as pool:
-        replies = list(pool.map(lambda _: json.loads(service.get(qid)), range(50)))
+        replies = list(pool.map(lambda _: json.loads(plugin.service.get(qid)), range(50)))
     assert get_job_run.calls == 1
     assert {r["status"] for r in replies} == {"FAILED"}
     assert "is cancelled" in replies[0]["error"]
     ended = store.sessions.get("lake", sid)
     assert ended is not None and ended.doc.state == SessionState.DEAD
-    _, new_sid = submit(service, sid)
+    _, new_sid = submit(plugin, sid)
     assert new_sid != sid

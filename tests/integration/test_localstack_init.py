@@ -66,9 +66,9 @@ def aws_env(endpoint: str, monkeypatch: pytest.MonkeyPatch) -> str:
     return endpoint
 
 
-def aws(service: str, endpoint: str) -> Any:
+def aws(plugin: str, endpoint: str) -> Any:
     return boto3.client(
-        service, endpoint_url=endpoint, region_name=REGION, aws_access_key_id="test", aws_secret_access_key="test"
+        plugin, endpoint_url=endpoint, region_name=REGION, aws_access_key_id="test", aws_secret_access_key="test"
     )
 
 

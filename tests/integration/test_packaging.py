@@ -57,9 +57,9 @@ def run_python(code: str, pythonpath: Path, cwd: Path) -> subprocess.CompletedPr
 
 IMPORT_FROM_ZIP = """
 import json, sys
-import flint_repl_job.main, flint_repl_job.repl, flint_repl_job.config, query_core.store, index_mappings
+import flint_repl_job.main, flint_repl_job.runners, flint_repl_job.config, query_core.store, index_mappings
 print(json.dumps({
-    "files": [m.__file__ for m in (flint_repl_job.main, flint_repl_job.repl, query_core.store, index_mappings)],
+    "files": [m.__file__ for m in (flint_repl_job.main, flint_repl_job.runners, query_core.store, index_mappings)],
     "request_index": index_mappings.load("request_index"),
     "result_index": index_mappings.load("result_index"),
 }))
@@ -73,7 +73,7 @@ def test_code_zip_holds_the_three_packages_and_nothing_else(tmp_path: Path) -> N
     for required in (
         "flint_repl_job/__init__.py",
         "flint_repl_job/main.py",
-        "flint_repl_job/repl.py",
+        "flint_repl_job/runners/__init__.py",
         "query_core/store/client.py",
         "index_mappings/__init__.py",
         "index_mappings/request_index.json",

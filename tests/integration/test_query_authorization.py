@@ -17,12 +17,12 @@ import pytest
 
 from async_query.api import BASE, create_app
 from async_query.datasources import Datasource
+from async_query.runtime import Plugin
 from async_query.security.users import UsersFile
-from async_query.service import AsyncQueryService
 from query_core.ids import REQUEST_INDEX_PATTERN, request_index
 from query_core.states import StatementState
 from query_core.store import Query, Store
-from tests.conftest import ServiceFactory
+from tests.conftest import PluginFactory
 from tests.support import FAST_HASHER, RecordingLauncher, client_of, driver, serve_http
 
 PASSWORDS = {"root": "root-Pa55word-1", "bob": "bob-Pa55word-22", "carol": "carol-Pa55word-3"}
@@ -41,12 +41,12 @@ def users_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @dataclass
 class Deployment:
     url: str
-    service: AsyncQueryService
+    plugin: Plugin
     ds: str
 
     @property
     def launcher(self) -> RecordingLauncher:
-        found = self.service.launchers["local"]
+        found = self.plugin.launchers.shared["local"]
         assert isinstance(found, RecordingLauncher)
         return found
 
@@ -54,21 +54,21 @@ class Deployment:
         return httpx.Client(base_url=self.url, auth=httpx.BasicAuth(name, PASSWORDS[name]), timeout=30)
 
     def audit(self) -> list[dict[str, Any]]:
-        path = self.service.settings.data_dir / "audit" / "audit.log"
+        path = self.plugin.settings.data_dir / "audit" / "audit.log"
         return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def deployed(make_service: ServiceFactory, users_path: Path, datasource: Datasource, roles: list[str]) -> Iterator[Deployment]:
+def deployed(make_plugin: PluginFactory, users_path: Path, datasource: Datasource, roles: list[str]) -> Iterator[Deployment]:
     lake = datasource.model_copy(update={"allowed_roles": roles})
-    service = make_service(auth="basic", users_file=users_path, datasources=[lake])
-    with serve_http(create_app(service)) as url:
-        yield Deployment(url, service, lake.name)
+    plugin = make_plugin(auth="basic", users_file=users_path, datasources=[lake])
+    with serve_http(create_app(plugin)) as url:
+        yield Deployment(url, plugin, lake.name)
 
 
 @pytest.fixture
-def analysts(make_service: ServiceFactory, users_path: Path, datasource: Datasource) -> Iterator[Deployment]:
+def analysts(make_plugin: PluginFactory, users_path: Path, datasource: Datasource) -> Iterator[Deployment]:
     """A datasource bob and carol (``analysts``) may query."""
-    yield from deployed(make_service, users_path, datasource, ["analysts"])
+    yield from deployed(make_plugin, users_path, datasource, ["analysts"])
 
 
 def post(client: httpx.Client, ds: str, session_id: str | None = None) -> httpx.Response:
@@ -86,9 +86,9 @@ def refusal(resp: httpx.Response) -> str:
 
 
 def test_a_user_outside_allowed_roles_gets_the_references_refusal_and_no_session_starts(
-    make_service: ServiceFactory, users_path: Path, datasource: Datasource, store: Store
+    make_plugin: PluginFactory, users_path: Path, datasource: Datasource, store: Store
 ) -> None:
-    for deployment in deployed(make_service, users_path, datasource, ["data_eng", "ops"]):
+    for deployment in deployed(make_plugin, users_path, datasource, ["data_eng", "ops"]):
         with deployment.as_user("bob") as bob:
             resp = post(bob, deployment.ds)
         assert refusal(resp) == (
@@ -158,7 +158,7 @@ def test_sessions_belong_to_the_user_who_started_them(analysts: Deployment, stor
 
 
 def test_a_request_index_of_an_older_version_gets_the_submitter_field(
-    make_service: ServiceFactory, users_path: Path, datasource: Datasource, store: Store
+    make_plugin: PluginFactory, users_path: Path, datasource: Datasource, store: Store
 ) -> None:
     """An index created before ``submittedBy`` was mapped (``dynamic: false``: an unmapped field
     is not searchable) has the field added on this process's first write to it, so that the
@@ -170,7 +170,7 @@ def test_a_request_index_of_an_older_version_gets_the_submitter_field(
     template = "async-query-request-index"
     older = {"index_patterns": [".query_execution_request_*"], "priority": 100, "template": {"mappings": mappings}}
     driver(store).indices.put_index_template(name=template, body=older)
-    for deployment in deployed(make_service, users_path, datasource, ["analysts"]):
+    for deployment in deployed(make_plugin, users_path, datasource, ["analysts"]):
         with deployment.as_user("bob") as bob:
             session_id = post(bob, deployment.ds).json()["sessionId"]
             store.index.refresh(old)

@@ -28,13 +28,13 @@ import pytest
 from async_query.api import BASE, create_app
 from async_query.datasource_api import BASE as DS_BASE
 from async_query.datasources import Datasource
+from async_query.runtime import Plugin
 from async_query.security.setup import build_security
 from async_query.security.users import UsersFile
-from async_query.service import AsyncQueryService
 from query_core.errors import UnknownDatasourceError
 from query_core.ids import new_id
 from query_core.states import StatementState
-from tests.conftest import ServiceFactory
+from tests.conftest import PluginFactory
 from tests.support import (
     FAST_HASHER,
     ClusterUser,
@@ -66,33 +66,33 @@ def users_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @dataclass
 class Deployment:
     url: str
-    service: AsyncQueryService
+    plugin: Plugin
     mode: str
     stand_in: SecurityPluginStandIn | None = None
 
     @property
     def launcher(self) -> RecordingLauncher:
-        found = self.service.launchers["local"]
+        found = self.plugin.launchers.shared["local"]
         assert isinstance(found, RecordingLauncher)
         return found
 
     def audit_lines(self) -> list[dict[str, Any]]:
-        path = self.service.settings.data_dir / "audit" / "audit.log"
+        path = self.plugin.settings.data_dir / "audit" / "audit.log"
         return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 @pytest.fixture(params=["basic", "cluster"])
-def secured(request: pytest.FixtureRequest, make_service: ServiceFactory, users_path: Path) -> Iterator[Deployment]:
+def secured(request: pytest.FixtureRequest, make_plugin: PluginFactory, users_path: Path) -> Iterator[Deployment]:
     """The service with ``basic`` or ``cluster`` authentication, served over HTTP."""
     if request.param == "basic":
-        service = make_service(auth="basic", users_file=users_path)
-        with serve_http(create_app(service)) as url:
-            yield Deployment(url, service, "basic")
+        plugin = make_plugin(auth="basic", users_file=users_path)
+        with serve_http(create_app(plugin)) as url:
+            yield Deployment(url, plugin, "basic")
         return
     with SecurityPluginStandIn(CLUSTER_USERS) as stand_in:
-        service = make_service(auth="cluster", opensearch_url=stand_in.url)
-        with serve_http(create_app(service)) as url:
-            yield Deployment(url, service, "cluster", stand_in)
+        plugin = make_plugin(auth="cluster", opensearch_url=stand_in.url)
+        with serve_http(create_app(plugin)) as url:
+            yield Deployment(url, plugin, "cluster", stand_in)
 
 
 def as_user(name: str, password: str | None = None) -> httpx.BasicAuth:
@@ -181,10 +181,10 @@ def test_every_endpoint_refuses_bad_credentials_alike(
     assert "password" not in bodies.pop().lower()
     # and nothing happened
     assert len(secured.launcher.started) == started
-    statement = secured.service.store.statements.get(datasource.name, query_id)
+    statement = secured.plugin.store.statements.get(datasource.name, query_id)
     assert statement is not None and statement.doc.state == StatementState.WAITING
-    assert secured.service.datasources.get(datasource.name).description == datasource.description
-    assert secured.service.datasources.find("created_by_attacker") is None
+    assert secured.plugin.datasources.get(datasource.name).description == datasource.description
+    assert secured.plugin.datasources.find("created_by_attacker") is None
 
 
 def test_valid_credentials_reach_every_endpoint(secured: Deployment, datasource: Datasource) -> None:
@@ -217,13 +217,13 @@ def test_one_check_per_credentials_then_the_cache(secured: Deployment, datasourc
 
 
 def test_cluster_mode_sends_only_the_callers_header(
-    make_service: ServiceFactory, datasource: Datasource, monkeypatch: pytest.MonkeyPatch
+    make_plugin: PluginFactory, datasource: Datasource, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with SecurityPluginStandIn(CLUSTER_USERS) as stand_in:
-        service = make_service(
+        plugin = make_plugin(
             auth="cluster", opensearch_url=stand_in.url, opensearch_username="svc", opensearch_password="svc-secret"
         )
-        with serve_http(create_app(service)) as url:
+        with serve_http(create_app(plugin)) as url:
             resp = httpx.get(f"{url}{BASE}/_sessions", auth=as_user("bob"), headers={"X-Other": "not forwarded"})
             assert resp.status_code == 200, resp.text
         sent = stand_in.headers[-1]
@@ -233,11 +233,11 @@ def test_cluster_mode_sends_only_the_callers_header(
 
 
 def test_cluster_mode_outage_is_a_503_not_a_wrong_password(
-    make_service: ServiceFactory, datasource: Datasource
+    make_plugin: PluginFactory, datasource: Datasource
 ) -> None:
     gone = f"http://127.0.0.1:{free_port()}"
-    service = make_service(auth="cluster", opensearch_url=gone)
-    with serve_http(create_app(service)) as url:
+    plugin = make_plugin(auth="cluster", opensearch_url=gone)
+    with serve_http(create_app(plugin)) as url:
         resp = httpx.get(f"{url}{BASE}/_sessions", auth=as_user("alice"))
     assert resp.status_code == 503, resp.text
     assert resp.json()["error"]["type"] == "OpenSearchSecurityException"
@@ -270,12 +270,12 @@ def test_two_authorization_headers_are_refused(secured: Deployment) -> None:
 
 
 def test_a_removed_user_is_refused_without_a_restart(
-    make_service: ServiceFactory, tmp_path: Path, datasource: Datasource
+    make_plugin: PluginFactory, tmp_path: Path, datasource: Datasource
 ) -> None:
     path = tmp_path / "users.json"
     UsersFile(path, FAST_HASHER).add("carol", "carol-Pa55word", ["reader"])
-    service = make_service(auth="basic", users_file=path, users_recheck_s=0.05)
-    with serve_http(create_app(service)) as url:
+    plugin = make_plugin(auth="basic", users_file=path, users_recheck_s=0.05)
+    with serve_http(create_app(plugin)) as url:
         auth = httpx.BasicAuth("carol", "carol-Pa55word")
         assert httpx.get(f"{url}{BASE}/_sessions", auth=auth).status_code == 200  # now cached
         assert UsersFile(path).remove("carol")
@@ -307,9 +307,9 @@ def test_a_non_admin_cannot_change_datasources(secured: Deployment, datasource: 
             )
         # reading is allowed
         assert client.get(f"{DS_BASE}/{datasource.name}").status_code == 200
-    assert secured.service.datasources.find("bobs_datasource") is None
-    assert secured.service.store.datasources.get("bobs_datasource") is None
-    assert secured.service.datasources.get(datasource.name).allowed_roles == []
+    assert secured.plugin.datasources.find("bobs_datasource") is None
+    assert secured.plugin.store.datasources.get("bobs_datasource") is None
+    assert secured.plugin.datasources.get(datasource.name).allowed_roles == []
 
 
 def test_an_admin_can_change_datasources(secured: Deployment) -> None:
@@ -317,24 +317,24 @@ def test_an_admin_can_change_datasources(secured: Deployment) -> None:
     with httpx.Client(base_url=secured.url, auth=as_user("alice")) as client:
         assert client.post(DS_BASE, json=new).status_code == 201
         assert client.patch(DS_BASE, json={"name": "alices_datasource", "description": "d"}).status_code == 200
-        assert secured.service.store.datasources.get("alices_datasource") is not None
+        assert secured.plugin.store.datasources.get("alices_datasource") is not None
         assert client.delete(f"{DS_BASE}/alices_datasource").status_code == 204
     with pytest.raises(UnknownDatasourceError):
-        secured.service.datasources.get("alices_datasource")
+        secured.plugin.datasources.get("alices_datasource")
 
 
 # -- none: loopback only ---------------------------------------------------------------------------
 
 
 @pytest.fixture
-def open_service(make_service: ServiceFactory) -> Iterator[tuple[str, AsyncQueryService]]:
-    service = make_service()  # ASYNC_QUERY_AUTH=none, the default
-    with serve_http(create_app(service)) as url:
-        yield url, service
+def open_service(make_plugin: PluginFactory) -> Iterator[tuple[str, Plugin]]:
+    plugin = make_plugin()  # ASYNC_QUERY_AUTH=none, the default
+    with serve_http(create_app(plugin)) as url:
+        yield url, plugin
 
 
 @pytest.mark.parametrize("host", ["localhost", "127.0.0.1", "[::1]", "LOCALHOST:9000", "127.0.0.1:80", "[::1]:1"])
-def test_none_serves_loopback_hosts(open_service: tuple[str, AsyncQueryService], host: str) -> None:
+def test_none_serves_loopback_hosts(open_service: tuple[str, Plugin], host: str) -> None:
     url, _ = open_service
     resp = httpx.get(f"{url}{BASE}/_sessions", headers={"Host": host})
     assert resp.status_code == 200, resp.text
@@ -354,18 +354,18 @@ def test_none_serves_loopback_hosts(open_service: tuple[str, AsyncQueryService],
     ],
 )
 def test_none_refuses_other_hosts(
-    open_service: tuple[str, AsyncQueryService], datasource: Datasource, host: str
+    open_service: tuple[str, Plugin], datasource: Datasource, host: str
 ) -> None:
     """A page on attacker.example whose name now resolves to 127.0.0.1 (DNS rebinding) gets nothing."""
-    url, service = open_service
+    url, plugin = open_service
     headers = {"Host": host}
     body = {"datasource": datasource.name, "lang": "sql", "query": "SELECT 1"}
     assert_refused(httpx.post(f"{url}{BASE}", json=body, headers=headers), 403)
     assert_refused(httpx.get(f"{url}{BASE}/{new_id(datasource.name)}", headers=headers), 403)
     assert_refused(httpx.delete(f"{url}{DS_BASE}/{datasource.name}", headers=headers), 403)
-    launcher = service.launchers["local"]
+    launcher = plugin.launchers.shared["local"]
     assert isinstance(launcher, RecordingLauncher) and launcher.started == []
-    assert service.datasources.get(datasource.name) is not None
+    assert plugin.datasources.get(datasource.name) is not None
 
 
 @pytest.mark.parametrize(
@@ -373,7 +373,7 @@ def test_none_refuses_other_hosts(
     ["GET {path} HTTP/1.0\r\n", "GET {path} HTTP/1.1\r\nHost: localhost\r\nHost: attacker.example\r\n"],
     ids=["no_host", "two_hosts"],
 )
-def test_none_refuses_a_missing_or_doubled_host(open_service: tuple[str, AsyncQueryService], head: str) -> None:
+def test_none_refuses_a_missing_or_doubled_host(open_service: tuple[str, Plugin], head: str) -> None:
     url, _ = open_service
     reply = _raw(url, head.format(path=f"{BASE}/_sessions") + "Connection: close\r\n\r\n")
     assert reply.startswith(b"HTTP/1.1 403"), reply[:200]
@@ -381,25 +381,25 @@ def test_none_refuses_a_missing_or_doubled_host(open_service: tuple[str, AsyncQu
 
 @pytest.mark.parametrize("origin", ["https://attacker.example", "null", "http://localhost.attacker.example:9000"])
 def test_none_refuses_pages_of_other_sites(
-    open_service: tuple[str, AsyncQueryService], datasource: Datasource, origin: str
+    open_service: tuple[str, Plugin], datasource: Datasource, origin: str
 ) -> None:
     """A page of another site posting to 127.0.0.1 from the user's browser gets nothing."""
-    url, service = open_service
+    url, plugin = open_service
     body = {"datasource": datasource.name, "lang": "sql", "query": "SELECT 1"}
     assert_refused(httpx.post(f"{url}{BASE}", json=body, headers={"Origin": origin}), 403)
-    launcher = service.launchers["local"]
+    launcher = plugin.launchers.shared["local"]
     assert isinstance(launcher, RecordingLauncher) and launcher.started == []
 
 
 @pytest.mark.parametrize("origin", ["http://localhost:5601", "https://127.0.0.1", "http://[::1]:8080"])
-def test_none_serves_loopback_pages(open_service: tuple[str, AsyncQueryService], origin: str) -> None:
+def test_none_serves_loopback_pages(open_service: tuple[str, Plugin], origin: str) -> None:
     url, _ = open_service
     assert httpx.get(f"{url}{BASE}/_sessions", headers={"Origin": origin}).status_code == 200
 
 
-def test_insecure_no_auth_lifts_the_host_check(make_service: ServiceFactory) -> None:
-    service = make_service()
-    with serve_http(create_app(service, security=build_security(service.settings, insecure_no_auth=True))) as url:
+def test_insecure_no_auth_lifts_the_host_check(make_plugin: PluginFactory) -> None:
+    plugin = make_plugin()
+    with serve_http(create_app(plugin, security=build_security(plugin.settings, insecure_no_auth=True))) as url:
         assert httpx.get(f"{url}{BASE}/_sessions", headers={"Host": "10.0.0.5:9000"}).status_code == 200
 
 
@@ -455,7 +455,7 @@ def test_the_audit_log_has_a_line_per_request_and_refusal_and_no_secret(
         }
         assert line["time"].endswith("Z") and line["remote"] == "127.0.0.1"
 
-    text = (secured.service.settings.data_dir / "audit" / "audit.log").read_text()
+    text = (secured.plugin.settings.data_dir / "audit" / "audit.log").read_text()
     secrets = [*PASSWORDS.values(), "wrong-password-x", "typed-password-as-name", "mallory", QUERY_TEXT, "SELECT"]
     secrets += [_headers(("alice", p))["Authorization"].split()[1] for p in (PASSWORDS["alice"], "wrong-password-x")]
     for secret in secrets:
@@ -464,16 +464,16 @@ def test_the_audit_log_has_a_line_per_request_and_refusal_and_no_secret(
 
 def test_the_audit_log_is_private(secured: Deployment) -> None:
     httpx.get(f"{secured.url}{BASE}/_sessions", auth=as_user("alice"))
-    audit_dir = secured.service.settings.data_dir / "audit"
+    audit_dir = secured.plugin.settings.data_dir / "audit"
     assert stat.S_IMODE(audit_dir.stat().st_mode) == 0o700
     assert stat.S_IMODE((audit_dir / "audit.log").stat().st_mode) == 0o600
 
 
-def test_none_audits_as_anonymous(open_service: tuple[str, AsyncQueryService]) -> None:
-    url, service = open_service
+def test_none_audits_as_anonymous(open_service: tuple[str, Plugin]) -> None:
+    url, plugin = open_service
     httpx.get(f"{url}{BASE}/_sessions")
     httpx.get(f"{url}{BASE}/_sessions", headers={"Host": "attacker.example"})
-    lines = [json.loads(x) for x in (service.settings.data_dir / "audit" / "audit.log").read_text().splitlines()]
+    lines = [json.loads(x) for x in (plugin.settings.data_dir / "audit" / "audit.log").read_text().splitlines()]
     assert [(x["user"], x["action"], x["status"]) for x in lines] == [
         ("anonymous", "sessions.list", 200),
         (None, "sessions.list", 403),
@@ -490,7 +490,12 @@ def _entry_point() -> list[str]:
 
 def _serve_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ASYNC_QUERY_", "OPENSEARCH_"))}
-    env.update(ASYNC_QUERY_DATA_DIR=str(tmp_path / "var"), ASYNC_QUERY_LOCAL_CATALOG="in-memory", **extra)
+    env.update(
+        ASYNC_QUERY_DATA_DIR=str(tmp_path / "var"),
+        ASYNC_QUERY_LOCAL_CATALOG="in-memory",
+        ASYNC_QUERY_WARM_POOL_SIZE="0",
+        **extra,
+    )
     return env
 
 
@@ -576,12 +581,16 @@ def test_serve_with_basic_auth_keeps_its_files_private(tmp_path: Path) -> None:
         log.close()
     data_dir = tmp_path / "var"
     modes = {str(p.relative_to(data_dir)): stat.S_IMODE(p.stat().st_mode) for p in [data_dir, *data_dir.rglob("*")]}
-    assert modes["."] == 0o700
+    # Run as root, jobs run as the job user, who passes through the data directory (and the one of
+    # the jobs' temporary directories) to its own places, never listing them: 0711.
+    passable = {".", "tmp"} if os.geteuid() == 0 else set()
+    assert modes["."] == (0o711 if passable else 0o700)
     assert modes["audit/audit.log"] == 0o600
     assert any(name.startswith("logs/") and name.endswith(".log") for name in modes), modes
     assert any(name.startswith("jobs/") and name.endswith(".pid") for name in modes), modes
     assert any(name.startswith("index/") and (data_dir / name).is_file() for name in modes), modes  # journal, snapshot
-    assert all(mode & 0o077 == 0 for mode in modes.values()), modes
+    assert all(mode & 0o077 == 0 for name, mode in modes.items() if name not in passable), modes
+    assert all(modes[name] == 0o711 for name in passable)
     assert '"user":"alice","action":"query.submit"' in (data_dir / "audit" / "audit.log").read_text()
 
 
@@ -641,6 +650,7 @@ def _self_signed(directory: Path) -> tuple[Path, Path]:
     key_path.write_bytes(
         key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
     )
+    key_path.chmod(0o600)  # as a private key is kept (serve refuses one the job user could read)
     return cert_path, key_path
 
 

@@ -15,12 +15,12 @@ import pytest
 
 from async_query.api import BASE, create_app
 from async_query.cli import main
-from async_query.client import PASSWORD_ENV, USER_ENV
-from async_query.client_cli import EXIT_API_ERROR, EXIT_OK, resolve_credentials
-from async_query.client_state import FILE_NAME, STATE_DIR_ENV
 from async_query.datasources import Datasource
 from async_query.security.users import UsersFile, read_users
-from tests.conftest import ServiceFactory
+from async_query_cli.client import PASSWORD_ENV, USER_ENV
+from async_query_cli.commands import EXIT_API_ERROR, EXIT_OK, resolve_credentials
+from async_query_cli.state import FILE_NAME, STATE_DIR_ENV
+from tests.conftest import PluginFactory
 from tests.support import FAST_HASHER, serve_http
 
 PASSWORD = "alice-Pa55word-1"
@@ -37,11 +37,11 @@ def clean_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture
-def url(make_service: ServiceFactory, tmp_path: Path) -> Iterator[str]:
+def url(make_plugin: PluginFactory, tmp_path: Path) -> Iterator[str]:
     users = tmp_path / "users.json"
     UsersFile(users, FAST_HASHER).add("alice", PASSWORD, ["all_access"])
-    service = make_service(auth="basic", users_file=users)
-    with serve_http(create_app(service)) as served:
+    plugin = make_plugin(auth="basic", users_file=users)
+    with serve_http(create_app(plugin)) as served:
         yield served
 
 
@@ -202,7 +202,7 @@ def test_user_add_refusals(
 
 
 def test_a_user_added_while_serving_can_log_in(
-    make_service: ServiceFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    make_plugin: PluginFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "users.json"
     assert (
@@ -213,8 +213,8 @@ def test_a_user_added_while_serving_can_log_in(
         )
         == 0
     )
-    service = make_service(auth="basic", users_file=path, users_recheck_s=0.05)
-    with serve_http(create_app(service)) as served:
+    plugin = make_plugin(auth="basic", users_file=path, users_recheck_s=0.05)
+    with serve_http(create_app(plugin)) as served:
         assert httpx.get(f"{served}{BASE}/_sessions", auth=("dave", "dave-Pa55word")).status_code == 401
         assert (
             _user(
@@ -231,5 +231,5 @@ def test_a_user_added_while_serving_can_log_in(
             timeout=10,
             what="the new user to be let in",
         )
-    lines = (service.settings.data_dir / "audit" / "audit.log").read_text()
+    lines = (plugin.settings.data_dir / "audit" / "audit.log").read_text()
     assert json.loads(lines.splitlines()[-1])["user"] == "dave"

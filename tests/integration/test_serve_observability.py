@@ -25,6 +25,7 @@ def test_serve_logs_json_lines_about_queries_and_answers_metrics(tmp_path: Path,
         ASYNC_QUERY_DATA_DIR=str(tmp_path / "var"),
         ASYNC_QUERY_LOCAL_CATALOG="in-memory",
         ASYNC_QUERY_SPARK_SUBMIT=shutil.which("true") or "/bin/true",
+        ASYNC_QUERY_WARM_POOL_SIZE="0",
         OPENSEARCH_URL=index_url,
     )
     port = free_port()

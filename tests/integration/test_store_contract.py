@@ -1,27 +1,38 @@
-"""The repositories' contract, run against both connectors: the index server (osmem-server, or the
-cluster at ``OPENSEARCH_URL``) and the in-memory twin (``docs/documents.md``): create-only writes,
-conditional writes and their conflicts, refused moves, searches after a refresh, the named state
-operations. What only a real cluster can show (mappings, retries, the driver) is in
-``test_index_client.py``."""
+"""The store's contract, run against both connectors: the index server (osmem-server, or the
+cluster at ``OPENSEARCH_URL``) and the in-memory twin (``docs/documents.md``).
+
+The repositories: create-only writes, conditional writes and their conflicts, refused moves,
+searches after a refresh, the named state operations. The connector's two interfaces, every call
+of each: documents (reads by id, on the event loop too, writes, searches, listeners) and index
+administration (indexes, mappings and their ``_meta``, bulk writes, scans, dynamic mapping). What
+only a real cluster can show (retries, the driver, templates) is in ``test_index_client.py``."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from query_core.config import OpenSearchConfig
 from query_core.errors import (
     AsyncQueryError,
     DocumentExistsError,
+    IndexOperationError,
+    InvalidRequestError,
     InvalidTransitionError,
+    SessionLostError,
     VersionConflictError,
 )
 from query_core.ids import new_id, request_index
-from query_core.models import ResultDoc, SessionDoc, StatementDoc, Versioned, now_millis
-from query_core.states import SessionState, SessionType, StatementState
-from query_core.store import MemoryIndex, Query, Store, Term, retry_on_conflict
+from query_core.models import FlintIndexStateDoc, ResultDoc, SessionDoc, StatementDoc, Versioned, now_millis
+from query_core.realtime import ReadNotServed
+from query_core.states import INDEX_OPERATIONS, FlintIndexState, SessionState, SessionType, StatementState
+from query_core.store import IndexClient, MemoryIndex, Query, Store, Term, retry_on_conflict
+from query_core.store.connector import CALL_OUTCOMES
+from query_core.store.index_states import MAX_INDEX_ERROR
 
 
 @pytest.fixture(params=["index", "memory"])
@@ -91,9 +102,9 @@ def test_get_of_missing_documents_and_indexes(store: Store, ds_name: str) -> Non
 
 def test_two_updates_from_the_same_version_one_wins(store: Store, ds_name: str) -> None:
     v0 = store.statements.create(statement(ds_name, new_id(ds_name)))
-    running = store.statements.move(v0, StatementState.RUNNING)
+    running = store.statements._move(v0, StatementState.RUNNING)
     with pytest.raises(VersionConflictError):
-        store.statements.move(v0, StatementState.CANCELLED)
+        store.statements._move(v0, StatementState.CANCELLED)
     found = store.statements.get(ds_name, v0.doc.statement_id)
     assert found is not None
     assert found.doc.state == StatementState.RUNNING
@@ -102,7 +113,7 @@ def test_two_updates_from_the_same_version_one_wins(store: Store, ds_name: str) 
 
 def test_racing_threads_exactly_one_wins(store: Store, ds_name: str) -> None:
     v0 = store.statements.create(statement(ds_name, new_id(ds_name)))
-    v1 = store.statements.move(v0, StatementState.RUNNING)
+    v1 = store.statements._move(v0, StatementState.RUNNING)
     targets = [StatementState.SUCCESS, StatementState.CANCELLED, StatementState.FAILED, StatementState.TIMEOUT] * 2
     barrier = threading.Barrier(len(targets))
     outcomes: list[tuple[StatementState, str]] = []
@@ -111,7 +122,7 @@ def test_racing_threads_exactly_one_wins(store: Store, ds_name: str) -> None:
     def race(target: StatementState) -> None:
         barrier.wait(timeout=10)
         try:
-            store.statements.move(v1, target, error=f"by {target.value}")
+            store.statements._move(v1, target, error=f"by {target.value}")
             outcome = "won"
         except VersionConflictError:
             outcome = "lost"
@@ -140,7 +151,7 @@ def test_racing_heartbeats_on_a_session(store: Store, ds_name: str) -> None:
     def beat(i: int) -> None:
         barrier.wait(timeout=10)
         try:
-            store.sessions.update(v0, SessionState.RUNNING, last_update_time=i)
+            store.sessions._move(v0, SessionState.RUNNING, last_update_time=i)
             wins.append(i)
         except VersionConflictError:
             pass
@@ -161,14 +172,14 @@ def test_racing_heartbeats_on_a_session(store: Store, ds_name: str) -> None:
 def test_invalid_moves_are_refused_without_writing(store: Store, ds_name: str) -> None:
     waiting = store.statements.create(statement(ds_name, new_id(ds_name)))
     with pytest.raises(InvalidTransitionError):
-        store.statements.move(waiting, StatementState.SUCCESS)  # waiting -> success skips running
+        store.statements._move(waiting, StatementState.SUCCESS)  # waiting -> success skips running
     after = store.statements.get(ds_name, waiting.doc.statement_id)
     assert after is not None and after.seq_no == waiting.seq_no and after.doc.state == StatementState.WAITING
 
-    done = store.statements.move(store.statements.move(waiting, StatementState.RUNNING), StatementState.CANCELLED)
+    done = store.statements._move(store.statements._move(waiting, StatementState.RUNNING), StatementState.CANCELLED)
     for target in StatementState:
         with pytest.raises(InvalidTransitionError):
-            store.statements.move(done, target, error="late")
+            store.statements._move(done, target, error="late")
     after = store.statements.get(ds_name, waiting.doc.statement_id)
     assert after is not None
     assert after.seq_no == done.seq_no
@@ -177,13 +188,31 @@ def test_invalid_moves_are_refused_without_writing(store: Store, ds_name: str) -
 
 def test_a_dead_session_takes_no_heartbeat(store: Store, ds_name: str) -> None:
     v0 = store.sessions.create(session(ds_name))
-    dead = store.sessions.update(v0, SessionState.DEAD, error="gone")
+    dead = store.sessions.end(v0, SessionState.DEAD, error="gone")
+    assert dead is not None
     with pytest.raises(InvalidTransitionError):
-        store.sessions.update(dead, last_update_time=now_millis())
+        store.sessions.beat(dead, at=now_millis())
     with pytest.raises(InvalidTransitionError):
-        store.sessions.update(dead, SessionState.RUNNING)
+        store.sessions._move(dead, SessionState.RUNNING)
     after = store.sessions.get(ds_name, v0.doc.session_id)
     assert after is not None and after.seq_no == dead.seq_no and after.doc.state == SessionState.DEAD
+
+
+def test_a_heartbeat_is_a_conditional_write_of_liveness_fields_only(store: Store, ds_name: str) -> None:
+    created = store.sessions.create(session(ds_name))
+    v0 = store.sessions.claim(created, created.doc.job_id)
+    assert v0 is not None
+    beat = store.sessions.beat(v0, at=5, heartbeat_interval_millis=2_000)
+    assert beat is not None
+    found = store.sessions.get(ds_name, v0.doc.session_id)
+    assert found is not None and found.doc.last_update_time == 5 and found.doc.state == SessionState.RUNNING
+    assert found.seq_no == beat.seq_no
+    with pytest.raises(VersionConflictError):  # a stale version, as any conditional write
+        store.sessions._move(v0, SessionState.RUNNING, liveness=True, last_update_time=6)
+    with pytest.raises(ValueError):
+        store.sessions._move(beat, SessionState.DEAD, liveness=True)  # a state change is never one
+    again = store.sessions.get(ds_name, v0.doc.session_id)
+    assert again is not None and again.doc.state == SessionState.RUNNING and again.seq_no == beat.seq_no
 
 
 def test_a_misspelt_field_is_refused_before_any_write(store: Store, ds_name: str) -> None:
@@ -191,7 +220,7 @@ def test_a_misspelt_field_is_refused_before_any_write(store: Store, ds_name: str
     (it would otherwise be stored under the misspelt name and the real field left as it was)."""
     st = store.statements.create(statement(ds_name, new_id(ds_name)))
     with pytest.raises(ValueError, match="eror") as err:
-        store.statements.move(st, StatementState.FAILED, eror="boom")
+        store.statements._move(st, StatementState.FAILED, eror="boom")
     assert not isinstance(err.value, AsyncQueryError)  # not a client error: no handler may turn it into a 4xx
     after = store.index.get(request_index(ds_name), st.doc.statement_id)
     assert after is not None
@@ -199,9 +228,9 @@ def test_a_misspelt_field_is_refused_before_any_write(store: Store, ds_name: str
 
     se = store.sessions.create(session(ds_name))
     with pytest.raises(ValueError, match="lastUpdateTime"):
-        store.sessions.update(se, lastUpdateTime=1)  # the stored alias is not the field's name either
+        store.sessions.beat(se, lastUpdateTime=1)  # the stored alias is not the field's name either
     with pytest.raises(ValueError, match="hearbeat_interval_millis"):
-        store.sessions.update(se, SessionState.RUNNING, error="", hearbeat_interval_millis=1)
+        store.sessions.claim(se, "job-a", error="", hearbeat_interval_millis=1)
     after = store.index.get(request_index(ds_name), se.doc.session_id)
     assert after is not None
     assert after.version.seq_no == se.seq_no and after.source == se.doc.to_source()
@@ -230,14 +259,14 @@ def test_find_waiting_statements_oldest_first(store: Store, ds_name: str) -> Non
     # not found: another session's, a running one, one submitted more than an hour ago
     store.statements.create(statement(ds_name, new_id(ds_name), submit_time=now - 5_000))
     running = store.statements.create(statement(ds_name, sid, submit_time=now - 4_000))
-    store.statements.move(running, StatementState.RUNNING)
+    store.statements.start(running)
     store.statements.create(statement(ds_name, sid, submit_time=now - 2 * 3600 * 1000))
     refresh(store, ds_name)
 
     found = store.statements.find_waiting(ds_name, sid)
     assert [v.doc.statement_id for v in found] == [first.statement_id, second.statement_id, third.statement_id]
     # the versions returned are usable for conditional writes
-    store.statements.move(found[0], StatementState.RUNNING)
+    assert store.statements.start(found[0]) is not None
     assert len(store.statements.find_waiting(ds_name, sid, size=2)) == 2
 
 
@@ -247,16 +276,15 @@ def test_find_waiting_statements_on_a_missing_index(store: Store, ds_name: str) 
 
 def test_find_unfinished_statements_and_sessions(store: Store, ds_name: str) -> None:
     s = store.sessions.create(session(ds_name))
-    store.sessions.update(s, SessionState.RUNNING)
+    store.sessions.claim(s, "job-a")
     dead = store.sessions.create(session(ds_name))
-    store.sessions.update(dead, SessionState.DEAD)
+    store.sessions.end(dead, SessionState.DEAD)
     sid = s.doc.session_id
     waiting = store.statements.create(statement(ds_name, sid))
-    running = store.statements.move(store.statements.create(statement(ds_name, sid)), StatementState.RUNNING)
-    store.statements.move(
-        store.statements.move(store.statements.create(statement(ds_name, sid)), StatementState.RUNNING),
-        StatementState.SUCCESS,
-    )
+    running = store.statements.start(store.statements.create(statement(ds_name, sid)))
+    assert running is not None
+    done = store.statements.start(store.statements.create(statement(ds_name, sid)))
+    assert done is not None and store.statements.settle(done, StatementState.SUCCESS).applied
     refresh(store, ds_name)
     unfinished = {v.doc.statement_id for v in store.statements.find_unfinished(ds_name, sid)}
     assert unfinished == {waiting.doc.statement_id, running.doc.statement_id}
@@ -279,10 +307,10 @@ def test_documents_of_a_custom_request_index_stay_there(store: Store, ds_name: s
 
     [waiting] = bound.statements.find_waiting(ds_name, se.doc.session_id)
     assert waiting.doc.statement_id == st.doc.statement_id
-    bound.statements.move(waiting, StatementState.RUNNING)
+    bound.statements.start(waiting)
     session_now = bound.sessions.get(ds_name, se.doc.session_id)
     assert session_now is not None
-    bound.sessions.update(session_now, SessionState.RUNNING, job_id="j1")
+    bound.sessions.claim(session_now, "j1")
 
     moved = bound.statements.get(ds_name, st.doc.statement_id)
     assert moved is not None and moved.doc.state == StatementState.RUNNING
@@ -299,7 +327,7 @@ def test_documents_of_a_custom_request_index_stay_there(store: Store, ds_name: s
 
 def test_update_with_retry_rereads_after_a_conflict(store: Store, ds_name: str) -> None:
     v0 = store.sessions.create(session(ds_name))
-    store.sessions.update(v0, SessionState.RUNNING, last_update_time=1)  # someone else moves it first
+    store.sessions._move(v0, SessionState.RUNNING, last_update_time=1)  # someone else moves it first
     seen: list[int] = []
     reads = 0
 
@@ -310,7 +338,8 @@ def test_update_with_retry_rereads_after_a_conflict(store: Store, ds_name: str) 
 
     def change(current: Versioned[SessionDoc]) -> Versioned[SessionDoc]:
         seen.append(current.seq_no)
-        return store.sessions.update(current, pending_statement_ids=[*current.doc.pending_statement_ids, "q1"])
+        ids = [*current.doc.pending_statement_ids, "q1"]
+        return store.sessions._move(current, current.doc.state, pending_statement_ids=ids)
 
     written = retry_on_conflict(reread, change, first=v0)
     assert written is not None
@@ -333,21 +362,21 @@ def test_a_conditional_write_to_a_deleted_document_is_a_conflict(store: Store, d
     v0 = store.statements.create(statement(ds_name, new_id(ds_name)))
     store.index.delete(request_index(ds_name), v0.doc.statement_id)
     with pytest.raises(VersionConflictError):
-        store.statements.move(v0, StatementState.CANCELLED)
+        store.statements._move(v0, StatementState.CANCELLED)
     reread = lambda: store.statements.get(ds_name, v0.doc.statement_id)  # noqa: E731
-    change = lambda current: store.statements.move(current, StatementState.CANCELLED)  # noqa: E731
+    change = lambda current: store.statements._move(current, StatementState.CANCELLED)  # noqa: E731
     assert retry_on_conflict(reread, change, first=v0) is None
 
 
 def test_update_with_retry_is_bounded(store: Store, ds_name: str) -> None:
     v0 = store.sessions.create(session(ds_name))
-    store.sessions.update(v0, last_update_time=5)
+    store.sessions.beat(v0, at=5)
     calls = 0
 
     def change(current: Versioned[SessionDoc]) -> Versioned[SessionDoc]:
         nonlocal calls
         calls += 1
-        return store.sessions.update(current, last_update_time=6)
+        return store.sessions._move(current, current.doc.state, last_update_time=6)
 
     with pytest.raises(VersionConflictError):
         retry_on_conflict(lambda: v0, change, attempts=4)  # the re-read is always stale
@@ -379,9 +408,9 @@ def test_the_twin_hides_a_write_from_searches_until_the_index_refreshes(ds_name:
 
 def test_an_update_that_changes_nothing_keeps_the_version(store: Store, ds_name: str) -> None:
     v0 = store.sessions.create(session(ds_name))
-    same = store.sessions.update(v0, error="")
+    same = store.sessions._move(v0, v0.doc.state, error="")
     assert (same.seq_no, same.primary_term) == (v0.seq_no, v0.primary_term)
-    moved = store.sessions.update(same, error="changed")
+    moved = store.sessions._move(same, same.doc.state, error="changed")
     assert moved.seq_no > v0.seq_no
 
 
@@ -401,9 +430,8 @@ def result(query_id: str, status: str = "SUCCESS") -> ResultDoc:
 
 
 def test_settle_writes_the_result_then_the_terminal_state(store: Store, ds_name: str) -> None:
-    running = store.statements.move(
-        store.statements.create(statement(ds_name, new_id(ds_name))), StatementState.RUNNING
-    )
+    running = store.statements.start(store.statements.create(statement(ds_name, new_id(ds_name))))
+    assert running is not None
     results_index = f"query_execution_result_{ds_name}"
     settled = store.statements.settle(
         running, StatementState.SUCCESS, result=(results_index, result(running.doc.query_id))
@@ -416,7 +444,8 @@ def test_settle_writes_the_result_then_the_terminal_state(store: Store, ds_name:
 
 def test_settle_never_overwrites_a_finished_statement(store: Store, ds_name: str) -> None:
     waiting = store.statements.create(statement(ds_name, new_id(ds_name)))
-    running = store.statements.move(waiting, StatementState.RUNNING)
+    running = store.statements.start(waiting)
+    assert running is not None
     cancelled = store.statements.cancel(running)
     assert cancelled is not None and cancelled[1] == StatementState.RUNNING
     settled = store.statements.settle(running, StatementState.SUCCESS, error="")  # from a stale version
@@ -436,7 +465,8 @@ def test_start_moves_only_a_waiting_statement(store: Store, ds_name: str) -> Non
 
 def test_end_session_is_once_and_only_by_its_job(store: Store, ds_name: str) -> None:
     v0 = store.sessions.create(session(ds_name))
-    running = store.sessions.update(v0, SessionState.RUNNING, job_id="job-a")
+    running = store.sessions.claim(v0, "job-a")
+    assert running is not None
     assert store.sessions.end(running, SessionState.DEAD, job_id="job-b") is None  # not job-b's
     ended = store.sessions.end(v0, SessionState.FAIL, "broken", job_id="job-a")  # from a stale version
     assert ended is not None and ended.doc.state == SessionState.FAIL and ended.doc.error == "broken"
@@ -456,19 +486,372 @@ def test_append_pending_keeps_the_last_ids_and_stops_at_the_end(store: Store, ds
 
 
 def test_only_a_vacuum_removes_an_index_state(store: Store, ds_name: str) -> None:
-    from query_core.models import FlintIndexStateDoc
-    from query_core.states import FlintIndexState
-
     doc = FlintIndexStateDoc(latest_id="aWR4", state=FlintIndexState.DELETING, data_source_name=ds_name)
     deleting = store.index_states.create(doc)
     with pytest.raises(InvalidTransitionError):
         store.index_states.delete(deleting)
-    deleted = store.index_states.move(deleting, FlintIndexState.DELETED)
-    vacuuming = store.index_states.move(deleted, FlintIndexState.VACUUMING)
+    deleted = store.index_states.commit(deleting, INDEX_OPERATIONS["drop"])
+    assert deleted is not None
+    vacuuming = store.index_states.begin(deleted, INDEX_OPERATIONS["vacuum"])
     with pytest.raises(VersionConflictError):
         store.index_states.delete(Versioned(vacuuming.doc, deleted.seq_no, deleted.primary_term))  # stale
     store.index_states.delete(vacuuming)
     assert store.index_states.get(ds_name, "aWR4") is None
+
+
+def test_claim_takes_a_session_for_its_job_only(store: Store, ds_name: str) -> None:
+    """The ownership rules: one live job per session."""
+    v0 = store.sessions.create(session(ds_name, exclude_job_ids=["job-x"]))
+    with pytest.raises(SessionLostError, match="job job-x is excluded"):
+        store.sessions.claim(v0, "job-x")
+    with pytest.raises(SessionLostError, match="job job-y is excluded"):
+        store.sessions.claim(v0, "job-y", excluded=["job-y"])  # the job's own list
+    claimed = store.sessions.claim(v0, "job-a", application_id="app", heartbeat_interval_millis=5_000)
+    assert claimed is not None
+    doc = claimed.doc
+    assert (doc.state, doc.job_id, doc.application_id, doc.heartbeat_interval_millis) == (
+        SessionState.RUNNING,
+        "job-a",
+        "app",
+        5_000,
+    )
+    assert doc.job_start_time == doc.last_update_time > 0
+    again = store.sessions.claim(v0, "job-a")  # from a stale version: re-read, still its own
+    assert again is not None and again.doc.state == SessionState.RUNNING
+    with pytest.raises(SessionLostError, match="is owned by job job-a"):
+        store.sessions.claim(again, "job-b")
+    ended = store.sessions.end(again, SessionState.DEAD)
+    assert ended is not None
+    with pytest.raises(SessionLostError, match="is dead"):
+        store.sessions.claim(ended, "job-a")
+    store.index.delete(request_index(ds_name), v0.doc.session_id)
+    assert store.sessions.claim(v0, "job-a") is None  # gone
+
+
+def test_beat_keeps_the_state_and_stops_once_the_session_is_not_the_jobs(store: Store, ds_name: str) -> None:
+    v0 = store.sessions.create(session(ds_name))
+    claimed = store.sessions.claim(v0, "job-a")
+    assert claimed is not None
+    beaten = store.sessions.beat(v0, at=42, heartbeat_interval_millis=1_000)  # stale: re-read
+    assert beaten is not None and beaten.doc.state == SessionState.RUNNING
+    assert (beaten.doc.last_update_time, beaten.doc.heartbeat_interval_millis) == (42, 1_000)
+    assert beaten.doc.job_id == "job-a"
+    fresh = store.sessions.beat(beaten, job_id="job-a")
+    assert fresh is not None and fresh.doc.last_update_time > 42
+    with pytest.raises(SessionLostError, match="is owned by job job-a"):
+        store.sessions.beat(fresh, job_id="job-b")
+    with pytest.raises(SessionLostError, match="excluded"):
+        store.sessions.beat(fresh, job_id="job-a", excluded=["job-a"])
+    after = store.sessions.get(ds_name, v0.doc.session_id)
+    assert after is not None and after.seq_no == fresh.seq_no
+
+
+def test_start_runs_a_session_of_the_plugins_own_work_until_it_ends(store: Store, ds_name: str) -> None:
+    v0 = store.sessions.create(session(ds_name, session_type=SessionType.LOCAL))
+    started = store.sessions.start(v0)
+    assert started is not None and started.doc.state == SessionState.RUNNING and started.doc.last_update_time > 0
+    assert started.doc.job_id == ""
+    ended = store.sessions.end(started, SessionState.DEAD)
+    assert ended is not None
+    assert store.sessions.start(v0) is None  # ended meanwhile: left as it is
+    final = store.sessions.get(ds_name, v0.doc.session_id)
+    assert final is not None and final.doc.state == SessionState.DEAD
+
+
+def index_state(ds: str, state: FlintIndexState, **fields: Any) -> FlintIndexStateDoc:
+    return FlintIndexStateDoc(
+        latest_id=new_id(ds), state=state, data_source_name=ds, index_name="flint_idx", **fields
+    )
+
+
+def test_an_index_operation_begins_then_commits_or_rolls_back(store: Store, ds_name: str) -> None:
+    create, refresh_op = INDEX_OPERATIONS["create"], INDEX_OPERATIONS["refresh"]
+    latest = new_id(ds_name)
+    with pytest.raises(ValueError, match="latest id and index name"):
+        store.index_states.begin(None, create)
+    with pytest.raises(InvalidTransitionError, match="cannot refresh flint_idx: it is empty"):
+        store.index_states.begin(None, refresh_op, datasource=ds_name, latest_id=latest, index_name="flint_idx")
+    creating = store.index_states.begin(
+        None, create, datasource=ds_name, latest_id=latest, index_name="flint_idx", job_id="j-1"
+    )
+    assert creating.doc.state == FlintIndexState.CREATING and creating.doc.index_name == "flint_idx"
+    with pytest.raises(DocumentExistsError):  # a second operation on an index that had no document
+        store.index_states.begin(None, create, datasource=ds_name, latest_id=latest, index_name="flint_idx")
+    active = store.index_states.commit(creating, create)
+    assert active is not None and active.doc.state == FlintIndexState.ACTIVE
+    with pytest.raises(InvalidTransitionError, match="allowed from: deleted, empty"):
+        store.index_states.begin(active, create)
+    refreshing = store.index_states.begin(active, refresh_op)
+    with pytest.raises(VersionConflictError):
+        store.index_states.begin(active, refresh_op)  # stale: another operation began first
+    back = store.index_states.roll_back(refreshing, refresh_op, FlintIndexState.ACTIVE, error="boom")
+    assert back.doc.state == FlintIndexState.ACTIVE and back.doc.error == "boom"
+    with pytest.raises(InvalidTransitionError):
+        store.index_states.roll_back(back, refresh_op, FlintIndexState.DELETED)  # no start state of a refresh
+    stored = store.index_states.get(ds_name, latest)
+    assert stored is not None and stored.seq_no == back.seq_no and stored.doc.job_id == "j-1"
+
+
+def committed(store: Store, current: Versioned[FlintIndexStateDoc], operation: str) -> Versioned[FlintIndexStateDoc]:
+    done = store.index_states.commit(current, INDEX_OPERATIONS[operation])
+    assert done is not None
+    return done
+
+
+def test_a_dead_stream_fails_only_a_refreshing_index_of_its_job(store: Store, ds_name: str) -> None:
+    active = committed(store, store.index_states.create(index_state(ds_name, FlintIndexState.CREATING)), "create")
+    assert store.index_states.fail_stream(active, "died") is None  # not refreshing
+    theirs = store.index_states.create(index_state(ds_name, FlintIndexState.CREATING, job_id="other"))
+    refreshing = committed(store, committed(store, theirs, "create"), "start auto refresh")
+    assert store.index_states.fail_stream(refreshing, "died", job_id="mine") is None  # another job's
+    failed = store.index_states.fail_stream(refreshing, "x" * 5_000, job_id="other")
+    assert failed is not None and failed.doc.state == FlintIndexState.FAILED
+    assert failed.doc.error == "x" * MAX_INDEX_ERROR
+    with pytest.raises(VersionConflictError):
+        store.index_states.fail_stream(refreshing, "again")  # stale: the caller decides
+
+
+def test_an_error_is_recorded_with_the_state_kept(store: Store, ds_name: str) -> None:
+    active = committed(store, store.index_states.create(index_state(ds_name, FlintIndexState.CREATING)), "create")
+    noted = store.index_states.record_error(active, "auto refresh did not start")
+    assert noted.doc.state == FlintIndexState.ACTIVE and noted.doc.error == "auto refresh did not start"
+    assert noted.doc.last_update_time > 0 and noted.seq_no > active.seq_no
+
+
+def test_a_stalled_operation_is_repaired_unless_it_moved_meanwhile(store: Store, ds_name: str) -> None:
+    active = committed(store, store.index_states.create(index_state(ds_name, FlintIndexState.CREATING)), "create")
+    refreshing = store.index_states.begin(active, INDEX_OPERATIONS["refresh"])
+    assert store.index_states.repair_stalled(refreshing, "owner gone", streaming=True) is not None
+    stored = store.index_states.get(ds_name, refreshing.doc.latest_id)
+    assert stored is not None and stored.doc.state == FlintIndexState.FAILED and stored.doc.error == "owner gone"
+    assert store.index_states.repair_stalled(refreshing, "too late") is None  # stale: left alone
+    assert store.index_states.repair_stalled(stored, "stable") is None  # failed is no operation's middle
+
+
+# -- the connector: documents -----------------------------------------------------------------------
+
+
+def test_reads_by_id_one_or_several_in_the_order_asked(store: Store, ds_name: str) -> None:
+    index = request_index(ds_name)
+    assert store.index.get(index, "a") is None  # no index yet
+    assert store.index.get_many(index, ["a", "b"]) == [None, None]
+    a = store.index.create(index, "a", {"type": "x", "n": 1})
+    b = store.index.create(index, "b", {"type": "x", "n": 2})
+    found = store.index.get_many(index, ["b", "missing", "a"])
+    assert [f.doc_id if f else None for f in found] == ["b", None, "a"]
+    assert found[0] is not None and found[0].source == {"type": "x", "n": 2} and found[0].version == b
+    assert found[2] is not None and found[2].version == a
+    one = store.index.get(index, "a")
+    assert one is not None and one.source == {"type": "x", "n": 1} and one.version == a
+
+
+def test_reads_on_the_event_loop_answer_as_the_blocking_ones(store: Store, ds_name: str) -> None:
+    """The same answers, or :class:`ReadNotServed` where a connector cannot read that way (the
+    cluster client without its lean reader): never another answer."""
+    index = request_index(ds_name)
+    store.index.create(index, "a", {"type": "x"})
+    for ids in (["a"], ["a", "missing"], ["missing"]):
+        try:
+            on_loop = asyncio.run(store.index.get_many_async(index, ids))
+        except ReadNotServed:
+            assert isinstance(store.index, IndexClient) and store.index.lean_readers[1] is None
+            continue
+        assert on_loop == store.index.get_many(index, ids)
+    try:
+        assert asyncio.run(store.index.get_many_async(f"{index}-none", ["a"])) == [None]  # no such index
+    except ReadNotServed:
+        assert isinstance(store.index, IndexClient) and store.index.lean_readers[1] is None
+
+
+def test_put_overwrites_and_delete_says_whether_there_was_something(store: Store, ds_name: str) -> None:
+    index = f"query_execution_result_{ds_name}"
+    first = store.index.put(index, "r", {"status": "FAILED"})
+    second = store.index.put(index, "r", {"status": "SUCCESS"})
+    assert second.seq_no > first.seq_no
+    found = store.index.get(index, "r")
+    assert found is not None and found.source == {"status": "SUCCESS"} and found.version == second
+    assert store.index.delete(index, "r") and not store.index.delete(index, "r")
+    assert store.index.get(index, "r") is None
+    assert not store.index.delete(f"{index}-none", "r")  # no such index
+
+
+def test_conditional_writes_apply_only_at_the_version_held(store: Store, ds_name: str) -> None:
+    index = request_index(ds_name)
+    v0 = store.index.create(index, "d", {"type": "x", "a": 1, "b": 1})
+    v1 = store.index.update_if(index, "d", {"b": 2}, v0)
+    found = store.index.get(index, "d")
+    assert found is not None and found.source == {"type": "x", "a": 1, "b": 2} and found.version == v1
+    assert store.index.update_if(index, "d", {"b": 2}, v1) == v1  # nothing changes: same version
+    with pytest.raises(VersionConflictError):
+        store.index.update_if(index, "d", {"b": 3}, v0)
+    with pytest.raises(VersionConflictError):
+        store.index.delete_if(index, "d", v0)
+    with pytest.raises(VersionConflictError):
+        store.index.update_if(index, "missing", {"b": 3}, v0)
+    store.index.delete_if(index, "d", v1)
+    assert store.index.get(index, "d") is None
+    with pytest.raises(VersionConflictError):
+        store.index.delete_if(index, "d", v1)  # gone: no longer at that version either
+
+
+def test_delete_by_query_deletes_what_a_search_finds(store: Store, ds_name: str) -> None:
+    index = request_index(ds_name)
+    for i, state in enumerate(["waiting", "running", "waiting"]):
+        store.index.create(index, f"d{i}", {"type": "statement", "state": state})
+    assert store.index.delete_by_query(f"{index}-none", Query()) == 0  # no such index
+    store.index.refresh(index)
+    assert store.index.delete_by_query(index, Query((Term("state", "waiting"),))) == 2
+    assert [f.doc_id for f in store.index.get_many(index, ["d0", "d1", "d2"]) if f] == ["d1"]
+    store.index.refresh(index)
+    assert [f.doc_id for f in store.index.search(index, Query())] == ["d1"]
+
+
+def test_listeners_hear_of_every_write_and_call(store: Store, ds_name: str) -> None:
+    index = request_index(ds_name)
+    written: list[str] = []
+    calls: list[tuple[str, str, int]] = []
+    store.index.write_listeners.append(written.append)
+    store.index.call_listeners.append(lambda operation, outcome, retries: calls.append((operation, outcome, retries)))
+    v0 = store.index.create(index, "d", {"type": "x"})
+    v1 = store.index.update_if(index, "d", {"a": 1}, v0)
+    with pytest.raises(VersionConflictError):
+        store.index.update_if(index, "d", {"a": 2}, v0)  # tried: a cache of it must go all the same
+    store.index.delete_if(index, "d", v1)
+    store.index.delete(index, "d")
+    assert written == ["d"] * 5
+    assert ("create", "2xx", 0) in calls and ("update", "2xx", 0) in calls
+    calls.clear()
+    store.index.get(index, "d")
+    store.index.search(index, Query())
+    assert calls == [("get", "2xx", 0), ("search", "2xx", 0)]
+    assert all(outcome in CALL_OUTCOMES for _, outcome, _ in calls)
+
+
+def test_a_connector_answers_a_ping_and_closes(store: Store, opensearch_config: OpenSearchConfig) -> None:
+    assert store.index.ping()
+    other = IndexClient(opensearch_config) if isinstance(store.index, IndexClient) else MemoryIndex()
+    assert other.ping()
+    other.close()
+
+
+# -- the connector: index administration -----------------------------------------------------------
+
+
+def flint_index(ds: str, name: str) -> str:
+    return f"flint_{ds}_contract_{name}"
+
+
+def test_an_index_is_created_once_and_deleted_once(store: Store, ds_name: str) -> None:
+    admin, index = store.admin, flint_index(ds_name, "a")
+    assert not admin.index_exists(index)
+    assert admin.create_index(index, {"mappings": {"properties": {"n": {"type": "long"}}}})
+    assert admin.index_exists(index)
+    assert not admin.create_index(index, {})  # it exists: left as it is
+    assert admin.mappings(index)[index] == {"properties": {"n": {"type": "long"}}}
+    assert admin.delete_index(index)
+    assert not admin.index_exists(index) and not admin.delete_index(index)
+    assert admin.mappings(index) == {}
+
+
+def test_mappings_keep_their_meta_which_is_replaced_whole(store: Store, ds_name: str) -> None:
+    admin = store.admin
+    first, second = flint_index(ds_name, "m1"), flint_index(ds_name, "m2")
+    mappings = {
+        "dynamic": False,
+        "_meta": {"kind": "covering", "options": {"auto_refresh": "false"}},
+        "properties": {"file_path": {"type": "keyword"}, "o": {"type": "object", "properties": {"n": {"type": "long"}}}},
+    }
+    assert admin.create_index(first, {"settings": {"index": {"number_of_shards": 1}}, "mappings": mappings})
+    assert admin.create_index(second, {"mappings": {"_meta": {"kind": "mv"}}})
+    kept = {
+        "dynamic": "false",  # as a cluster answers it
+        "_meta": {"kind": "covering", "options": {"auto_refresh": "false"}},
+        "properties": {"file_path": {"type": "keyword"}, "o": {"properties": {"n": {"type": "long"}}}},
+    }
+    assert admin.mappings(first) == {first: kept}
+    assert admin.mappings(flint_index(ds_name, "m*")) == {first: kept, second: {"_meta": {"kind": "mv"}}}
+    assert admin.mappings(flint_index(ds_name, "none*")) == {} and admin.mappings(flint_index(ds_name, "x")) == {}
+    admin.put_mapping_meta(first, {"kind": "covering", "latestId": "abc"})
+    assert admin.mappings(first)[first] == {**kept, "_meta": {"kind": "covering", "latestId": "abc"}}
+    with pytest.raises(IndexOperationError, match="index_not_found"):
+        admin.put_mapping_meta(flint_index(ds_name, "x"), {"kind": "mv"})
+
+
+def test_bulk_writes_are_scanned_back_and_deleted_all_at_once(store: Store, ds_name: str) -> None:
+    admin, index = store.admin, flint_index(ds_name, "b")
+    assert admin.create_index(index, {"mappings": {"properties": {"n": {"type": "long"}}}})
+    docs: list[tuple[str | None, dict[str, Any]]] = [("1", {"n": 1}), (None, {"n": 2}), ("1", {"n": 3})]
+    assert admin.bulk_index(index, docs) == 3  # the same id twice: the second overwrites the first
+    store.index.refresh(index)  # a scan, like a search, sees the index as of its last refresh
+    scanned = dict(admin.scan(index, batch=1))  # one document per page: every page is read
+    assert sorted(scanned.values(), key=lambda source: source["n"]) == [{"n": 2}, {"n": 3}]
+    assert "1" in scanned and scanned["1"] == {"n": 3}
+    assert admin.delete_all(index) == 2
+    store.index.refresh(index)
+    assert list(admin.scan(index)) == []
+    assert admin.mappings(index)[index] == {"properties": {"n": {"type": "long"}}}  # the index stays
+    assert admin.bulk_index(flint_index(ds_name, "new"), [("k", {"n": 1})]) == 1  # created by the write
+    assert admin.index_exists(flint_index(ds_name, "new"))
+    missing = flint_index(ds_name, "none")
+    with pytest.raises(IndexOperationError, match="index_not_found"):
+        admin.delete_all(missing)
+    with pytest.raises(IndexOperationError, match="index_not_found"):
+        list(admin.scan(missing))
+
+
+def test_a_write_maps_the_fields_its_index_lacks_unless_told_not_to(store: Store, ds_name: str) -> None:
+    admin, index = store.admin, flint_index(ds_name, "dyn")
+    source = {"s": "text", "d": "2024-01-02T03:04:05Z", "i": 3, "f": 1.5, "b": True, "o": {"x": 1}, "no": None, "e": []}
+    admin.bulk_index(index, [("1", source)])
+    text = {"type": "text", "fields": {"keyword": {"type": "keyword", "ignore_above": 256}}}
+    assert admin.mappings(index)[index] == {
+        "properties": {
+            "s": text,
+            "d": {"type": "date"},
+            "i": {"type": "long"},
+            "f": {"type": "float"},
+            "b": {"type": "boolean"},
+            "o": {"properties": {"x": {"type": "long"}}},
+        }
+    }
+    admin.bulk_index(index, [("2", {"o": {"y": [{"z": "a"}]}})])  # a new field of a mapped object
+    assert admin.mappings(index)[index]["properties"]["o"] == {
+        "properties": {"x": {"type": "long"}, "y": {"properties": {"z": text}}}
+    }
+
+    closed, strict = flint_index(ds_name, "closed"), flint_index(ds_name, "strict")
+    admin.create_index(closed, {"mappings": {"dynamic": False, "properties": {"a": {"type": "keyword"}}}})
+    admin.bulk_index(closed, [("1", {"a": "x", "extra": 5})])  # kept, not mapped
+    assert admin.mappings(closed)[closed] == {"dynamic": "false", "properties": {"a": {"type": "keyword"}}}
+    admin.create_index(strict, {"mappings": {"dynamic": "strict", "properties": {"a": {"type": "keyword"}}}})
+    with pytest.raises(IndexOperationError, match="strict_dynamic_mapping_exception"):
+        admin.bulk_index(strict, [("1", {"a": "x"}), ("2", {"a": "y", "extra": 5})])
+    store.index.refresh(strict)
+    assert [doc_id for doc_id, _ in admin.scan(strict)] == ["1"]  # the other documents are written
+
+
+def test_what_a_cluster_refuses_to_create(store: Store, ds_name: str) -> None:
+    admin = store.admin
+    for name in ("Upper", "_underscore", "a b", "a*", "a:b", "."):
+        with pytest.raises(InvalidRequestError, match="invalid_index_name_exception"):
+            admin.create_index(name, {})
+    with pytest.raises(IndexOperationError, match="invalid_index_name_exception"):
+        admin.bulk_index("Upper", [("1", {"a": 1})])
+    index = flint_index(ds_name, "bad")
+    with pytest.raises(InvalidRequestError, match="No handler for type \\[nosuchtype\\]"):
+        admin.create_index(index, {"mappings": {"properties": {"a": {"type": "nosuchtype"}}}})
+    assert not admin.index_exists(index)
+
+
+def test_a_product_index_made_by_a_document_write_has_the_products_mappings(store: Store, ds_name: str) -> None:
+    requests, results = request_index(ds_name), f"query_execution_result_{ds_name}"
+    store.index.create(requests, "d", {"type": "statement", "state": "waiting", "unmapped": 1})
+    store.index.put(results, "r", {"status": "SUCCESS"})
+    mapped = store.admin.mappings(requests)[requests]
+    assert mapped["dynamic"] == "false" and "unmapped" not in mapped["properties"]
+    assert mapped["properties"]["state"] == {"type": "keyword"}
+    assert mapped["properties"]["submitTime"]["type"] == "date"
+    assert store.admin.mappings(results)[results]["properties"]["result"] == {"type": "object", "enabled": False}
 
 
 # -- locks and datasources ---------------------------------------------------------------------------

@@ -34,7 +34,7 @@ from query_core.flint.metas import flint_metas
 from query_core.flint.naming import latest_id
 from query_core.ids import default_result_index, new_id, request_index
 from query_core.models import FlintIndexStateDoc, SessionDoc, StatementDoc, Versioned
-from query_core.states import FlintIndexState, SessionState, SessionType, StatementState
+from query_core.states import INDEX_OPERATIONS, FlintIndexState, SessionState, SessionType, StatementState
 from query_core.store import Store
 from tests.support import driver, wait_for
 
@@ -247,14 +247,14 @@ def test_covering_index_stays_fresh_stops_when_altered_and_resumes_without_gaps_
     # its stream between batches and ends its session dead, leaving the state document alone.
     current = index_state(store, ds, index)
     assert current is not None
-    updating = store.index_states.move(current, F.UPDATING)
+    updating = store.index_states.begin(current, INDEX_OPERATIONS["alter to manual refresh"])
     assert jobs.join(job) == SessionState.DEAD
     done = doc(store, ds, session.session_id)
     assert done["state"] == SessionState.DEAD.value and done["error"] == ""
     after = index_state(store, ds, index)
     assert after is not None and (after.seq_no, after.doc.state) == (updating.seq_no, F.UPDATING)
     # ... and the plugin commits its ALTER: active, auto_refresh false.
-    store.index_states.move(after, F.ACTIVE)
+    store.index_states.commit(after, INDEX_OPERATIONS["alter to manual refresh"])
     store.index.put_mapping_meta(index, {**meta, "options": {**meta["options"], "auto_refresh": "false"}})
 
     # Rows arriving meanwhile, then ALTER back to auto refresh: a new job resumes from the
@@ -351,10 +351,10 @@ def test_a_stream_that_dies_fails_the_index_and_the_session_with_its_cause(
 
     # DROP, as the plugin does it: the stream stops; then VACUUM (a batch job) removes the index
     # and its default checkpoint (<root>/<index>: the index names no checkpoint_location).
-    deleting = store.index_states.move(state, F.DELETING)
+    deleting = store.index_states.begin(state, INDEX_OPERATIONS["drop"])
     assert jobs.join(recover) == SessionState.DEAD
     assert doc(store, ds, session2.session_id)["error"] == ""
-    store.index_states.move(deleting, F.DELETED)
+    store.index_states.commit(deleting, INDEX_OPERATIONS["drop"])
     checkpoint = jobs.root / index
     assert checkpoint.is_dir()
     lake.spark.conf.set(CHECKPOINT_ROOT_KEY, str(jobs.root))

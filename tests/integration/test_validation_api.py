@@ -10,10 +10,10 @@ import pytest
 
 from async_query.api import BASE, create_app
 from async_query.datasources import Datasource
-from async_query.service import AsyncQueryService
+from async_query.runtime import Plugin
 from query_core.ids import request_index
 from query_core.store import Query, Store
-from tests.conftest import ServiceFactory
+from tests.conftest import PluginFactory
 from tests.support import RecordingLauncher, serve_http
 
 WAREHOUSE = "file:/srv/var/warehouse"
@@ -99,13 +99,13 @@ def recording() -> RecordingLauncher:
 
 
 @pytest.fixture
-def service(make_service: ServiceFactory, recording: RecordingLauncher) -> AsyncQueryService:
-    return make_service(launcher=recording)
+def plugin(make_plugin: PluginFactory, recording: RecordingLauncher) -> Plugin:
+    return make_plugin(launcher=recording)
 
 
 @pytest.fixture
-def client(service: AsyncQueryService) -> Iterator[httpx.Client]:
-    with serve_http(create_app(service)) as url, httpx.Client(base_url=url, timeout=30) as c:
+def client(plugin: Plugin) -> Iterator[httpx.Client]:
+    with serve_http(create_app(plugin)) as url, httpx.Client(base_url=url, timeout=30) as c:
         yield c
 
 
@@ -140,11 +140,11 @@ def test_a_denied_statement_is_a_400_and_nothing_is_written_or_started(
     ],
 )
 def test_a_statement_past_its_limits_is_a_400_before_any_parser_reads_it(
-    make_service: ServiceFactory, store: Store, ds_name: str, lang: str, query: str, message: str
+    make_plugin: PluginFactory, store: Store, ds_name: str, lang: str, query: str, message: str
 ) -> None:
     launcher = RecordingLauncher()
-    service = make_service(launcher=launcher, max_query_chars=2_048 if "longer" in message else 1_000_000)
-    with serve_http(create_app(service)) as url, httpx.Client(base_url=url, timeout=30) as c:
+    plugin = make_plugin(launcher=launcher, max_query_chars=2_048 if "longer" in message else 1_000_000)
+    with serve_http(create_app(plugin)) as url, httpx.Client(base_url=url, timeout=30) as c:
         resp = c.post(BASE, json={"datasource": ds_name, "lang": lang, "query": query})
     assert resp.status_code == 400
     body = resp.json()
@@ -170,11 +170,11 @@ def test_an_allowed_statement_is_accepted(
     assert resp.json()["queryId"] in documents(store, ds_name)
 
 
-def test_a_loosened_datasource_accepts_what_it_allows(make_service: ServiceFactory, ds_name: str) -> None:
+def test_a_loosened_datasource_accepts_what_it_allows(make_plugin: PluginFactory, ds_name: str) -> None:
     loose = Datasource(name=ds_name, properties={"validation.allow": "MISC_FUNCTIONS"})
     launcher = RecordingLauncher()
-    service = make_service(launcher=launcher, datasources=[loose])
-    with serve_http(create_app(service)) as url, httpx.Client(base_url=url, timeout=30) as c:
+    plugin = make_plugin(launcher=launcher, datasources=[loose])
+    with serve_http(create_app(plugin)) as url, httpx.Client(base_url=url, timeout=30) as c:
         ok = c.post(BASE, json={"datasource": ds_name, "lang": "sql", "query": "SELECT current_database()"})
         refused = c.post(BASE, json={"datasource": ds_name, "lang": "sql", "query": "ADD JAR /tmp/x.jar"})
     assert ok.status_code == 201

@@ -15,7 +15,8 @@ import pytest
 
 from async_query.api import BASE
 from async_query.launcher.base import MAX_QUERY_IN_CONF, JobRunState, job_conf
-from async_query.service import AsyncQueryService, SubmitRequest
+from async_query.runtime import Plugin
+from async_query.service import SubmitRequest
 from async_query.settings import Settings
 from query_core.config import OpenSearchConfig
 from query_core.errors import IndexUnavailableError, InvalidTransitionError, TooManyRequestsError
@@ -32,26 +33,26 @@ from query_core.models import (
 )
 from query_core.states import FlintIndexState, SessionState, SessionType, StatementState
 from query_core.store import Store
-from tests.conftest import ServiceFactory
-from tests.support import RecordingLauncher, seed
+from tests.conftest import PluginFactory
+from tests.support import RecordingLauncher, job_beats, seed
 
 REFRESH = "REFRESH SKIPPING INDEX ON local.default.http_logs"
 INDEX = "flint_local_default_http_logs_skipping_index"
 
 
 @pytest.fixture
-def service(make_service: ServiceFactory) -> AsyncQueryService:
-    return make_service()
+def plugin(make_plugin: PluginFactory) -> Plugin:
+    return make_plugin()
 
 
-def submit(service: AsyncQueryService, query: str = REFRESH) -> tuple[str, str]:
-    ds = service.datasources.all()[0].name
-    done = service.submit(SubmitRequest(ds, "sql", query))
+def submit(plugin: Plugin, query: str = REFRESH) -> tuple[str, str]:
+    ds = plugin.datasources.all()[0].name
+    done = plugin.service.submit(SubmitRequest(ds, "sql", query))
     return done.query_id, done.session_id
 
 
-def status(service: AsyncQueryService, query_id: str) -> dict[str, object]:
-    return dict(json.loads(service.get(query_id)))
+def status(plugin: Plugin, query_id: str) -> dict[str, object]:
+    return dict(json.loads(plugin.service.get(query_id)))
 
 
 def job_runs(store: Store, ds: str, session_id: str, query_id: str, age_ms: int = 0) -> None:
@@ -59,14 +60,14 @@ def job_runs(store: Store, ds: str, session_id: str, query_id: str, age_ms: int 
     session = store.sessions.get(ds, session_id)
     statement = store.statements.get(ds, query_id)
     assert session is not None and statement is not None
-    store.sessions.update(
+    job_beats(
+        store,
         session,
-        SessionState.RUNNING,
-        last_update_time=now_millis() - age_ms,
+        age_ms,
         heartbeat_interval_millis=1_000,
         running_statements=[RunningStatement(query_id=query_id, start_time=now_millis())],
     )
-    store.statements.move(statement, StatementState.RUNNING)
+    store.statements.start(statement)
 
 
 def job_refreshes(store: Store, ds: str, job_id: str, index: str = INDEX) -> None:
@@ -93,12 +94,12 @@ def index_state(store: Store, ds: str, index: str = INDEX) -> FlintIndexStateDoc
 
 
 def test_post_writes_the_statement_and_session_and_launches_a_batch_job(
-    make_service: ServiceFactory, store: Store
+    make_plugin: PluginFactory, store: Store
 ) -> None:
     launcher = RecordingLauncher()
-    service = make_service(launcher)
-    ds = service.datasources.all()[0].name
-    query_id, session_id = submit(service)
+    plugin = make_plugin(launcher)
+    ds = plugin.datasources.all()[0].name
+    query_id, session_id = submit(plugin)
 
     assert len(launcher.started) == 1
     request = launcher.started[0]
@@ -121,7 +122,7 @@ def test_post_writes_the_statement_and_session_and_launches_a_batch_job(
     assert session.doc.session_type == SessionType.BATCH and session.doc.state == SessionState.NOT_STARTED
     assert (session.doc.job_id, session.doc.application_id) == ("job-1", "test-app")
     assert session.doc.pending_statement_ids == [query_id]
-    assert status(service, query_id) == {"status": "WAITING"}
+    assert status(plugin, query_id) == {"status": "WAITING"}
 
 
 def test_the_reply_has_no_session_id(client: httpx.Client, ds_name: str, launcher: RecordingLauncher) -> None:
@@ -131,19 +132,19 @@ def test_the_reply_has_no_session_id(client: httpx.Client, ds_name: str, launche
     assert client.get(f"{BASE}/{resp.json()['queryId']}").json() == {"status": "WAITING"}
 
 
-def test_every_batch_query_gets_a_job_of_its_own(make_service: ServiceFactory) -> None:
+def test_every_batch_query_gets_a_job_of_its_own(make_plugin: PluginFactory) -> None:
     launcher = RecordingLauncher()
-    service = make_service(launcher)
-    sessions = {submit(service, q)[1] for q in (REFRESH, "VACUUM SKIPPING INDEX ON t", "CREATE INDEX i ON t (a)")}
+    plugin = make_plugin(launcher)
+    sessions = {submit(plugin, q)[1] for q in (REFRESH, "VACUUM SKIPPING INDEX ON t", "CREATE INDEX i ON t (a)")}
     assert len(sessions) == 3
     assert {r.session_id for r in launcher.started} == sessions
     assert {r.session_type for r in launcher.started} == {SessionType.BATCH}
 
 
 def test_a_query_too_long_for_a_command_line_is_left_to_the_statement_document(
-    opensearch_config: OpenSearchConfig, make_service: ServiceFactory
+    opensearch_config: OpenSearchConfig, make_plugin: PluginFactory
 ) -> None:
-    ds = make_service().datasources.all()[0]
+    ds = make_plugin().datasources.all()[0]
     long_query = "REFRESH MATERIALIZED VIEW mv -- " + "x" * MAX_QUERY_IN_CONF
     conf, _ = job_conf(Settings(), ds, opensearch_config, "sid", SessionType.BATCH, query_id="qid", query=long_query)
     assert conf["spark.flint.job.queryId"] == "qid" and "spark.flint.job.query" not in conf
@@ -152,18 +153,18 @@ def test_a_query_too_long_for_a_command_line_is_left_to_the_statement_document(
 
 
 def test_a_failed_session_write_stops_the_job_and_fails_the_statement(
-    make_service: ServiceFactory, store: Store, monkeypatch: pytest.MonkeyPatch
+    make_plugin: PluginFactory, store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     launcher = RecordingLauncher()
-    service = make_service(launcher)
-    ds = service.datasources.all()[0].name
+    plugin = make_plugin(launcher)
+    ds = plugin.datasources.all()[0].name
 
     def refuse(doc: SessionDoc, **_: object) -> None:
         raise IndexUnavailableError("index down")
 
     monkeypatch.setattr(store.sessions, "create", refuse)
     with pytest.raises(IndexUnavailableError):
-        submit(service)
+        submit(plugin)
     assert launcher.cancelled == ["job-1"]
     statement_id = launcher.started[0].conf["spark.flint.job.queryId"]
     statement = store.statements.get(ds, statement_id)
@@ -179,34 +180,34 @@ def live_sessions(store: Store, ds: str, count: int) -> bool:
 
 
 def test_the_limit_of_refreshing_jobs_counts_live_batch_and_streaming_sessions(
-    make_service: ServiceFactory, store: Store
+    make_plugin: PluginFactory, store: Store
 ) -> None:
     launcher = RecordingLauncher()
-    service = make_service(launcher, max_refreshing_jobs=2)
-    ds = service.datasources.all()[0].name
-    _, first = submit(service)
+    plugin = make_plugin(launcher, max_refreshing_jobs=2)
+    ds = plugin.datasources.all()[0].name
+    _, first = submit(plugin)
     store.sessions.create(SessionDoc(session_id=new_id(ds), data_source_name=ds, session_type=SessionType.STREAMING))
     store.sessions.create(SessionDoc(session_id=new_id(ds), data_source_name=ds))  # interactive: not counted
     store.index.refresh("*")  # what follows finds them by a search
     assert live_sessions(store, ds, 3)
 
     with pytest.raises(TooManyRequestsError, match=r"^domain concurrent refresh job can not exceed 2$"):
-        submit(service)
+        submit(plugin)
     assert len(launcher.started) == 1  # refused before anything was launched
 
     ended = store.sessions.get(ds, first)
     assert ended is not None
-    store.sessions.update(ended, SessionState.DEAD)
+    store.sessions.end(ended, SessionState.DEAD)
     store.index.refresh("*")  # what follows finds them by a search
     assert live_sessions(store, ds, 2)
-    submit(service)
+    submit(plugin)
     assert len(launcher.started) == 2
 
 
 def test_the_limit_is_a_429_in_the_reference_shape(
-    client: httpx.Client, service: AsyncQueryService, store: Store, ds_name: str
+    client: httpx.Client, plugin: Plugin, store: Store, ds_name: str
 ) -> None:
-    for _ in range(service.settings.max_refreshing_jobs):
+    for _ in range(plugin.settings.max_refreshing_jobs):
         assert client.post(BASE, json={"datasource": ds_name, "lang": "sql", "query": REFRESH}).status_code == 201
     store.index.refresh("*")  # what follows finds them by a search
     assert live_sessions(store, ds_name, 5)
@@ -221,33 +222,30 @@ def test_the_limit_is_a_429_in_the_reference_shape(
 # -- GET ---------------------------------------------------------------------------------------------
 
 
-def test_get_reads_documents_only_while_the_heartbeat_is_fresh(make_service: ServiceFactory, store: Store) -> None:
+def test_get_reads_documents_only_while_the_heartbeat_is_fresh(make_plugin: PluginFactory, store: Store) -> None:
     launcher = RecordingLauncher()
-    service = make_service(launcher)
-    ds = service.datasources.all()[0]
-    query_id, session_id = submit(service)
+    plugin = make_plugin(launcher)
+    ds = plugin.datasources.all()[0]
+    query_id, session_id = submit(plugin)
     job_runs(store, ds.name, session_id, query_id)
     for _ in range(50):
-        assert status(service, query_id)["status"] == "RUNNING"
+        assert status(plugin, query_id)["status"] == "RUNNING"
 
     # The job writes the result, then the terminal state, then ends its session.
-    store.results.put(
-        ds.results,
-        ResultDoc(
-            query_id=query_id,
-            status="SUCCESS",
-            job_type="batch",
-            lossless=LosslessResult(schema=[ColumnSchema(name="n", type="long")], datarows="[[7]]", total=1),
-        ),
+    result = ResultDoc(
+        query_id=query_id,
+        status="SUCCESS",
+        job_type="batch",
+        lossless=LosslessResult(schema=[ColumnSchema(name="n", type="long")], datarows="[[7]]", total=1),
     )
     statement = store.statements.get(ds.name, query_id)
     assert statement is not None
-    store.statements.move(statement, StatementState.SUCCESS)
+    store.statements.settle(statement, StatementState.SUCCESS, result=(ds.results, result))
     session = store.sessions.get(ds.name, session_id)
     assert session is not None
-    store.sessions.update(session, SessionState.DEAD)
+    store.sessions.end(session, SessionState.DEAD)
     for _ in range(50):
-        assert status(service, query_id) == {
+        assert status(plugin, query_id) == {
             "status": "SUCCESS",
             "schema": [{"name": "n", "type": "long"}],
             "datarows": [[7]],
@@ -257,13 +255,13 @@ def test_get_reads_documents_only_while_the_heartbeat_is_fresh(make_service: Ser
     assert launcher.described == []
 
 
-def test_a_batch_job_that_died_fails_its_statement_on_get(make_service: ServiceFactory, store: Store) -> None:
+def test_a_batch_job_that_died_fails_its_statement_on_get(make_plugin: PluginFactory, store: Store) -> None:
     launcher = RecordingLauncher(state=JobRunState.FAILED)
-    service = make_service(launcher)
-    ds = service.datasources.all()[0].name
-    query_id, session_id = submit(service)
+    plugin = make_plugin(launcher)
+    ds = plugin.datasources.all()[0].name
+    query_id, session_id = submit(plugin)
     job_runs(store, ds, session_id, query_id, age_ms=60_000)  # its last heartbeat, long ago
-    reply = status(service, query_id)
+    reply = status(plugin, query_id)
     assert reply["status"] == "FAILED" and "Session ended before the statement finished" in str(reply["error"])
     assert launcher.described == ["job-1"]
     session = store.sessions.get(ds, session_id)
@@ -274,13 +272,13 @@ def test_a_batch_job_that_died_fails_its_statement_on_get(make_service: ServiceF
 
 
 def test_delete_cancels_the_statement_stops_the_job_and_returns_the_index_to_active(
-    make_service: ServiceFactory, store: Store
+    make_plugin: PluginFactory, store: Store
 ) -> None:
     launcher = RecordingLauncher()
-    service = make_service(launcher)
-    ds = service.datasources.all()[0].name
-    query_id, session_id = submit(service)
-    other_query, other_session = submit(service, "REFRESH INDEX idx ON local.default.other")
+    plugin = make_plugin(launcher)
+    ds = plugin.datasources.all()[0].name
+    query_id, session_id = submit(plugin)
+    other_query, other_session = submit(plugin, "REFRESH INDEX idx ON local.default.other")
     job_runs(store, ds, session_id, query_id)
     job_refreshes(store, ds, "job-1")
     other_index = "flint_local_default_other_idx_index"
@@ -288,42 +286,42 @@ def test_delete_cancels_the_statement_stops_the_job_and_returns_the_index_to_act
     store.index.refresh("*")  # what follows finds them by a search
     assert len(store.index_states.find(ds, job_id="job-1")) == 1
 
-    service.cancel(query_id)
+    plugin.service.cancel(query_id)
 
-    assert status(service, query_id) == {"status": "CANCELLED"}
+    assert status(plugin, query_id) == {"status": "CANCELLED"}
     assert launcher.cancelled == ["job-1"]
     state = index_state(store, ds)
     assert state.state == FlintIndexState.ACTIVE and state.error == ""
     assert index_state(store, ds, other_index).state == FlintIndexState.REFRESHING
-    assert service.supervisor.pending == 1  # until a heartbeat (or the deadline) shows the job stopped
-    assert status(service, other_query) == {"status": "WAITING"}
+    assert plugin.supervisor.pending == 1  # until a heartbeat (or the deadline) shows the job stopped
+    assert status(plugin, other_query) == {"status": "WAITING"}
     assert other_session != session_id
 
 
-def test_delete_of_a_waiting_batch_query_stops_its_job(make_service: ServiceFactory, store: Store) -> None:
+def test_delete_of_a_waiting_batch_query_stops_its_job(make_plugin: PluginFactory, store: Store) -> None:
     launcher = RecordingLauncher()
-    service = make_service(launcher, cancel_deadline_s=0.0)
-    ds = service.datasources.all()[0].name
-    query_id, session_id = submit(service)
-    service.cancel(query_id)
+    plugin = make_plugin(launcher, cancel_deadline_s=0.0)
+    ds = plugin.datasources.all()[0].name
+    query_id, session_id = submit(plugin)
+    plugin.service.cancel(query_id)
     assert launcher.cancelled == ["job-1"]
-    assert status(service, query_id) == {"status": "CANCELLED"}
+    assert status(plugin, query_id) == {"status": "CANCELLED"}
     # No heartbeat ever shows the job stopped: past the deadline the supervisor ends the session.
-    service.supervisor.run_once()
+    plugin.supervisor.run_once()
     session = store.sessions.get(ds, session_id)
     assert session is not None and session.doc.state == SessionState.DEAD
-    assert status(service, query_id) == {"status": "CANCELLED"}  # cancelled stays cancelled
+    assert status(plugin, query_id) == {"status": "CANCELLED"}  # cancelled stays cancelled
 
 
 def test_delete_of_a_finished_batch_query_is_a_400(
-    client: httpx.Client, service: AsyncQueryService, store: Store, launcher: RecordingLauncher, ds_name: str
+    client: httpx.Client, plugin: Plugin, store: Store, launcher: RecordingLauncher, ds_name: str
 ) -> None:
-    query_id, _ = submit(service)
+    query_id, _ = submit(plugin)
     statement = store.statements.get(ds_name, query_id)
     assert statement is not None
-    store.statements.move(statement, StatementState.FAILED, error="boom")
+    store.statements.fail(statement, "boom")
     with pytest.raises(InvalidTransitionError, match="it is already failed"):
-        service.cancel(query_id)
+        plugin.service.cancel(query_id)
     resp = client.delete(f"{BASE}/{query_id}")
     assert resp.status_code == 400
     assert resp.json()["error"]["details"] == f"can't cancel query {query_id}: it is already failed"
@@ -341,39 +339,39 @@ class HangingLauncher(RecordingLauncher):
         self.release.wait(30)
 
 
-def test_delete_is_bounded_when_the_launcher_hangs(make_service: ServiceFactory, store: Store) -> None:
+def test_delete_is_bounded_when_the_launcher_hangs(make_plugin: PluginFactory, store: Store) -> None:
     """DELETE returns, the supervisor ends the session past the deadline, and the sweep then
     returns the index the job was refreshing to active, although the launcher never answers."""
     launcher = HangingLauncher()
-    service = make_service(launcher, stop_job_timeout_s=0.3, cancel_deadline_s=0.0)
-    ds = service.datasources.all()[0].name
-    query_id, session_id = submit(service)
+    plugin = make_plugin(launcher, stop_job_timeout_s=0.3, cancel_deadline_s=0.0)
+    ds = plugin.datasources.all()[0].name
+    query_id, session_id = submit(plugin)
     job_runs(store, ds, session_id, query_id)
     job_refreshes(store, ds, "job-1")
     store.index.refresh("*")  # what follows finds them by a search
     assert len(store.index_states.find(ds, job_id="job-1")) == 1
     try:
         began = time.monotonic()
-        service.cancel(query_id)
+        plugin.service.cancel(query_id)
         assert time.monotonic() - began < 5
         assert launcher.cancelled == ["job-1"]  # asked once, for the index and the job alike
-        assert status(service, query_id) == {"status": "CANCELLED"}
+        assert status(plugin, query_id) == {"status": "CANCELLED"}
         # The stop was not confirmed: the cancel of the refresh rolled back, with why.
         state = index_state(store, ds)
         assert state.state == FlintIndexState.REFRESHING
         assert state.error == "stopping job job-1 did not complete within 0.3 s"
-        assert service.supervisor.pending == 1
+        assert plugin.supervisor.pending == 1
 
         began = time.monotonic()
-        service.supervisor.run_once()  # past the deadline, no heartbeat since the cancel
+        plugin.supervisor.run_once()  # past the deadline, no heartbeat since the cancel
         assert time.monotonic() - began < 5
-        assert service.supervisor.pending == 0 and launcher.cancelled == ["job-1", "job-1"]
+        assert plugin.supervisor.pending == 0 and launcher.cancelled == ["job-1", "job-1"]
         session = store.sessions.get(ds, session_id)
         assert session is not None and session.doc.state == SessionState.DEAD
         store.index.refresh("*")  # what follows finds them by a search
         assert store.sessions.find(ds, [SessionState.DEAD], job_id="job-1")
 
-        service.housekeeper.run_once()
+        plugin.housekeeper.run_once()
         state = index_state(store, ds)
         assert state.state == FlintIndexState.ACTIVE
         assert "job job-1 (batch session" in state.error and "ended dead" in state.error

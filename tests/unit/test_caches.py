@@ -9,7 +9,7 @@ from async_query.datasources import DatasourceRegistry
 from query_core.errors import UnknownDatasourceError
 from query_core.store import Store
 from query_core.store.memory import MemoryIndex
-from tests.conftest import ServiceFactory
+from tests.conftest import PluginFactory
 
 
 def test_the_least_recently_used_entry_goes_first() -> None:
@@ -73,8 +73,8 @@ def test_datasource_lookups_are_bounded_and_remember_names_that_name_nothing() -
     assert reads_for("nothing0") == 1  # pushed out long ago: the cache holds 10
 
 
-def test_finished_replies_are_kept_up_to_the_configured_bytes(make_service: ServiceFactory) -> None:
-    service = make_service(reply_cache_bytes=1_000)
+def test_finished_replies_are_kept_up_to_the_configured_bytes(make_plugin: PluginFactory) -> None:
+    plugin = make_plugin(reply_cache_bytes=1_000)
     for n in range(50):
-        service.replies.put(f"q{n}", b"x" * 100)
-    assert service.replies.size <= 1_000 and len(service.replies) == 10
+        plugin.reads.replies.put(f"q{n}", b"x" * 100)
+    assert plugin.reads.replies.size <= 1_000 and len(plugin.reads.replies) == 10

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from async_query.client_state import (
+from async_query_cli.state import (
     FILE_NAME,
     MAX_ID_LEN,
     STATE_DIR_ENV,

@@ -344,6 +344,36 @@ def test_credentials_are_sealed_in_the_index(store: Store) -> None:
     assert other is not None and "glue.indexstore.opensearch.auth.password" not in other.properties
 
 
+@pytest.mark.parametrize(
+    "key",
+    ["x.auth.PASSWORD", "Password", "db.passwordFile", "x.Secret.value", "api_TOKEN", "sessionToken", "KEY", "x.private_key_id"],
+)
+def test_a_key_naming_a_credential_in_any_case_and_place_is_masked_and_sealed(store: Store, key: str) -> None:
+    """Not only the reference's exact lower-case suffixes: ``password``, ``secret``, ``token`` and
+    ``key`` anywhere in a property's or a Spark conf key, in any case."""
+    assert dialect.is_confidential(key)
+    conf_key = "spark.hadoop.fs.s3a." + key
+    body = {"name": "odd", "connector": "local", "properties": {key: PASSWORD}, "sparkConf": {conf_key: PASSWORD}}
+    ds = parse_datasource(body)
+    reply = ds.to_reply()
+    assert key not in reply["properties"] and conf_key not in reply["sparkConf"]
+    assert PASSWORD not in str(reply) and PASSWORD not in repr(ds)
+    registry = DatasourceRegistry([], store)
+    registry.create(ds)
+    raw = store.index.get(DATASOURCE_INDEX, "odd")
+    assert raw is not None and PASSWORD not in str(raw.source)
+    assert raw.source["properties"][key].startswith(SEALED) and raw.source["sparkConf"][conf_key].startswith(SEALED)
+    found = registry.find("odd")
+    assert found is not None and found.properties[key] == PASSWORD and found.spark_conf[conf_key] == PASSWORD
+
+
+def test_keys_naming_no_credential_stay_in_replies() -> None:
+    ds = parse_datasource(s3_connection(**{"glue.iceberg.enabled": "true"}))
+    shown = set(ds.to_reply()["properties"])
+    assert {"glue.auth.type", "glue.auth.role_arn", "glue.indexstore.opensearch.uri", "glue.iceberg.enabled"} <= shown
+    assert not any(dialect.is_confidential(key) for key in ("engine", "master", "validation.allow", "executionRoleARN"))
+
+
 def test_an_update_replaces_the_whole_document(store: Store) -> None:
     registry = DatasourceRegistry([], store)
     registry.create(parse_datasource(s3_connection(**{"glue.iceberg.enabled": "true"})))

@@ -7,7 +7,7 @@ import json
 import pytest
 from opensearchpy import exceptions as os_exc
 
-from async_query.api import INTERNAL, error_response
+from async_query.http_errors import INTERNAL, error_response
 from flint_repl_job.errors import MAX_ERROR_CHARS, classify, clean
 from query_core import errors as qe
 from query_core.store import translate

@@ -7,13 +7,13 @@ from query_core.ids import new_id, request_index
 from query_core.models import ResultDoc, SessionDoc, StatementDoc, now_millis
 from query_core.states import SessionState
 from query_core.store import Store
-from tests.conftest import ServiceFactory
+from tests.conftest import PluginFactory
 from tests.support import seed
 
 
-def test_housekeeping_deletes_only_old_documents(make_service: ServiceFactory, store: Store) -> None:
-    service = make_service()
-    ds = service.datasources.all()[0]
+def test_housekeeping_deletes_only_old_documents(make_plugin: PluginFactory, store: Store) -> None:
+    plugin = make_plugin()
+    ds = plugin.datasources.all()[0]
     now = now_millis()
     old_sid, new_sid = new_id(ds.name), new_id(ds.name)
     seed(store,
@@ -47,7 +47,7 @@ def test_housekeeping_deletes_only_old_documents(make_service: ServiceFactory, s
         store.results.put(ds.results, ResultDoc(query_id=qid, status="SUCCESS", update_time=now - age_days * DAY_MS))
 
     store.index.refresh("*")  # the sweep deletes what a search finds
-    service.housekeeper.run_once()
+    plugin.housekeeper.run_once()
 
     assert store.statements.get(ds.name, ids["old"]) is None
     assert store.statements.get(ds.name, ids["new"]) is not None
@@ -55,19 +55,19 @@ def test_housekeeping_deletes_only_old_documents(make_service: ServiceFactory, s
     assert store.sessions.get(ds.name, new_sid) is not None
     assert store.results.get(ds.results, results["old"]) is None
     assert store.results.get(ds.results, results["new"]) is not None
-    assert service.housekeeper.deleted == 3
+    assert plugin.housekeeper.deleted == 3
 
 
-def test_only_one_process_holds_the_housekeeping_lease(make_service: ServiceFactory, store: Store) -> None:
-    service = make_service()
-    ds = service.datasources.all()[0]
+def test_only_one_process_holds_the_housekeeping_lease(make_plugin: PluginFactory, store: Store) -> None:
+    plugin = make_plugin()
+    ds = plugin.datasources.all()[0]
     first = Lease(store, "housekeeping-lease", lease_ms=60_000, owner="plugin-a")
     second = Lease(store, "housekeeping-lease", lease_ms=60_000, owner="plugin-b")
     assert first.acquire(ds.name)
     assert not second.acquire(ds.name)
     assert first.acquire(ds.name)  # renewal by the holder
 
-    other = Housekeeper(store, service.datasources, service.liveness, 60, 30, 60, second)
+    other = Housekeeper(store, plugin.datasources, plugin.liveness, 60, 30, 60, second)
     qid = new_id(ds.name)
     store.statements.create(
         StatementDoc(

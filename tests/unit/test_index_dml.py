@@ -13,7 +13,8 @@ import pytest
 
 from async_query.api import BASE, create_app
 from async_query.launcher.base import JobRunState
-from async_query.service import AsyncQueryService, SubmitRequest
+from async_query.runtime import Plugin
+from async_query.service import SubmitRequest
 from async_query.workers import DAY_MS
 from query_core.flint import latest_id
 from query_core.flint.metas import flint_metas
@@ -21,7 +22,7 @@ from query_core.ids import new_id, request_index
 from query_core.models import FlintIndexStateDoc, SessionDoc, StatementDoc, now_millis
 from query_core.states import FlintIndexState, SessionState, SessionType, StatementState
 from query_core.store import Store
-from tests.conftest import ServiceFactory
+from tests.conftest import PluginFactory
 from tests.support import RecordingLauncher, StandInStream, seed, serve_http, wait_for
 
 F = FlintIndexState
@@ -32,8 +33,8 @@ EMPTY_SUCCESS = {"status": "SUCCESS", "schema": [], "datarows": [], "total": 0, 
 
 
 @pytest.fixture
-def service(make_service: ServiceFactory) -> AsyncQueryService:
-    return make_service()
+def plugin(make_plugin: PluginFactory) -> Plugin:
+    return make_plugin()
 
 
 def flint_index(store: Store, auto_refresh: bool, **options: str) -> dict[str, Any]:
@@ -93,13 +94,13 @@ def state_of(store: Store, ds: str, index: str = INDEX) -> FlintIndexStateDoc:
     return found.doc
 
 
-def run(service: AsyncQueryService, query: str) -> tuple[str, dict[str, Any]]:
+def run(plugin: Plugin, query: str) -> tuple[str, dict[str, Any]]:
     """POST ``query`` and wait for its end; returns its id and final GET reply."""
-    ds = service.datasources.all()[0].name
-    query_id = service.submit(SubmitRequest(ds, "sql", query)).query_id
+    ds = plugin.datasources.all()[0].name
+    query_id = plugin.service.submit(SubmitRequest(ds, "sql", query)).query_id
 
     def finished() -> dict[str, Any] | None:
-        reply = dict(json.loads(service.get(query_id)))
+        reply = dict(json.loads(plugin.service.get(query_id)))
         return reply if reply["status"] not in ("WAITING", "RUNNING") else None
 
     return query_id, wait_for(finished, timeout=30, what=f"{query} to finish")
@@ -118,16 +119,16 @@ def ended_local_session(store: Store, ds: str, query_id: str) -> SessionDoc:
 
 
 def test_drop_moves_an_active_index_to_deleted_and_ends_its_query(
-    make_service: ServiceFactory, store: Store
+    make_plugin: PluginFactory, store: Store
 ) -> None:
     launcher = RecordingLauncher()
-    service = make_service(launcher)
-    ds = service.datasources.all()[0]
+    plugin = make_plugin(launcher)
+    ds = plugin.datasources.all()[0]
     flint_index(store, auto_refresh=False)
     job_session(store, ds.name, "job-b", SessionType.BATCH, SessionState.DEAD)
     index_at(store, ds.name, F.ACTIVE, job_id="job-b")
 
-    query_id, reply = run(service, DROP)
+    query_id, reply = run(plugin, DROP)
 
     assert reply == EMPTY_SUCCESS
     assert state_of(store, ds.name).state == F.DELETED
@@ -138,16 +139,16 @@ def test_drop_moves_an_active_index_to_deleted_and_ends_its_query(
     ended_local_session(store, ds.name, query_id)
 
 
-def test_drop_of_a_refreshing_index_asks_its_stream_to_stop(make_service: ServiceFactory, store: Store) -> None:
+def test_drop_of_a_refreshing_index_asks_its_stream_to_stop(make_plugin: PluginFactory, store: Store) -> None:
     launcher = RecordingLauncher()
-    service = make_service(launcher)
-    ds = service.datasources.all()[0].name
+    plugin = make_plugin(launcher)
+    ds = plugin.datasources.all()[0].name
     flint_index(store, auto_refresh=True)
     session_id = job_session(store, ds, "job-s", SessionType.STREAMING, SessionState.RUNNING)
     index_at(store, ds, F.REFRESHING, job_id="job-s")
 
     with StandInStream(store, ds, session_id, latest_id(INDEX)) as job:
-        _, reply = run(service, DROP)
+        _, reply = run(plugin, DROP)
         assert job.stopped.is_set()
 
     assert reply == EMPTY_SUCCESS
@@ -156,17 +157,17 @@ def test_drop_of_a_refreshing_index_asks_its_stream_to_stop(make_service: Servic
 
 
 def test_a_stream_that_does_not_stop_when_asked_is_cancelled_after_the_deadline(
-    make_service: ServiceFactory, store: Store
+    make_plugin: PluginFactory, store: Store
 ) -> None:
     launcher = RecordingLauncher()
-    service = make_service(launcher, stream_stop_timeout_s=0.5)
-    ds = service.datasources.all()[0].name
+    plugin = make_plugin(launcher, stream_stop_timeout_s=0.5)
+    ds = plugin.datasources.all()[0].name
     flint_index(store, auto_refresh=True)
     session_id = job_session(store, ds, "job-s", SessionType.STREAMING, SessionState.RUNNING)
     index_at(store, ds, F.REFRESHING, job_id="job-s")
 
     with StandInStream(store, ds, session_id, latest_id(INDEX), responsive=False):
-        _, reply = run(service, DROP)
+        _, reply = run(plugin, DROP)
 
     assert reply == EMPTY_SUCCESS
     assert launcher.cancelled == ["job-s"]
@@ -177,11 +178,11 @@ def test_a_stream_that_does_not_stop_when_asked_is_cancelled_after_the_deadline(
 
 
 def test_drop_of_a_missing_index_fails_with_the_reference_message(
-    make_service: ServiceFactory, store: Store
+    make_plugin: PluginFactory, store: Store
 ) -> None:
-    service = make_service()
-    ds = service.datasources.all()[0]
-    query_id, reply = run(service, "DROP SKIPPING INDEX ON nope")
+    plugin = make_plugin()
+    ds = plugin.datasources.all()[0]
+    query_id, reply = run(plugin, "DROP SKIPPING INDEX ON nope")
     message = "Couldn't fetch flint index: flint_local_default_nope_skipping_index details"
     assert reply == {"status": "FAILED", "error": message}
     assert store.index_states.get(ds.name, latest_id("flint_local_default_nope_skipping_index")) is None
@@ -191,24 +192,24 @@ def test_drop_of_a_missing_index_fails_with_the_reference_message(
 
 
 def test_drop_of_an_opensearch_index_that_is_no_flint_index_is_refused(
-    make_service: ServiceFactory, store: Store
+    make_plugin: PluginFactory, store: Store
 ) -> None:
-    service = make_service()
-    ds = service.datasources.all()[0].name
+    plugin = make_plugin()
+    ds = plugin.datasources.all()[0].name
     assert store.index.create_index(INDEX, {"mappings": {"properties": {"a": {"type": "keyword"}}}})  # no Flint _meta
-    _, reply = run(service, DROP)
+    _, reply = run(plugin, DROP)
     assert reply == {"status": "FAILED", "error": f"Couldn't fetch flint index: {INDEX} details"}
     assert store.index_states.get(ds, latest_id(INDEX)) is None
 
 
 def test_drop_of_an_index_already_deleted_fails_and_changes_nothing(
-    make_service: ServiceFactory, store: Store
+    make_plugin: PluginFactory, store: Store
 ) -> None:
-    service = make_service()
-    ds = service.datasources.all()[0].name
+    plugin = make_plugin()
+    ds = plugin.datasources.all()[0].name
     flint_index(store, auto_refresh=False)
     index_at(store, ds, F.DELETED)
-    _, reply = run(service, DROP)
+    _, reply = run(plugin, DROP)
     assert reply["status"] == "FAILED" and f"cannot drop {INDEX}: it is deleted" in reply["error"]
     assert state_of(store, ds).state == F.DELETED
 
@@ -217,18 +218,18 @@ def test_drop_of_an_index_already_deleted_fails_and_changes_nothing(
 
 
 def test_alter_to_manual_stops_the_stream_and_rewrites_the_options(
-    make_service: ServiceFactory, store: Store
+    make_plugin: PluginFactory, store: Store
 ) -> None:
     launcher = RecordingLauncher()
-    service = make_service(launcher)
-    ds = service.datasources.all()[0].name
+    plugin = make_plugin(launcher)
+    ds = plugin.datasources.all()[0].name
     meta = flint_index(store, auto_refresh=True, checkpoint_location="/tmp/cp", refresh_interval="1 minute")
     session_id = job_session(store, ds, "job-s", SessionType.STREAMING, SessionState.RUNNING)
     index_at(store, ds, F.REFRESHING, job_id="job-s")
 
     with StandInStream(store, ds, session_id, latest_id(INDEX)) as job:
         _, reply = run(
-            service, "ALTER SKIPPING INDEX ON http_logs WITH (auto_refresh = false, incremental_refresh = false)"
+            plugin, "ALTER SKIPPING INDEX ON http_logs WITH (auto_refresh = false, incremental_refresh = false)"
         )
         assert job.stopped.is_set()
 
@@ -263,16 +264,16 @@ def test_alter_to_manual_stops_the_stream_and_rewrites_the_options(
     ids=["not auto refresh", "option not allowed", "incremental without checkpoint"],
 )
 def test_a_refused_alter_fails_with_the_reference_message_and_changes_nothing(
-    make_service: ServiceFactory, store: Store, query: str, auto_refresh: bool, message: str
+    make_plugin: PluginFactory, store: Store, query: str, auto_refresh: bool, message: str
 ) -> None:
     launcher = RecordingLauncher()
-    service = make_service(launcher)
-    ds = service.datasources.all()[0].name
+    plugin = make_plugin(launcher)
+    ds = plugin.datasources.all()[0].name
     meta = flint_index(store, auto_refresh=auto_refresh)
     job_session(store, ds, "job-s", SessionType.STREAMING, SessionState.RUNNING)
     index_at(store, ds, F.REFRESHING if auto_refresh else F.ACTIVE, job_id="job-s")
 
-    _, reply = run(service, query)
+    _, reply = run(plugin, query)
 
     assert reply == {"status": "FAILED", "error": message}
     assert launcher.cancelled == []
@@ -281,7 +282,7 @@ def test_a_refused_alter_fails_with_the_reference_message_and_changes_nothing(
 
 
 def test_an_alter_ends_in_bounded_time_even_when_neither_job_nor_launcher_answers(
-    make_service: ServiceFactory, store: Store
+    make_plugin: PluginFactory, store: Store
 ) -> None:
     """The job is told twice (its index moved, then its session ended), so the operation goes on
     and the job stops itself whenever it can reach the index again."""
@@ -292,14 +293,14 @@ def test_an_alter_ends_in_bounded_time_even_when_neither_job_nor_launcher_answer
 
             raise LauncherError(f"job {job_id} cannot be cancelled now")
 
-    service = make_service(RefusingLauncher(), stream_stop_timeout_s=0.5)
-    ds = service.datasources.all()[0].name
+    plugin = make_plugin(RefusingLauncher(), stream_stop_timeout_s=0.5)
+    ds = plugin.datasources.all()[0].name
     flint_index(store, auto_refresh=True)
     session_id = job_session(store, ds, "job-s", SessionType.STREAMING, SessionState.RUNNING)
     index_at(store, ds, F.REFRESHING, job_id="job-s")
 
     with StandInStream(store, ds, session_id, latest_id(INDEX), responsive=False):
-        _, reply = run(service, ALTER)
+        _, reply = run(plugin, ALTER)
 
     assert reply == EMPTY_SUCCESS
     assert state_of(store, ds).state == F.ACTIVE
@@ -310,7 +311,7 @@ def test_an_alter_ends_in_bounded_time_even_when_neither_job_nor_launcher_answer
 
 
 def test_an_alter_whose_batch_refresh_cannot_be_stopped_rolls_back(
-    make_service: ServiceFactory, store: Store
+    make_plugin: PluginFactory, store: Store
 ) -> None:
     """A job of another kind holding the index (no stop protocol) is stopped by its launcher:
     when that fails, the operation rolls back."""
@@ -321,13 +322,13 @@ def test_an_alter_whose_batch_refresh_cannot_be_stopped_rolls_back(
 
             raise LauncherError(f"job {job_id} cannot be cancelled now")
 
-    service = make_service(RefusingLauncher())
-    ds = service.datasources.all()[0].name
+    plugin = make_plugin(RefusingLauncher())
+    ds = plugin.datasources.all()[0].name
     meta = flint_index(store, auto_refresh=True)
     job_session(store, ds, "job-s", SessionType.BATCH, SessionState.RUNNING)
     index_at(store, ds, F.REFRESHING, job_id="job-s")
 
-    _, reply = run(service, ALTER)
+    _, reply = run(plugin, ALTER)
 
     assert reply == {"status": "FAILED", "error": "job job-s cannot be cancelled now"}
     state = state_of(store, ds)
@@ -338,7 +339,7 @@ def test_an_alter_whose_batch_refresh_cannot_be_stopped_rolls_back(
 # -- DELETE and the service's end --------------------------------------------------------------------
 
 
-def test_delete_of_index_dml_is_a_400(client: httpx.Client, service: AsyncQueryService, ds_name: str) -> None:
+def test_delete_of_index_dml_is_a_400(client: httpx.Client, plugin: Plugin, ds_name: str) -> None:
     resp = client.post(BASE, json={"datasource": ds_name, "lang": "sql", "query": "DROP SKIPPING INDEX ON nope"})
     assert resp.status_code == 201 and set(resp.json()) == {"queryId"}
     query_id = resp.json()["queryId"]
@@ -348,11 +349,11 @@ def test_delete_of_index_dml_is_a_400(client: httpx.Client, service: AsyncQueryS
     wait_for(lambda: client.get(f"{BASE}/{query_id}").json()["status"] == "FAILED", what="the DROP to fail")
 
 
-def test_a_query_submitted_while_the_service_closes_still_ends(make_service: ServiceFactory, store: Store) -> None:
-    service = make_service()
-    ds = service.datasources.all()[0].name
-    service.close()
-    query_id = service.submit(SubmitRequest(ds, "sql", DROP)).query_id
+def test_a_query_submitted_while_the_service_closes_still_ends(make_plugin: PluginFactory, store: Store) -> None:
+    plugin = make_plugin()
+    ds = plugin.datasources.all()[0].name
+    plugin.close()
+    query_id = plugin.service.submit(SubmitRequest(ds, "sql", DROP)).query_id
     statement = store.statements.get(ds, query_id)
     assert statement is not None and statement.doc.state == StatementState.FAILED
     assert "stopped before the index DML query could run" in statement.doc.error
@@ -360,24 +361,25 @@ def test_a_query_submitted_while_the_service_closes_still_ends(make_service: Ser
 
 
 def test_a_full_index_dml_queue_refuses_with_a_429_and_writes_nothing(
-    make_service: ServiceFactory, store: Store
+    make_plugin: PluginFactory, store: Store
 ) -> None:
     """One thread, a queue of two: a DROP waiting on its stream holds the thread, a second waits for
     it, a third is refused in the error shape with nothing written; once they end, the queue takes
     work again."""
-    service = make_service(index_dml_workers=1, index_dml_queue=2, stream_stop_timeout_s=60)
-    ds = service.datasources.all()[0].name
+    plugin = make_plugin(index_dml_workers=1, index_dml_queue=2, stream_stop_timeout_s=60)
+    ds = plugin.datasources.all()[0].name
     flint_index(store, auto_refresh=True)
     session_id = job_session(store, ds, "job-s", SessionType.STREAMING, SessionState.RUNNING)
     index_at(store, ds, F.REFRESHING, job_id="job-s")
     body = {"datasource": ds, "lang": "sql", "query": DROP}
 
     def documents() -> list[str]:
+        store.index.refresh(request_index(ds))  # a scan sees the index as of its last refresh
         return sorted(doc_id for doc_id, _ in store.index.scan(request_index(ds)))
 
     with (
         StandInStream(store, ds, session_id, latest_id(INDEX), responsive=False) as job,
-        serve_http(create_app(service)) as url,
+        serve_http(create_app(plugin)) as url,
         httpx.Client(base_url=url, timeout=30) as http,
     ):
         first = http.post(BASE, json=body)
@@ -428,27 +430,27 @@ def dml_left_by_a_stopped_plugin(store: Store, ds: str, age_ms: int) -> tuple[st
     statement = seed(store,
         StatementDoc(statement_id=query_id, query_id=query_id, session_id=session_id, query=DROP, data_source_name=ds)
     )
-    store.statements.move(statement, StatementState.RUNNING)
+    store.statements.start(statement)
     return session_id, query_id
 
 
 def test_the_sweep_ends_index_dml_left_unfinished_past_its_timeout(
-    make_service: ServiceFactory, store: Store
+    make_plugin: PluginFactory, store: Store
 ) -> None:
     launcher = RecordingLauncher(state=JobRunState.UNKNOWN)
-    service = make_service(launcher, index_dml_timeout_s=60)
-    ds = service.datasources.all()[0].name
+    plugin = make_plugin(launcher, index_dml_timeout_s=60)
+    ds = plugin.datasources.all()[0].name
     old_session, old_query = dml_left_by_a_stopped_plugin(store, ds, age_ms=120_000)
     new_session, new_query = dml_left_by_a_stopped_plugin(store, ds, age_ms=10_000)
     store.index.refresh("*")  # what follows finds them by a search
     assert len(store.sessions.find(ds, [SessionState.RUNNING])) == 2
 
-    service.housekeeper.run_once()
+    plugin.housekeeper.run_once()
 
     old = store.statements.get(ds, old_query)
     assert old is not None and old.doc.state == StatementState.FAILED
     assert "Index DML query did not finish within 60 s" in old.doc.error
-    assert json.loads(service.get(old_query))["status"] == "FAILED"
+    assert json.loads(plugin.service.get(old_query))["status"] == "FAILED"
     session = store.sessions.get(ds, old_session)
     assert session is not None and session.doc.state == SessionState.DEAD
     # Within its timeout, a DML query is left to the process running it; no launcher is asked.
@@ -467,11 +469,11 @@ def names(count: int) -> list[str]:
 
 
 def test_the_sweep_repairs_indexes_whose_owner_is_gone_and_only_those(
-    make_service: ServiceFactory, store: Store
+    make_plugin: PluginFactory, store: Store
 ) -> None:
     launcher = RecordingLauncher(state=JobRunState.RUNNING)
-    service = make_service(launcher, index_op_stall_s=60)
-    ds = service.datasources.all()[0].name
+    plugin = make_plugin(launcher, index_op_stall_s=60)
+    ds = plugin.datasources.all()[0].name
     idx = names(9)
     job_session(store, ds, "batch-dead", SessionType.BATCH, SessionState.DEAD)
     job_session(store, ds, "stream-failed", SessionType.STREAMING, SessionState.FAIL)
@@ -493,7 +495,7 @@ def test_the_sweep_repairs_indexes_whose_owner_is_gone_and_only_those(
     store.index.refresh("*")  # what follows finds them by a search
     assert len(store.index_states.find(ds)) == len(cases)
 
-    service.housekeeper.run_once()
+    plugin.housekeeper.run_once()
 
     assert {index: state_of(store, ds, index).state for index in cases} == {
         index: expected for index, (_, _, _, expected) in cases.items()
@@ -503,23 +505,23 @@ def test_the_sweep_repairs_indexes_whose_owner_is_gone_and_only_those(
     assert "stream stopped: source gone" in state_of(store, ds, idx[1]).error
     assert re.search(r"no job owns it, and it was left unchanged for 12\d s", state_of(store, ds, idx[4]).error)
     assert all(state_of(store, ds, idx[i]).error == "" for i in (2, 3, 5, 6, 8))
-    assert service.housekeeper.stalled_indexes.repaired == 4
+    assert plugin.housekeeper.stalled_indexes.repaired == 4
     assert sorted(launcher.described) == ["batch-stale", "unknown-job"]
 
 
 def test_an_index_whose_job_has_no_session_is_repaired_once_the_launcher_says_it_ended(
-    make_service: ServiceFactory, store: Store
+    make_plugin: PluginFactory, store: Store
 ) -> None:
     launcher = RecordingLauncher(state=JobRunState.CANCELLED)
-    service = make_service(launcher, index_op_stall_s=60)
-    ds = service.datasources.all()[0].name
+    plugin = make_plugin(launcher, index_op_stall_s=60)
+    ds = plugin.datasources.all()[0].name
     recent, stalled = names(2)
     index_at(store, ds, F.REFRESHING, job_id="foreign-1", age_ms=10_000, index=recent)
     index_at(store, ds, F.REFRESHING, job_id="foreign-2", age_ms=120_000, index=stalled)
     store.index.refresh("*")  # what follows finds them by a search
     assert len(store.index_states.find(ds)) == 2
 
-    service.housekeeper.run_once()
+    plugin.housekeeper.run_once()
 
     assert state_of(store, ds, recent).state == F.REFRESHING
     repaired = state_of(store, ds, stalled)
@@ -529,17 +531,17 @@ def test_an_index_whose_job_has_no_session_is_repaired_once_the_launcher_says_it
 
 
 def test_an_index_whose_stale_owner_is_confirmed_dead_is_repaired(
-    make_service: ServiceFactory, store: Store
+    make_plugin: PluginFactory, store: Store
 ) -> None:
     launcher = RecordingLauncher(state=JobRunState.FAILED)
-    service = make_service(launcher)
-    ds = service.datasources.all()[0].name
+    plugin = make_plugin(launcher)
+    ds = plugin.datasources.all()[0].name
     session_id = job_session(store, ds, "job-1", SessionType.BATCH, SessionState.RUNNING, age_ms=DAY_MS)
     index_at(store, ds, F.CREATING, job_id="job-1")
     store.index.refresh("*")  # what follows finds them by a search
     assert store.index_states.find(ds)
 
-    service.housekeeper.run_once()
+    plugin.housekeeper.run_once()
 
     session = store.sessions.get(ds, session_id)
     assert session is not None and session.doc.state == SessionState.DEAD

@@ -19,7 +19,7 @@ from query_core.index_ops import (
     stall_repair,
 )
 from query_core.models import FlintIndexStateDoc, Versioned
-from query_core.states import FlintIndexState
+from query_core.states import INDEX_OPERATIONS, FlintIndexState
 from query_core.store import Store
 from tests.support import seed
 
@@ -161,7 +161,7 @@ def test_a_superseded_operation_neither_commits_nor_rolls_back(
     def work() -> None:
         current = store.index_states.get(ds_name, latest_id(NAME))
         assert current is not None
-        store.index_states.move(current, F.CANCELLING, error="cancelled by the user")
+        store.index_states.begin(current, INDEX_OPERATIONS["cancel refresh"], error="cancelled by the user")
         if work_fails:
             raise RuntimeError("killed")
 
@@ -225,7 +225,7 @@ def test_repair_of_a_dead_stream_fails_the_index(store: Store, ds_name: str) -> 
 
 def test_repair_leaves_alone_a_document_that_moved_meanwhile_and_a_stable_one(store: Store, ds_name: str) -> None:
     stalled = at(store, ds_name, F.REFRESHING)
-    store.index_states.move(stalled, F.ACTIVE)  # the owner committed after the sweep read it
+    store.index_states.commit(stalled, INDEX_OPERATIONS["refresh"])  # the owner committed after the sweep read it
     assert repair_stalled(store, stalled, "too late") is None
     doc = stored(store, ds_name)
     assert doc is not None and doc.state == F.ACTIVE and doc.error == ""

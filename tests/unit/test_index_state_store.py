@@ -13,6 +13,7 @@ from query_core.store import Store
 from tests.support import seed
 
 F = FlintIndexState
+CREATE = INDEX_OPERATIONS["create"]
 NAME = "flint_local_default_http_logs_skipping_index"
 
 
@@ -28,9 +29,11 @@ def test_an_index_lives_from_create_to_vacuum(store: Store, ds_name: str) -> Non
         op = INDEX_OPERATIONS[op_name]
         op.check_start(state.doc.state, NAME)
         assert op.via is not None
-        state = store.index_states.move(state, op.via, job_id="j-1")
+        state = store.index_states.begin(state, op, job_id="j-1")
         if op.end is not None:
-            state = store.index_states.move(state, op.end)
+            committed = store.index_states.commit(state, op)
+            assert committed is not None
+            state = committed
     assert state.doc.state == F.VACUUMING
     stored = store.index_states.get(ds_name, latest_id(NAME))
     assert stored is not None and stored.doc.job_id == "j-1" and stored.doc.index_name == NAME
@@ -41,11 +44,11 @@ def test_an_index_lives_from_create_to_vacuum(store: Store, ds_name: str) -> Non
 def test_a_refused_move_writes_nothing_and_a_stale_version_conflicts(store: Store, ds_name: str) -> None:
     state = seed(store, new_state(ds_name))
     with pytest.raises(InvalidTransitionError, match="cannot move from empty to active"):
-        store.index_states.move(state, F.ACTIVE)
-    creating = store.index_states.move(state, F.CREATING)
+        store.index_states.commit(state, CREATE)  # its end, without its beginning
+    creating = store.index_states.begin(state, CREATE)
     with pytest.raises(VersionConflictError):
-        store.index_states.move(state, F.CREATING)  # the version read before the first move
-    rolled_back = store.index_states.move(creating, INDEX_OPERATIONS["create"].rollback(F.EMPTY), error="boom")
+        store.index_states.begin(state, CREATE)  # the version read before the first move
+    rolled_back = store.index_states.roll_back(creating, CREATE, F.EMPTY, error="boom")
     stored = store.index_states.get(ds_name, latest_id(NAME))
     assert stored is not None and stored.doc.state == F.EMPTY == rolled_back.doc.state and stored.doc.error == "boom"
 
@@ -61,7 +64,7 @@ def test_a_custom_request_index_keeps_its_states(store: Store, ds_name: str) -> 
     custom = f".query_execution_request_custom_{ds_name}"
     bound = store.bound_to(custom)
     state = seed(bound, new_state(ds_name))
-    bound.index_states.move(state, F.CREATING)
+    bound.index_states.begin(state, CREATE)
     assert store.index_states.get(ds_name, latest_id(NAME)) is None
     found = bound.index_states.get(ds_name, latest_id(NAME))
     assert found is not None and found.doc.state == F.CREATING

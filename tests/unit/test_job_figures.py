@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from flint_repl_job.figures import JobCounters, SparkIo
-from flint_repl_job.repl import InteractiveJob
+from flint_repl_job.runners.interactive import InteractiveJob
 from query_core.ids import new_id, request_index
 from query_core.models import PICKUP_BUCKETS_S, StatementDoc, StreamProgress
 from query_core.states import SessionState, StatementState

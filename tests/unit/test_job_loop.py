@@ -16,7 +16,7 @@ import pytest
 
 from flint_repl_job.config import JobConfig
 from flint_repl_job.executor import QueryCancelledError, QueryOutput, RunningQuery
-from flint_repl_job.repl import InteractiveJob
+from flint_repl_job.runners.interactive import InteractiveJob
 from query_core.errors import InvalidRequestError
 from query_core.ids import default_result_index, new_id, request_index
 from query_core.models import LosslessResult, SessionDoc, StatementDoc, StatementProgress

@@ -151,7 +151,7 @@ def test_a_batch_statement_cancelled_while_running_stops_and_stays_cancelled(sto
         wait_for(lambda: executor.started, timeout=10, what="the statement to start")
         current = store.statements.get(ds_name, statement.statement_id)
         assert current is not None
-        store.statements.move(current, StatementState.CANCELLED)  # the plugin's DELETE
+        store.statements.cancel(current)  # the plugin's DELETE
         thread.join(timeout=15)
         assert not thread.is_alive(), "the batch job did not stop after its statement was cancelled"
     finally:
@@ -171,7 +171,7 @@ def test_a_batch_statement_cancelled_before_the_job_starts_is_not_run(store: Sto
     session, statement = seed(store, ds_name, SessionType.BATCH)
     current = store.statements.get(ds_name, statement.statement_id)
     assert current is not None
-    store.statements.move(current, StatementState.CANCELLED)
+    store.statements.cancel(current)
     executor = StubExecutor()
 
     assert BatchJob(config(ds_name, session, statement, SessionType.BATCH), store, executor).run() == SessionState.DEAD

@@ -64,6 +64,8 @@ PRODUCT_KEYS = {
     "spark.flint.job.maxStatementChars",
     "spark.flint.job.maxStatementDepth",
     "spark.flint.job.statementPrepareTimeoutSec",
+    "spark.flint.job.poolSlot",
+    "spark.flint.job.poolIdleLimitMillis",
 }
 DOCUMENTED = REFERENCE_KEYS | PRODUCT_KEYS
 
@@ -78,6 +80,8 @@ EVERYTHING = JobConf(
     query="CREATE INDEX i ON t (c) WITH (auto_refresh = true)",
     query_id="cXVlcnlpZG15czM=",
     exclude_jobs=("run-0", "run-00"),
+    pool_slot="pool-0123456789abcdef-1",
+    pool_idle_limit_ms=90_000,
     host="search.example.com",
     port=9443,
     scheme="https",
@@ -180,6 +184,8 @@ def test_empty_optional_settings_are_not_rendered() -> None:
         "spark.flint.validation.deniedElements",
         "spark.flint.validation.warehouseRoot",
         "spark.flint.validation.checkpointRoot",
+        "spark.flint.job.poolSlot",
+        "spark.flint.job.poolIdleLimitMillis",
     }
     assert rendered["spark.flint.job.queryLoopExecutionFrequency"] == "100"
     assert rendered["spark.datasource.flint.verifyCerts"] == "true"
@@ -248,7 +254,7 @@ def test_the_exclude_list_ignores_blanks() -> None:
 def test_the_job_config_defaults_are_the_contract_defaults() -> None:
     defaulted = [f for f in dataclasses.fields(JobConfig) if f.default is not dataclasses.MISSING]
     shared = [f for f in defaulted if f.name in {row.field for row in SETTINGS}]
-    assert len(shared) == 23
+    assert len(shared) == 25
     for f in shared:
         assert f.default == getattr(DEFAULTS, f.name), f.name
 
@@ -320,6 +326,8 @@ def test_what_the_plugin_sends_is_what_the_job_reads() -> None:
         "spark.flint.index.checkpointLocation.rootDir",
         "spark.flint.validation.warehouseRoot",
         "spark.flint.validation.checkpointRoot",
+        "spark.flint.job.poolSlot",
+        "spark.flint.job.poolIdleLimitMillis",
     }
     # the local launcher passes the password in the environment, EMR Serverless as a conf key
     for plain, env in (({**conf, **secret}, {}), (conf, {PASSWORD_ENV: "pw"})):

@@ -23,7 +23,8 @@ from async_query.api import BASE, create_app
 from async_query.job_figures import MetricsWorker
 from async_query.launcher.base import JobRequest, JobRunState
 from async_query.metrics import ROUTES, route_of
-from async_query.service import AsyncQueryService, SubmitRequest
+from async_query.runtime import Plugin
+from async_query.service import SubmitRequest
 from async_query.stats import NAMES, RollingCounter, Stats
 from query_core.errors import LauncherError
 from query_core.ids import request_index
@@ -39,8 +40,8 @@ from query_core.models import (
 )
 from query_core.states import SessionState, StatementState
 from query_core.store import Store
-from tests.conftest import ServiceFactory
-from tests.support import RecordingLauncher, serve_http
+from tests.conftest import PluginFactory
+from tests.support import RecordingLauncher, job_beats, serve_http
 
 Key = tuple[str, frozenset[tuple[str, str]]]
 
@@ -95,13 +96,13 @@ LAUNCHER = "recordinglauncher"
 
 
 @pytest.fixture
-def service(make_service: ServiceFactory) -> AsyncQueryService:
-    return make_service()
+def plugin(make_plugin: PluginFactory) -> Plugin:
+    return make_plugin()
 
 
 @pytest.fixture
-def http(service: AsyncQueryService) -> Iterator[httpx.Client]:
-    with serve_http(create_app(service)) as url, httpx.Client(base_url=url, timeout=30) as c:
+def http(plugin: Plugin) -> Iterator[httpx.Client]:
+    with serve_http(create_app(plugin)) as url, httpx.Client(base_url=url, timeout=30) as c:
         yield c
 
 
@@ -171,7 +172,7 @@ def test_labels_are_route_templates_never_ids(http: httpx.Client, ds_name: str) 
     assert {QUERY_ROUTE, "other", ROUTES["datasource"]} <= routes
 
 
-def test_every_route_of_the_app_is_counted_under_its_own_template(service: AsyncQueryService) -> None:
+def test_every_route_of_the_app_is_counted_under_its_own_template(plugin: Plugin) -> None:
     def paths_of(routes: list[Any]) -> set[str]:
         found: set[str] = set()
         for route in routes:
@@ -179,7 +180,7 @@ def test_every_route_of_the_app_is_counted_under_its_own_template(service: Async
             found |= paths_of(included.routes) if included is not None else {getattr(route, "path", "")}
         return found
 
-    paths = paths_of(create_app(service).routes)
+    paths = paths_of(create_app(plugin).routes)
     mine = {p for p in paths if p.startswith(("/_plugins", "/metrics"))}
     assert mine == set(ROUTES.values())
     for template in mine:
@@ -195,10 +196,10 @@ class FailingLauncher(RecordingLauncher):
 
 
 def test_a_failed_post_and_a_missing_query_are_counted_as_system_and_client_errors(
-    make_service: ServiceFactory, ds_name: str
+    make_plugin: PluginFactory, ds_name: str
 ) -> None:
-    service = make_service(FailingLauncher())
-    with serve_http(create_app(service)) as url, httpx.Client(base_url=url, timeout=30) as http:
+    plugin = make_plugin(FailingLauncher())
+    with serve_http(create_app(plugin)) as url, httpx.Client(base_url=url, timeout=30) as http:
         watch = Watch(http)
         reply = http.post(BASE, json={"datasource": ds_name, "lang": "sql", "query": "SELECT 1"})
         assert reply.status_code == 500
@@ -217,19 +218,17 @@ def test_a_failed_post_and_a_missing_query_are_counted_as_system_and_client_erro
     assert stats["async_query_create_api_failed_request_count_cuserr"] == 0
 
 
-def test_a_session_death_is_confirmed_by_one_describe(make_service: ServiceFactory, store: Store, ds_name: str) -> None:
+def test_a_session_death_is_confirmed_by_one_describe(make_plugin: PluginFactory, store: Store, ds_name: str) -> None:
     launcher = RecordingLauncher(state=JobRunState.FAILED)
-    service = make_service(launcher)
-    with serve_http(create_app(service)) as url, httpx.Client(base_url=url, timeout=30) as http:
+    plugin = make_plugin(launcher)
+    with serve_http(create_app(plugin)) as url, httpx.Client(base_url=url, timeout=30) as http:
         query_id = post(http, ds_name)
-        session_id = service.session_of_query.peek(query_id)
+        session_id = plugin.reads.session_of_query.peek(query_id)
         assert session_id is not None
         session = store.sessions.get(ds_name, session_id)
         assert session is not None
         # the job claimed it, then went silent ten minutes ago
-        store.sessions.update(
-            session, SessionState.RUNNING, last_update_time=now_millis() - 600_000, heartbeat_interval_millis=1_000
-        )
+        job_beats(store, session, 600_000, heartbeat_interval_millis=1_000)
         watch = Watch(http)
         for _ in range(3):
             assert http.get(f"{BASE}/{query_id}").json()["status"] == "FAILED"
@@ -268,13 +267,13 @@ def figures_of(statements: dict[str, int], rows_read: int = 0, calls: int = 0) -
 
 
 def test_a_refresh_job_moves_exactly_its_counters_once(
-    service: AsyncQueryService, http: httpx.Client, store: Store, ds_name: str
+    plugin: Plugin, http: httpx.Client, store: Store, ds_name: str
 ) -> None:
     index = request_index(ds_name)
-    feed = service.metrics_worker
+    feed = plugin.metrics_worker
     feed.run_once()  # the service's first round, at its start
     query_id = post(http, ds_name, REFRESH)
-    session_id = service.session_of_query.peek(query_id)
+    session_id = plugin.reads.session_of_query.peek(query_id)
     assert session_id is not None
     store.index.refresh(index)
     watch = Watch(http)
@@ -287,13 +286,14 @@ def test_a_refresh_job_moves_exactly_its_counters_once(
     session = job.sessions.get(ds_name, session_id)
     statement = job.statements.get(ds_name, query_id)
     assert session is not None and statement is not None
-    session = job.sessions.update(
+    claimed = job.sessions.claim(
         session,
-        SessionState.RUNNING,
-        last_update_time=now_millis(),
+        session.doc.job_id,
         running_statements=[RunningStatement(query_id=query_id, start_time=now_millis())],
         metrics=figures_of({}, calls=3),
     )
+    assert claimed is not None
+    session = claimed
     running = job.statements.start(statement)
     assert running is not None
     store.index.refresh(index)
@@ -323,15 +323,15 @@ def test_a_refresh_job_moves_exactly_its_counters_once(
 
 
 def test_a_process_that_takes_over_the_figures_counts_only_what_comes_after(
-    service: AsyncQueryService, store: Store, ds_name: str
+    plugin: Plugin, store: Store, ds_name: str
 ) -> None:
     index = request_index(ds_name)
     one, two = MetricsWorker(store, 15, owner="one"), MetricsWorker(store, 15, owner="two")
     one.run_once()
-    submitted = service.submit(SubmitRequest(ds_name, "sql", REFRESH))
+    submitted = plugin.service.submit(SubmitRequest(ds_name, "sql", REFRESH))
     session = store.sessions.get(ds_name, submitted.session_id)
     assert session is not None
-    store.sessions.update(session, SessionState.RUNNING, metrics=figures_of({"success": 1}, calls=5))
+    store.sessions.claim(session, session.doc.job_id, metrics=figures_of({"success": 1}, calls=5))
     store.index.refresh(index)
     labels = {"datasource": ds_name, "kind": "batch", "state": "success"}
     before = _value("async_query_queries_finished_total", labels)
@@ -345,7 +345,7 @@ def test_a_process_that_takes_over_the_figures_counts_only_what_comes_after(
     assert _value("async_query_queries_finished_total", labels) == before + 1
     current = store.sessions.get(ds_name, submitted.session_id)
     assert current is not None
-    store.sessions.update(current, metrics=figures_of({"success": 2}, calls=9))
+    store.sessions.beat(current, metrics=figures_of({"success": 2}, calls=9))
     store.index.refresh(index)
     two.run_once()
     one.run_once()  # no longer the holder: counts nothing
@@ -416,12 +416,12 @@ def test_a_rolling_counter_shows_the_last_whole_interval() -> None:
     assert counter.value() == 0
 
 
-def test_the_datasource_api_and_jobs_feed_the_rolling_stats(service: AsyncQueryService, ds_name: str) -> None:
+def test_the_datasource_api_and_jobs_feed_the_rolling_stats(plugin: Plugin, ds_name: str) -> None:
     clock = Clock()
     kept, stats = metrics.stats, Stats(clock=clock)
-    metrics.stats = stats
+    metrics.stats = plugin.stats = stats
     try:
-        with serve_http(create_app(service)) as url, httpx.Client(base_url=url) as client:
+        with serve_http(create_app(plugin)) as url, httpx.Client(base_url=url) as client:
             assert client.get(f"/_plugins/_query/_datasources/{ds_name}").status_code == 200
             assert client.get("/_plugins/_query/_datasources/missing").status_code in (400, 404)
             post(client, ds_name)

@@ -17,7 +17,7 @@ import pytest
 from async_query import logs, metrics
 from async_query.api import BASE, create_app
 from async_query.security.users import UsersFile
-from tests.conftest import ServiceFactory
+from tests.conftest import PluginFactory
 from tests.support import FAST_HASHER, serve_http
 
 PASSWORDS = {"admin": "admin-Pa55word-1", "reader": "reader-Pa55word-1", "scraper": "scraper-Pa55word-1"}
@@ -34,9 +34,9 @@ def users(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def secured(make_service: ServiceFactory, users: Path) -> Iterator[str]:
-    service = make_service(auth="basic", users_file=users, metrics_roles=["prometheus"])
-    with serve_http(create_app(service)) as url:
+def secured(make_plugin: PluginFactory, users: Path) -> Iterator[str]:
+    plugin = make_plugin(auth="basic", users_file=users, metrics_roles=["prometheus"])
+    with serve_http(create_app(plugin)) as url:
         yield url
 
 
@@ -69,10 +69,10 @@ def requests_counted() -> float:
     return sum(v for _, v in metrics.samples(metrics.HTTP_REQUESTS, "_count"))
 
 
-def test_with_metrics_off_nothing_is_counted_or_shown(make_service: ServiceFactory, ds_name: str) -> None:
-    service = make_service(metrics_enabled=False)
+def test_with_metrics_off_nothing_is_counted_or_shown(make_plugin: PluginFactory, ds_name: str) -> None:
+    plugin = make_plugin(metrics_enabled=False)
     counted = requests_counted()
-    with serve_http(create_app(service)) as url, httpx.Client(base_url=url, timeout=30) as client:
+    with serve_http(create_app(plugin)) as url, httpx.Client(base_url=url, timeout=30) as client:
         for path in ("/metrics", "/_plugins/_sql/stats"):
             reply = client.get(path)
             assert reply.status_code == 404
@@ -81,8 +81,8 @@ def test_with_metrics_off_nothing_is_counted_or_shown(make_service: ServiceFacto
         reply = client.post(BASE, json={"datasource": ds_name, "lang": "sql", "query": "SELECT 1"})
         assert client.get(f"{BASE}/{reply.json()['queryId']}").status_code == 200
     assert requests_counted() == counted
-    assert service.store.index.call_listeners == []
-    assert service.store.statements.end_listeners == []
+    assert plugin.store.index.call_listeners == []
+    assert plugin.store.statements.end_listeners == []
 
 
 @pytest.fixture
@@ -102,10 +102,10 @@ def json_lines() -> Iterator[io.StringIO]:
 
 
 def test_json_log_lines_name_the_query_and_session_they_are_about(
-    make_service: ServiceFactory, ds_name: str, json_lines: io.StringIO
+    make_plugin: PluginFactory, ds_name: str, json_lines: io.StringIO
 ) -> None:
-    service = make_service()
-    with serve_http(create_app(service)) as url, httpx.Client(base_url=url, timeout=30) as client:
+    plugin = make_plugin()
+    with serve_http(create_app(plugin)) as url, httpx.Client(base_url=url, timeout=30) as client:
         reply = client.post(BASE, json={"datasource": ds_name, "lang": "sql", "query": "SELECT 1"})
         query_id, session_id = reply.json()["queryId"], reply.json()["sessionId"]
         assert client.delete(f"{BASE}/{query_id}").status_code == 204

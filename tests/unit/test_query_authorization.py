@@ -10,15 +10,16 @@ import json
 import pytest
 
 from async_query.datasources import Datasource, local_datasource
+from async_query.runtime import Plugin
 from async_query.security.errors import ForbiddenError
 from async_query.security.principal import ANONYMOUS, Principal
-from async_query.service import AsyncQueryService, Page, SubmitRequest
+from async_query.service import Page, SubmitRequest
 from query_core.errors import QueryNotFoundError
 from query_core.ids import REQUEST_INDEX_PATTERN, new_id
 from query_core.models import SessionDoc, StatementDoc
 from query_core.states import SessionState, SessionType, StatementState
 from query_core.store import Query, Store
-from tests.conftest import ServiceFactory
+from tests.conftest import PluginFactory
 from tests.support import RecordingLauncher, seed
 
 ALICE = Principal.of("alice", ["analysts"])
@@ -43,16 +44,16 @@ def launcher() -> RecordingLauncher:
 
 
 @pytest.fixture
-def service(make_service: ServiceFactory, launcher: RecordingLauncher) -> AsyncQueryService:
-    return make_service(launcher, datasources=[LAKE, LOCAL])
+def plugin(make_plugin: PluginFactory, launcher: RecordingLauncher) -> Plugin:
+    return make_plugin(launcher, datasources=[LAKE, LOCAL])
 
 
-def submit(service: AsyncQueryService, who: Principal, session_id: str | None = None, ds: str = "lake") -> str:
-    return service.submit(SubmitRequest(ds, "sql", "SELECT 1", session_id, principal=who)).query_id
+def submit(plugin: Plugin, who: Principal, session_id: str | None = None, ds: str = "lake") -> str:
+    return plugin.service.submit(SubmitRequest(ds, "sql", "SELECT 1", session_id, principal=who)).query_id
 
 
-def status(service: AsyncQueryService, query_id: str, who: Principal) -> str:
-    return str(json.loads(service.get(query_id, who))["status"])
+def status(plugin: Plugin, query_id: str, who: Principal) -> str:
+    return str(json.loads(plugin.service.get(query_id, who))["status"])
 
 
 def everything_in(store: Store) -> list[object]:
@@ -65,13 +66,13 @@ def everything_in(store: Store) -> list[object]:
 
 @pytest.mark.parametrize("query", list(QUERIES.values()), ids=list(QUERIES))
 def test_a_caller_outside_allowed_roles_gets_the_references_refusal_and_nothing_starts(
-    service: AsyncQueryService, launcher: RecordingLauncher, store: Store, query: str
+    plugin: Plugin, launcher: RecordingLauncher, store: Store, query: str
 ) -> None:
-    alices = service.submit(SubmitRequest("lake", "sql", "SELECT 1", principal=ALICE))
+    alices = plugin.service.submit(SubmitRequest("lake", "sql", "SELECT 1", principal=ALICE))
     launched, written = len(launcher.started), len(everything_in(store))
     for session_id in (None, alices.session_id):
         with pytest.raises(ForbiddenError) as refused:
-            service.submit(SubmitRequest("lake", "sql", query, session_id, principal=EVE))
+            plugin.service.submit(SubmitRequest("lake", "sql", query, session_id, principal=EVE))
         assert refused.value.http_status == 403
         assert refused.value.message == (
             "User is not authorized to access datasource lake. "
@@ -83,21 +84,21 @@ def test_a_caller_outside_allowed_roles_gets_the_references_refusal_and_nothing_
     assert session is not None and session.doc.pending_statement_ids == [alices.query_id]
 
 
-def test_an_empty_allowed_roles_list_admits_admins_only(service: AsyncQueryService, launcher: RecordingLauncher) -> None:
+def test_an_empty_allowed_roles_list_admits_admins_only(plugin: Plugin, launcher: RecordingLauncher) -> None:
     with pytest.raises(ForbiddenError, match=r"access datasource local\. .* roles in \[\] for access\.$"):
-        submit(service, ALICE, ds="local")
+        submit(plugin, ALICE, ds="local")
     assert launcher.started == []
-    assert status(service, submit(service, ROOT, ds="local"), ROOT) == "WAITING"
+    assert status(plugin, submit(plugin, ROOT, ds="local"), ROOT) == "WAITING"
 
 
-def test_the_default_caller_is_unchanged(service: AsyncQueryService, store: Store) -> None:
+def test_the_default_caller_is_unchanged(plugin: Plugin, store: Store) -> None:
     """Under ``none`` every caller is the anonymous admin: any datasource, any session, any query;
     and the documents stay in the reference's shape (its statement parser refuses unknown fields)."""
-    first = service.submit(SubmitRequest("local", "sql", "SELECT 1"))
-    again = service.submit(SubmitRequest("local", "sql", "SELECT 2", first.session_id))
+    first = plugin.service.submit(SubmitRequest("local", "sql", "SELECT 1"))
+    again = plugin.service.submit(SubmitRequest("local", "sql", "SELECT 2", first.session_id))
     assert again.session_id == first.session_id
-    assert status(service, first.query_id, ANONYMOUS) == "WAITING"
-    service.cancel(again.query_id)
+    assert status(plugin, first.query_id, ANONYMOUS) == "WAITING"
+    plugin.service.cancel(again.query_id)
     statement = store.statements.get("local", first.query_id)
     session = store.sessions.get("local", first.session_id)
     assert statement is not None and session is not None
@@ -106,9 +107,9 @@ def test_the_default_caller_is_unchanged(service: AsyncQueryService, store: Stor
 
 @pytest.mark.parametrize("kind", ["interactive", "batch", "streaming", "index_dml"])
 def test_the_submitter_is_recorded_on_the_statement_and_its_session(
-    service: AsyncQueryService, store: Store, kind: str
+    plugin: Plugin, store: Store, kind: str
 ) -> None:
-    submitted = service.submit(SubmitRequest("lake", "sql", QUERIES[kind], principal=ALICE))
+    submitted = plugin.service.submit(SubmitRequest("lake", "sql", QUERIES[kind], principal=ALICE))
     statement = store.statements.get("lake", submitted.query_id)
     session = store.sessions.get("lake", submitted.session_id)
     assert statement is not None and session is not None
@@ -120,14 +121,14 @@ def test_the_submitter_is_recorded_on_the_statement_and_its_session(
 
 
 def test_submitting_into_another_users_session_starts_one_of_ones_own(
-    service: AsyncQueryService, launcher: RecordingLauncher, store: Store
+    plugin: Plugin, launcher: RecordingLauncher, store: Store
 ) -> None:
-    alices = service.submit(SubmitRequest("lake", "sql", "SELECT 1", principal=ALICE))
-    again = service.submit(SubmitRequest("lake", "sql", "SELECT 2", alices.session_id, principal=ALICE))
+    alices = plugin.service.submit(SubmitRequest("lake", "sql", "SELECT 1", principal=ALICE))
+    again = plugin.service.submit(SubmitRequest("lake", "sql", "SELECT 2", alices.session_id, principal=ALICE))
     assert again.session_id == alices.session_id and len(launcher.started) == 1
 
     for intruder in (BOB, ROOT):  # an admin too: the session's Spark state is alice's
-        theirs = service.submit(SubmitRequest("lake", "sql", "SELECT 3", alices.session_id, principal=intruder))
+        theirs = plugin.service.submit(SubmitRequest("lake", "sql", "SELECT 3", alices.session_id, principal=intruder))
         assert theirs.session_id != alices.session_id
         session = store.sessions.get("lake", theirs.session_id)
         assert session is not None and session.doc.submitted_by == intruder.name
@@ -137,93 +138,93 @@ def test_submitting_into_another_users_session_starts_one_of_ones_own(
 
 
 def test_a_session_with_no_recorded_starter_takes_admins_statements_only(
-    service: AsyncQueryService, launcher: RecordingLauncher
+    plugin: Plugin, launcher: RecordingLauncher
 ) -> None:
     """A session written before starters were recorded (or by the reference plugin)."""
     session_id = new_id("lake")
-    seed(service.store, SessionDoc(session_id=session_id, data_source_name="lake", session_type=SessionType.INTERACTIVE))
-    assert service.submit(SubmitRequest("lake", "sql", "SELECT 1", session_id, principal=ROOT)).session_id == session_id
-    assert service.submit(SubmitRequest("lake", "sql", "SELECT 1", session_id)).session_id == session_id  # none
-    assert service.submit(SubmitRequest("lake", "sql", "SELECT 1", session_id, principal=ALICE)).session_id != session_id
+    seed(plugin.store, SessionDoc(session_id=session_id, data_source_name="lake", session_type=SessionType.INTERACTIVE))
+    assert plugin.service.submit(SubmitRequest("lake", "sql", "SELECT 1", session_id, principal=ROOT)).session_id == session_id
+    assert plugin.service.submit(SubmitRequest("lake", "sql", "SELECT 1", session_id)).session_id == session_id  # none
+    assert plugin.service.submit(SubmitRequest("lake", "sql", "SELECT 1", session_id, principal=ALICE)).session_id != session_id
     assert len(launcher.started) == 1
 
 
 # -- GET and DELETE: the submitter or an admin -----------------------------------------------------
 
 
-def test_a_user_cannot_read_another_users_query(service: AsyncQueryService) -> None:
-    query_id = submit(service, ALICE)
+def test_a_user_cannot_read_another_users_query(plugin: Plugin) -> None:
+    query_id = submit(plugin, ALICE)
     with pytest.raises(ForbiddenError) as refused:
-        service.get(query_id, BOB)
+        plugin.service.get(query_id, BOB)
     assert refused.value.message == (
         f"User bob is not authorized to access async query {query_id}: it was submitted by another user."
     )
     assert "alice" not in refused.value.message
     with pytest.raises(ForbiddenError):
-        asyncio.run(service.get_without_blocking(query_id, BOB))
-    assert status(service, query_id, ALICE) == "WAITING"
-    assert status(service, query_id, ROOT) == "WAITING"
+        asyncio.run(plugin.service.get_without_blocking(query_id, BOB))
+    assert status(plugin, query_id, ALICE) == "WAITING"
+    assert status(plugin, query_id, ROOT) == "WAITING"
 
 
-def test_a_user_cannot_page_through_another_users_result(service: AsyncQueryService) -> None:
+def test_a_user_cannot_page_through_another_users_result(plugin: Plugin) -> None:
     """GET with ``?offset=`` reads result documents apart from the reply cache: the same check."""
-    query_id = submit(service, ALICE)
+    query_id = submit(plugin, ALICE)
     with pytest.raises(ForbiddenError):
-        service.get_page(query_id, Page(offset=0, size=10), BOB)
-    assert json.loads(service.get_page(query_id, Page(offset=0, size=10), ALICE))["status"] == "WAITING"
-    assert json.loads(service.get_page(query_id, Page(offset=0, size=10), ROOT))["status"] == "WAITING"
+        plugin.service.get_page(query_id, Page(offset=0, size=10), BOB)
+    assert json.loads(plugin.service.get_page(query_id, Page(offset=0, size=10), ALICE))["status"] == "WAITING"
+    assert json.loads(plugin.service.get_page(query_id, Page(offset=0, size=10), ROOT))["status"] == "WAITING"
 
 
-def test_an_unknown_id_is_the_same_400_for_everyone(service: AsyncQueryService) -> None:
+def test_an_unknown_id_is_the_same_400_for_everyone(plugin: Plugin) -> None:
     """A non-owner learns that an id exists (a 403), nothing more; an unknown id stays a 400."""
     for who in (BOB, ROOT):
         with pytest.raises(QueryNotFoundError):
-            service.get(new_id("lake"), who)
+            plugin.service.get(new_id("lake"), who)
         with pytest.raises(QueryNotFoundError):
-            service.cancel(new_id("lake"), who)
+            plugin.service.cancel(new_id("lake"), who)
 
 
-def test_a_non_owners_get_neither_reads_the_result_nor_moves_the_query(service: AsyncQueryService, store: Store) -> None:
+def test_a_non_owners_get_neither_reads_the_result_nor_moves_the_query(plugin: Plugin, store: Store) -> None:
     """The check comes before anything the handler does: here, failing a statement whose session
     has ended."""
-    submitted = service.submit(SubmitRequest("lake", "sql", "SELECT 1", principal=ALICE))
+    submitted = plugin.service.submit(SubmitRequest("lake", "sql", "SELECT 1", principal=ALICE))
     session = store.sessions.get("lake", submitted.session_id)
     assert session is not None
     store.sessions.end(session, SessionState.DEAD, "idle")
-    service.session_cache.forget(submitted.session_id)
+    plugin.reads.session_cache.forget(submitted.session_id)
     with pytest.raises(ForbiddenError):
-        service.get(submitted.query_id, BOB)
+        plugin.service.get(submitted.query_id, BOB)
     statement = store.statements.get("lake", submitted.query_id)
     assert statement is not None and statement.doc.state == StatementState.WAITING
-    assert status(service, submitted.query_id, ALICE) == "FAILED"
+    assert status(plugin, submitted.query_id, ALICE) == "FAILED"
 
 
-def test_a_cached_reply_is_served_to_its_submitter_only(make_service: ServiceFactory, store: Store) -> None:
-    service = make_service(datasources=[LAKE])
-    query_id = submit(service, ALICE)
-    service.cancel(query_id, ALICE)
-    assert status(service, query_id, ALICE) == "CANCELLED"
-    assert service.replies.get(query_id) is not None  # a finished reply is cached
-    for call in (lambda: service.get(query_id, BOB), lambda: asyncio.run(service.get_without_blocking(query_id, BOB))):
+def test_a_cached_reply_is_served_to_its_submitter_only(make_plugin: PluginFactory, store: Store) -> None:
+    plugin = make_plugin(datasources=[LAKE])
+    query_id = submit(plugin, ALICE)
+    plugin.service.cancel(query_id, ALICE)
+    assert status(plugin, query_id, ALICE) == "CANCELLED"
+    assert plugin.reads.replies.get(query_id) is not None  # a finished reply is cached
+    for call in (lambda: plugin.service.get(query_id, BOB), lambda: asyncio.run(plugin.service.get_without_blocking(query_id, BOB))):
         with pytest.raises(ForbiddenError):
             call()
 
     # Another process, whose cache was filled by an admin's GET, does not know the submitter:
     # it reads the statement before it answers anyone else.
-    other = make_service(datasources=[LAKE])
+    other = make_plugin(datasources=[LAKE])
     assert status(other, query_id, ROOT) == "CANCELLED"
-    assert other.replies.get(query_id) is not None and other.owner_of_query.get(query_id) is None
-    assert asyncio.run(other.get_without_blocking(query_id, BOB)) is None  # not the cached reply
+    assert other.reads.replies.get(query_id) is not None and other.reads.owner_of_query.get(query_id) is None
+    assert asyncio.run(other.service.get_without_blocking(query_id, BOB)) is None  # not the cached reply
     with pytest.raises(ForbiddenError):
-        other.get(query_id, BOB)
+        other.service.get(query_id, BOB)
     assert status(other, query_id, ALICE) == "CANCELLED"
 
 
-def test_a_query_with_no_recorded_submitter_is_for_admins_only(service: AsyncQueryService) -> None:
+def test_a_query_with_no_recorded_submitter_is_for_admins_only(plugin: Plugin) -> None:
     session_id, query_id = new_id("lake"), new_id("lake")
-    seed(service.store, SessionDoc(session_id=session_id, data_source_name="lake", state=SessionState.DEAD))
+    seed(plugin.store, SessionDoc(session_id=session_id, data_source_name="lake", state=SessionState.DEAD))
     seed(
-        service.store,
+        plugin.store,
         StatementDoc(
             statement_id=query_id,
             query_id=query_id,
@@ -233,41 +234,41 @@ def test_a_query_with_no_recorded_submitter_is_for_admins_only(service: AsyncQue
             state=StatementState.FAILED,
         ),
     )
-    assert status(service, query_id, ROOT) == "FAILED"
+    assert status(plugin, query_id, ROOT) == "FAILED"
     with pytest.raises(ForbiddenError):
-        service.get(query_id, ALICE)
+        plugin.service.get(query_id, ALICE)
     with pytest.raises(ForbiddenError):
-        service.cancel(query_id, ALICE)
+        plugin.service.cancel(query_id, ALICE)
 
 
 def test_a_user_cannot_cancel_another_users_query(
-    service: AsyncQueryService, launcher: RecordingLauncher, store: Store
+    plugin: Plugin, launcher: RecordingLauncher, store: Store
 ) -> None:
-    query_id = submit(service, ALICE)
-    finished = submit(service, ALICE)
-    service.cancel(finished, ALICE)
+    query_id = submit(plugin, ALICE)
+    finished = submit(plugin, ALICE)
+    plugin.service.cancel(finished, ALICE)
     for target in (query_id, finished):  # not even learning that one has finished (a 400 would say so)
         with pytest.raises(ForbiddenError):
-            service.cancel(target, BOB)
+            plugin.service.cancel(target, BOB)
     statement = store.statements.get("lake", query_id)
     assert statement is not None and statement.doc.state == StatementState.WAITING
     assert launcher.cancelled == []
-    service.cancel(query_id, ROOT)
-    assert status(service, query_id, ALICE) == "CANCELLED"
+    plugin.service.cancel(query_id, ROOT)
+    assert status(plugin, query_id, ALICE) == "CANCELLED"
 
 
 # -- the session listing ---------------------------------------------------------------------------
 
 
 def test_the_listing_shows_a_user_their_own_sessions_filtered_in_the_search(
-    service: AsyncQueryService, store: Store
+    plugin: Plugin, store: Store
 ) -> None:
-    bobs = service.submit(SubmitRequest("lake", "sql", "SELECT 1", principal=BOB)).session_id
-    alices = [service.submit(SubmitRequest("lake", "sql", "SELECT 1", principal=ALICE)).session_id for _ in range(3)]
+    bobs = plugin.service.submit(SubmitRequest("lake", "sql", "SELECT 1", principal=BOB)).session_id
+    alices = [plugin.service.submit(SubmitRequest("lake", "sql", "SELECT 1", principal=ALICE)).session_id for _ in range(3)]
     store.index.refresh(REQUEST_INDEX_PATTERN)
 
     def listed(who: Principal, size: int = 100) -> set[str]:
-        return {s.session_id for s in service.sessions(None, None, size, who)}
+        return {s.session_id for s in plugin.service.sessions(None, None, size, who)}
 
     assert listed(ALICE) == set(alices)
     assert listed(BOB) == {bobs}
@@ -275,4 +276,4 @@ def test_the_listing_shows_a_user_their_own_sessions_filtered_in_the_search(
     assert listed(BOB, size=1) == {bobs}
     assert listed(EVE) == set()
     assert listed(ROOT) == {bobs, *alices} == listed(ANONYMOUS)
-    assert {s.session_id for s in service.sessions("lake", [SessionState.NOT_STARTED], 2, ALICE)} < set(alices)
+    assert {s.session_id for s in plugin.service.sessions("lake", [SessionState.NOT_STARTED], 2, ALICE)} < set(alices)

@@ -9,19 +9,19 @@ import httpx
 import pytest
 
 from async_query.api import BASE
-from async_query.service import AsyncQueryService
+from async_query.runtime import Plugin
 from query_core.flint import FlintSyntaxError, parse
 from query_core.ids import new_id
 from query_core.models import SessionDoc, StatementDoc
 from query_core.states import SessionState, SessionType, StatementState
 from query_core.store import Store
-from tests.conftest import ServiceFactory
+from tests.conftest import PluginFactory
 from tests.support import RecordingLauncher, seed
 
 
 @pytest.fixture
-def service(make_service: ServiceFactory) -> AsyncQueryService:
-    return make_service()
+def plugin(make_plugin: PluginFactory) -> Plugin:
+    return make_plugin()
 
 
 def post(client: httpx.Client, ds: str, query: str, lang: str = "sql") -> httpx.Response:
@@ -42,7 +42,7 @@ def reference_error(resp: httpx.Response, error_type: str) -> str:
     return details
 
 
-def nothing_written(service: AsyncQueryService, store: Store, ds: str, launcher: RecordingLauncher) -> None:
+def nothing_written(plugin: Plugin, store: Store, ds: str, launcher: RecordingLauncher) -> None:
     assert launcher.started == []
     assert store.sessions.find(ds, list(SessionState)) == []
 
@@ -118,7 +118,7 @@ def test_batch_and_index_dml_statements_are_accepted_without_a_session_id(
 )
 def test_a_malformed_flint_statement_is_a_400_with_the_parsers_position(
     client: httpx.Client,
-    service: AsyncQueryService,
+    plugin: Plugin,
     store: Store,
     ds_name: str,
     launcher: RecordingLauncher,
@@ -130,7 +130,7 @@ def test_a_malformed_flint_statement_is_a_400_with_the_parsers_position(
     assert details == expected.value.message
     if expected.value.line is not None:
         assert f"(line {expected.value.line}, column {expected.value.column})" in details
-    nothing_written(service, store, ds_name, launcher)
+    nothing_written(plugin, store, ds_name, launcher)
 
 
 def test_the_parsers_position_is_in_the_reply(client: httpx.Client, ds_name: str) -> None:

@@ -18,9 +18,10 @@ from pyspark.sql import Row
 from pyspark.sql import types as t
 
 from async_query.api import BASE
-from async_query.client_cli import extent_note
 from async_query.replies import Page
-from async_query.service import AsyncQueryService, SubmitRequest
+from async_query.runtime import Plugin
+from async_query.service import SubmitRequest
+from async_query_cli.commands import extent_note
 from flint_repl_job.config import JobConfig
 from flint_repl_job.executor import QueryOutput, ResultTarget, RunningQuery
 from flint_repl_job.result_stream import ResultLimits, stream_rows
@@ -32,7 +33,7 @@ from query_core.models import ResultDoc, StatementProgress
 from query_core.states import SessionState, StatementState
 from query_core.store import MemoryIndex, Store, Version
 from query_core.store.results import chunk_id, slice_rows
-from tests.conftest import ServiceFactory
+from tests.conftest import PluginFactory
 
 SCHEMA = t.StructType(
     [t.StructField("id", t.LongType()), t.StructField("s", t.StringType()), t.StructField("d", t.DecimalType(20, 2))]
@@ -105,8 +106,8 @@ def store() -> Store:
 
 
 @pytest.fixture
-def service(make_service: ServiceFactory) -> AsyncQueryService:
-    return make_service(result_chunk_rows=10, result_chunk_bytes=1_000_000)
+def plugin(make_plugin: PluginFactory) -> Plugin:
+    return make_plugin(result_chunk_rows=10, result_chunk_bytes=1_000_000)
 
 
 def job_config(ds: str, session_id: str, limits: ResultLimits) -> JobConfig:
@@ -124,12 +125,12 @@ def job_config(ds: str, session_id: str, limits: ResultLimits) -> JobConfig:
 
 
 def run_query(
-    service: AsyncQueryService, rows: list[Row], max_rows: int = 1_000, chunk_rows: int = 10, chunk_bytes: int = 10**6
+    plugin: Plugin, rows: list[Row], max_rows: int = 1_000, chunk_rows: int = 10, chunk_bytes: int = 10**6
 ) -> str:
     """POST a query, and run it as the job would, with these caps: its query id."""
-    store = service.store
-    ds = service.datasources.all()[0]
-    submitted = service.submit(SubmitRequest(ds.name, "sql", "SELECT * FROM t"))
+    store = plugin.store
+    ds = plugin.datasources.all()[0]
+    submitted = plugin.service.submit(SubmitRequest(ds.name, "sql", "SELECT * FROM t"))
     limits = ResultLimits(max_rows, 10**9, chunk_rows, chunk_bytes)
     cfg = job_config(ds.name, submitted.session_id, limits)
     executor = StreamingExecutor(rows, ResultTarget(cfg.result_limits, store.results, ds.results))
@@ -140,8 +141,8 @@ def run_query(
     return submitted.query_id
 
 
-def get(service: AsyncQueryService, query_id: str, page: Page | None = None) -> dict[str, Any]:
-    body = service.get(query_id) if page is None else service.get_page(query_id, page)
+def get(plugin: Plugin, query_id: str, page: Page | None = None) -> dict[str, Any]:
+    body = plugin.service.get(query_id) if page is None else plugin.service.get_page(query_id, page)
     return dict(json.loads(body, parse_float=Decimal))
 
 
@@ -171,27 +172,27 @@ def test_an_empty_result_slices_to_nothing() -> None:
 # -- writing and reading a large result -----------------------------------------------------------
 
 
-def test_the_chunks_are_written_before_the_statement_succeeds(service: AsyncQueryService) -> None:
-    query_id = run_query(service, make_rows(35))
-    index = service.store.index
+def test_the_chunks_are_written_before_the_statement_succeeds(plugin: Plugin) -> None:
+    query_id = run_query(plugin, make_rows(35))
+    index = plugin.store.index
     assert isinstance(index, RecordingIndex)
     assert index.events[-6:] == ["statement running", "chunk", "chunk", "chunk", "result SUCCESS", "statement success"]
-    ds = service.datasources.all()[0]
-    chunk = service.store.results.get_chunk(ds.results, query_id, 3)
+    ds = plugin.datasources.all()[0]
+    chunk = plugin.store.results.get_chunk(ds.results, query_id, 3)
     assert chunk is not None and chunk.rows == 5 and chunk.chunk_of == query_id
     # The reference plugin finds a result by a search on queryId or jobRunId: a chunk has neither.
     source = index.get(ds.results, chunk_id(query_id, 3))
     assert source is not None and not {"queryId", "jobRunId"} & set(source.source)
-    head = service.store.results.get(ds.results, query_id)
+    head = plugin.store.results.get(ds.results, query_id)
     assert head is not None and head.chunks is not None
     assert (head.chunks.rows, head.chunks.chunk_rows, head.chunks.truncated) == (35, [10, 10, 5], False)
     assert len(head.result) == 10  # the reference's encoding of the first document's rows
 
 
 def test_get_without_paging_is_the_first_document_in_the_reference_shape_with_the_markers(
-    service: AsyncQueryService,
+    plugin: Plugin,
 ) -> None:
-    reply = get(service, run_query(service, make_rows(35)))
+    reply = get(plugin, run_query(plugin, make_rows(35)))
     assert reply["status"] == "SUCCESS"
     assert reply["datarows"] == expected(10)
     assert reply["total"] == reply["size"] == 10
@@ -199,73 +200,73 @@ def test_get_without_paging_is_the_first_document_in_the_reference_shape_with_th
     assert [c["name"] for c in reply["schema"]] == ["id", "s", "d"]
 
 
-def test_a_result_within_one_document_replies_exactly_as_before(service: AsyncQueryService) -> None:
-    query_id = run_query(service, make_rows(3))
-    reply = get(service, query_id)
+def test_a_result_within_one_document_replies_exactly_as_before(plugin: Plugin) -> None:
+    query_id = run_query(plugin, make_rows(3))
+    reply = get(plugin, query_id)
     assert set(reply) == {"status", "schema", "datarows", "total", "size"}
     assert reply["datarows"] == expected(3)
-    paged = get(service, query_id, Page(1, 5))
+    paged = get(plugin, query_id, Page(1, 5))
     assert paged["datarows"] == expected(3)[1:]
     assert (paged["offset"], paged["size"], paged["resultRows"], paged["truncated"]) == (1, 2, 3, False)
 
 
-def test_pages_read_the_whole_result_in_order_across_documents(service: AsyncQueryService) -> None:
-    query_id = run_query(service, make_rows(35))
+def test_pages_read_the_whole_result_in_order_across_documents(plugin: Plugin) -> None:
+    query_id = run_query(plugin, make_rows(35))
     read: list[list[Any]] = []
     offset = 0
     while True:
-        page = get(service, query_id, Page(offset, 7))
+        page = get(plugin, query_id, Page(offset, 7))
         assert page["offset"] == offset and page["resultRows"] == 35
         if not page["size"]:
             break
         read += page["datarows"]
         offset += page["size"]
     assert read == expected(35)
-    spanning = get(service, query_id, Page(8, 10))
+    spanning = get(plugin, query_id, Page(8, 10))
     assert spanning["datarows"] == expected(35)[8:18] and spanning["total"] == spanning["size"] == 10
 
 
-def test_a_capped_result_succeeds_with_its_first_rows_and_says_so(service: AsyncQueryService) -> None:
-    query_id = run_query(service, make_rows(100), max_rows=25)
-    statement = service.store.statements.get("local", query_id)
+def test_a_capped_result_succeeds_with_its_first_rows_and_says_so(plugin: Plugin) -> None:
+    query_id = run_query(plugin, make_rows(100), max_rows=25)
+    statement = plugin.store.statements.get("local", query_id)
     assert statement is not None and statement.doc.state == StatementState.SUCCESS
-    reply = get(service, query_id)
+    reply = get(plugin, query_id)
     assert (reply["resultRows"], reply["truncated"], reply["size"]) == (25, True, 10)
-    last = get(service, query_id, Page(20, 10))
+    last = get(plugin, query_id, Page(20, 10))
     assert last["datarows"] == expected(25)[20:] and last["size"] == 5 and last["truncated"] is True
-    assert get(service, query_id, Page(25, 10))["datarows"] == []
+    assert get(plugin, query_id, Page(25, 10))["datarows"] == []
 
 
-def test_a_page_stops_at_the_plugin_s_bytes_per_page(make_service: ServiceFactory) -> None:
-    service = make_service(result_chunk_rows=10, result_chunk_bytes=60)
-    query_id = run_query(service, make_rows(35), chunk_rows=4)
+def test_a_page_stops_at_the_plugin_s_bytes_per_page(make_plugin: PluginFactory) -> None:
+    plugin = make_plugin(result_chunk_rows=10, result_chunk_bytes=60)
+    query_id = run_query(plugin, make_rows(35), chunk_rows=4)
     # Rows are about 35 bytes: a page holds one document's share past 60 bytes, and no more.
-    page = get(service, query_id, Page(2, 10))
+    page = get(plugin, query_id, Page(2, 10))
     assert page["size"] == 2 and page["datarows"] == expected(4)[2:]
-    assert get(service, query_id, Page(4, 10))["size"] == 4
+    assert get(plugin, query_id, Page(4, 10))["size"] == 4
 
 
-def test_a_page_whose_chunk_is_gone_says_so(service: AsyncQueryService) -> None:
-    query_id = run_query(service, make_rows(35))
-    ds = service.datasources.all()[0]
-    assert service.store.index.delete(ds.results, chunk_id(query_id, 2))
-    reply = get(service, query_id, Page(20, 5))
+def test_a_page_whose_chunk_is_gone_says_so(plugin: Plugin) -> None:
+    query_id = run_query(plugin, make_rows(35))
+    ds = plugin.datasources.all()[0]
+    assert plugin.store.index.delete(ds.results, chunk_id(query_id, 2))
+    reply = get(plugin, query_id, Page(20, 5))
     assert reply == {"status": "FAILED", "error": "The result of this query is no longer available"}
-    assert get(service, query_id, Page(0, 5))["size"] == 5
+    assert get(plugin, query_id, Page(0, 5))["size"] == 5
 
 
-def test_paging_a_statement_that_has_not_succeeded_is_its_usual_reply(service: AsyncQueryService) -> None:
-    submitted = service.submit(SubmitRequest("local", "sql", "SELECT 1"))
-    assert get(service, submitted.query_id, Page(0, 5)) == {"status": "WAITING"}
+def test_paging_a_statement_that_has_not_succeeded_is_its_usual_reply(plugin: Plugin) -> None:
+    submitted = plugin.service.submit(SubmitRequest("local", "sql", "SELECT 1"))
+    assert get(plugin, submitted.query_id, Page(0, 5)) == {"status": "WAITING"}
 
 
-def test_a_result_of_the_reference_s_job_is_paged_from_its_own_encoding(service: AsyncQueryService) -> None:
-    submitted = service.submit(SubmitRequest("local", "sql", "SELECT 1"))
-    store = service.store
+def test_a_result_of_the_reference_s_job_is_paged_from_its_own_encoding(plugin: Plugin) -> None:
+    submitted = plugin.service.submit(SubmitRequest("local", "sql", "SELECT 1"))
+    store = plugin.store
     statement = store.statements.get("local", submitted.query_id)
     assert statement is not None
     store.results.put(
-        service.datasources.all()[0].results,
+        plugin.datasources.all()[0].results,
         ResultDoc(
             query_id=submitted.query_id,
             status="SUCCESS",
@@ -276,15 +277,15 @@ def test_a_result_of_the_reference_s_job_is_paged_from_its_own_encoding(service:
     started = store.statements.start(statement)
     assert started is not None
     store.statements.settle(started, StatementState.SUCCESS)
-    paged = get(service, submitted.query_id, Page(1, 1))
+    paged = get(plugin, submitted.query_id, Page(1, 1))
     assert paged["datarows"] == [[2]] and (paged["resultRows"], paged["truncated"]) == (3, False)
 
 
 # -- the REST layer -------------------------------------------------------------------------------
 
 
-def test_paging_parameters_are_read_from_the_query_string(service: AsyncQueryService, client: httpx.Client) -> None:
-    query_id = run_query(service, make_rows(35))
+def test_paging_parameters_are_read_from_the_query_string(plugin: Plugin, client: httpx.Client) -> None:
+    query_id = run_query(plugin, make_rows(35))
     reply = client.get(f"{BASE}/{query_id}", params={"offset": 30})
     assert reply.status_code == 200
     assert json.loads(reply.text, parse_float=Decimal)["datarows"] == expected(35)[30:]
@@ -302,9 +303,9 @@ def test_paging_parameters_are_read_from_the_query_string(service: AsyncQuerySer
     ],
 )
 def test_bad_paging_parameters_are_a_400_in_the_error_shape(
-    service: AsyncQueryService, client: httpx.Client, params: dict[str, Any], details: str
+    plugin: Plugin, client: httpx.Client, params: dict[str, Any], details: str
 ) -> None:
-    query_id = run_query(service, make_rows(3))
+    query_id = run_query(plugin, make_rows(3))
     reply = client.get(f"{BASE}/{query_id}", params=params)
     assert reply.status_code == 400
     body = reply.json()
@@ -315,21 +316,21 @@ def test_bad_paging_parameters_are_a_400_in_the_error_shape(
 # -- a result the index refuses -------------------------------------------------------------------
 
 
-def interactive_job(service: AsyncQueryService, session_id: str, rows: list[Row], chunk_rows: int) -> InteractiveJob:
+def interactive_job(plugin: Plugin, session_id: str, rows: list[Row], chunk_rows: int) -> InteractiveJob:
     """The session's job, with a stand-in executor streaming ``rows`` for every statement."""
-    session = service.store.sessions.get("local", session_id)
+    session = plugin.store.sessions.get("local", session_id)
     assert session is not None
     limits = ResultLimits(10**6, 10**9, chunk_rows, 10**6)
     # A short inactivity limit: a job that wrongly went on would end its loop in seconds.
     cfg = dataclasses.replace(
         job_config("local", session_id, limits), job_id=session.doc.job_id, inactivity_limit_ms=2_000
     )
-    target = ResultTarget(limits, service.store.results, cfg.result_index)
-    return InteractiveJob(cfg, service.store, StreamingExecutor(rows, target))
+    target = ResultTarget(limits, plugin.store.results, cfg.result_index)
+    return InteractiveJob(cfg, plugin.store, StreamingExecutor(rows, target))
 
 
-def recording(service: AsyncQueryService) -> RecordingIndex:
-    index = service.store.index
+def recording(plugin: Plugin) -> RecordingIndex:
+    index = plugin.store.index
     assert isinstance(index, RecordingIndex)
     return index
 
@@ -345,63 +346,63 @@ def wide_after_ten(n: int) -> list[Row]:
     ids=["the first document", "a chunk"],
 )
 def test_a_result_the_index_refuses_fails_its_statement_with_the_cause_and_the_session_goes_on(
-    service: AsyncQueryService, rows: list[Row], chunk_rows: int, refused: str
+    plugin: Plugin, rows: list[Row], chunk_rows: int, refused: str
 ) -> None:
-    recording(service).result_limit = 4_000
-    submitted = service.submit(SubmitRequest("local", "sql", "SELECT * FROM big"))
-    job = interactive_job(service, submitted.session_id, rows, chunk_rows)
+    recording(plugin).result_limit = 4_000
+    submitted = plugin.service.submit(SubmitRequest("local", "sql", "SELECT * FROM big"))
+    job = interactive_job(plugin, submitted.session_id, rows, chunk_rows)
     job.wait_for_session()
     job.claim()
 
     assert job.run_once()
-    reply = get(service, submitted.query_id)
+    reply = get(plugin, submitted.query_id)
     assert reply["status"] == "FAILED"
     assert reply["error"].startswith("Fail to write result, cause: put query_execution_result_local/")
     assert reply["error"].endswith(f"{submitted.query_id}{refused}: 413 request body is larger than 4000 bytes")
 
     # The session lives on: its next statement runs in it.
     job.statements.executor = StreamingExecutor(
-        make_rows(2), ResultTarget(job.cfg.result_limits, service.store.results, job.cfg.result_index)
+        make_rows(2), ResultTarget(job.cfg.result_limits, plugin.store.results, job.cfg.result_index)
     )
-    second = service.submit(SubmitRequest("local", "sql", "SELECT 2", submitted.session_id))
+    second = plugin.service.submit(SubmitRequest("local", "sql", "SELECT 2", submitted.session_id))
     assert second.session_id == submitted.session_id
     assert job.run_once()
-    assert get(service, second.query_id)["datarows"] == expected(2)
+    assert get(plugin, second.query_id)["datarows"] == expected(2)
     assert not job.stop_event.is_set()
 
 
 def test_a_statement_whose_failed_result_is_refused_too_is_failed_and_the_session_goes_on(
-    service: AsyncQueryService,
+    plugin: Plugin,
 ) -> None:
-    recording(service).result_limit = 0  # a result index whose mapping refuses every result
-    submitted = service.submit(SubmitRequest("local", "sql", "SELECT * FROM big"))
-    job = interactive_job(service, submitted.session_id, make_rows(5), 1_000)
+    recording(plugin).result_limit = 0  # a result index whose mapping refuses every result
+    submitted = plugin.service.submit(SubmitRequest("local", "sql", "SELECT * FROM big"))
+    job = interactive_job(plugin, submitted.session_id, make_rows(5), 1_000)
     job.wait_for_session()
     job.claim()
 
     assert job.run_once()
-    statement = service.store.statements.get("local", submitted.query_id)
+    statement = plugin.store.statements.get("local", submitted.query_id)
     assert statement is not None and statement.doc.state == StatementState.FAILED
     assert statement.doc.error.startswith("Fail to run query. Cause: put query_execution_result_local/")
     assert not job.stop_event.is_set()
 
 
 def test_a_statement_the_job_cannot_end_ends_its_session_and_never_stays_running(
-    service: AsyncQueryService,
+    plugin: Plugin,
 ) -> None:
     """When not even the statement's failure can be written, the job ends the session: a
     statement must not stay ``running`` in a live session that no longer runs it."""
-    index = recording(service)
+    index = recording(plugin)
     index.result_limit = 0
     index.refuse_statement_ends = True
-    submitted = service.submit(SubmitRequest("local", "sql", "SELECT * FROM big"))
-    job = interactive_job(service, submitted.session_id, make_rows(5), 1_000)
+    submitted = plugin.service.submit(SubmitRequest("local", "sql", "SELECT * FROM big"))
+    job = interactive_job(plugin, submitted.session_id, make_rows(5), 1_000)
 
     assert job.run() == SessionState.FAIL
     index.refuse_statement_ends = False
-    session = service.store.sessions.get("local", submitted.session_id)
+    session = plugin.store.sessions.get("local", submitted.session_id)
     assert session is not None and "mapper_parsing_exception" in session.doc.error
-    reply = get(service, submitted.query_id)
+    reply = get(plugin, submitted.query_id)
     assert reply["status"] == "FAILED"
     assert reply["error"].startswith("Session ended before the statement finished: Session failed:")
 

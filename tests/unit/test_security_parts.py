@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import multiprocessing
+import os
 import stat
 from pathlib import Path
 
@@ -15,12 +16,13 @@ from async_query.security.audit import AuditLog
 from async_query.security.authn import CredentialCache, parse_basic
 from async_query.security.authz import check_datasource_access, check_owner, require_admin
 from async_query.security.errors import ForbiddenError
-from async_query.security.hosts import is_loopback_bind, loopback_host
+from async_query.security.job_user import JobUser
 from async_query.security.middleware import classify
 from async_query.security.principal import ANONYMOUS, Principal
 from async_query.security.setup import serve_checks
 from async_query.security.users import UserDirectory, UsersFile, UsersFileError
 from async_query.settings import Settings
+from query_core.hosts import is_loopback_bind, loopback_host
 from query_core.ids import new_id
 from tests.support import FAST_HASHER
 
@@ -173,11 +175,41 @@ def test_serve_checks(tmp_path: Path) -> None:
     assert in_clear.errors == [] and any("plain HTTP" in w for w in in_clear.warnings)
     assert not any("plain HTTP" in w for w in serve_checks(basic, "0.0.0.0", tls=True).warnings)
     users.chmod(0o644)
-    assert any("chmod 600" in w for w in serve_checks(basic, "127.0.0.1").warnings)
+    readable = serve_checks(basic, "127.0.0.1")
+    if JobUser.resolve().switches:  # run as root, jobs run as nobody: who must not read the hashes
+        assert any("can be read by the job user nobody" in e and "chmod 600" in e for e in readable.errors)
+    else:
+        assert any("chmod 600" in w for w in readable.warnings)
 
     assert "needs OPENSEARCH_URL" in serve_checks(Settings(data_dir=tmp_path, auth="cluster"), "127.0.0.1").errors[0]
     cluster = Settings(data_dir=tmp_path, auth="cluster", opensearch_url="https://os.example:9200")
     assert serve_checks(cluster, "127.0.0.1").errors == []
+
+
+def test_serve_refuses_to_run_jobs_as_root_unless_a_setting_says_so(tmp_path: Path) -> None:
+    as_root = serve_checks(Settings(data_dir=tmp_path, local_job_user="root"), "127.0.0.1")
+    allowed = serve_checks(Settings(data_dir=tmp_path, local_job_user="root", local_job_allow_root=True), "127.0.0.1")
+    if os.geteuid() == 0:
+        assert len(as_root.errors) == 1 and "refusing to run local jobs as root" in as_root.errors[0]
+        assert "ASYNC_QUERY_LOCAL_JOB_ALLOW_ROOT" in as_root.errors[0]
+        assert allowed.errors == [] and any("local jobs run as root" in w for w in allowed.warnings)
+        default = serve_checks(Settings(data_dir=tmp_path), "127.0.0.1")
+        assert default.errors == [] and JobUser.resolve().name == "nobody"
+    else:  # a service that is not root cannot start anything as root, allowed or not
+        assert "not root" in as_root.errors[0] and "not root" in allowed.errors[0]
+    unknown = serve_checks(Settings(data_dir=tmp_path, local_job_user="no-such-user-here"), "127.0.0.1")
+    assert "is not a user of this machine" in unknown.errors[0]
+
+
+def test_serve_refuses_a_tls_key_the_job_user_could_read(tmp_path: Path) -> None:
+    key = tmp_path / "key.pem"
+    key.write_text("-----BEGIN PRIVATE KEY-----")
+    key.chmod(0o644)
+    checks = serve_checks(Settings(data_dir=tmp_path), "127.0.0.1", tls=True, tls_key=str(key))
+    if JobUser.resolve().switches:
+        assert any("TLS key" in e and "chmod 600" in e for e in checks.errors)
+    key.chmod(0o600)
+    assert serve_checks(Settings(data_dir=tmp_path), "127.0.0.1", tls=True, tls_key=str(key)).errors == []
 
 
 def test_admin_roles_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:

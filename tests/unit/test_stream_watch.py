@@ -7,12 +7,12 @@ from __future__ import annotations
 import threading
 
 from async_query.launcher.base import JobRunState
-from async_query.service import AsyncQueryService
+from async_query.runtime import Plugin
 from query_core.flint import latest_id
 from query_core.models import FlintIndexStateDoc, SessionDoc, now_millis
 from query_core.states import FlintIndexState, SessionState, SessionType
 from query_core.store import Store
-from tests.conftest import ServiceFactory
+from tests.conftest import PluginFactory
 from tests.support import RecordingLauncher, seed, wait_for
 
 INDEX = "flint_local_default_events_pages_index"
@@ -49,7 +49,7 @@ def age(store: Store, ds: str, session_id: str, ms: int) -> None:
     """The session's last heartbeat, ``ms`` ago."""
     current = store.sessions.get(ds, session_id)
     assert current is not None
-    store.sessions.update(current, last_update_time=now_millis() - ms)
+    store.sessions.beat(current, at=now_millis() - ms)
 
 
 def index_state(store: Store, ds: str) -> FlintIndexStateDoc:
@@ -59,19 +59,19 @@ def index_state(store: Store, ds: str) -> FlintIndexStateDoc:
 
 
 def setup(
-    make_service: ServiceFactory, state: JobRunState, **settings: float
-) -> tuple[AsyncQueryService, RecordingLauncher, str]:
+    make_plugin: PluginFactory, state: JobRunState, **settings: float
+) -> tuple[Plugin, RecordingLauncher, str]:
     launcher = RecordingLauncher(state=state)
-    service = make_service(launcher, **settings)
-    return service, launcher, service.datasources.all()[0].name
+    plugin = make_plugin(launcher, **settings)
+    return plugin, launcher, plugin.datasources.all()[0].name
 
 
 def test_a_silent_stream_whose_job_is_gone_fails_its_index_with_the_cause(
-    make_service: ServiceFactory, store: Store
+    make_plugin: PluginFactory, store: Store
 ) -> None:
-    service, launcher, ds = setup(make_service, JobRunState.FAILED, stream_watch_interval_s=60)
+    plugin, launcher, ds = setup(make_plugin, JobRunState.FAILED, stream_watch_interval_s=60)
     session_id = live_stream(store, ds, interval_ms=10_000)
-    watcher = service.stream_watcher
+    watcher = plugin.stream_watcher
 
     watcher.run_once()  # fresh: nothing asked, and the next look is due when it would turn stale
     assert launcher.described == [] and index_state(store, ds).state == FlintIndexState.REFRESHING
@@ -89,17 +89,17 @@ def test_a_silent_stream_whose_job_is_gone_fails_its_index_with_the_cause(
     assert state.error.startswith("The stream refreshing this index stopped: job job-s (streaming session s-stream)")
     assert "is failed" in state.error  # the launcher's word on the job
     assert watcher.failed == [INDEX]
-    assert service.housekeeper.stalled_indexes.repaired == 0
+    assert plugin.housekeeper.stalled_indexes.repaired == 0
 
 
-def test_a_silent_stream_whose_job_still_runs_is_left_alone(make_service: ServiceFactory, store: Store) -> None:
-    service, launcher, ds = setup(make_service, JobRunState.RUNNING)
+def test_a_silent_stream_whose_job_still_runs_is_left_alone(make_plugin: PluginFactory, store: Store) -> None:
+    plugin, launcher, ds = setup(make_plugin, JobRunState.RUNNING)
     session_id = live_stream(store, ds, interval_ms=10_000)
     age(store, ds, session_id, 31_000)
     store.index.refresh("*")
 
-    service.stream_watcher.run_once()
-    service.stream_watcher.run_once()  # the launcher's answer is reused
+    plugin.stream_watcher.run_once()
+    plugin.stream_watcher.run_once()  # the launcher's answer is reused
 
     assert launcher.described == ["job-s"]
     session = store.sessions.get(ds, session_id)
@@ -108,26 +108,26 @@ def test_a_silent_stream_whose_job_still_runs_is_left_alone(make_service: Servic
 
 
 def test_a_stale_search_hit_is_read_again_before_the_launcher_is_asked(
-    make_service: ServiceFactory, store: Store
+    make_plugin: PluginFactory, store: Store
 ) -> None:
-    service, launcher, ds = setup(make_service, JobRunState.FAILED)
+    plugin, launcher, ds = setup(make_plugin, JobRunState.FAILED)
     session_id = live_stream(store, ds, interval_ms=10_000)
     age(store, ds, session_id, 31_000)
     store.index.refresh("*")
     age(store, ds, session_id, 0)  # a beat the search does not see yet
 
-    service.stream_watcher.run_once()
+    plugin.stream_watcher.run_once()
 
     assert launcher.described == []
     assert index_state(store, ds).state == FlintIndexState.REFRESHING
 
 
 def test_a_session_another_process_ended_has_its_index_failed_without_asking_the_launcher(
-    make_service: ServiceFactory, store: Store
+    make_plugin: PluginFactory, store: Store
 ) -> None:
     """Another plugin process (a GET's liveness check, say) ended the session; the search still
     shows it running and stale: its index is failed with that end's cause."""
-    service, launcher, ds = setup(make_service, JobRunState.FAILED)
+    plugin, launcher, ds = setup(make_plugin, JobRunState.FAILED)
     session_id = live_stream(store, ds, interval_ms=10_000)
     age(store, ds, session_id, 31_000)
     store.index.refresh("*")
@@ -135,7 +135,7 @@ def test_a_session_another_process_ended_has_its_index_failed_without_asking_the
     assert current is not None
     store.sessions.end(current, SessionState.DEAD, "Job job-s of session s-stream is failed")
 
-    service.stream_watcher.run_once()
+    plugin.stream_watcher.run_once()
 
     assert launcher.described == []
     state = index_state(store, ds)
@@ -144,11 +144,11 @@ def test_a_session_another_process_ended_has_its_index_failed_without_asking_the
 
 
 def test_the_watcher_wakes_at_the_staleness_limit_not_at_its_interval(
-    make_service: ServiceFactory, store: Store
+    make_plugin: PluginFactory, store: Store
 ) -> None:
     """A stream beating every 200 ms is killed: with a one-minute search interval, the running
     watcher still fails its index once three beats are missed."""
-    service, launcher, ds = setup(make_service, JobRunState.RUNNING, stream_watch_interval_s=60)
+    plugin, launcher, ds = setup(make_plugin, JobRunState.RUNNING, stream_watch_interval_s=60)
     session_id = live_stream(store, ds, interval_ms=200)
     killed = threading.Event()
 
@@ -158,9 +158,9 @@ def test_the_watcher_wakes_at_the_staleness_limit_not_at_its_interval(
 
     job = threading.Thread(target=beat, daemon=True)
     job.start()
-    service.stream_watcher.start()
+    plugin.stream_watcher.start()
     try:
-        wait_for(lambda: service.stream_watcher.wait_s() < 1, timeout=10, what="the watcher to see the stream")
+        wait_for(lambda: plugin.stream_watcher.wait_s() < 1, timeout=10, what="the watcher to see the stream")
         killed.set()
         job.join(timeout=5)
         launcher.state = JobRunState.FAILED
@@ -169,5 +169,5 @@ def test_the_watcher_wakes_at_the_staleness_limit_not_at_its_interval(
         )
     finally:
         killed.set()
-        service.stream_watcher.stop()
+        plugin.stream_watcher.stop()
     assert launcher.described == ["job-s"]

@@ -13,7 +13,8 @@ import pytest
 
 from async_query.datasources import Datasource
 from async_query.launcher.base import JobRunState
-from async_query.service import AsyncQueryService, SubmitRequest
+from async_query.runtime import Plugin
+from async_query.service import SubmitRequest
 from async_query.slots import REFRESHING_JOBS, SLOTS_INDEX, Holder, Slots
 from query_core.errors import LauncherError, TooManyRequestsError
 from query_core.flint import latest_id
@@ -21,37 +22,37 @@ from query_core.flint.metas import flint_metas
 from query_core.models import FlintIndexStateDoc, SessionDoc, now_millis
 from query_core.states import FlintIndexState, SessionState, SessionType
 from query_core.store import Store
-from tests.conftest import ServiceFactory
-from tests.support import RecordingLauncher, StandInStream, seed
+from tests.conftest import PluginFactory
+from tests.support import RecordingLauncher, StandInStream, job_beats, seed
 
 CREATE = "CREATE INDEX idx{n} ON local.default.t (a) WITH (auto_refresh = true)"
 F = FlintIndexState
 
 
-def create(service: AsyncQueryService, n: int = 0, ds: str | None = None) -> str:
-    ds = ds or service.datasources.all()[0].name
-    return service.submit(SubmitRequest(ds, "sql", CREATE.format(n=n))).query_id
+def create(plugin: Plugin, n: int = 0, ds: str | None = None) -> str:
+    ds = ds or plugin.datasources.all()[0].name
+    return plugin.service.submit(SubmitRequest(ds, "sql", CREATE.format(n=n))).query_id
 
 
 # -- the limit of refreshing jobs --------------------------------------------------------------------
 
 
 def test_two_plugin_processes_never_take_more_slots_than_the_limit(
-    make_service: ServiceFactory, store: Store
+    make_plugin: PluginFactory, store: Store
 ) -> None:
     """Two services on one index (two plugin processes) race 12 CREATEs for 3 slots: exactly 3 run,
     although none of the new sessions is searchable when the others count."""
     launchers = [RecordingLauncher(), RecordingLauncher()]
-    services = [make_service(launcher, max_refreshing_jobs=3) for launcher in launchers]
+    plugins = [make_plugin(launcher, max_refreshing_jobs=3) for launcher in launchers]
     start = threading.Barrier(12)
     outcomes: list[str] = []
     lock = threading.Lock()
 
     def post(n: int) -> None:
-        service = services[n % 2]
+        plugin = plugins[n % 2]
         start.wait()
         try:
-            create(service, n)
+            create(plugin, n)
             outcome = "accepted"
         except TooManyRequestsError as exc:
             outcome = exc.message
@@ -70,7 +71,7 @@ def test_two_plugin_processes_never_take_more_slots_than_the_limit(
 
 
 def test_a_slot_frees_when_its_session_ends_or_its_launch_fails(
-    make_service: ServiceFactory, store: Store
+    make_plugin: PluginFactory, store: Store
 ) -> None:
     class FailingOnce(RecordingLauncher):
         failed = False
@@ -81,22 +82,22 @@ def test_a_slot_frees_when_its_session_ends_or_its_launch_fails(
                 raise LauncherError("no capacity")
             return super().start(request)
 
-    service = make_service(FailingOnce(), max_refreshing_jobs=1)
-    ds = service.datasources.all()[0].name
+    plugin = make_plugin(FailingOnce(), max_refreshing_jobs=1)
+    ds = plugin.datasources.all()[0].name
     with pytest.raises(LauncherError):
-        create(service)
-    first = create(service)  # the failed launch gave its slot back at once
+        create(plugin)
+    first = create(plugin)  # the failed launch gave its slot back at once
     with pytest.raises(TooManyRequestsError):
-        create(service, 1)
+        create(plugin, 1)
 
     statement = store.statements.get(ds, first)
     assert statement is not None
     session = store.sessions.get(ds, statement.doc.session_id)
     assert session is not None
-    store.sessions.update(session, SessionState.DEAD)
+    store.sessions.end(session, SessionState.DEAD)
     store.index.refresh("*")  # what follows finds them by a search
     assert not store.sessions.find(ds, [SessionState.NOT_STARTED])
-    create(service, 2)  # no write released the slot: the ended session did
+    create(plugin, 2)  # no write released the slot: the ended session did
 
 
 def test_a_slot_taken_for_a_session_never_recorded_is_free_after_the_grace(store: Store, ds_name: str) -> None:
@@ -111,21 +112,19 @@ def test_a_slot_taken_for_a_session_never_recorded_is_free_after_the_grace(store
 
 
 def test_a_slot_held_by_a_job_that_died_silently_is_taken_once_its_launcher_confirms(
-    make_service: ServiceFactory, store: Store
+    make_plugin: PluginFactory, store: Store
 ) -> None:
     launcher = RecordingLauncher()
-    service = make_service(launcher, max_refreshing_jobs=1)
-    ds = service.datasources.all()[0].name
-    statement = store.statements.get(ds, create(service))
+    plugin = make_plugin(launcher, max_refreshing_jobs=1)
+    ds = plugin.datasources.all()[0].name
+    statement = store.statements.get(ds, create(plugin))
     assert statement is not None
     session = store.sessions.get(ds, statement.doc.session_id)
     assert session is not None
-    store.sessions.update(
-        session, SessionState.RUNNING, last_update_time=now_millis() - 600_000, heartbeat_interval_millis=1_000
-    )
+    job_beats(store, session, 600_000, heartbeat_interval_millis=1_000)
     launcher.state = JobRunState.FAILED  # killed: no heartbeat, and the launcher knows
 
-    create(service, 1)
+    create(plugin, 1)
 
     assert launcher.described == ["job-1"]
     ended = store.sessions.get(ds, statement.doc.session_id)
@@ -137,19 +136,19 @@ def test_a_slot_held_by_a_job_that_died_silently_is_taken_once_its_launcher_conf
 
 
 def test_get_of_a_streaming_query_asks_the_launcher_nothing_while_the_heartbeat_is_fresh(
-    make_service: ServiceFactory, store: Store
+    make_plugin: PluginFactory, store: Store
 ) -> None:
     launcher = RecordingLauncher()
-    service = make_service(launcher)
-    ds = service.datasources.all()[0].name
-    query_id = create(service)
+    plugin = make_plugin(launcher)
+    ds = plugin.datasources.all()[0].name
+    query_id = create(plugin)
     statement = store.statements.get(ds, query_id)
     assert statement is not None
     session = store.sessions.get(ds, statement.doc.session_id)
     assert session is not None
-    store.sessions.update(session, SessionState.RUNNING, last_update_time=now_millis(), heartbeat_interval_millis=60_000)
+    job_beats(store, session, heartbeat_interval_millis=60_000)
     for _ in range(1_000):
-        assert json.loads(service.get(query_id))["status"] == "WAITING"
+        assert json.loads(plugin.service.get(query_id))["status"] == "WAITING"
     assert launcher.described == []
 
 
@@ -180,12 +179,12 @@ def streaming_index(store: Store, ds: str, index: str, job_id: str) -> str:
 
 
 def test_the_streaming_housekeeper_stops_streams_whose_datasource_or_index_went(
-    make_service: ServiceFactory, store: Store, datasource: Datasource
+    make_plugin: PluginFactory, store: Store, datasource: Datasource
 ) -> None:
-    service = make_service(RecordingLauncher(), stream_stop_timeout_s=10)
+    plugin = make_plugin(RecordingLauncher(), stream_stop_timeout_s=10)
     configured = datasource.name
-    service.datasources.create(Datasource(name="gone", connector="local"))
-    service.datasources.create(Datasource(name="paused", connector="local"))
+    plugin.datasources.create(Datasource(name="gone", connector="local"))
+    plugin.datasources.create(Datasource(name="paused", connector="local"))
     streams = {
         "deleted": ("gone", "flint_gone_db_t_a_index", "job-1"),
         "disabled": ("paused", "flint_paused_db_t_a_index", "job-2"),
@@ -193,15 +192,15 @@ def test_the_streaming_housekeeper_stops_streams_whose_datasource_or_index_went(
         "healthy": (configured, f"flint_{configured}_db_t_c_index", "job-4"),
     }
     sessions = {name: streaming_index(store, ds, index, job) for name, (ds, index, job) in streams.items()}
-    service.datasources.delete("gone")
-    service.datasources.update(Datasource(name="paused", connector="local", status="DISABLED"))
+    plugin.datasources.delete("gone")
+    plugin.datasources.update(Datasource(name="paused", connector="local", status="DISABLED"))
     store.index.delete_index(streams["index gone"][1])
 
     jobs = [StandInStream(store, ds, sessions[name], latest_id(index)) for name, (ds, index, _) in streams.items()]
     for job in jobs:
         job.__enter__()
     try:
-        service.streaming_housekeeper.run_once()
+        plugin.streaming_housekeeper.run_once()
     finally:
         for job in jobs:
             job.__exit__()
@@ -217,10 +216,10 @@ def test_the_streaming_housekeeper_stops_streams_whose_datasource_or_index_went(
     assert flint_metas(store.index, streams["disabled"][1])[streams["disabled"][1]]["options"]["auto_refresh"] == "false"
     assert state("index gone") == F.DELETED
     assert state("healthy") == F.REFRESHING
-    assert sorted(service.streaming_housekeeper.stopped) == [
+    assert sorted(plugin.streaming_housekeeper.stopped) == [
         "datasource gone was deleted",
         "datasource paused is disabled",
         f"index {streams['index gone'][1]} no longer exists",
     ]
     assert [job.stopped.is_set() for job in jobs] == [True, True, True, False]
-    assert service.stream_stopper.cancelled == 0
+    assert plugin.stream_stopper.cancelled == 0

@@ -1,11 +1,11 @@
 """Client commands of ``async-query`` (submit, get, cancel, sessions): they talk to the REST API.
 
-They use only HTTP (:mod:`async_query.client`), so they work against any deployment. Results go to
+They use only HTTP (:mod:`async_query_cli.client`), so they work against any deployment. Results go to
 stdout, everything else (ids while waiting, progress, errors) to stderr, so that
 ``async-query submit --wait "..." > out.txt`` keeps just the result.
 
 ``submit`` reuses the session of the last query submitted for the same service URL and datasource
-(:mod:`async_query.client_state`), as OpenSearch Dashboards does; ``--session`` and
+(:mod:`async_query_cli.state`), as OpenSearch Dashboards does; ``--session`` and
 ``--new-session`` override it.
 
 ``--user`` (or ``$ASYNC_QUERY_USER``) sends HTTP Basic credentials; the password comes from
@@ -31,7 +31,7 @@ from decimal import Decimal
 from typing import Any, TextIO
 from urllib.parse import urlsplit
 
-from async_query.client import (
+from async_query_cli.client import (
     PASSWORD_ENV,
     URL_ENV,
     USER_ENV,
@@ -43,8 +43,8 @@ from async_query.client import (
     WaitTimeoutError,
     default_url,
 )
-from async_query.client_state import FILE_NAME, STATE_DIR_ENV, RememberedSessions
-from async_query.security.hosts import is_loopback_bind
+from async_query_cli.state import FILE_NAME, STATE_DIR_ENV, RememberedSessions
+from query_core.hosts import is_loopback_bind
 
 log = logging.getLogger(__name__)
 
