@@ -159,6 +159,13 @@ def post_bench(statements: list[str], warehouse: str) -> tuple[list[Figure], dic
             "ms",
             note="the reference's profile, for comparison",
         ),
+        Figure(
+            SECTION,
+            "POST: LOCAL check / S3GLUE check, p50 ratio",
+            round(percentile(local_ms, 50) / percentile(s3glue_ms, 50), 2),
+            "x",
+            note="same run",
+        ),
     ]
     return figures, {
         "statements": n,
@@ -209,6 +216,13 @@ def job_bench(spark: Any, statements: list[str], warehouse: str) -> tuple[list[F
             round(percentile(spark_ms, 50), 3),
             "ms",
             note="spark.sql(text), not executed: for scale",
+        ),
+        Figure(
+            SECTION,
+            "job: check / Spark's parse + analyze, p50 ratio",
+            round(percentile(guard_ms, 50) / percentile(spark_ms, 50), 2),
+            "x",
+            note="same run",
         ),
     ]
     return figures, {"guard_ms": summary(guard_ms), "spark_analyze_ms": summary(spark_ms)}
