@@ -48,19 +48,35 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="ASYNC_QUERY_", extra="forbid")
 
     # -- the index cluster (empty URL: start the embedded index server) -------------------------
+    #: The index cluster holding the request and result indexes (also ``OPENSEARCH_URL``); empty:
+    #: the embedded index server under ``<data_dir>/index``.
     opensearch_url: str = Field(default="", validation_alias=_env("opensearch_url"))
+    #: Basic-auth user of the index cluster (also ``OPENSEARCH_USERNAME``).
     opensearch_username: str = Field(default="", validation_alias=_env("opensearch_username"))
+    #: Its password (also ``OPENSEARCH_PASSWORD``): local jobs get it through their environment,
+    #: EMR Serverless jobs from a Secrets Manager secret, never on a command line.
     opensearch_password: str = Field(default="", repr=False, validation_alias=_env("opensearch_password"))
+    #: Verify the index cluster's TLS certificate (also ``OPENSEARCH_VERIFY_CERTS``).
     opensearch_verify_certs: bool = Field(default=True, validation_alias=_env("opensearch_verify_certs"))
+    #: A CA bundle to verify it with (also ``OPENSEARCH_CA_CERTS``).
     opensearch_ca_certs: str = Field(default="", validation_alias=_env("opensearch_ca_certs"))
+    #: How the plugin authenticates to the index cluster: ``basic``, ``noauth``, ``sigv4`` (AWS), or
+    #: ``basic_if_user`` (basic when a user name is set).
     opensearch_auth: str = "basic_if_user"
+    #: The AWS region of ``sigv4`` authentication.
     opensearch_region: str = "us-east-1"
+    #: How long a failing index call of the plugin is retried before the request is answered 503.
     opensearch_retry_seconds: float = 10.0
     #: Seconds one HTTP request of the plugin to the index cluster may take (past it: retried
     #: within ``opensearch_retry_seconds``, then a 503).
     opensearch_request_timeout_s: float = Field(default=10.0, gt=0)
 
     # -- where local state lives (warehouse, metastore, job logs, embedded index) --------------
+    #: Where the service keeps its state: the embedded index (``index/``), the catalog of ``local``
+    #: (``metastore/``, ``warehouse/``, ``checkpoints/``) and of other local datasources
+    #: (``catalogs/<ds>/``), job logs (``logs/``), pid files (``jobs/``), jobs' temporary files
+    #: (``tmp/<jobId>/``), the audit log and the users file; private to the service's user
+    #: (docs/security.md).
     data_dir: Path = Path("var")
     #: The embedded index (``<data_dir>/index``) acknowledges a write once it is in its journal on
     #: disk; a commit waits this long for more writes to share its sync (0: none, commits
@@ -86,6 +102,7 @@ class Settings(BaseSettings):
     #: The catalog of local datasources: ``metastore`` gives each its own Hive Metastore, shared by
     #: its jobs (tables survive sessions and restarts); ``in-memory`` gives each job its own catalog.
     local_catalog: Literal["metastore", "in-memory"] = "metastore"
+    #: Heap of each embedded Hive Metastore's JVM, in MiB.
     metastore_heap_mb: int = 512
     #: ``spark-submit`` to run; empty means the one installed with pyspark beside this Python.
     spark_submit: str = ""
@@ -107,10 +124,15 @@ class Settings(BaseSettings):
     local_job_python: str = ""
 
     # -- sessions and jobs (passed to each job as spark.flint.job.* keys) ----------------------
+    #: An idle interactive session's job ends after this long without a statement.
     inactivity_limit_ms: int = 180_000
+    #: A statement running longer ends ``TIMEOUT``.
     query_execution_timeout_s: int = 1_800
+    #: A statement waiting longer for its job ends ``FAILED``.
     query_wait_timeout_ms: int = 600_000
+    #: How often an idle job reads its session document for new statements.
     loop_frequency_ms: int = 50
+    #: A job's heartbeat while statements run, and when idle (milliseconds).
     heartbeat_running_ms: int = 2_000
     heartbeat_idle_ms: int = 30_000
     #: A streaming session beats this often, however many micro-batches run (carries progress).
@@ -156,7 +178,8 @@ class Settings(BaseSettings):
     #: Basic-auth passwords of EMR Serverless jobs are put in AWS Secrets Manager secrets named
     #: ``<prefix>/<cluster name>/<datasource>`` (the job reads them by ARN, never from its parameters).
     emr_secret_prefix: str = "async-query"
-    # Throttling and 5xx answers of EMR Serverless calls are retried within both bounds.
+    #: Throttling and 5xx answers of EMR Serverless calls are retried within both bounds
+    #: (attempts, seconds).
     emr_retry_attempts: int = 6
     emr_retry_seconds: float = 30.0
 
@@ -198,7 +221,9 @@ class Settings(BaseSettings):
     #: job to ask is repaired by the housekeeping sweep once unchanged this long (and, when it
     #: names a job, once the launcher says that job ended).
     index_op_stall_s: float = 300.0
+    #: How often the housekeeping sweep runs (in one plugin process at a time, under a lease).
     housekeeping_interval_s: float = 300.0
+    #: Housekeeping deletes finished requests, and results, older than these (days).
     request_retention_days: float = 30.0
     result_retention_days: float = 60.0
     #: Local job logs and pid files of jobs no longer running, not written for this many days, are
@@ -248,15 +273,15 @@ class Settings(BaseSettings):
     http_keep_alive_s: int = 5
     #: Seconds a stop waits for requests in progress before it closes their connections.
     http_shutdown_timeout_s: int = 30
-    #: The longest statement accepted (longer: a 400 at POST; the job refuses it too).
+    #: The longest query text a POST may carry, and the largest request body (bytes); beyond: 400.
     max_query_chars: int = 1_000_000
+    max_body_bytes: int = 2_000_000
     #: How deeply a statement may nest (parentheses, operator chains, CASE, subqueries), checked on
     #: its tokens before any parser recurses: deeper is a 400 at POST, and the job refuses it too.
     max_statement_depth: int = 128
     #: Seconds a statement may spend being parsed and analyzed in the job before any Spark work of
     #: its own starts; past it, it fails alone and its session goes on (0: no limit).
     statement_prepare_timeout_s: int = 120
-    max_body_bytes: int = 2_000_000
     #: Bytes of finished queries' replies kept in memory (they never change).
     reply_cache_bytes: int = 64 * 1024 * 1024
     #: Queries whose session and kind are remembered (ten times this many), for GET's routing.
