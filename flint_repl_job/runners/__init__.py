@@ -108,6 +108,7 @@ def run_session(spark: Any, runner: type[SessionRunner], cfg: JobConfig, stop: t
         results,
         limits=cfg.statement_limits,
         prepare_timeout_s=cfg.statement_prepare_timeout_s,
+        report_catalog=cfg.report_catalog_changes,
     )
     try:
         return runner(cfg, store, executor, stop).run()

@@ -64,6 +64,7 @@ PRODUCT_KEYS = {
     "spark.flint.job.maxStatementChars",
     "spark.flint.job.maxStatementDepth",
     "spark.flint.job.statementPrepareTimeoutSec",
+    "spark.flint.job.reportCatalogChanges",
     "spark.flint.job.poolSlot",
     "spark.flint.job.poolIdleLimitMillis",
 }
@@ -117,6 +118,7 @@ EVERYTHING = JobConf(
     max_result_bytes=65_536,
     result_chunk_rows=100,
     result_chunk_bytes=4_096,
+    report_catalog_changes=False,
 )
 
 
@@ -254,7 +256,7 @@ def test_the_exclude_list_ignores_blanks() -> None:
 def test_the_job_config_defaults_are_the_contract_defaults() -> None:
     defaulted = [f for f in dataclasses.fields(JobConfig) if f.default is not dataclasses.MISSING]
     shared = [f for f in defaulted if f.name in {row.field for row in SETTINGS}]
-    assert len(shared) == 25
+    assert len(shared) == 26
     for f in shared:
         assert f.default == getattr(DEFAULTS, f.name), f.name
 
