@@ -13,6 +13,7 @@ exist", "Table ... is not found", "Column ... does not exist").
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
 import time
@@ -146,6 +147,13 @@ class FlintEngine:
             AlterIndex: self.alter,
             RecoverIndexJob: self.recover,
         }
+
+    @functools.cached_property
+    def checkpoints(self) -> Checks:
+        """The checks of checkpoint locations, read as this job's Hadoop reads them."""
+        from flint_repl_job.guard import StatementGuard
+
+        return StatementGuard(self.spark, self.context.validation).checks
 
     def run(self, statement: Statement) -> FlintOutput:
         return self._handlers[type(statement)](statement)
@@ -287,6 +295,11 @@ class FlintEngine:
             raise FlintIndexError(str(exc)) from None
 
     def _start_stream(self, meta: IndexMeta, fresh: bool, available_now: bool = False) -> IndexStream:
+        checkpoint = checkpoint_location(meta.options, meta.index_name, self.settings())
+        if checkpoint and meta.options.get("checkpoint_location"):
+            # The stream writes there (and a fresh one deletes what is there first), whoever wrote
+            # the index's options: an ALTER or a RECOVER reads them from the index.
+            self.checkpoints.checkpoint(checkpoint)
         if not self._registered:
             register(self.spark)
             self._registered = True
@@ -526,7 +539,7 @@ class FlintEngine:
         if location:
             # Refused before anything is deleted: the location came from the index's options,
             # written when it was created (perhaps by another plugin, or before this check).
-            Checks(self.context.validation).checkpoint(location)
+            self.checkpoints.checkpoint(location)
 
         def work() -> None:
             self.store.admin.delete_index(index_name)
