@@ -21,6 +21,7 @@ import logging
 from dataclasses import dataclass, field
 
 from async_query import metrics
+from async_query.catalog.readmodel import CatalogReadModel
 from async_query.datasources import DatasourceRegistry, local_datasource
 from async_query.embedded.catalogs import LocalCatalogs
 from async_query.embedded.index import EmbeddedIndex
@@ -74,6 +75,8 @@ class Plugin:
     #: The warm pools, and their keeper (refills, scale-down, the stop of their jobs).
     pools: Pools
     pool_keeper: PoolKeeper
+    #: The catalog read model of the browse statements (None: turned off; docs/catalog.md).
+    catalog: CatalogReadModel | None = None
     #: The reference's ``_sql/stats`` counters; None when metrics are off.
     stats: Stats | None = None
     closed: bool = field(default=False, init=False)
@@ -107,6 +110,8 @@ class Plugin:
             worker.stop()
         self.stream_stopper.close()
         self.handlers.close()
+        if self.catalog is not None:
+            self.catalog.close()
         self.launchers.close()
 
 
@@ -149,6 +154,17 @@ def build_plugin(
     streaming_housekeeper = StreamingHousekeeper(
         store, datasources, liveness, stream_stopper.stop, settings.streaming_housekeeping_interval_s
     )
+    catalog = (
+        CatalogReadModel(
+            store,
+            registry.for_datasource,
+            staleness_s=settings.catalog_staleness_s,
+            max_bytes=settings.catalog_cache_bytes,
+            timeout_s=settings.catalog_timeout_s,
+        )
+        if settings.catalog_read_model
+        else None
+    )
     context = HandlerContext(
         settings=settings,
         store=store,
@@ -159,6 +175,7 @@ def build_plugin(
         opensearch=opensearch,
         stream_stopper=stream_stopper,
         jobs=jobs,
+        catalog=catalog,
     )
     handlers = Handlers(context, settings.reply_cache_entries * 10)
     reads = QueryReads(settings, store, datasources, handlers)
@@ -180,6 +197,7 @@ def build_plugin(
         handlers=handlers,
         reads=reads,
         service=AsyncQueryService(datasources, registry, handlers, reads, store.sessions, store.pool),
+        catalog=catalog,
         health=health,
         metrics_worker=MetricsWorker(store, settings.metrics_interval_s, health=health),
         pools=pools,

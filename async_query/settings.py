@@ -230,6 +230,20 @@ class Settings(BaseSettings):
     #: deleted by housekeeping; the launcher forgets jobs that finished that long ago.
     job_files_retention_days: float = 7.0
 
+    # -- the catalog read model (docs/catalog.md) -----------------------------------------------
+    #: Answer OpenSearch Dashboards' browse statements from the catalog read model (false: all go to Spark).
+    catalog_read_model: bool = True
+    #: Without a catalog log to follow, what was fetched from a catalog is served at most this long
+    #: (changes made behind the service's back show within it; changes made through it at once).
+    catalog_staleness_s: float = 30.0
+    #: The read model's cache holds about this many bytes of catalog metadata in all.
+    catalog_cache_bytes: int = 64 * 1024 * 1024
+    #: How long one call to a catalog may take before the statement goes to Spark instead.
+    catalog_timeout_s: float = 2.0
+    #: Jobs record what their statements change in the catalog, for the read models of every plugin
+    #: process sharing the index (whether or not this one has its read model on).
+    catalog_report_changes: bool = True
+
     # -- datasources over REST (docs/datasources.md) --------------------------------------------
     #: At most this many datasources may be created over REST (the reference's default).
     datasources_limit: int = 20

@@ -71,6 +71,8 @@ class JobConfig:
     #: A warm pool job's slot ("": a job started for its session), and how long it waits for a claim.
     pool_slot: str = DEFAULTS.pool_slot
     pool_idle_limit_ms: int | None = DEFAULTS.pool_idle_limit_ms
+    #: Record each statement's catalog changes in the datasource's change log (docs/catalog.md).
+    report_catalog_changes: bool = True
     #: Results stop at these caps and are written in documents of this size (docs/results.md).
     max_result_rows: int = DEFAULTS.max_result_rows
     max_result_bytes: int = DEFAULTS.max_result_bytes
@@ -132,6 +134,7 @@ class JobConfig:
             validation=conf.validation_policy,
             pool_slot=conf.pool_slot,
             pool_idle_limit_ms=conf.pool_idle_limit_ms,
+            report_catalog_changes=conf.report_catalog_changes,
             max_result_rows=conf.max_result_rows,
             max_result_bytes=conf.max_result_bytes,
             result_chunk_rows=conf.result_chunk_rows,

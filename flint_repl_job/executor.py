@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from py4j.protocol import Py4JError
 
 from flint_repl_job.catalog import session_sql
+from flint_repl_job.catalog_changes import has_temporary_views, listen
 from flint_repl_job.figures import SparkIo
 from flint_repl_job.flint_statements import FlintStatementError, flint_statement
 from flint_repl_job.guard import StatementGuard
@@ -29,6 +30,7 @@ from query_core.jobconf import DEFAULTS
 from query_core.models import LosslessResult, ResultChunks, StatementProgress
 from query_core.ppl import to_spark_sql
 from query_core.store import ResultRepository
+from query_core.store.catalog_changes import CatalogChange
 from query_core.validation import ALLOW_ALL, ValidationPolicy
 
 if TYPE_CHECKING:
@@ -105,6 +107,8 @@ class SparkExecutor:
         flint: FlintEngine | None = None,
         policy: ValidationPolicy = ALLOW_ALL,
         results: ResultTarget | None = None,
+        *,
+        report_catalog: bool = False,
     ) -> None:
         self.spark = spark
         #: Where results go past their first document, and their caps.
@@ -114,9 +118,13 @@ class SparkExecutor:
         #: Checks each statement on Spark's own parse before it runs (docs/validation.md).
         self.guard = StatementGuard(spark, policy)
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="statement")
+        #: What each statement changes in the catalog, as Spark's catalog reports it (docs/catalog.md).
+        self.catalog_listener = listen(spark) if report_catalog else None
+        self._temporary_views = False
 
     def start(self, query_id: str, sql: str, lang: str = "sql") -> RunningQuery:
         """Run ``sql`` (or, with ``lang`` ``ppl``, a PPL query) in the statement thread."""
+        self.catalog_changes()  # anything seen between statements is no statement's
         cancelled = threading.Event()
         return RunningQuery(query_id, self._pool.submit(self._run, query_id, sql, lang, cancelled), cancelled)
 
@@ -156,6 +164,16 @@ class SparkExecutor:
         if len(page) <= limits.chunk_rows:
             return QueryOutput.of(stream_rows(frame.schema, page, limits, write, cancelled))
         return QueryOutput.of(stream_frame(frame, limits, write, cancelled))
+
+    def catalog_changes(self) -> list[CatalogChange]:
+        """The catalog changes of the statement that just ended (taken once)."""
+        return self.catalog_listener.take() if self.catalog_listener is not None else []
+
+    def temporary_views(self) -> bool:
+        """Whether the session holds temporary views (once seen, for good: it is then not asked again)."""
+        if not self._temporary_views:
+            self._temporary_views = has_temporary_views(self.spark)
+        return self._temporary_views
 
     def ppl_sql(self, ppl: str) -> str:
         """A PPL query as the Spark SQL it translates to. Commands that need their input's columns

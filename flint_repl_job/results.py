@@ -10,13 +10,13 @@ Two encodings are written side by side:
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from pyspark.sql import types as spark_types
 
 from flint_repl_job.values import dumps, to_json_value
 from query_core.models import ColumnSchema, LosslessResult
+from query_core.result_encoding import quoted_names, reference_row, reference_schema_entry
 
 __all__ = ["RowEncoder", "columns", "dumps", "encode", "reference_schema", "to_json_value", "type_name"]
 
@@ -34,7 +34,7 @@ class RowEncoder:
 
     def __init__(self, schema: spark_types.StructType) -> None:
         self.fields = schema.fields
-        self._names = [json.dumps(f.name, ensure_ascii=False) for f in self.fields]
+        self._names = quoted_names([f.name for f in self.fields])
 
     def encode(self, row: Any, reference: bool = True) -> tuple[str, str | None]:
         """The row's lossless text (``[...]``) and, when ``reference``, its text in the reference's
@@ -44,13 +44,12 @@ class RowEncoder:
         lossless = "[" + ",".join(texts) + "]"
         if not reference:
             return lossless, None
-        pairs = (f"{name}:{text}" for name, text, v in zip(self._names, texts, converted, strict=True) if v is not None)
-        return lossless, ("{" + ",".join(pairs) + "}").replace('"', "'")
+        return lossless, reference_row(self._names, texts, converted)
 
 
 def reference_schema(schema: spark_types.StructType) -> list[str]:
     """The reference's ``schema`` list: one quote-swapped JSON object per column."""
-    return [f"{{'column_name':'{f.name}','data_type':'{f.dataType.typeName()}'}}" for f in schema.fields]
+    return [reference_schema_entry(f.name, f.dataType.typeName()) for f in schema.fields]
 
 
 def columns(schema: spark_types.StructType) -> list[ColumnSchema]:

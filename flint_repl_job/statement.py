@@ -227,12 +227,31 @@ class StatementRunner:
         Returns the state the statement ended in: ``state``, or the terminal state it was found in
         (``cancelled``, say)."""
         state, result, error = self._write_result(state, result, error)
+        self._report_catalog(result.query_id, state)
         if statement is None:
             return Outcome(state, error)
         settled = self.store.statements.settle(statement, state, error=error)
         if not settled.applied and is_terminal(settled.state):
             return Outcome(settled.state, "" if settled.state == StatementState.CANCELLED else error)
         return Outcome(state, error)
+
+    def _report_catalog(self, query_id: str, state: StatementState) -> None:
+        """Record what the statement changed in the catalog, and that the session holds temporary
+        views, before the statement's end is written: a GET that says SUCCESS comes after both
+        (docs/catalog.md). An index that is down stops the statement as a result write would;
+        any other refusal leaves the plugins' read models to their staleness bound."""
+        changes = getattr(self.executor, "catalog_changes", None)
+        found = changes() if changes is not None else []
+        try:
+            if found:
+                self.store.catalog_changes.record(self.cfg.datasource, found, query_id, self.cfg.session_id)
+            views = getattr(self.executor, "temporary_views", None)
+            if state == StatementState.SUCCESS and views is not None and self.cfg.session_id and views():
+                self.store.sessions.note_temporary_views(self.cfg.datasource, self.cfg.session_id)
+        except IndexUnavailableError:
+            raise
+        except AsyncQueryError as exc:
+            log.warning("catalog changes of %s not recorded: %s", query_id, exc)
 
     def _write_result(
         self, state: StatementState, result: ResultDoc, error: str

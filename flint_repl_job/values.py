@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
-import json
-import math
-import struct
-from decimal import Decimal
 from enum import Enum
 from typing import Any
 
 from pyspark.sql import types as spark_types
+
+from query_core.result_encoding import Float32, dumps
+
+__all__ = ["Timestamps", "dumps", "to_json_value"]
 
 
 class Timestamps(Enum):
@@ -47,7 +47,7 @@ def to_json_value(value: Any, data_type: spark_types.DataType, timestamps: Times
             for k, v in value.items()
         }
     if isinstance(data_type, spark_types.FloatType):
-        return _Float32(value)
+        return Float32(value)
     if isinstance(value, (bytes, bytearray)):
         return base64.b64encode(bytes(value)).decode("ascii")
     if isinstance(value, dt.datetime):
@@ -74,50 +74,3 @@ def _timestamp_text(value: dt.datetime) -> str:
 def _iso_utc(value: dt.datetime) -> str:
     aware = value if value.tzinfo else value.replace(tzinfo=dt.UTC)
     return aware.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
-
-
-class _Float32(float):
-    """A FloatType value: printed with the fewest digits that read back as the same float32."""
-
-    def text(self) -> str:
-        if not math.isfinite(self):
-            return _non_finite(self)
-        packed = struct.pack("<f", self)
-        for digits in range(1, 10):
-            candidate = float(f"{self:.{digits}g}")
-            try:
-                same = struct.pack("<f", candidate) == packed
-            except OverflowError:  # rounded above the largest float32 (near 3.4e38)
-                continue
-            if same:
-                # repr() of the double keeps those digits (no shorter text names the same
-                # double) and prints them as Python does: "100.0", not "1e+02".
-                return repr(candidate)
-        return repr(float(self))
-
-
-def _non_finite(value: float) -> str:
-    return json.dumps("NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity"))
-
-
-def dumps(value: Any) -> str:
-    """JSON text of a converted value; decimals and integers are written digit for digit."""
-    if value is None:
-        return "null"
-    if value is True:
-        return "true"
-    if value is False:
-        return "false"
-    if isinstance(value, _Float32):
-        return value.text()
-    if isinstance(value, float):
-        return repr(value) if math.isfinite(value) else _non_finite(value)
-    if isinstance(value, (int, Decimal)):
-        return str(value)
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
-    if isinstance(value, dict):
-        return "{" + ",".join(f"{json.dumps(str(k), ensure_ascii=False)}:{dumps(v)}" for k, v in value.items()) + "}"
-    if isinstance(value, (list, tuple)):
-        return "[" + ",".join(dumps(v) for v in value) + "]"
-    raise TypeError(f"cannot encode {type(value).__name__}")

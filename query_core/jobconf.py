@@ -309,6 +309,12 @@ class JobConf:
     result_chunk_bytes: int = _setting(
         PREFIX_JOB + "resultChunkBytes", 4 * 1024 * 1024, INTEGER, "bytes of row text of one result document"
     )
+    report_catalog_changes: bool = _setting(
+        PREFIX_JOB + "reportCatalogChanges",
+        True,
+        BOOLEAN,
+        "record what each statement changes in the catalog in the datasource's catalog change log (docs/catalog.md)",
+    )
 
     @property
     def validation_policy(self) -> ValidationPolicy:

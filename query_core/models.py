@@ -144,6 +144,9 @@ class SessionDoc(_Doc):
     heartbeat_interval_millis: int = 0
     #: How late the job's recent heartbeats landed against their schedule (its own figure).
     heartbeat_lag_millis: int = 0
+    #: Set by the job once its Spark session holds temporary views: SHOW TABLES in this session
+    #: then lists them, so the plugin's catalog read model leaves such statements to the job.
+    temporary_views: bool = False
     #: A streaming session's stream, reported by its heartbeat (None for other sessions).
     stream_progress: StreamProgress | None = None
     #: The user who started the session: only theirs take further statements, and the session

@@ -211,6 +211,16 @@ INITIAL_STATES: dict[type[Any], frozenset[Any]] = {
 
 State = StatementState | SessionState | FlintIndexState | PoolJobState
 
+#: The states a statement may be created in when the plugin answers it at once, without a job (the
+#: catalog browse statements, docs/catalog.md): finished, its result written before it.
+ANSWERED_STATES: frozenset[StatementState] = frozenset({_S.SUCCESS})
+
+
+def check_answered(state: StatementState, what: str = "statement") -> None:
+    """Raise :class:`InvalidTransitionError` unless a statement answered at once may be created in ``state``."""
+    if state not in ANSWERED_STATES:
+        raise InvalidTransitionError(f"{what} cannot be created {state.value}")
+
 
 def check_initial(state: State, what: str = "document") -> None:
     """Raise :class:`InvalidTransitionError` unless a new document may start in ``state``."""

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from async_query import logs
+from async_query.catalog.readmodel import CatalogReadModel
 from async_query.datasources import DatasourceRegistry
 from async_query.dispatch import Classified, QueryKind
 from async_query.launcher.registry import LauncherRegistry
@@ -98,6 +99,8 @@ class HandlerContext:
     stream_stopper: StreamStopper
     #: Gives a new session its job: a warm pool job claimed, or one launched (:mod:`async_query.pool`).
     jobs: SessionJobs
+    #: Answers the catalog browse statements (None: they all go to Spark; docs/catalog.md).
+    catalog: CatalogReadModel | None = None
 
 
 class QueryHandler(Protocol):

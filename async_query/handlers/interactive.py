@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from async_query.datasources import Datasource
 from async_query.dispatch import Classified, QueryKind
-from async_query.handlers.base import SubmitRequest, Submitted, statement_doc
+from async_query.handlers.base import HandlerContext, SubmitRequest, Submitted, statement_doc
+from async_query.handlers.browse import BrowseFastPath
 from async_query.handlers.job_session import JobSessionHandler
 from async_query.security.authz import may_use_session
 from async_query.security.principal import Principal
@@ -32,11 +33,35 @@ class InteractiveHandler(JobSessionHandler):
     limit = INTERACTIVE_SESSIONS
     user_limit = USER_SESSIONS
 
+    def __init__(self, context: HandlerContext) -> None:
+        super().__init__(context)
+        #: The catalog browse statements answered from the read model (docs/catalog.md).
+        self.browse = (
+            BrowseFastPath(
+                self.store,
+                context.catalog,
+                self._named_session,
+                self._new_session,
+                max_rows=self.settings.result_chunk_rows,
+                max_bytes=self.settings.result_chunk_bytes,
+            )
+            if context.catalog is not None
+            else None
+        )
+
+    def close(self) -> None:
+        if self.browse is not None:
+            self.browse.close()
+
     # -- POST -------------------------------------------------------------------------------
 
     def submit(self, request: SubmitRequest, classified: Classified) -> Submitted:
         datasource = self.context.datasources.get(request.datasource)
-        session = self._usable_session(datasource, request.session_id, request.principal) if request.session_id else None
+        if self.browse is not None:
+            answered = self.browse.submit(request, classified, datasource)
+            if answered is not None:
+                return answered
+        session = self._named_session(datasource, request)
         if session is not None:
             return self._add_statement(request, datasource, session)
         session_id = new_id(datasource.name)
@@ -70,6 +95,14 @@ class InteractiveHandler(JobSessionHandler):
                 statement, f"Session {session.doc.session_id} ended before the statement could run; submit it again"
             )
 
+    def _named_session(self, datasource: Datasource, request: SubmitRequest) -> Versioned[SessionDoc] | None:
+        """The session the POST names, if it can take the statement."""
+        if not request.session_id:
+            return None
+        if self.browse is not None:
+            self.browse.wait_for_start(request.session_id)
+        return self._usable_session(datasource, request.session_id, request.principal)
+
     def _usable_session(
         self, datasource: Datasource, session_id: str, principal: Principal
     ) -> Versioned[SessionDoc] | None:
@@ -87,6 +120,13 @@ class InteractiveHandler(JobSessionHandler):
             return None
         return session if self.context.liveness.confirm_alive(session) else None
 
+    def _new_session(self, datasource: Datasource, submitted_by: str | None, session_id: str) -> Versioned[SessionDoc]:
+        """Start the new session ``session_id`` as a POST does (:meth:`new_job`: the caller's share
+        and the deployment's slots, a warm pool job claimed or one launched, then its document),
+        holding nothing should it fail; the browse fast path starts its sessions this way."""
+        with self.new_job(datasource, session_id, submitted_by) as job:
+            job.session = self.store.sessions.create(self.session_doc(datasource, session_id, job, submitted_by))
+            return job.session
 
     # -- DELETE -----------------------------------------------------------------------------
 

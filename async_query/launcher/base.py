@@ -134,6 +134,11 @@ class Launcher(ABC):
         else what is wrong."""
         return None
 
+    def catalog_conf_for(self, datasource: Datasource) -> dict[str, str]:
+        """The Spark conf keys of the catalog ``datasource``'s jobs get from this launcher (the
+        catalog read model finds the catalog there, :mod:`async_query.catalog.locate`); {}: none."""
+        return {}
+
     def startup_settings(self, datasource: Datasource) -> dict[str, str]:
         """What this launcher fixes when a job of ``datasource`` starts, beyond the job's conf (a
         master, a catalog, an execution role): with the conf's start-up part, it decides which
@@ -309,6 +314,7 @@ def job_conf(
         validation_functions=policy.function_table.value,
         validation_warehouse_root=policy.warehouse_root,
         validation_checkpoint_root=policy.checkpoint_root,
+        report_catalog_changes=settings.catalog_report_changes,
     )
     own = render_conf(contract)
     # The password goes apart, kept off command lines where the launcher can: with basic auth the

@@ -244,6 +244,9 @@ class LocalLauncher(Launcher):
             return dict(self.shared_catalog)
         return self.catalogs.conf(datasource)
 
+    def catalog_conf_for(self, datasource: Datasource) -> dict[str, str]:
+        return self.catalog_conf(datasource)
+
     def master(self, request: JobRequest) -> str:
         return self.master_of(request.datasource)
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from flint_repl_job.catalog import SESSION_CATALOG, dotted_names, session_sql, significant, tokenize
-from flint_repl_job.indexes.meta import IndexMeta
 from query_core.flint import IndexKind, QualifiedName, SkippingKind
+from query_core.flint.index_meta import IndexMeta
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession

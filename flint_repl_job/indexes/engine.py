@@ -28,7 +28,6 @@ from flint_repl_job.indexes.builders import (
     source_tables,
     table_frame,
 )
-from flint_repl_job.indexes.meta import ENV_APPLICATION_ID, ENV_JOB_ID, IndexMeta
 from flint_repl_job.indexes.streaming import (
     IndexStream,
     StreamOptionError,
@@ -60,12 +59,14 @@ from query_core.flint import (
     Statement,
     VacuumIndex,
     flint_index_name,
+    listing,
 )
 from query_core.flint.ast import CreateStatement
-from query_core.flint.metas import flint_meta, flint_metas
-from query_core.flint.naming import FLINT_INDEX_PREFIX, sanitize_index_name
+from query_core.flint.index_meta import ENV_APPLICATION_ID, ENV_JOB_ID, IndexMeta
+from query_core.flint.metas import flint_meta
+from query_core.flint.naming import sanitize_index_name
 from query_core.index_ops import IndexTarget, IndexTransaction
-from query_core.models import now_millis
+from query_core.models import FlintIndexStateDoc, now_millis
 from query_core.states import FlintIndexState, SessionState
 from query_core.store import Store
 from query_core.validation import ALLOW_ALL, Checks, ValidationPolicy
@@ -102,9 +103,6 @@ def _no_rows() -> FlintOutput:
     from pyspark.sql.types import StructType
 
     return FlintOutput(StructType([]))
-
-
-SHOW_FLINT_INDEX_COLUMNS = ("flint_index_name", "kind", "database", "table", "index_name", "auto_refresh", "status")
 
 
 @dataclass(frozen=True)
@@ -535,32 +533,22 @@ class FlintEngine:
 
     def metas(self, prefix_parts: list[str]) -> list[IndexMeta]:
         """Flint indexes whose names start with ``flint_<parts joined by _>_``, sorted by name."""
-        pattern = sanitize_index_name(FLINT_INDEX_PREFIX + "_".join(prefix_parts) + "_") + "*"
-        found = []
-        for name, raw in sorted(flint_metas(self.store.admin, pattern).items()):
-            meta = IndexMeta.from_meta(name, raw)
-            if meta is not None:
-                found.append(meta)
-        return found
+        return listing.metas(self.store.admin, prefix_parts)
 
     def metas_in(self, catalog: str, database: str | None) -> list[IndexMeta]:
         """The Flint indexes whose table (or view) is in ``catalog`` (and ``database`` if given)."""
-        parts = [catalog, *([database] if database else [])]
-        return [meta for meta in self.metas(parts) if meta.belongs_to(catalog, database)]
+        return listing.metas_in(self.store.admin, catalog, database)
 
     def show_flint_indexes(self, statement: ShowFlintIndexes) -> FlintOutput:
-        columns = [*SHOW_FLINT_INDEX_COLUMNS, *(["error"] if statement.extended else [])]
-        schema = _strings(*columns, boolean=("auto_refresh",))
-        rows: list[tuple[Any, ...]] = []
-        for meta in self.metas_in(statement.catalog, statement.database):
-            state = self.transaction(meta.index_name).current()
-            status = state.doc.state.value if state is not None else "unavailable"
-            database, table, index = meta.listed_names()
-            row: tuple[Any, ...] = (meta.index_name, meta.kind.value, database, table, index, meta.auto_refresh, status)
-            if statement.extended:
-                row += ((state.doc.error or None) if state is not None else None,)
-            rows.append(row)
-        return FlintOutput(schema, rows)
+        columns = listing.show_flint_index_columns(statement.extended)
+        schema = _strings(*columns, boolean=listing.BOOLEAN_COLUMNS)
+
+        def state_of(meta: IndexMeta) -> FlintIndexStateDoc | None:
+            current = self.transaction(meta.index_name).current()
+            return current.doc if current is not None else None
+
+        listed = self.metas_in(statement.catalog, statement.database)
+        return FlintOutput(schema, listing.show_flint_index_rows(listed, state_of, statement.extended))
 
     def show_covering_indexes(self, statement: ShowCoveringIndexes) -> FlintOutput:
         table = statement.table.qualify(self.datasource)

@@ -49,8 +49,8 @@ from flint_repl_job.indexes.builders import (
     skipping_frame,
     tumble_to_window,
 )
-from flint_repl_job.indexes.meta import IndexMeta
 from query_core.flint import IndexKind, QualifiedName
+from query_core.flint.index_meta import IndexMeta
 from query_core.jobconf import key_of
 from query_core.models import StreamProgress
 

@@ -100,7 +100,14 @@ def run_session(spark: Any, runner: type[SessionRunner], cfg: JobConfig, stop: t
     """Run the session ``cfg`` names with ``runner``, on ``spark``."""
     store = Store.connect(cfg.opensearch, cfg.request_index)
     results = ResultTarget(cfg.result_limits, store.results, cfg.result_index)
-    executor = SparkExecutor(spark, cfg.datasource, flint_engine(spark, store, cfg), cfg.validation, results)
+    executor = SparkExecutor(
+        spark,
+        cfg.datasource,
+        flint_engine(spark, store, cfg),
+        cfg.validation,
+        results,
+        report_catalog=cfg.report_catalog_changes,
+    )
     try:
         return runner(cfg, store, executor, stop).run()
     finally:

@@ -7,7 +7,8 @@
 - :mod:`.memory`: :class:`MemoryIndex`, the in-memory twin for unit tests, held to the same
   contract tests;
 - one repository per document kind: :mod:`.statements`, :mod:`.sessions`, :mod:`.results`,
-  :mod:`.index_states`, :mod:`.datasources`, :mod:`.locks`, :mod:`.pool` (warm pool jobs); the stateful kinds share
+  :mod:`.index_states`, :mod:`.datasources`, :mod:`.locks`, :mod:`.pool` (warm pool jobs),
+  :mod:`.catalog_changes`; the stateful kinds share
   :mod:`.documents` (the one conditional write that moves a document, checked by the transition
   table in :mod:`query_core.states`).
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 from query_core.config import OpenSearchConfig
 from query_core.ids import request_index
 from query_core.models import SessionDoc, StatementDoc, Versioned
+from query_core.store.catalog_changes import CatalogChangeRepository
 from query_core.store.client import IndexClient, quiet_driver_logs, translate
 from query_core.store.connector import (
     DocumentConnector,
@@ -45,6 +47,7 @@ from query_core.store.sessions import SessionRepository
 from query_core.store.statements import Settled, StatementRepository
 
 __all__ = [
+    "CatalogChangeRepository",
     "DatasourceRepository",
     "DocumentConnector",
     "DocumentRepository",
@@ -91,6 +94,7 @@ class Store:
         self.index_states = IndexStateRepository(index, request_index)
         self.datasources = DatasourceRepository(index)
         self.locks = LockRepository(index)
+        self.catalog_changes = CatalogChangeRepository(index, request_index)
         #: Warm pool jobs, in the deployment-wide index whatever ``request_index`` says.
         self.pool = PoolJobRepository(index)
 

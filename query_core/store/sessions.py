@@ -1,7 +1,7 @@
 """Session documents (doc id = session id), and the named operations on them: a job claims its
 session and beats for it, the plugin starts a session of its own work, either ends one, the plugin
 appends a submitted statement to its pending list, and gives a session that has not started a new
-job. See ``docs/documents.md``."""
+job; a job notes its temporary views. See ``docs/documents.md``."""
 
 from __future__ import annotations
 
@@ -146,6 +146,18 @@ class SessionRepository(DocumentRepository[SessionDoc]):
             )
 
         return self._change(session, end)
+
+    def note_temporary_views(self, datasource: str, session_id: str) -> Versioned[SessionDoc] | None:
+        """Record that the session's Spark session holds temporary views (once; docs/catalog.md);
+        None when the session is gone."""
+
+        def note(current: Versioned[SessionDoc]) -> Versioned[SessionDoc] | None:
+            if current.doc.temporary_views or is_terminal(current.doc.state):
+                return current
+            return self._move(current, current.doc.state, temporary_views=True)
+
+        current = self.get(datasource, session_id)
+        return self._change(current, note) if current is not None else None
 
     def append_pending(
         self, session: Versioned[SessionDoc], statement_id: str, keep: int

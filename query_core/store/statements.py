@@ -1,5 +1,6 @@
 """Statement documents (doc id = statement id = query id), and the named operations on them:
-start one, cancel one, settle one with its result. See ``docs/documents.md``."""
+start one, cancel one, settle one with its result, create one already answered. See
+``docs/documents.md``."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from dataclasses import dataclass
 
 from query_core.errors import InvalidTransitionError
 from query_core.models import ResultDoc, StatementDoc, Versioned
-from query_core.states import StatementState, is_terminal
+from query_core.states import StatementState, check_answered, is_terminal
 from query_core.store.connector import DocumentConnector, Range, Term, Terms
 from query_core.store.documents import DocumentRepository
 from query_core.store.results import ResultRepository
@@ -131,6 +132,15 @@ class StatementRepository(DocumentRepository[StatementDoc]):
                 "statement %s was already %s; left as it is", statement.doc.statement_id, found[-1].doc.state.value
             )
         return Settled(found[-1] if found else statement, False)
+
+    def create_answered(self, doc: StatementDoc, result_index: str, result: ResultDoc) -> Versioned[StatementDoc]:
+        """Create a statement the plugin answered itself, already ``success``: its result is
+        written first, and no job ever sees it waiting (docs/catalog.md)."""
+        check_answered(doc.state, self.describe(doc))
+        self.results.put(result_index, result)
+        version = self.index.create(self.index_for(doc.data_source_name), self.doc_id(doc), doc.to_source())
+        self._ended(doc)
+        return Versioned(doc, version.seq_no, version.primary_term)
 
     def _ended(self, doc: StatementDoc) -> None:
         for listener in self.end_listeners:

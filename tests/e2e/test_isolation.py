@@ -29,6 +29,7 @@ from async_query.service import SubmitRequest
 from async_query.settings import Settings
 from query_core.config import OpenSearchConfig
 from query_core.errors import InvalidRequestError
+from query_core.ids import datasource_of
 from query_core.store import Store
 from tests.support import wait_for
 
@@ -100,6 +101,12 @@ def test_a_user_refused_on_a_datasource_cannot_reach_its_tables_through_another(
     assert own_name["status"] == "FAILED" and "secrets" in own_name["error"], own_name
     listed = run(plugin, BOB, "local", "SHOW TABLES IN local.default", bob_session)
     assert listed["status"] == "SUCCESS" and listed["datarows"] == []
+    # The catalog read model reads each datasource's own metastore, as its jobs do.
+    browsed, _ = submit(plugin, ADMIN, "lake", "SHOW TABLE EXTENDED IN lake.default LIKE '*'", lake_session)
+    assert [row[:2] for row in wait(plugin, ADMIN, browsed)["datarows"]] == [["default", "secrets"]]
+    for query_id in (browsed, listed_by_model(plugin, BOB, bob_session)):
+        result = plugin.store.results.get(plugin.datasources.get(datasource_of(query_id)).results, query_id)
+        assert result is not None and result.job_run_id == "", "answered by the read model, not by a job"
     launcher = plugin.launchers.shared["local"]
     lake_files = launcher.warehouse_of(plugin.datasources.get("lake")) + "/secrets"
     for location in (lake_files, lake_files.removeprefix("file://")):
@@ -113,6 +120,13 @@ def test_a_user_refused_on_a_datasource_cannot_reach_its_tables_through_another(
     assert_runs_as_the_job_user(launcher, [int(pid) for pid in pids_of_jobs(launcher)])
     assert all(uid_of(metastore.proc.pid) == launcher.job_user.uid for metastore in running.values())
     assert_only_the_job_user_s(catalogs.place("lake").warehouse / "secrets")
+
+
+def listed_by_model(plugin: Plugin, who: Principal, session: str) -> str:
+    """``SHOW TABLES IN local.default`` by ``who`` in ``session``: nothing of ``lake``'s; its query id."""
+    query_id, _ = submit(plugin, who, "local", "SHOW TABLES IN local.default", session)
+    assert wait(plugin, who, query_id)["datarows"] == []
+    return query_id
 
 
 def pids_of_jobs(launcher: LocalLauncher) -> list[str]:

@@ -60,6 +60,7 @@ PRODUCT_KEYS = {
     "spark.flint.job.maxResultBytes",
     "spark.flint.job.resultChunkRows",
     "spark.flint.job.resultChunkBytes",
+    "spark.flint.job.reportCatalogChanges",
     "spark.flint.job.poolSlot",
     "spark.flint.job.poolIdleLimitMillis",
 }
@@ -110,6 +111,7 @@ EVERYTHING = JobConf(
     max_result_bytes=65_536,
     result_chunk_rows=100,
     result_chunk_bytes=4_096,
+    report_catalog_changes=False,
 )
 
 
@@ -247,7 +249,7 @@ def test_the_exclude_list_ignores_blanks() -> None:
 def test_the_job_config_defaults_are_the_contract_defaults() -> None:
     defaulted = [f for f in dataclasses.fields(JobConfig) if f.default is not dataclasses.MISSING]
     shared = [f for f in defaulted if f.name in {row.field for row in SETTINGS}]
-    assert len(shared) == 22
+    assert len(shared) == 23
     for f in shared:
         assert f.default == getattr(DEFAULTS, f.name), f.name
 

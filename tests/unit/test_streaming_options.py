@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from flint_repl_job.indexes.builders import tumble_to_window
-from flint_repl_job.indexes.meta import IndexMeta
 from flint_repl_job.indexes.streaming import (
     CHECKPOINT_MANDATORY_KEY,
     CHECKPOINT_REQUIRED,
@@ -32,6 +31,7 @@ from flint_repl_job.indexes.streaming import (
 )
 from flint_repl_job.runners.streaming import is_streaming_statement
 from query_core.flint import IndexKind
+from query_core.flint.index_meta import IndexMeta
 
 INDEX = "flint_lake_default_t_cov_index"
 ROOT = StreamSettings(checkpoint_root="/cp/", checkpoint_mandatory=True)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from query_core.flint import IndexKind
+from query_core.flint.ast import IndexKind
 from query_core.flint.naming import latest_id
 
 #: The metadata version this product writes (the reference's current one).

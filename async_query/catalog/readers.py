@@ -1,0 +1,340 @@
+"""Readers of the catalogs a datasource's jobs use, at the granularity the browse statements ask:
+the database names, one database's table names, some tables of one database. Each returns the
+tables in the metastore's own shape (:class:`~async_query.catalog.tables.RawTable`).
+
+- :class:`HiveMetastoreReader`: a Hive Metastore over its Thrift API (the embedded default's, or
+  any a datasource names), with the generated bindings ``pymetastore`` ships, on Thrift's C
+  accelerated binary protocol; one connection at a time per reader, each call bounded in time.
+  Where the metastore's notification log is kept (its ``DbNotificationListener`` is configured),
+  :meth:`HiveMetastoreReader.changes_since` follows it.
+- :class:`GlueReader`: the AWS Glue Data Catalog through boto3, with the datasource's role
+  (``glue.auth.role_arn``) assumed as its jobs assume it, and the tables turned into the Hive shape
+  as the Glue Data Catalog's Hive client turns them (so that one set of rules prints both).
+
+Every failure to reach or read a catalog is a :class:`CatalogUnavailableError`: the statement then goes
+to Spark, which would report the problem its own way.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+from urllib.parse import urlsplit
+
+from async_query.catalog.tables import Column, RawTable
+
+log = logging.getLogger(__name__)
+
+#: The Hive table types Spark reads (anything else is left to Spark).
+_HIVE_TYPES = ("MANAGED_TABLE", "EXTERNAL_TABLE", "VIRTUAL_VIEW")
+#: How many tables one metastore call fetches.
+BATCH = 100
+_LISTENER = "DbNotificationListener"
+
+
+class CatalogUnavailableError(Exception):
+    """The catalog could not be reached or read."""
+
+
+@dataclass(frozen=True)
+class Change:
+    """A change the catalog's own log reports: a database, or one table of it."""
+
+    database: str
+    table: str | None = None
+
+
+class CatalogReader(Protocol):
+    """What the read model asks of a catalog."""
+
+    def databases(self) -> list[str]: ...
+
+    def table_names(self, database: str) -> list[str] | None:
+        """The database's table names, sorted; None when there is no such database."""
+        ...
+
+    def tables(self, database: str, names: Sequence[str]) -> list[RawTable]:
+        """The named tables that exist (in no particular order)."""
+        ...
+
+    def follows_changes(self) -> bool:
+        """Whether :meth:`changes_since` reports every change (else the read model bounds staleness)."""
+        ...
+
+    def changes_since(self, position: int | None) -> tuple[list[Change], int]:
+        """Changes after ``position`` (None: only the current position), and the new position."""
+        ...
+
+    def close(self) -> None: ...
+
+
+# -- the Hive Metastore ---------------------------------------------------------------------------
+
+
+class HiveMetastoreReader:
+    """A Hive Metastore at ``thrift://host:port`` (the first of a comma-separated list)."""
+
+    def __init__(self, uri: str, timeout_s: float = 2.0) -> None:
+        first = uri.split(",")[0].strip()
+        parts = urlsplit(first)
+        if parts.scheme != "thrift" or not parts.hostname:
+            raise CatalogUnavailableError(f"not a metastore address: {first!r}")
+        self.uri = first
+        self.host = parts.hostname
+        self.port = parts.port or 9083
+        self.timeout_s = timeout_s
+        self._lock = threading.Lock()
+        self._client: Any = None
+        self._transport: Any = None
+        self._follows: bool | None = None
+
+    def _connect(self) -> Any:
+        from pymetastore.hive_metastore import ThriftHiveMetastore
+        from thrift.protocol.TBinaryProtocol import TBinaryProtocolAccelerated
+        from thrift.transport import TSocket, TTransport
+
+        socket = TSocket.TSocket(self.host, self.port)
+        socket.setTimeout(int(self.timeout_s * 1000))
+        transport = TTransport.TBufferedTransport(socket)
+        transport.open()
+        self._transport = transport
+        return ThriftHiveMetastore.Client(TBinaryProtocolAccelerated(transport))
+
+    def _call(self, name: str, *args: Any) -> Any:
+        """One metastore call on the reader's connection (opened on first use, dropped on error)."""
+        from thrift.Thrift import TException
+
+        with self._lock:
+            try:
+                if self._client is None:
+                    self._client = self._connect()
+                return getattr(self._client, name)(*args)
+            except (TException, OSError, EOFError) as exc:
+                self._drop()
+                if type(exc).__name__ in ("NoSuchObjectException", "UnknownDBException"):
+                    raise LookupError(str(exc)) from exc
+                raise CatalogUnavailableError(f"metastore {self.uri}: {type(exc).__name__}: {exc}") from exc
+
+    def _drop(self) -> None:
+        if self._transport is not None:
+            try:
+                self._transport.close()
+            except Exception:  # noqa: BLE001 - closing a broken connection
+                pass
+        self._client = self._transport = None
+
+    def databases(self) -> list[str]:
+        return sorted(self._call("get_all_databases"))
+
+    def table_names(self, database: str) -> list[str] | None:
+        try:
+            self._call("get_database", database)
+        except LookupError:
+            return None
+        return sorted(self._call("get_all_tables", database))
+
+    def tables(self, database: str, names: Sequence[str]) -> list[RawTable]:
+        found: list[RawTable] = []
+        for start in range(0, len(names), BATCH):
+            try:
+                batch = self._call("get_table_objects_by_name", database, list(names[start : start + BATCH]))
+            except LookupError:
+                return found
+            found += [hive_table(t) for t in batch if t is not None]
+        return found
+
+    def follows_changes(self) -> bool:
+        """True when the metastore keeps its notification log (``DbNotificationListener``
+        among its listeners); the jars PySpark ships do not have it, so the embedded default's
+        metastore never does."""
+        if self._follows is None:
+            listeners = ""
+            for key in ("hive.metastore.transactional.event.listeners", "hive.metastore.event.listeners"):
+                try:
+                    listeners += str(self._call("get_config_value", key, "") or "")
+                except LookupError:
+                    continue
+            self._follows = _LISTENER in listeners
+        return self._follows
+
+    def changes_since(self, position: int | None) -> tuple[list[Change], int]:
+        from pymetastore.hive_metastore.ttypes import NotificationEventRequest
+
+        if position is None:
+            return [], int(self._call("get_current_notificationEventId").eventId)
+        changes: list[Change] = []
+        while True:
+            response = self._call("get_next_notification", NotificationEventRequest(lastEvent=position, maxEvents=1000))
+            events = response.events or []
+            for event in events:
+                position = max(position, int(event.eventId))
+                if event.dbName:
+                    changes.append(Change(event.dbName.lower(), event.tableName.lower() if event.tableName else None))
+            if len(events) < 1000:
+                return changes, position
+
+    def close(self) -> None:
+        with self._lock:
+            self._drop()
+
+
+def hive_table(table: Any) -> RawTable:
+    """A Thrift ``Table`` in the read model's shape."""
+    sd = table.sd
+    serde = sd.serdeInfo if sd is not None else None
+    return RawTable(
+        database=table.dbName,
+        name=table.tableName,
+        table_type=table.tableType or "",
+        owner=table.owner or "",
+        create_time=int(table.createTime or 0),
+        last_access_time=int(table.lastAccessTime or 0),
+        parameters=dict(table.parameters or {}),
+        columns=tuple(Column(c.name, c.type, c.comment) for c in ((sd.cols if sd else None) or [])),
+        partition_keys=tuple(Column(c.name, c.type, c.comment) for c in (table.partitionKeys or [])),
+        location=sd.location if sd else None,
+        input_format=sd.inputFormat if sd else None,
+        output_format=sd.outputFormat if sd else None,
+        compressed=bool(sd.compressed) if sd else False,
+        num_buckets=int(sd.numBuckets) if sd and sd.numBuckets is not None else -1,
+        serde_library=serde.serializationLib if serde else None,
+        serde_parameters=dict((serde.parameters if serde else None) or {}),
+        view_original_text=table.viewOriginalText,
+        view_expanded_text=table.viewExpandedText,
+    )
+
+
+# -- AWS Glue -------------------------------------------------------------------------------------
+
+
+class GlueReader:
+    """The Glue Data Catalog of ``region`` (and ``catalog_id``, an account), read with ``client``
+    (a boto3 Glue client, made with the datasource's role by :func:`glue_client`)."""
+
+    def __init__(self, client: Any, catalog_id: str = "") -> None:
+        self.client = client
+        self.catalog_id = catalog_id
+
+    def _call(self, name: str, **kwargs: Any) -> Any:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        if self.catalog_id:
+            kwargs["CatalogId"] = self.catalog_id
+        try:
+            return getattr(self.client, name)(**kwargs)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") == "EntityNotFoundException":
+                raise LookupError(str(exc)) from exc
+            raise CatalogUnavailableError(f"glue {name}: {exc}") from exc
+        except BotoCoreError as exc:
+            raise CatalogUnavailableError(f"glue {name}: {exc}") from exc
+
+    def _pages(self, name: str, key: str, **kwargs: Any) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        token = None
+        while True:
+            page = self._call(name, **kwargs, **({"NextToken": token} if token else {}))
+            items += page.get(key, [])
+            token = page.get("NextToken")
+            if not token:
+                return items
+
+    def databases(self) -> list[str]:
+        return sorted(d["Name"].lower() for d in self._pages("get_databases", "DatabaseList"))
+
+    def table_names(self, database: str) -> list[str] | None:
+        try:
+            self._call("get_database", Name=database)
+            return sorted(t["Name"].lower() for t in self._pages("get_tables", "TableList", DatabaseName=database))
+        except LookupError:
+            return None
+
+    def tables(self, database: str, names: Sequence[str]) -> list[RawTable]:
+        wanted = set(names)
+        if len(wanted) > 1:
+            try:
+                listed = self._pages("get_tables", "TableList", DatabaseName=database)
+            except LookupError:
+                return []
+            return [glue_table(t, database) for t in listed if t["Name"].lower() in wanted]
+        found = []
+        for name in wanted:
+            try:
+                found.append(glue_table(self._call("get_table", DatabaseName=database, Name=name)["Table"], database))
+            except LookupError:
+                continue
+        return found
+
+    def follows_changes(self) -> bool:
+        return False
+
+    def changes_since(self, position: int | None) -> tuple[list[Change], int]:
+        return [], 0
+
+    def close(self) -> None:
+        """Nothing held: boto3 clients pool their own connections."""
+
+
+def _seconds(value: Any) -> int:
+    if isinstance(value, dt.datetime):
+        return int(value.timestamp())
+    return int(value or 0)
+
+
+def _glue_columns(columns: list[dict[str, Any]] | None) -> tuple[Column, ...]:
+    return tuple(Column(c["Name"], c.get("Type", ""), c.get("Comment")) for c in columns or [])
+
+
+def glue_table(table: dict[str, Any], database: str) -> RawTable:
+    """A Glue ``Table`` as the Glue Data Catalog's Hive client gives it to Spark."""
+    sd = table.get("StorageDescriptor") or {}
+    serde = sd.get("SerdeInfo") or {}
+    return RawTable(
+        database=database,
+        name=table["Name"].lower(),
+        table_type=table.get("TableType") or "",
+        owner=table.get("Owner") or "",
+        create_time=_seconds(table.get("CreateTime")),
+        last_access_time=_seconds(table.get("LastAccessTime")),
+        parameters=dict(table.get("Parameters") or {}),
+        columns=_glue_columns(sd.get("Columns")),
+        partition_keys=_glue_columns(table.get("PartitionKeys")),
+        location=sd.get("Location"),
+        input_format=sd.get("InputFormat"),
+        output_format=sd.get("OutputFormat"),
+        compressed=bool(sd.get("Compressed", False)),
+        num_buckets=int(sd.get("NumberOfBuckets", -1)),
+        serde_library=serde.get("SerializationLibrary"),
+        serde_parameters=dict(serde.get("Parameters") or {}),
+        view_original_text=table.get("ViewOriginalText"),
+        view_expanded_text=table.get("ViewExpandedText"),
+    )
+
+
+def glue_client(region: str, role_arn: str, session_name: str = "async-query-catalog") -> Any:
+    """A Glue client of ``region`` acting as ``role_arn`` (assumed through STS, refreshed as it
+    expires), as the datasource's jobs read the catalog."""
+    import boto3
+    from botocore.credentials import RefreshableCredentials
+    from botocore.session import get_session
+
+    sts = boto3.client("sts", region_name=region)
+
+    def fetch() -> dict[str, Any]:
+        creds = sts.assume_role(RoleArn=role_arn, RoleSessionName=session_name)["Credentials"]
+        return {
+            "access_key": creds["AccessKeyId"],
+            "secret_key": creds["SecretAccessKey"],
+            "token": creds["SessionToken"],
+            "expiry_time": creds["Expiration"].isoformat(),
+        }
+
+    session = get_session()
+    session._credentials = RefreshableCredentials.create_from_metadata(  # type: ignore[attr-defined]
+        metadata=fetch(), refresh_using=fetch, method="sts-assume-role"
+    )
+    return boto3.Session(botocore_session=session, region_name=region).client("glue")
