@@ -223,6 +223,6 @@ def test_retries_are_bounded_in_attempts(retry_events: _RetryEvents) -> None:
 def test_client_errors_are_not_retried(store: Store, ds_name: str, retry_events: _RetryEvents) -> None:
     store.sessions.create(session(ds_name))
     with pytest.raises(InvalidRequestError):
-        driver_error = store.index.create_index(request_index(ds_name) + "-Bad-Name", {})  # upper case is refused
+        driver_error = store.admin.create_index(request_index(ds_name) + "-Bad-Name", {})  # upper case is refused
         assert driver_error is None
     assert retry_events.count == 0

@@ -319,7 +319,7 @@ def test_documents_of_a_custom_request_index_stay_there(store: Store, ds_name: s
     # nothing in the index the datasource name gives
     assert store.sessions.get(ds_name, se.doc.session_id) is None
     assert store.statements.get(ds_name, st.doc.statement_id) is None
-    assert not store.index.index_exists(request_index(ds_name))
+    assert not store.admin.index_exists(request_index(ds_name))
 
 
 # -- re-reading after a conflict -------------------------------------------------------------------------------
