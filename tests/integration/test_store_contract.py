@@ -30,7 +30,7 @@ from query_core.ids import new_id, request_index
 from query_core.models import FlintIndexStateDoc, ResultDoc, SessionDoc, StatementDoc, Versioned, now_millis
 from query_core.realtime import ReadNotServed
 from query_core.states import INDEX_OPERATIONS, FlintIndexState, SessionState, SessionType, StatementState
-from query_core.store import IndexClient, MemoryIndex, Query, Store, Term, retry_on_conflict
+from query_core.store import ClusterAdmin, IndexClient, MemoryIndex, Query, Store, Term, retry_on_conflict
 from query_core.store.connector import CALL_OUTCOMES
 from query_core.store.index_states import MAX_INDEX_ERROR
 
@@ -727,11 +727,28 @@ def test_listeners_hear_of_every_write_and_call(store: Store, ds_name: str) -> N
     assert all(outcome in CALL_OUTCOMES for _, outcome, _ in calls)
 
 
-def test_a_connector_answers_a_ping_and_closes(store: Store, opensearch_config: OpenSearchConfig) -> None:
-    assert store.index.ping()
+def test_both_sides_share_their_call_listeners(store: Store, ds_name: str) -> None:
+    """The documents and the index administration are one connection: a call listener added on
+    either side hears the calls of both, under one operation name each."""
+    index = flint_index(ds_name, "listened")
+    calls: list[str] = []
+    store.admin.call_listeners.append(lambda operation, outcome, retries: calls.append(f"{operation} {outcome}"))
+    assert store.index.call_listeners == store.admin.call_listeners
+    assert store.admin.create_index(index, {"mappings": {"properties": {"n": {"type": "long"}}}})
+    assert store.admin.index_exists(index)
+    store.index.get(index, "nothing")
+    assert calls == ["create_index 2xx", "exists 2xx", "get 2xx"]
+
+
+def test_a_connector_answers_a_ping_and_closes(store: Store, ds_name: str, opensearch_config: OpenSearchConfig) -> None:
+    assert store.index.ping() and store.admin.ping()
     other = IndexClient(opensearch_config) if isinstance(store.index, IndexClient) else MemoryIndex()
-    assert other.ping()
+    assert other.ping() and other.admin.ping()
+    assert not other.admin.index_exists(flint_index(ds_name, "pinged"))
     other.close()
+    alone = ClusterAdmin.connect(opensearch_config) if isinstance(store.index, IndexClient) else MemoryIndex().admin
+    assert alone.ping() and alone.mappings("flint_nothing_here*") == {}
+    alone.close()
 
 
 # -- the connector: index administration -----------------------------------------------------------
