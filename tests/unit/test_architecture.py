@@ -28,8 +28,6 @@ MAX_METHODS = 25
 PENDING_SPLIT = {
     ("flint_repl_job/indexes/engine.py", "FlintEngine"),
     ("async_query/launcher/local.py", "LocalLauncher"),
-    ("query_core/store/client.py", "IndexClient"),
-    ("query_core/store/memory.py", "MemoryIndex"),
 }
 MAX_SERVICE_IMPORTS = 15
 
