@@ -1,8 +1,8 @@
 """PySpark data source ``opensearch``: Spark writes a DataFrame into an index and reads one back.
 
 Built on PySpark's own Python data source API (``pyspark.sql.datasource``), so no JVM connector is
-needed. All index calls go through the index-administration interface of
-:class:`query_core.store.ClusterAdmin` (retries, error translation). Options, all strings, use the names of the reference's ``spark.datasource.flint.*``
+needed. All index calls go through the index-administration side of
+:class:`query_core.store.IndexClient` (retries, error translation). Options, all strings, use the names of the reference's ``spark.datasource.flint.*``
 keys without the prefix:
 
 - ``index`` (required); ``host``, ``port``, ``scheme``, ``auth`` (``noauth|basic|sigv4``),
@@ -61,7 +61,7 @@ from pyspark.sql.datasource import (
 from flint_repl_job.config import auth_kind
 from flint_repl_job.values import Timestamps, to_json_value
 from query_core.config import OpenSearchConfig
-from query_core.store import ClusterAdmin, IndexAdmin
+from query_core.store import IndexAdmin, IndexClient
 
 log = logging.getLogger(__name__)
 
@@ -377,7 +377,7 @@ class OpenSearchReader(DataSourceReader):
 
 def _admin(options: dict[str, str]) -> IndexAdmin:
     """The cluster the options name, for whole indexes and their contents in bulk."""
-    return ClusterAdmin.connect(connection(options))
+    return IndexClient(connection(options)).admin
 
 
 def register(spark: Any) -> None:

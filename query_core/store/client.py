@@ -634,13 +634,7 @@ class IndexClient(_ClusterSide):
 class ClusterAdmin(_ClusterSide):
     """An OpenSearch cluster's indexes, as an :class:`~query_core.store.connector.IndexAdmin`
     (the Flint data indexes): whole indexes, their mappings, bulk writes and scans, and the
-    figures of the embedded index's snapshots. Made by an :class:`IndexClient` (its ``admin``),
-    or on a connection of its own (:meth:`connect`)."""
-
-    @classmethod
-    def connect(cls, cfg: OpenSearchConfig) -> ClusterAdmin:
-        """The administration of the cluster ``cfg`` names, without the documents' side."""
-        return cls(ClusterConnection(cfg))
+    figures of the embedded index's snapshots: an :class:`IndexClient`'s ``admin``."""
 
     # -- whole indexes ------------------------------------------------------------------------
 

@@ -30,7 +30,7 @@ from query_core.ids import new_id, request_index
 from query_core.models import FlintIndexStateDoc, ResultDoc, SessionDoc, StatementDoc, Versioned, now_millis
 from query_core.realtime import ReadNotServed
 from query_core.states import INDEX_OPERATIONS, FlintIndexState, SessionState, SessionType, StatementState
-from query_core.store import ClusterAdmin, IndexClient, MemoryIndex, Query, Store, Term, retry_on_conflict
+from query_core.store import IndexClient, MemoryIndex, Query, Store, Term, retry_on_conflict
 from query_core.store.connector import CALL_OUTCOMES
 from query_core.store.index_states import MAX_INDEX_ERROR
 
@@ -746,9 +746,9 @@ def test_a_connector_answers_a_ping_and_closes(store: Store, ds_name: str, opens
     assert other.ping() and other.admin.ping()
     assert not other.admin.index_exists(flint_index(ds_name, "pinged"))
     other.close()
-    alone = ClusterAdmin.connect(opensearch_config) if isinstance(store.index, IndexClient) else MemoryIndex().admin
-    assert alone.ping() and alone.mappings("flint_nothing_here*") == {}
-    alone.close()
+    admin = IndexClient(opensearch_config).admin if isinstance(store.index, IndexClient) else MemoryIndex().admin
+    assert admin.ping() and admin.mappings("flint_nothing_here*") == {}  # an admin alone, as a data source has
+    admin.close()
 
 
 # -- the connector: index administration -----------------------------------------------------------
