@@ -23,7 +23,7 @@ from __future__ import annotations
 from query_core.config import OpenSearchConfig
 from query_core.ids import request_index
 from query_core.models import SessionDoc, StatementDoc, Versioned
-from query_core.store.client import ClusterAdmin, IndexClient, quiet_driver_logs, translate
+from query_core.store.client import IndexClient, quiet_driver_logs, translate
 from query_core.store.connector import (
     DocumentConnector,
     Found,
@@ -39,14 +39,13 @@ from query_core.store.datasources import DatasourceRepository
 from query_core.store.documents import DocumentRepository, retry_on_conflict
 from query_core.store.index_states import IndexStateRepository
 from query_core.store.locks import LockRepository
-from query_core.store.memory import MemoryAdmin, MemoryIndex
+from query_core.store.memory import MemoryIndex
 from query_core.store.pool import PoolJobRepository
 from query_core.store.results import ResultRepository
 from query_core.store.sessions import SessionRepository
 from query_core.store.statements import Settled, StatementRepository
 
 __all__ = [
-    "ClusterAdmin",
     "DatasourceRepository",
     "DocumentConnector",
     "DocumentRepository",
@@ -56,7 +55,6 @@ __all__ = [
     "IndexConnector",
     "IndexStateRepository",
     "LockRepository",
-    "MemoryAdmin",
     "MemoryIndex",
     "PoolJobRepository",
     "Query",
