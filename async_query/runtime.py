@@ -46,6 +46,7 @@ from query_core.config import OpenSearchConfig
 from query_core.ids import DEPLOYMENT_INDEX, request_index
 from query_core.models import StatementDoc
 from query_core.store import Store
+from query_core.validation import StatementLimits
 
 log = logging.getLogger(__name__)
 
@@ -196,7 +197,15 @@ def build_plugin(
         stream_watcher=StreamWatcher(store, liveness, settings.stream_watch_interval_s),
         handlers=handlers,
         reads=reads,
-        service=AsyncQueryService(datasources, registry, handlers, reads, store.sessions, store.pool),
+        service=AsyncQueryService(
+            datasources,
+            registry,
+            handlers,
+            reads,
+            store.sessions,
+            store.pool,
+            StatementLimits(settings.max_query_chars, settings.max_statement_depth),
+        ),
         catalog=catalog,
         health=health,
         metrics_worker=MetricsWorker(store, settings.metrics_interval_s, health=health),

@@ -25,7 +25,7 @@ from async_query.security.principal import ANONYMOUS, Principal
 from query_core.models import PoolJobDoc, SessionDoc
 from query_core.states import SessionState
 from query_core.store import PoolJobRepository, SessionRepository
-from query_core.validation import validate_query
+from query_core.validation import StatementLimits, check_limits, validate_query
 
 __all__ = ["AsyncQueryService", "SubmitRequest", "Submitted"]
 
@@ -41,6 +41,7 @@ class AsyncQueryService:
         reads: QueryReads,
         sessions: SessionRepository,
         pool: PoolJobRepository,
+        limits: StatementLimits,
     ) -> None:
         self.datasources = datasources
         self.launchers = launchers
@@ -48,6 +49,8 @@ class AsyncQueryService:
         self.reads = reads
         self._sessions = sessions
         self._pool = pool
+        #: A statement's size and nesting depth, checked before any parser reads it.
+        self.limits = limits
 
     def submit(self, request: SubmitRequest) -> Submitted:
         """Refuse a caller outside the datasource's ``allowedRoles`` (a 403), classify the query,
@@ -56,9 +59,10 @@ class AsyncQueryService:
         400)."""
         datasource = self.datasources.get(request.datasource)  # an unknown datasource is refused first, as always
         check_datasource_access(request.principal, datasource)
+        tokens = check_limits(request.query, request.lang, self.limits)  # before any parser recurses
         classified = classify(request.lang, request.query)
         policy = launcher_policy(datasource, self.launchers.for_datasource(datasource))
-        validate_query(policy, request.lang, request.query, classified.statement)
+        validate_query(policy, request.lang, request.query, classified.statement, tokens=tokens)
         submitted = self.handlers[classified.kind].submit(request, classified)
         self.reads.submitted(submitted, request.submitted_by)
         self.handlers.submitted(submitted)

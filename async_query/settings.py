@@ -290,6 +290,12 @@ class Settings(BaseSettings):
     #: The longest query text a POST may carry, and the largest request body (bytes); beyond: 400.
     max_query_chars: int = 1_000_000
     max_body_bytes: int = 2_000_000
+    #: How deeply a statement may nest (parentheses, operator chains, CASE, subqueries), checked on
+    #: its tokens before any parser recurses: deeper is a 400 at POST, and the job refuses it too.
+    max_statement_depth: int = 128
+    #: Seconds a statement may spend being parsed and analyzed in the job before any Spark work of
+    #: its own starts; past it, it fails alone and its session goes on (0: no limit).
+    statement_prepare_timeout_s: int = 120
     #: Bytes of finished queries' replies kept in memory (they never change).
     reply_cache_bytes: int = 64 * 1024 * 1024
     #: Queries whose session and kind are remembered (ten times this many), for GET's routing.

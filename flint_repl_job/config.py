@@ -29,7 +29,7 @@ from query_core.jobconf import (
 )
 from query_core.models import PoolClaim
 from query_core.states import SessionType
-from query_core.validation import ALLOW_ALL, ValidationPolicy
+from query_core.validation import ALLOW_ALL, StatementLimits, ValidationPolicy
 
 __all__ = ["PASSWORD_ENV", "PREFIX_JOB", "PREFIX_OS", "Getter", "JobConfig"]
 
@@ -68,6 +68,11 @@ class JobConfig:
     session_wait_ms: int = DEFAULTS.session_wait_ms
     #: What statements may hold (the plugin checked them against it already; see docs/validation.md).
     validation: ValidationPolicy = ALLOW_ALL
+    #: Statements longer or more deeply nested are refused before they are parsed (docs/validation.md).
+    max_statement_chars: int = DEFAULTS.max_statement_chars
+    max_statement_depth: int = DEFAULTS.max_statement_depth
+    #: A statement parsed and analyzed longer than this (seconds; 0: no limit) fails alone.
+    statement_prepare_timeout_s: int = DEFAULTS.statement_prepare_timeout_s
     #: A warm pool job's slot ("": a job started for its session), and how long it waits for a claim.
     pool_slot: str = DEFAULTS.pool_slot
     pool_idle_limit_ms: int | None = DEFAULTS.pool_idle_limit_ms
@@ -78,6 +83,11 @@ class JobConfig:
     max_result_bytes: int = DEFAULTS.max_result_bytes
     result_chunk_rows: int = DEFAULTS.result_chunk_rows
     result_chunk_bytes: int = DEFAULTS.result_chunk_bytes
+
+    @property
+    def statement_limits(self) -> StatementLimits:
+        """How long and how deeply nested a statement may be."""
+        return StatementLimits(self.max_statement_chars, self.max_statement_depth)
 
     @property
     def result_limits(self) -> ResultLimits:
@@ -132,6 +142,9 @@ class JobConfig:
             search_interval_ms=conf.search_interval_ms,
             session_wait_ms=conf.session_wait_ms,
             validation=conf.validation_policy,
+            max_statement_chars=conf.max_statement_chars,
+            max_statement_depth=conf.max_statement_depth,
+            statement_prepare_timeout_s=conf.statement_prepare_timeout_s,
             pool_slot=conf.pool_slot,
             pool_idle_limit_ms=conf.pool_idle_limit_ms,
             report_catalog_changes=conf.report_catalog_changes,

@@ -11,7 +11,7 @@ import re
 from flint_repl_job.catalog import unknown_catalog_message
 from flint_repl_job.result_stream import ResultWriteError
 from query_core.errors import AsyncQueryError
-from query_core.validation import QueryRefusedError
+from query_core.validation import QueryRefusedError, StatementLimitError
 
 _CUT_MARKERS = ("\n== SQL", "\n== Physical Plan", "\n== Parsed Logical Plan", "\nJVM stacktrace", "\n\tat ")
 _SECRETS = [
@@ -40,7 +40,7 @@ def write_failure(exc: BaseException) -> str:
 def classify(exc: BaseException, datasource: str = "") -> str:
     """The error text reported for a statement of ``datasource``'s session that raised ``exc``."""
     name = type(exc).__name__
-    if isinstance(exc, QueryRefusedError):
+    if isinstance(exc, QueryRefusedError | StatementLimitError):
         return exc.message  # the words the plugin refuses the statement with at POST
     if isinstance(exc, ResultWriteError):
         return write_failure(exc)

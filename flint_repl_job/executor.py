@@ -3,6 +3,7 @@ watch for cancellation, enforce the execution timeout and report progress."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -31,13 +32,15 @@ from query_core.models import LosslessResult, ResultChunks, StatementProgress
 from query_core.ppl import to_spark_sql
 from query_core.store import ResultRepository
 from query_core.store.catalog_changes import CatalogChange
-from query_core.validation import ALLOW_ALL, ValidationPolicy
+from query_core.validation import ALLOW_ALL, StatementLimits, ValidationPolicy
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from flint_repl_job.indexes.engine import FlintEngine
 
+
+log = logging.getLogger(__name__)
 
 __all__ = ["QueryCancelledError", "QueryOutput", "ResultTarget", "RunningQuery", "SparkExecutor"]
 
@@ -92,6 +95,10 @@ class RunningQuery:
     query_id: str
     future: Future[QueryOutput]
     cancelled: threading.Event = field(default_factory=threading.Event)
+    #: Set once the statement is parsed and analyzed, or its first Spark job has started.
+    prepared: threading.Event = field(default_factory=threading.Event)
+    #: Seconds it may take to get there (0: no limit); past it, it fails alone (:meth:`SparkExecutor.abandon`).
+    prepare_timeout_s: float = 0.0
 
 
 class SparkExecutor:
@@ -108,6 +115,8 @@ class SparkExecutor:
         policy: ValidationPolicy = ALLOW_ALL,
         results: ResultTarget | None = None,
         *,
+        limits: StatementLimits | None = None,
+        prepare_timeout_s: float = 0.0,
         report_catalog: bool = False,
     ) -> None:
         self.spark = spark
@@ -116,8 +125,12 @@ class SparkExecutor:
         self.datasource = datasource
         self.flint = flint
         #: Checks each statement on Spark's own parse before it runs (docs/validation.md).
-        self.guard = StatementGuard(spark, policy)
+        self.guard = StatementGuard(spark, policy, limits)
+        #: Seconds a statement may take to be parsed and analyzed (0: no limit).
+        self.prepare_timeout_s = prepare_timeout_s
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="statement")
+        #: The JVM thread each running statement's calls run on (PySpark pins one per Python thread).
+        self._jvm_threads: dict[str, Any] = {}
         #: What each statement changes in the catalog, as Spark's catalog reports it (docs/catalog.md).
         self.catalog_listener = listen(spark) if report_catalog else None
         self._temporary_views = False
@@ -125,12 +138,15 @@ class SparkExecutor:
     def start(self, query_id: str, sql: str, lang: str = "sql") -> RunningQuery:
         """Run ``sql`` (or, with ``lang`` ``ppl``, a PPL query) in the statement thread."""
         self.catalog_changes()  # anything seen between statements is no statement's
-        cancelled = threading.Event()
-        return RunningQuery(query_id, self._pool.submit(self._run, query_id, sql, lang, cancelled), cancelled)
+        running = RunningQuery(query_id, Future(), prepare_timeout_s=self.prepare_timeout_s)
+        running.future = self._pool.submit(self._run, query_id, sql, lang, running)
+        return running
 
-    def _run(self, query_id: str, sql: str, lang: str, cancelled: threading.Event) -> QueryOutput:
+    def _run(self, query_id: str, sql: str, lang: str, running: RunningQuery) -> QueryOutput:
+        cancelled = running.cancelled
         sc = self.spark.sparkContext
         sc.setJobGroup(query_id, f"statement {query_id}", interruptOnCancel=True)
+        self._jvm_threads[query_id] = self.spark._jvm.java.lang.Thread.currentThread()  # type: ignore[union-attr]
         try:
             if cancelled.is_set():
                 raise QueryCancelledError(query_id)
@@ -142,13 +158,17 @@ class SparkExecutor:
                 if self.flint is None:
                     raise FlintStatementError("Flint statements need a job connected to the index cluster")
                 self.guard.check_flint(statement)
+                running.prepared.set()  # Flint statements run their own bounded steps
                 output = self.flint.run(statement)
                 write = self.results.writer(query_id)
                 return QueryOutput.of(stream_rows(output.schema, output.rows, self.results.limits, write, cancelled))
             text = self.spark_sql(sql)
-            self.guard.check_sql(text)
-            return self.output(self.spark.sql(text), query_id, cancelled)
+            checked = self.guard.check_sql(text)
+            frame = self.guard.visible(self.spark.sql(text), checked)
+            running.prepared.set()
+            return self.output(frame, query_id, cancelled)
         finally:
+            self._jvm_threads.pop(query_id, None)
             sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
 
     def output(self, frame: DataFrame, query_id: str, cancelled: threading.Event) -> QueryOutput:
@@ -207,6 +227,41 @@ class SparkExecutor:
                 return True
             if time.monotonic() >= deadline:
                 return False
+
+    def prepare_overdue(self, running: RunningQuery, elapsed_s: float) -> bool:
+        """Whether ``running`` has been parsed and analyzed for longer than it may be: not yet
+        prepared, no Spark job of its own started, and past its limit."""
+        if running.prepared.is_set() or not running.prepare_timeout_s or elapsed_s <= running.prepare_timeout_s:
+            return False
+        if self.spark.sparkContext.statusTracker().getJobIdsForGroup(running.query_id):
+            running.prepared.set()  # its Spark work has started: the execution timeout applies now
+            return False
+        return True
+
+    def abandon(self, running: RunningQuery, grace_s: float = 5.0) -> None:
+        """Stop a statement stuck in Spark's parser or analyzer, which no job-group cancel reaches:
+        its JVM thread is interrupted, then stopped, and later statements run on a new statement
+        thread (the old one's connection to the JVM went with its JVM thread). Should the stuck
+        thread still not return, it is left behind: the session goes on either way."""
+        running.cancelled.set()
+        thread = self._jvm_threads.get(running.query_id)
+        for stop in ("interrupt", "stop") if thread is not None else ():
+            try:
+                getattr(thread, stop)()
+            except Exception as exc:  # noqa: BLE001 - a JVM that no longer stops threads
+                log.warning("could not %s the thread of statement %s: %s", stop, running.query_id, exc)
+            try:
+                running.future.exception(timeout=grace_s)
+            except Exception:  # noqa: BLE001 - not done yet
+                pass
+            if running.future.done():
+                break
+        if not running.future.done():
+            log.error(
+                "statement %s is stuck in Spark's parser or analyzer: its thread is left behind", running.query_id
+            )
+        stuck, self._pool = self._pool, ThreadPoolExecutor(max_workers=1, thread_name_prefix="statement")
+        stuck.shutdown(wait=False, cancel_futures=True)
 
     def progress(self, query_id: str) -> StatementProgress:
         """Stages and tasks done/total of the Spark jobs in this statement's job group."""

@@ -1,10 +1,24 @@
 """The job's check of each statement on Spark's own parse, before the statement runs.
 
-The plugin refuses what it can at POST, on its own parsers; this check is the authoritative one:
+The plugin refuses what it can at POST, on its own reading; this check is the authoritative one:
 it reads the logical plan Spark's parser makes of the very text Spark will run
-(``sessionState.sqlParser.parsePlan``, as JSON in one call), so nothing slips through a difference
-between the two parsers. A refused statement fails with the same message the plugin gives. Text
-Spark cannot parse is not run either: its syntax error is the statement's error.
+(``sessionState.sqlParser.parsePlan``, as JSON in one call, and the maps the JSON leaves out
+through the JVM), so nothing slips through a difference between the two readings. A refused
+statement fails with the same message the plugin gives. Text Spark cannot parse is not run
+either: its syntax error is the statement's error. See docs/validation.md.
+
+What the job asks Spark itself, where the plugin reads a table:
+
+* which implementation a provider name resolves to (``DataSource.lookupDataSource``): the
+  resolved class must be an allowed provider's, whatever name led to it;
+* where a location is (Hadoop's ``Path``, qualified against the default file system without
+  opening it);
+* what provider each table a statement reads or writes was created with (the catalog's
+  metadata, through the views it reads), so a table stored with a refused provider, ``jdbc``
+  say, is not read.
+
+Before any parse, the statement's size and nesting depth are checked on its tokens
+(:mod:`query_core.validation.limits`).
 """
 
 from __future__ import annotations
@@ -12,13 +26,26 @@ from __future__ import annotations
 import functools
 import json
 import logging
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from query_core.flint import Statement
 from query_core.ppl import parse_ppl
-from query_core.validation import Checks, GrammarElement, ValidationPolicy, check_flint, check_ppl
+from query_core.validation import (
+    Checks,
+    GrammarElement,
+    QueryRefusedError,
+    ValidationPolicy,
+    check_flint,
+    check_ppl,
+)
+from query_core.validation.allowlists import Provider, is_settable, provider_of_class
 from query_core.validation.elements import GrammarElement as E
+from query_core.validation.limits import StatementLimits, check_limits
+from query_core.validation.paths import HadoopPath, Place, place_of
+from query_core.validation.tokens import TokenKind
 
 log = logging.getLogger(__name__)
 
@@ -121,22 +148,56 @@ _LOCATED = frozenset(
     {"UnresolvedTableSpec", "CreateTableLike", "SetTableLocation", "SetNamespaceLocation", "UnresolvedPartitionSpec"}
 )
 _DYNAMIC = frozenset({"PlanWithUnresolvedIdentifier", "ExpressionWithUnresolvedIdentifier"})
+#: Statements whose maps (options, properties, key) the JSON form leaves out: read through the JVM
+#: from the statement's root (or what EXPLAIN explains); anywhere else they are refused.
+_READ_AT_ROOT = frozenset(
+    {
+        "SetCommand", "ResetCommand", "CreateNamespace", "CreateTempViewUsing", "CreateTable", "CreateTableAsSelect",
+        "ReplaceTable", "ReplaceTableAsSelect", "CreateTableLike", "SetNamespaceProperties", "SetTableProperties",
+        "SetViewProperties", "SetTableSerDeProperties",
+    }
+)  # fmt: skip
+_TABLE_SPECS = frozenset({"CreateTable", "CreateTableAsSelect", "ReplaceTable", "ReplaceTableAsSelect"})
+#: Namespace properties Spark sets from clauses of their own (``LOCATION``, ``COMMENT``) or itself.
+_NAMESPACE_CLAUSES = frozenset({"location", "comment", "owner"})
+#: How deep views over views are followed to the tables they read.
+_MAX_VIEW_DEPTH = 16
 
 
 def _parts(text: Any) -> list[str]:
-    """A Scala ``Seq[String]`` as its JSON shows it, ``[a, b]``, as its parts."""
+    """A Scala ``Seq[String]`` as its JSON shows it, ``[a, b]``, as its parts. Spark shortens a
+    long one (``[a, b, ... 3 more fields]``): such a name cannot be checked, and is refused."""
     inner = str(text or "")[1:-1]
-    return inner.split(", ") if inner else []
+    parts = inner.split(", ") if inner else []
+    if parts and parts[-1].endswith(" more fields"):
+        raise QueryRefusedError(E.DYNAMIC_SQL, "a name too long to be read")
+    return parts
+
+
+@dataclass(frozen=True)
+class Checked:
+    """What the job needs to know of a statement it checked, to run it."""
+
+    #: ``SET`` or ``SET -v``: the listing of the session's settings (shown filtered).
+    lists_settings: bool = False
+    #: ``SET key``: the key whose value is read (shown only when the key is a settable one).
+    reads_setting: str | None = None
+    #: A ``SET`` inside a compound statement: a result shaped like a listing is filtered.
+    may_list_settings: bool = False
 
 
 class StatementGuard:
-    """Checks statements against the job's policy on Spark's own parse; raises
-    :class:`query_core.validation.QueryRefusedError`."""
+    """Checks statements against the job's policy and limits on Spark's own parse; raises
+    :class:`query_core.validation.QueryRefusedError` or
+    :class:`query_core.validation.StatementLimitError`."""
 
-    def __init__(self, spark: Any, policy: ValidationPolicy) -> None:
+    def __init__(self, spark: Any, policy: ValidationPolicy, limits: StatementLimits | None = None) -> None:
         self.spark = spark
         self.policy = policy
-        self.checks = _SparkChecks(policy, self._is_data_source)
+        self.limits = limits or StatementLimits()
+        self.checks = _SparkChecks(policy, spark)
+        #: What the catalog said of the tables lately read (see :meth:`_catalog_entry`).
+        self._catalog: dict[tuple[str, ...], tuple[float, _Entry | None]] = {}
 
     @property
     def active(self) -> bool:
@@ -144,73 +205,111 @@ class StatementGuard:
 
     # -- entry points -----------------------------------------------------------------------------
 
-    def check_sql(self, sql: str) -> None:
+    def check_sql(self, sql: str) -> Checked:
         """A Spark SQL statement, as Spark will run it (a ParseException propagates)."""
-        if not self.active:
-            return
+        tokens = check_limits(sql, "sql", self.limits)
+        if not self.active and not any(t.kind == TokenKind.WORD and t.upper in ("SET", "EXECUTE") for t in tokens):
+            return Checked()
         plan = self._parser().parsePlan(sql)
-        self._check_root(plan)
         tree = json.loads(plan.toJSON())
-        self._walk(tree, root=tree[0] if tree else None)
+        checked = self._settings_read(plan, tree)
+        if not self.active:
+            return checked
+        roots = self._check_roots(plan, tree)
+        self._walk(tree, roots)
+        return checked
 
     def check_expression(self, text: str) -> None:
         """An expression the job evaluates (a covering index's filter, an ``id_expression``)."""
+        check_limits(text, "sql", self.limits)
         if self.active:
-            self._walk(json.loads(self._parser().parseExpression(text).toJSON()))
+            self._walk(json.loads(self._parser().parseExpression(text).toJSON()), set())
 
     def check_ppl(self, ppl: str) -> None:
         """A PPL query, on its syntax tree (before translation asks Spark anything about it)."""
+        check_limits(ppl, "ppl", self.limits)
         if self.active:
             check_ppl(parse_ppl(ppl), self.checks)
 
     def check_flint(self, statement: Statement) -> None:
         if self.active:
-            check_flint(statement, self.checks, self.check_sql, self.check_expression)
+            check_flint(statement, self.checks, self._check_query, self.check_expression)
+
+    def _check_query(self, sql: str) -> None:
+        self.check_sql(sql)
 
     def check_checkpoint(self, location: str) -> None:
         """A checkpoint about to be deleted (VACUUM), wherever its location came from."""
         self.checks.checkpoint(location)
+
+    def visible(self, frame: Any, checked: Checked) -> Any:
+        """The rows of a statement's result that may be shown: a listing of the settings keeps
+        only the settable keys (the others name the job's addresses, paths and credentials), and a
+        read of another key shows no value."""
+        shaped = frame.columns[:2] == ["key", "value"]
+        if checked.lists_settings or (checked.may_list_settings and shaped):
+            from pyspark.sql import functions as sf
+
+            keys = [row[0] for row in frame.select(frame.columns[0]).collect()]
+            return frame.where(sf.col(frame.columns[0]).isin([k for k in keys if is_settable(k)]))
+        if checked.reads_setting is not None and not is_settable(checked.reads_setting):
+            from pyspark.sql import functions as sf
+
+            return frame.withColumn(frame.columns[1], sf.lit("<hidden>"))
+        return frame
 
     # -- the plan -------------------------------------------------------------------------------------
 
     def _parser(self) -> Any:
         return self.spark._jsparkSession.sessionState().sqlParser()
 
-    def _check_root(self, plan: Any) -> None:
-        """What the JSON form of a statement's plan leaves out (maps and options): read from the
-        plan's root through the JVM."""
+    def _settings_read(self, plan: Any, tree: list[dict[str, Any]], depth: int = 0) -> Checked:
+        """What a statement reads of the session's settings: a ``SET`` listing or one key, also
+        when ``EXECUTE IMMEDIATE`` runs the ``SET`` or a compound statement holds one."""
         name = plan.getClass().getSimpleName()
         if name == "SetCommand":
-            kv = plan.kv()
-            self.checks.config(E.SET, str(kv.get()._1()) if kv.isDefined() else None)
-        elif name == "ResetCommand":
-            key = plan.config()
-            self.checks.config(E.RESET, str(key.get()) if key.isDefined() else None)
-        elif name == "CreateNamespace":
-            location = plan.properties().get("location")
-            if location.isDefined():
-                self.checks.location(str(location.get()))
-        elif name == "CreateTempViewUsing":
-            for option in ("path", "paths"):
-                value = plan.options().get(option)
-                if value.isDefined():
-                    self.checks.location(str(value.get()))
+            return _set_command_read(plan)
+        if name == "UnresolvedExecuteImmediate" and tree and depth < 8:
+            statement = tree[0].get("sqlStmtStr") or tree[0].get("queryParam")
+            literal = statement[0] if isinstance(statement, list) and len(statement) == 1 else None
+            if isinstance(literal, dict) and str(literal.get("class", "")).endswith(".Literal"):
+                inner = self._parser().parsePlan(str(literal.get("value", "")))
+                return self._settings_read(inner, json.loads(inner.toJSON()), depth + 1)
+        if any(str(node["class"]).endswith(".SetCommand") for node, _ in _nodes(tree)):
+            return Checked(may_list_settings=True)
+        return Checked()
 
-    def _walk(self, value: Any, root: dict[str, Any] | None = None) -> None:
+    def _check_roots(self, plan: Any, tree: list[dict[str, Any]]) -> set[int]:
+        """Check what the JSON form of a statement leaves out (maps, options) from its root through
+        the JVM, and from what an EXPLAIN explains; the ids of those JSON nodes."""
+        roots: set[int] = set()
+        node: dict[str, Any] | None = tree[0] if tree else None
+        while node is not None:
+            roots.add(id(node))
+            name = plan.getClass().getSimpleName()
+            _RootReader(self.checks, plan, node, tree, self._relation_provider).check(name)
+            if name != "ExplainCommand":
+                break
+            plan = plan.logicalPlan()
+            inner = node.get("logicalPlan")
+            node = inner[0] if isinstance(inner, list) and inner and isinstance(inner[0], dict) else None
+        return roots
+
+    def _walk(self, value: Any, roots: set[int]) -> None:
         for node, following in _nodes(value):
-            self._check_node(node, following, node is root)
+            self._check_node(node, following, id(node) in roots)
 
-    def _check_node(self, node: dict[str, Any], following: dict[str, Any] | None, is_root: bool = False) -> None:
+    def _check_node(self, node: dict[str, Any], following: dict[str, Any] | None, is_root: bool) -> None:
         name = str(node["class"]).rsplit(".", 1)[-1]
         element = _NODE_ELEMENTS.get(name)
         if element is not None:
             self.checks.element(element)
         if name == "InsertIntoDir":
             self.checks.element(E.INSERT_OVERWRITE_DIRECTORY)
-        elif name in _LOCATED and node.get("location"):
+        if name in _LOCATED and node.get("location"):
             self.checks.location(str(node["location"]))
-        elif name in ("SetCommand", "ResetCommand", "CreateNamespace", "CreateTempViewUsing"):
-            if not is_root:  # the root's were read from the plan itself (_check_root)
+        if name in _READ_AT_ROOT:
+            if not is_root:  # the root's were read from the plan itself (_check_roots)
                 self._nested_command(name)
         elif name in _DYNAMIC:
             self.checks.element(E.DYNAMIC_SQL, "IDENTIFIER")
@@ -221,7 +320,9 @@ class StatementGuard:
 
     def _check_reference(self, name: str, node: dict[str, Any], following: dict[str, Any] | None) -> None:
         if name == "UnresolvedRelation":
-            self.checks.table(_parts(node.get("multipartIdentifier")))
+            parts = _parts(node.get("multipartIdentifier"))
+            self.checks.table(parts)
+            self._relation_provider(parts)
         elif name == "UnresolvedFunction":
             self.checks.function(".".join(_parts(node.get("nameParts"))))
         elif name == "UnresolvedTableValuedFunction":
@@ -250,13 +351,15 @@ class StatementGuard:
             self.checks.element(element)
 
     def _nested_command(self, name: str) -> None:
-        """A configuration or placing command inside another statement (a script): its key or
-        location is not in the JSON form, so it cannot be shown harmless."""
+        """A configuration or DDL command inside another statement (a script): its key, options
+        or properties are not in the JSON form, so it cannot be shown harmless."""
         if name in ("SetCommand", "ResetCommand"):
             self.checks.element(E.SET if name == "SetCommand" else E.RESET)
             self.checks.element(E.PROTECTED_CONFIG, "in a compound statement")
-        else:
+        elif name in ("CreateNamespace", "SetNamespaceProperties"):
             self.checks.element(E.LOCATION, "in a compound statement")
+        else:
+            self.checks.element(E.DATA_SOURCE, "in a compound statement")
 
     def _execute_immediate(self, node: dict[str, Any]) -> None:
         statement = node.get("sqlStmtStr") or node.get("queryParam")
@@ -266,52 +369,300 @@ class StatementGuard:
         else:
             self.checks.element(E.DYNAMIC_SQL, "EXECUTE IMMEDIATE")
 
-    def _is_data_source(self, name: str) -> bool:
-        return _is_data_source(self.spark, name)
+    # -- tables in the catalog ----------------------------------------------------------------------
+
+    def _relation_provider(self, parts: list[str], depth: int = 0) -> None:
+        """A table a statement reads or writes must have been created with an allowed provider
+        (a ``jdbc`` table in the catalog is not read); a view's own tables are checked in turn."""
+        if not self.policy.denies(E.DATA_SOURCE) or depth > _MAX_VIEW_DEPTH:
+            return
+        found = self._catalog_entry(parts)
+        if found is None:
+            return
+        provider, view_text, database = found
+        if view_text is not None:
+            for view_parts in self._relations_of(view_text):
+                qualified = view_parts if len(view_parts) > 1 or database is None else [database, *view_parts]
+                self._relation_provider(qualified, depth + 1)
+        elif provider is not None:
+            self.checks.provider(provider)
+
+    def _catalog_entry(self, parts: list[str]) -> _Entry | None:
+        """:func:`_catalog_entry`, remembered for :data:`CATALOG_TTL_S`: a table replaced meanwhile
+        by one with a refused provider could only have been made elsewhere (a statement here is
+        refused), and the job cannot connect through JDBC anyway (docs/validation.md)."""
+        key = tuple(part.lower() for part in parts)
+        now = time.monotonic()
+        cached = self._catalog.get(key)
+        if cached is not None and now - cached[0] < CATALOG_TTL_S:
+            return cached[1]
+        if len(self._catalog) > 4_096:
+            self._catalog.clear()
+        found = _catalog_entry(self.spark, parts)
+        self._catalog[key] = (now, found)
+        return found
+
+    def _relations_of(self, sql: str) -> Iterator[list[str]]:
+        try:
+            tree = json.loads(self._parser().parsePlan(sql).toJSON())
+        except Exception:  # noqa: BLE001 - a view Spark cannot parse cannot be read either
+            return
+        for node, _ in _nodes(tree):
+            if str(node["class"]).endswith(".UnresolvedRelation"):
+                yield _parts(node.get("multipartIdentifier"))
 
 
-@functools.lru_cache(maxsize=256)
-def _lookup(spark: Any, name: str) -> bool:
+def _set_command_read(plan: Any) -> Checked:
+    """What a ``SET`` statement reads: the listing, or one key's value."""
+    kv = plan.kv()
+    if not kv.isDefined():
+        return Checked(lists_settings=True)
+    key, value = str(kv.get()._1()), kv.get()._2()
+    if key == "-v":
+        return Checked(lists_settings=True)
+    return Checked(reads_setting=key if not value.isDefined() else None)
+
+
+class _RootReader:
+    """Reads a statement's root plan node through the JVM (and its JSON form, ``node``)."""
+
+    def __init__(
+        self,
+        checks: _SparkChecks,
+        plan: Any,
+        node: dict[str, Any],
+        tree: list[dict[str, Any]],
+        relation: Callable[[list[str]], None],
+    ) -> None:
+        self.checks = checks
+        self.plan = plan
+        self.node = node
+        self.tree = tree
+        self.relation = relation
+
+    def check(self, name: str) -> None:
+        checks, plan = self.checks, self.plan
+        if name == "SetCommand":
+            kv = plan.kv()
+            key = str(kv.get()._1()) if kv.isDefined() else None
+            checks.config(E.SET, None if key == "-v" else key)
+        elif name == "ResetCommand":
+            key = plan.config()
+            checks.config(E.RESET, str(key.get()) if key.isDefined() else None)
+        elif name == "CreateNamespace":
+            self.namespace_properties(_entries(plan.properties()))
+        elif name in ("SetNamespaceProperties", "SetTableProperties", "SetViewProperties"):
+            checks.properties(_entries(plan.properties()))
+        elif name == "SetTableSerDeProperties":
+            serde = plan.serdeClassName()
+            if serde.isDefined():
+                checks.storage_class("SERDE", str(serde.get()))
+            properties = plan.serdeProperties()
+            if properties.isDefined():
+                checks.properties(_entries(properties.get()))
+        elif name == "CreateTempViewUsing":
+            provider = checks.provider(str(plan.provider()))
+            checks.options(provider, _entries(plan.options()))
+        elif name in _TABLE_SPECS:
+            self.table_spec(plan.tableSpec())
+        elif name == "CreateTableLike":
+            self.table_like()
+
+    def namespace_properties(self, properties: list[tuple[str, str]]) -> None:
+        for key, value in properties:
+            if key.lower() == "location":
+                self.checks.location(value)
+        self.checks.properties([(k, v) for k, v in properties if k.lower() not in _NAMESPACE_CLAUSES])
+
+    def table_spec(self, spec: Any) -> None:
+        checks = self.checks
+        serde = spec.serde()
+        hive = serde.isDefined()
+        if hive:
+            self.serde_info(serde.get())
+        checks.properties(_entries(spec.properties()))
+        location = spec.location()
+        if location.isDefined():
+            checks.location(str(location.get()))
+        provider_name = spec.provider()
+        provider = checks.provider(
+            str(provider_name.get()) if provider_name.isDefined() else checks.default_provider(hive)
+        )
+        checks.options(provider, _json_options(self.node))
+
+    def serde_info(self, info: Any) -> None:
+        checks = self.checks
+        if info.storedAs().isDefined():
+            checks.stored_as(str(info.storedAs().get()))
+        if info.serde().isDefined():
+            checks.storage_class("SERDE", str(info.serde().get()))
+        if info.formatClasses().isDefined():
+            classes = info.formatClasses().get()
+            checks.storage_class("INPUTFORMAT", str(classes.input()))
+            checks.storage_class("OUTPUTFORMAT", str(classes.output()))
+        checks.properties(_entries(info.serdeProperties()))
+
+    def table_like(self) -> None:
+        checks, plan = self.checks, self.plan
+        serde = plan.serdeInfo()
+        hive = serde.isDefined()
+        if hive:
+            self.serde_info(serde.get())
+        checks.properties(_entries(plan.properties()))
+        provider = plan.provider()
+        if provider.isDefined():
+            checks.provider(str(provider.get()))
+        elif not hive:  # the new table takes its source's provider
+            source = self.node_of_source()
+            if source:
+                self.relation(source)
+
+    def node_of_source(self) -> list[str]:
+        for node, _ in _nodes(self.tree):
+            if str(node["class"]).endswith(".UnresolvedTableOrView"):
+                return _parts(node.get("multipartIdentifier"))
+        return []
+
+
+def _entries(scala_map: Any) -> list[tuple[str, str]]:
+    """A Scala ``Map[String, String]`` as (key, value) pairs."""
+    entries: list[tuple[str, str]] = []
+    iterator = scala_map.iterator()
+    while iterator.hasNext():
+        pair = iterator.next()
+        entries.append((str(pair._1()), str(pair._2())))
+    return entries
+
+
+def _json_options(node: dict[str, Any]) -> list[tuple[str, str]]:
+    """The ``OPTIONS`` of a CREATE/REPLACE TABLE from its JSON form (its ``OptionList``): each
+    value must be a literal (Spark folds nothing else here)."""
+    options: list[tuple[str, str]] = []
+    for found, _ in _nodes([node]):
+        if not str(found["class"]).endswith(".OptionList"):
+            continue
+        for entry in found.get("options") or []:
+            value = entry.get("_2") if isinstance(entry, dict) else None
+            literal = value[0] if isinstance(value, list) and value else None
+            if not (isinstance(literal, dict) and str(literal.get("class", "")).endswith(".Literal")):
+                options.append((str(entry.get("_1") if isinstance(entry, dict) else entry), "\x00not a literal"))
+                continue
+            options.append((str(entry["_1"]), str(literal.get("value", ""))))
+    return options
+
+
+# -- what Spark resolves ----------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=512)
+def _provider_class(spark: Any, name: str) -> str:
+    """The class Spark resolves the provider ``name`` to ("": none)."""
     jvm = spark._jvm
     try:
-        jvm.org.apache.spark.sql.execution.datasources.DataSource.lookupDataSource(
+        found = jvm.org.apache.spark.sql.execution.datasources.DataSource.lookupDataSource(
             name, spark._jsparkSession.sessionState().conf()
         )
     except Exception:  # noqa: BLE001 - any failure means Spark would not read it as a source
-        return False
-    return True
+        return ""
+    return str(found.getName())
 
 
 def _is_data_source(spark: Any, name: str) -> bool:
     """Whether Spark reads ``name`` as a data source (a short name, or a class on its class path)."""
-    return _lookup(spark, name.lower())
+    return bool(_provider_class(spark, name.lower())) or bool(_provider_class(spark, name))
+
+
+#: (provider, view text, database) of a table in the session catalog.
+_Entry = tuple[str | None, str | None, str | None]
+#: How long what the catalog said of a table is remembered by a job's check.
+CATALOG_TTL_S = 10.0
+
+
+def _catalog_entry(spark: Any, parts: list[str]) -> _Entry | None:
+    """(provider, view text, database) of the session catalog's table named ``parts``; None for
+    a temporary view, another catalog's table, or a table that does not exist."""
+    if len(parts) == 3 and parts[0].lower() == "spark_catalog":
+        parts = parts[1:]
+    if not 1 <= len(parts) <= 2:
+        return None
+    jvm = spark._jvm
+    catalog = spark._jsparkSession.sessionState().catalog()
+    try:
+        if len(parts) == 1 and catalog.getTempView(parts[0]).isDefined():
+            return None
+        database = jvm.scala.Option.apply(parts[0] if len(parts) == 2 else None)
+        meta = catalog.getTableRawMetadata(jvm.org.apache.spark.sql.catalyst.TableIdentifier(parts[-1], database))
+    except Exception:  # noqa: BLE001 - no such table (Spark says so when it runs), a global temp view
+        return None
+    provider = meta.provider()
+    view_text = meta.viewText()
+    owner = meta.identifier().database()
+    return (
+        str(provider.get()) if provider.isDefined() else None,
+        str(view_text.get()) if str(meta.tableType().name()) == "VIEW" and view_text.isDefined() else None,
+        str(owner.get()) if owner.isDefined() else None,
+    )
 
 
 class _SparkChecks(Checks):
-    """The checks, with Spark deciding which relation names are path-based."""
+    """The checks, with Spark deciding which names are data sources and what a provider name
+    resolves to, and Hadoop where a location is."""
 
-    def __init__(self, policy: ValidationPolicy, is_source: Callable[[str], bool]) -> None:
-        super().__init__(policy)
-        self.is_source = is_source
+    def __init__(self, policy: ValidationPolicy, spark: Any) -> None:
+        super().__init__(policy, resolve=self.place)
+        self.spark = spark
 
     def table(self, parts: Any, second_quoted: bool = False) -> None:
         super().table(parts, second_quoted)
-        if len(parts) == 2 and self.policy.denies(E.FILE) and self.is_source(parts[0]):
+        if len(parts) == 2 and self.policy.denies(E.FILE) and _is_data_source(self.spark, parts[0]):
             self.element(E.FILE)
+
+    def provider_named(self, name: str) -> Provider | None:
+        return provider_of_class(_provider_class(self.spark, name))
+
+    def default_provider(self, hive: bool) -> str:
+        """The provider of a CREATE TABLE that names none: Hive's when it names a Hive format (or
+        the legacy setting says so), else ``spark.sql.sources.default``."""
+        conf = self.spark.conf
+        legacy = str(conf.get("spark.sql.legacy.createHiveTableByDefault", "false")).lower() == "true"
+        return "hive" if hive or legacy else str(conf.get("spark.sql.sources.default", "parquet"))
+
+    def options(self, provider: Provider | None, options: Iterable[tuple[str, str]]) -> None:
+        for key, value in options:
+            if value == "\x00not a literal":
+                self.element(E.DATA_SOURCE_OPTION, f"{key}: not a literal")
+        super().options(provider, options)
+
+    def place(self, location: str) -> Place | None:
+        """Where Hadoop places ``location``: its ``Path``, qualified against the default file
+        system (read from the configuration, never opened); None when Hadoop refuses it."""
+        jvm = self.spark._jvm
+        try:
+            uri = jvm.org.apache.hadoop.fs.Path(location).toUri()
+        except Exception:  # noqa: BLE001 - IllegalArgumentException: not a path
+            return None
+        scheme, authority = uri.getScheme(), uri.getAuthority()
+        if scheme is None:
+            default = jvm.org.apache.hadoop.fs.FileSystem.getDefaultUri(self.spark._jsc.hadoopConfiguration())
+            scheme, authority = default.getScheme(), authority or default.getAuthority()
+        return place_of(
+            HadoopPath(str(scheme) if scheme else None, str(authority) if authority else None, str(uri.getPath()))
+        )
 
 
 def _nodes(value: Any) -> Iterator[tuple[dict[str, Any], dict[str, Any] | None]]:
     """Every plan or expression node in a JSON plan, each with the node after it in its tree."""
-    if isinstance(value, list):
-        trees = [item for item in value if isinstance(item, dict) and "class" in item]
-        for i, node in enumerate(trees):
-            yield node, trees[i + 1] if i + 1 < len(trees) else None
-        for item in value:
-            if isinstance(item, dict):
-                for field in item.values():
-                    yield from _nodes(field)
-            elif isinstance(item, list):
-                yield from _nodes(item)
-    elif isinstance(value, dict):
-        for field in value.values():
-            yield from _nodes(field)
+    stack: list[Any] = [value]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, list):
+            trees = [item for item in current if isinstance(item, dict) and "class" in item]
+            for i, node in enumerate(trees):
+                yield node, trees[i + 1] if i + 1 < len(trees) else None
+            for item in reversed(current):
+                if isinstance(item, dict):
+                    stack.extend(reversed(list(item.values())))
+                elif isinstance(item, list):
+                    stack.append(item)
+        elif isinstance(current, dict):
+            stack.extend(reversed(list(current.values())))

@@ -179,6 +179,13 @@ class StatementRunner:
                 self._stop_work(running)
                 error = f"Executing statement {doc.query_id} timed out after {timeout} s"
                 return self.finish(statement, StatementState.TIMEOUT, self.result(doc, "TIMEOUT", error=error), error)
+            if self._prepare_overdue(running, time.monotonic() - started):
+                self.executor.abandon(running)  # type: ignore[attr-defined]
+                error = (
+                    "Fail to analyze query. Cause: the statement took longer than "
+                    f"{running.prepare_timeout_s:g} s to parse and analyze"
+                )
+                return self.finish(statement, StatementState.FAILED, self.result(doc, "FAILED", error=error), error)
             if statement is not None:
                 current = self.read_statement(doc.statement_id)
                 if current is not None and current.doc.state == StatementState.CANCELLED:
@@ -190,6 +197,12 @@ class StatementRunner:
             except Exception:  # noqa: BLE001 - handled below, once the future is done
                 pass
         return self._record_outcome(doc, statement, running, started)
+
+    def _prepare_overdue(self, running: RunningQuery, elapsed_s: float) -> bool:
+        """Whether the statement is stuck in Spark's parser or analyzer past its limit (an
+        executor that cannot tell says no)."""
+        overdue = getattr(self.executor, "prepare_overdue", None)
+        return bool(overdue is not None and overdue(running, elapsed_s))
 
     def _stop_work(self, running: RunningQuery) -> None:
         if not self.executor.cancel(running, CANCEL_GRACE_S, self.cfg.loop_frequency_ms / 1000):

@@ -282,6 +282,24 @@ class JobConf:
         "Flint checkpoints may be located (and deleted by VACUUM) below it (when CHECKPOINT_LOCATION is refused)",
         optional=True,
     )
+    max_statement_chars: int = _setting(
+        PREFIX_JOB + "maxStatementChars",
+        1_000_000,
+        INTEGER,
+        "a longer statement is refused before it is parsed (docs/validation.md)",
+    )
+    max_statement_depth: int = _setting(
+        PREFIX_JOB + "maxStatementDepth",
+        128,
+        INTEGER,
+        "a statement nested more deeply is refused before it is parsed (docs/validation.md)",
+    )
+    statement_prepare_timeout_s: int = _setting(
+        PREFIX_JOB + "statementPrepareTimeoutSec",
+        120,
+        INTEGER,
+        "a statement parsed and analyzed longer, before any Spark work of its own, fails alone (0: no limit)",
+    )
     search_interval_ms: int = _setting(
         PREFIX_JOB + "searchIntervalMillis", 1_000, INTEGER, "period of the search for waiting statements"
     )

@@ -129,6 +129,7 @@ class Launcher(ABC):
         """Forget finished jobs and delete their files older than ``keep_s`` seconds (housekeeping);
         returns how many were removed. Launchers that keep nothing per job have nothing to do."""
         return 0
+
     def check(self) -> str | None:
         """A cheap look at whether jobs can be started (the health check): None when they can,
         else what is wrong."""
@@ -200,13 +201,22 @@ def launcher_policy(datasource: Datasource, launcher: Launcher) -> ValidationPol
     return validation_policy(datasource, launcher.warehouse_of(datasource), launcher.checkpoints_of(datasource))
 
 
+#: Spark's JDBC connection providers (``JdbcConnectionProvider.name``): with all of them disabled,
+#: no JDBC connection can be made, whatever statement or stored table asks for one.
+JDBC_CONNECTION_PROVIDERS = ("basic", "db2", "mariadb", "mssql", "oracle", "postgres")
+
+
 def _hardening(policy: ValidationPolicy) -> dict[str, str]:
     """Spark settings that close at Spark's level what the policy refuses: no ``${env:...}``
-    substitution in statements (it would read the job's environment), and no path-based tables
-    when File is refused."""
+    substitution in statements (it would read the job's environment), no path-based tables when
+    File is refused, and no JDBC connection at all when data source providers are refused (the
+    second wall behind the provider allow list: a ``jdbc`` table stored in the catalog before, or
+    by another datasource, cannot connect either)."""
     conf = {"spark.sql.variable.substitute": "false"}
     if policy.denies(GrammarElement.FILE):
         conf["spark.sql.runSQLOnFiles"] = "false"
+    if policy.denies(GrammarElement.DATA_SOURCE):
+        conf["spark.sql.sources.disabledJdbcConnProviderList"] = ",".join(JDBC_CONNECTION_PROVIDERS)
     return conf
 
 
@@ -306,6 +316,9 @@ def job_conf(
         checkpoint_mandatory=checkpoint_mandatory,
         index_retry_seconds=settings.job_index_retry_seconds,
         index_request_timeout_seconds=settings.job_index_request_timeout_s,
+        max_statement_chars=settings.max_query_chars,
+        max_statement_depth=settings.max_statement_depth,
+        statement_prepare_timeout_s=settings.statement_prepare_timeout_s,
         max_result_rows=settings.max_result_rows,
         max_result_bytes=settings.max_result_bytes,
         result_chunk_rows=settings.result_chunk_rows,

@@ -3,6 +3,7 @@ streaming job only (docs/flint.md, "Auto refresh"), handed to the job once its s
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -13,6 +14,7 @@ from flint_repl_job.indexes.streaming import (
     StreamOptionError,
     StreamSettings,
     check_stream_options,
+    checkpoint_location,
     start_stream,
 )
 from flint_repl_job.opensearch_source import source_options
@@ -20,6 +22,7 @@ from query_core.config import OpenSearchConfig
 from query_core.flint.index_meta import IndexMeta
 from query_core.states import SessionState
 from query_core.store import Store
+from query_core.validation import Checks, ValidationPolicy
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -39,6 +42,7 @@ class AutoRefresh:
         opensearch: OpenSearchConfig,
         write: Callable[[DataFrame, IndexMeta], None],
         register_source: Callable[[], None],
+        validation: ValidationPolicy,
     ) -> None:
         self.spark = spark
         self.store = store
@@ -48,6 +52,9 @@ class AutoRefresh:
         self.write = write
         #: Registers the index data source a stream writes through (before the stream starts).
         self.register_source = register_source
+        #: What statements may hold: a stream writes, and VACUUM deletes, no checkpoint outside
+        #: the checkpoint root.
+        self.validation = validation
         self._settings: StreamSettings | None = None
         self._stream: IndexStream | None = None
 
@@ -83,8 +90,24 @@ class AutoRefresh:
         except StreamOptionError as exc:
             raise FlintIndexError(str(exc)) from None
 
+    @functools.cached_property
+    def _checkpoint_checks(self) -> Checks:
+        """The checks of checkpoint locations, read as this job's Hadoop reads them."""
+        from flint_repl_job.guard import StatementGuard
+
+        return StatementGuard(self.spark, self.validation).checks
+
+    def check_checkpoint(self, location: str) -> None:
+        """Refuse a checkpoint location the datasource's validation does not allow."""
+        self._checkpoint_checks.checkpoint(location)
+
     def start(self, meta: IndexMeta, fresh: bool, available_now: bool = False) -> IndexStream:
         """Start the index's stream (from a fresh checkpoint, or its own)."""
+        checkpoint = checkpoint_location(meta.options, meta.index_name, self.settings())
+        if checkpoint and meta.options.get("checkpoint_location"):
+            # The stream writes there (and a fresh one deletes what is there first), whoever wrote
+            # the index's options: an ALTER or a RECOVER reads them from the index.
+            self.check_checkpoint(checkpoint)
         write = self.write
         self.register_source()
         try:

@@ -66,7 +66,7 @@ from query_core.index_ops import IndexTarget, IndexTransaction
 from query_core.models import now_millis
 from query_core.states import FlintIndexState
 from query_core.store import Store
-from query_core.validation import ALLOW_ALL, Checks, ValidationPolicy
+from query_core.validation import ALLOW_ALL, ValidationPolicy
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -104,6 +104,7 @@ class FlintEngine:
             context.opensearch,
             lambda frame, meta: self.write(frame, meta, overwrite=False),
             self.register_source,
+            context.validation,
         )
         self.reads = IndexReads(
             self.spark, self.store, self.datasource, self.read_meta, self.transaction, self.table_columns
@@ -423,7 +424,7 @@ class FlintEngine:
         if location:
             # Refused before anything is deleted: the location came from the index's options,
             # written when it was created (perhaps by another plugin, or before this check).
-            Checks(self.context.validation).checkpoint(location)
+            self.streams.check_checkpoint(location)
 
         def work() -> None:
             self.store.admin.delete_index(index_name)

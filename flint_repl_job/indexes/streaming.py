@@ -53,6 +53,7 @@ from query_core.flint import IndexKind, QualifiedName
 from query_core.flint.index_meta import IndexMeta
 from query_core.jobconf import key_of
 from query_core.models import StreamProgress
+from query_core.validation import allowlists
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -193,25 +194,40 @@ def _qualified(name: str, datasource: str) -> str:
         return name
 
 
-def _extra(options: Mapping[str, str], keys: Callable[[str], bool]) -> dict[str, str]:
+def _extra(options: Mapping[str, str], keys: Callable[[str], bool], allowed: frozenset[str]) -> dict[str, str]:
+    """The ``extra_options`` entries of the targets ``keys`` selects, with only the ``allowed`` option
+    names (compared in lower case, as Spark reads options): the statement was checked against the
+    same list, but an index's options may have been written before that check, or elsewhere."""
     text = options.get("extra_options", "").strip()
     if not text:
         return {}
     found: dict[str, str] = {}
     for key, entry in dict(json.loads(text)).items():
         if isinstance(entry, dict) and keys(str(key)):
-            found.update({str(k): v if isinstance(v, str) else json.dumps(v) for k, v in entry.items()})
+            for name, value in entry.items():
+                if str(name).lower() not in allowed:
+                    log.warning("extra_options of %s: %r is not an allowed option; ignored", key, name)
+                    continue
+                found[str(name)] = value if isinstance(value, str) else json.dumps(value)
     return found
 
 
 def extra_source_options(options: Mapping[str, str], table: str, datasource: str) -> dict[str, str]:
     """``extra_options`` of one source table (``table`` qualified; keys may be written shorter)."""
-    return _extra(options, lambda key: _qualified(key, datasource) == table)
+    return _extra(options, lambda key: _qualified(key, datasource) == table, allowlists.EXTRA_SOURCE_OPTIONS)
 
 
 def extra_sink_options(options: Mapping[str, str], index_name: str) -> dict[str, str]:
-    """``extra_options`` of the index (keyed by its name, as the reference does, or ``sink``)."""
-    return _extra(options, lambda key: key in (index_name, "sink"))
+    """``extra_options`` of the index (keyed by its name, as the reference does, or ``sink``): how
+    it is written, never where (no connection setting)."""
+    return _extra(options, lambda key: key in (index_name, *allowlists.SINK_KEYS), allowlists.EXTRA_SINK_OPTIONS)
+
+
+def merged_sink_options(own: Mapping[str, str], extra: Mapping[str, str]) -> dict[str, str]:
+    """The index writer's options: ``extra`` (the index's allowed ``extra_options``) under the job's
+    ``own`` (the index connection, the index's name), which always win, whatever the case of a key."""
+    mine = {key.lower() for key in own}
+    return {**{k: v for k, v in extra.items() if k.lower() not in mine}, **own}
 
 
 # -- view queries ----------------------------------------------------------------------------------
@@ -583,7 +599,7 @@ def _writer(
     meta: IndexMeta,
     datasource: str,
     checkpoint: str | None,
-    sink_options: Mapping[str, str],
+    connection: Mapping[str, str],
     write_batch: Callable[[DataFrame], None],
     views: dict[str, str],
 ) -> DataStreamWriter:
@@ -601,9 +617,10 @@ def _writer(
         frame = covering_stream(spark, meta, datasource)
     else:
         frame = mv_stream(spark, meta, datasource, views)
-    options = {**sink_options, **extra_sink_options(meta.options, meta.index_name), "index": meta.index_name}
+    own = {**connection, "index": meta.index_name}
     if ID_COLUMN in frame.columns:
-        options.update(id_column=ID_COLUMN, id_column_in_source="false")
+        own.update(id_column=ID_COLUMN, id_column_in_source="false")
+    options = merged_sink_options(own, extra_sink_options(meta.options, meta.index_name))
     return frame.writeStream.format("opensearch").options(**options).outputMode(output_mode(meta.options))
 
 
@@ -636,6 +653,7 @@ __all__ = [
     "delete_checkpoint",
     "extra_sink_options",
     "extra_source_options",
+    "merged_sink_options",
     "start_stream",
     "streaming_query",
     "window_column",

@@ -106,6 +106,8 @@ def run_session(spark: Any, runner: type[SessionRunner], cfg: JobConfig, stop: t
         flint_engine(spark, store, cfg),
         cfg.validation,
         results,
+        limits=cfg.statement_limits,
+        prepare_timeout_s=cfg.statement_prepare_timeout_s,
         report_catalog=cfg.report_catalog_changes,
     )
     try:

@@ -2,13 +2,19 @@
 
 Validators (SQL at the plugin, PPL, Flint statements, the job's check on Spark's own parse) walk
 their tree and call these; the first element the policy denies raises :class:`QueryRefusedError`.
+What a validator could not read is noted with :meth:`Checks.leave`: the statement is then left to
+the job's check, which decides on Spark's own parse (docs/validation.md).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Iterable, Mapping, Sequence
 
+from query_core.validation import allowlists
+from query_core.validation.allowlists import Provider
 from query_core.validation.elements import GrammarElement, function_element
+from query_core.validation.paths import Resolver
 from query_core.validation.policy import ValidationPolicy, is_protected_key, is_under
 from query_core.validation.refusal import QueryRefusedError
 
@@ -22,14 +28,24 @@ DATA_SOURCE_NAMES = frozenset(
 
 
 class Checks:
-    """The element checks of one policy."""
+    """The element checks of one policy.
 
-    def __init__(self, policy: ValidationPolicy) -> None:
+    ``resolve`` reads a location as the job's Hadoop does (:func:`query_core.validation.paths.is_below`);
+    by default the port of Hadoop's ``Path`` does."""
+
+    def __init__(self, policy: ValidationPolicy, resolve: Resolver | None = None) -> None:
         self.policy = policy
+        self.resolve = resolve
+        #: Why a part of the statement could not be read here (empty: every part was).
+        self.undecided: list[str] = []
 
     def element(self, element: GrammarElement, detail: str = "") -> None:
         if self.policy.denies(element):
             raise QueryRefusedError(element, detail)
+
+    def leave(self, reason: str) -> None:
+        """A part of the statement this validator cannot read: the job's check decides it."""
+        self.undecided.append(reason)
 
     def function(self, name: str) -> None:
         """A call of the function ``name`` (dotted when qualified), typed by the policy's table."""
@@ -48,18 +64,103 @@ class Checks:
         if source.lower() in DATA_SOURCE_NAMES or "." in source or (second_quoted and source.isalpha()):
             self.element(GrammarElement.FILE)
 
+    # -- places ---------------------------------------------------------------------------------
+
     def location(self, location: str) -> None:
         """A table's, partition's or database's location (or a ``path`` option)."""
-        if not is_under(location, self.policy.warehouse_root):
+        if self.policy.denies(GrammarElement.LOCATION) and not is_under(
+            location, self.policy.warehouse_root, self.resolve
+        ):
             self.element(GrammarElement.LOCATION, location)
 
     def checkpoint(self, location: str) -> None:
         """A Flint index's ``checkpoint_location`` (written by its stream, deleted by VACUUM)."""
-        if not is_under(location, self.policy.checkpoint_root):
+        if self.policy.denies(GrammarElement.CHECKPOINT_LOCATION) and not is_under(
+            location, self.policy.checkpoint_root, self.resolve
+        ):
             self.element(GrammarElement.CHECKPOINT_LOCATION, location)
+
+    # -- configuration ------------------------------------------------------------------------------
 
     def config(self, element: GrammarElement, key: str | None) -> None:
         """``SET``/``RESET`` (``element``) of ``key`` (None: all of them, or a listing)."""
         self.element(element)
         if key is not None and is_protected_key(key):
             self.element(GrammarElement.PROTECTED_CONFIG, key)
+
+    # -- data sources, their options and storage ---------------------------------------------------
+
+    def provider_named(self, name: str) -> Provider | None:
+        """The allowed provider ``name`` stands for (None: none). The job overrides this to ask
+        Spark which implementation the name resolves to."""
+        return allowlists.provider_named(name)
+
+    def provider(self, name: str) -> Provider | None:
+        """A data source provider a statement names (``USING <name>``): refused unless allowed.
+        Returns the provider (None when DATA_SOURCE is allowed and the name is not on the list)."""
+        found = self.provider_named(name)
+        if found is None:
+            self.element(GrammarElement.DATA_SOURCE, name)
+        return found
+
+    def options(self, provider: Provider | None, options: Iterable[tuple[str, str]]) -> None:
+        """A provider's options, read case-insensitively as Spark reads them: ``path`` is a
+        location, every other key must be one of the provider's."""
+        for key, value in options:
+            lowered = key.lower()
+            if lowered == allowlists.PATH_OPTION:
+                self.location(value)
+            elif provider is None or lowered not in provider.keys:
+                name = provider.name if provider is not None else "?"
+                self.element(GrammarElement.DATA_SOURCE_OPTION, f"{name}: {key}")
+            elif provider.name == "hive" and lowered == "fileformat":
+                self.stored_as(value)
+
+    def stored_as(self, name: str) -> None:
+        """``STORED AS <name>`` (a Hive table's file format)."""
+        if name.upper() not in allowlists.STORED_AS:
+            self.element(GrammarElement.DATA_SOURCE, f"STORED AS {name}")
+
+    def storage_class(self, clause: str, name: str) -> None:
+        """``ROW FORMAT SERDE '<class>'``, ``INPUTFORMAT '<class>'``, ``OUTPUTFORMAT '<class>'``."""
+        if name not in allowlists.STORAGE_CLASSES:
+            self.element(GrammarElement.DATA_SOURCE, f"{clause} {name}")
+
+    def properties(self, properties: Iterable[tuple[str, str]]) -> None:
+        """Table, SerDe or database properties: keys without a dot are the user's own, keys with a
+        dot must be on the list, and ``path`` is a location."""
+        for key, value in properties:
+            lowered = key.lower()
+            if lowered == allowlists.PATH_OPTION:
+                self.location(value)
+            elif lowered in allowlists.LOCATION_PROPERTIES or ("." in key and lowered not in allowlists.PROPERTY_KEYS):
+                self.element(GrammarElement.TABLE_PROPERTY, key)
+
+    # -- Flint options ----------------------------------------------------------------------------------
+
+    def flint_options(self, options: Mapping[str, str], index_names: Iterable[str] = ()) -> None:
+        """A Flint statement's ``WITH`` options, and the keys of its ``extra_options``: per source
+        table, how the stream reads it; for the index (``sink`` or its name), how it is written;
+        never a connection setting."""
+        for name in options:
+            if name not in allowlists.FLINT_OPTIONS:
+                self.element(GrammarElement.FLINT_OPTION, name)
+        text = options.get("extra_options", "").strip()
+        if text:
+            self.extra_options(text, frozenset(index_names))
+
+    def extra_options(self, text: str, index_names: frozenset[str]) -> None:
+        try:
+            parsed = json.loads(text)
+        except ValueError:
+            self.element(GrammarElement.FLINT_OPTION, "extra_options is not JSON")
+            return
+        if not isinstance(parsed, dict):
+            self.element(GrammarElement.FLINT_OPTION, "extra_options is not a JSON object")
+            return
+        for target, entry in parsed.items():
+            sink = str(target) in allowlists.SINK_KEYS or str(target) in index_names
+            allowed = allowlists.EXTRA_SINK_OPTIONS if sink else allowlists.EXTRA_SOURCE_OPTIONS
+            for key in entry if isinstance(entry, dict) else ():
+                if str(key).lower() not in allowed:
+                    self.element(GrammarElement.FLINT_OPTION, f"extra_options {target}: {key}")

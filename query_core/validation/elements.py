@@ -105,8 +105,16 @@ class GrammarElement(Enum):
     CHECKPOINT_LOCATION = "checkpoint_location outside the checkpoint root"
     #: ``INSERT OVERWRITE [LOCAL] DIRECTORY``: a write to any path.
     INSERT_OVERWRITE_DIRECTORY = "INSERT OVERWRITE DIRECTORY"
-    #: SET or RESET of a key that changes where data or code comes from.
+    #: SET or RESET (or a read with ``SET key``) of a key that is not one of the settable keys.
     PROTECTED_CONFIG = "SET/RESET of a protected key"
+    #: A data source provider, SerDe or storage format class that is not on the allow list.
+    DATA_SOURCE = "Data source provider"
+    #: A data source option that is not one of its provider's.
+    DATA_SOURCE_OPTION = "Data source option"
+    #: A table, SerDe or database property that is not on the allow list.
+    TABLE_PROPERTY = "Table property"
+    #: A Flint ``WITH`` option, or a key of its ``extra_options``, that is not on the allow list.
+    FLINT_OPTION = "Flint index option"
     #: A statement or a name only known when the statement runs (EXECUTE IMMEDIATE of a variable,
     #: IDENTIFIER() of an expression): it cannot be checked before it runs.
     DYNAMIC_SQL = "A statement or name built at run time"
@@ -139,6 +147,10 @@ PRODUCT_ELEMENTS = frozenset(
         GrammarElement.INSERT_OVERWRITE_DIRECTORY,
         GrammarElement.PROTECTED_CONFIG,
         GrammarElement.DYNAMIC_SQL,
+        GrammarElement.DATA_SOURCE,
+        GrammarElement.DATA_SOURCE_OPTION,
+        GrammarElement.TABLE_PROPERTY,
+        GrammarElement.FLINT_OPTION,
     }
 )
 

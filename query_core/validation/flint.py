@@ -2,8 +2,9 @@
 
 A materialized view's query is a query like any other; a covering index's filter and an
 ``id_expression`` are expressions the job evaluates; ``checkpoint_location`` is where the index's
-stream writes, and what VACUUM deletes, recursively. The SQL pieces are checked by the caller's
-SQL checker (the plugin's, or the job's on Spark's own parse).
+stream writes, and what VACUUM deletes, recursively; ``extra_options`` reach the stream's reader
+and the index's writer, so only their allowed keys may be given (no connection setting). The SQL
+pieces are checked by the caller's SQL checker (the plugin's, or the job's on Spark's own parse).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ def check_flint(
     """Refuse ``statement`` (:class:`QueryRefusedError`) when it holds an element the policy denies."""
     options = getattr(statement, "options", None)
     if isinstance(options, FlintOptions):
+        checks.flint_options(options.raw)
         if options.checkpoint_location:
             checks.checkpoint(options.checkpoint_location)
         if options.id_expression:

@@ -1,5 +1,10 @@
 """What a datasource's statements may contain: its deny list, and where data may live.
 
+The reference's profiles are deny lists of grammar elements. The ``LOCAL`` profile denies this
+product's own elements too, each of which refuses what its allow list does not name
+(:mod:`query_core.validation.allowlists`): providers, options, properties, ``SET`` keys, Flint
+options, and locations outside their root (:mod:`query_core.validation.paths`).
+
 A :class:`ValidationPolicy` is built once per datasource (from its kind and its ``validation.*``
 properties) by the plugin, which checks each POST against it and sends it to the job as Spark conf
 keys, so the job checks each statement against the very same policy. See docs/validation.md.
@@ -7,14 +12,14 @@ keys, so the job checks each statement against the very same policy. See docs/va
 
 from __future__ import annotations
 
-import posixpath
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from urllib.parse import unquote, urlsplit
 
+from query_core.validation.allowlists import is_settable
 from query_core.validation.elements import FunctionTable, element_named
 from query_core.validation.elements import GrammarElement as E
+from query_core.validation.paths import Resolver, is_below
 
 #: The reference's deny list of S3GLUE (AWS Glue) datasources, exactly.
 S3GLUE_DENY_LIST: frozenset[E] = frozenset(
@@ -48,6 +53,7 @@ LOCAL_DENY_LIST: frozenset[E] = frozenset(
     {
         E.TRANSFORM, E.MISC_FUNCTIONS, E.UDF, E.MANAGE_RESOURCE, E.CREATE_FUNCTION, E.FILE, E.LOAD,
         E.LOCATION, E.CHECKPOINT_LOCATION, E.INSERT_OVERWRITE_DIRECTORY, E.PROTECTED_CONFIG, E.DYNAMIC_SQL,
+        E.DATA_SOURCE, E.DATA_SOURCE_OPTION, E.TABLE_PROPERTY, E.FLINT_OPTION,
     }
 )  # fmt: skip
 
@@ -80,95 +86,19 @@ PROFILE_PROPERTY = "validation.profile"
 ALLOW_PROPERTY = "validation.allow"
 
 
-# -- protected configuration keys -------------------------------------------------------------
-
-#: Keys (and key prefixes, ending in ".") a statement may not SET or RESET when PROTECTED_CONFIG
-#: is denied: they say where data and code come from, or how statements are read.
-PROTECTED_KEYS: tuple[str, ...] = (
-    "spark.sql.catalog.",
-    "spark.sql.catalogImplementation",
-    "spark.sql.defaultCatalog",
-    "spark.sql.warehouse.dir",
-    "spark.sql.extensions",
-    "spark.sql.sources.",
-    "spark.sql.hive.",
-    "spark.sql.runSQLOnFiles",
-    "spark.sql.variable.substitute",
-    "spark.sql.legacy.setCommandRejectsSparkCoreConfs",
-    "spark.sql.streaming.checkpointLocation",
-    "spark.sql.queryExecutionListeners",
-    "spark.sql.streaming.streamingQueryListeners",
-    "spark.hadoop.",
-    "spark.hive.",
-    "spark.flint.",
-    "spark.datasource.flint.",
-    "spark.jars",
-    "spark.files",
-    "spark.archives",
-    "spark.submit.",
-    "spark.driver.",
-    "spark.executor.",
-    "spark.plugins",
-    "spark.redaction.",
-)
-#: A key whose last part names a class, a provider or a place is protected wherever it lives.
-_PROTECTED_SUFFIXES = ("class", "classes", "impl", "implementation", "provider", "factory", "dir", "location")
+# -- configuration keys and locations -----------------------------------------------------------
 
 
 def is_protected_key(key: str) -> bool:
-    """Whether SET/RESET of ``key`` changes where data or code comes from."""
-    lowered = key.strip().lower()
-    for protected in PROTECTED_KEYS:
-        wanted = protected.lower()
-        if lowered == wanted.rstrip(".") or (wanted.endswith(".") and lowered.startswith(wanted)):
-            return True
-        if not wanted.endswith(".") and lowered.startswith(wanted + "."):
-            return True
-    last = lowered.rsplit(".", 1)[-1]
-    return last.endswith(_PROTECTED_SUFFIXES)
+    """Whether SET/RESET (or a read) of ``key`` is refused when PROTECTED_CONFIG is denied: every
+    key but the settable ones (:data:`query_core.validation.allowlists.SETTABLE_KEYS`)."""
+    return not is_settable(key)
 
 
-# -- locations ----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Place:
-    scheme: str
-    authority: str
-    path: str
-
-
-def _place(location: str, *, decode: bool) -> _Place | None:
-    """A location as (scheme, authority, normalised absolute path); None when it is relative."""
-    parts = urlsplit(location.strip())
-    scheme = parts.scheme.lower()
-    if len(scheme) == 1:  # a Windows drive letter, not a scheme
-        return None
-    path = unquote(parts.path) if decode else parts.path
-    if not path.startswith("/"):
-        return None
-    return _Place(scheme or "file", parts.netloc.lower() if scheme else "", posixpath.normpath(path))
-
-
-def is_under(location: str, root: str) -> bool:
-    """Whether ``location`` lies strictly below ``root`` (the root itself is not below it).
-
-    Paths are compared normalised (``..`` removed), both as written and with %-escapes decoded,
-    so neither reading escapes the root. A location without a scheme is a local path (``file``);
-    ``file:/x``, ``file:///x`` and ``/x`` are one place. A relative location is never below."""
-    if not root.strip():
-        return False
-    base = _place(root, decode=True)
-    if base is None:
-        return False
-    for decode in (False, True):
-        place = _place(location, decode=decode)
-        if place is None or (place.scheme, place.authority) != (base.scheme, base.authority):
-            return False
-        prefix = base.path.rstrip("/") + "/"
-        if not place.path.startswith(prefix) or place.path == base.path:
-            return False
-    return True
+def is_under(location: str, root: str, resolve: Resolver | None = None) -> bool:
+    """Whether ``location`` lies strictly below ``root`` as Hadoop resolves both
+    (:func:`query_core.validation.paths.is_below`)."""
+    return is_below(location, root, resolve)
 
 
 # -- the policy ---------------------------------------------------------------------------------

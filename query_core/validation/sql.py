@@ -1,16 +1,20 @@
-"""Spark SQL statements checked at the plugin, on a parse of the statement (never on its text).
+"""Spark SQL statements checked at the plugin, on a reading of the statement (never on its text).
 
-Two parsers read a statement, each for what it reads best:
+The statement is scanned once into tokens with Spark's lexical rules (:mod:`.tokens`), then:
 
 * what kind of statement it is (``ADD JAR``, ``SET key``, ``CREATE FUNCTION``, ``INSERT OVERWRITE
-  DIRECTORY``, ``EXPLAIN``, ...) is decided by its leading keywords, on the tokens of this project's
-  SQL lexer (:mod:`query_core.flint.lexer`: strings, quoted names and comments are single tokens),
-  as Spark's grammar decides it; ``LOCATION '<path>'`` clauses are read there too;
-* what a query holds (functions, relations, joins, hints, script TRANSFORM, ...) is read on the
-  syntax tree of sqlglot's Spark dialect, with every function call kept under the name written.
+  DIRECTORY``, ``EXPLAIN``, ...) is decided by its leading keywords, as Spark's grammar decides it;
+* the clauses of DDL statements that place data or name how it is read (``USING``, ``OPTIONS``,
+  ``LOCATION``, properties, Hive formats) are read on the tokens, literals as Spark reads them
+  (:mod:`.ddl`);
+* what the statement holds (functions, script ``TRANSFORM``, path-based relations) is read on the
+  tokens when every element the policy denies can be read there (:mod:`.token_checks`: the
+  ``LOCAL`` profile), else on the syntax tree of sqlglot's Spark dialect, with every function call
+  kept under the name written (the reference's profiles, which deny joins, hints, ``WITH``, ...).
 
-A statement sqlglot cannot parse is let through: the job checks every statement again on Spark's
-own parse before it runs it (``flint_repl_job.guard``), which is authoritative.
+What cannot be read here (text sqlglot cannot parse, a compound statement, a clause not made of
+literals) is never taken as harmless: it is noted (:meth:`Checks.leave`) and the statement is left
+to the job's check on Spark's own parse (``flint_repl_job.guard``), which is authoritative.
 """
 
 from __future__ import annotations
@@ -24,10 +28,12 @@ from sqlglot import exp
 from sqlglot.dialects.spark import Spark
 from sqlglot.errors import SqlglotError
 
-from query_core.flint.lexer import RawToken, TokenKind, string_value, tokenize
 from query_core.validation.checks import Checks
+from query_core.validation.ddl import check_ddl
 from query_core.validation.elements import GrammarElement as E
 from query_core.validation.elements import spark_function_groups
+from query_core.validation.token_checks import check_body
+from query_core.validation.tokens import ERROR, Tok, TokenKind, literal_value, scan
 
 log = logging.getLogger(__name__)
 # sqlglot warns on every statement it parses as an opaque command; those are expected here.
@@ -50,32 +56,59 @@ _RESOURCES = frozenset({"FILE", "FILES", "JAR", "JARS", "ARCHIVE", "ARCHIVES"})
 _NAMESPACES = frozenset({"DATABASE", "SCHEMA", "NAMESPACE", "DATABASES", "SCHEMAS", "NAMESPACES"})
 _QUERY_STARTS = frozenset({"SELECT", "WITH", "VALUES", "FROM", "TABLE", "MAP", "REDUCE", "("})
 _EXPLAIN_MODES = frozenset({"LOGICAL", "FORMATTED", "EXTENDED", "CODEGEN", "COST"})
-#: Statements whose ``LOCATION '<path>'`` clauses place data.
+#: Statements whose clauses place data or name how it is read.
 _PLACING = frozenset({"CREATE", "ALTER", "REPLACE"})
+#: Statements of SQL scripting (and labels): their statements are checked by the job.
+_COMPOUND = frozenset({"BEGIN", "DECLARE", "IF", "WHILE", "FOR", "REPEAT", "LOOP", "CASE", "LEAVE", "ITERATE"})
+#: Elements only the syntax tree tells apart: a policy denying one of them is checked on sqlglot's tree.
+TREE_ELEMENTS = frozenset(
+    {
+        E.WITH, E.CLUSTER_BY, E.DISTRIBUTE_BY, E.HINTS, E.INLINE_TABLE, E.INNER_JOIN, E.CROSS_JOIN,
+        E.LEFT_OUTER_JOIN, E.LEFT_SEMI_JOIN, E.RIGHT_OUTER_JOIN, E.FULL_OUTER_JOIN, E.LEFT_ANTI_JOIN,
+        E.TABLESAMPLE, E.TABLE_VALUED_FUNCTION, E.LATERAL_VIEW, E.LATERAL_SUBQUERY,
+    }
+)  # fmt: skip
 
 
-def check_sql(sql: str, checks: Checks) -> None:
-    """Refuse ``sql`` (:class:`QueryRefusedError`) when it holds an element the policy denies."""
-    tokens = [t for t in tokenize(sql) if t.kind is not TokenKind.UNCLOSED_COMMENT]
-    _check_statement(sql, tokens, checks)
+def check_sql(sql: str, checks: Checks, tokens: Sequence[Tok] | None = None) -> None:
+    """Refuse ``sql`` (:class:`QueryRefusedError`) when it holds an element the policy denies.
+    ``tokens`` are its tokens when the caller scanned it already."""
+    scanned = list(scan(sql) if tokens is None else tokens)
+    if scanned and scanned[-1].kind == ERROR:
+        checks.leave("text Spark's lexer refuses")
+        scanned.pop()
+    by_tokens = not (checks.policy.denied & TREE_ELEMENTS)
+    start = 0
+    while True:  # EXPLAIN, DESCRIBE QUERY: the statement they hold is checked in turn
+        tokens_now = scanned[start:]
+        words = [t.upper for t in tokens_now[:6]]
+        if not words:
+            return
+        rest = _head(words, tokens_now, checks)
+        if rest is None:
+            break
+        start += rest
+    text = sql[tokens_now[0].start :]
+    _check_statement(text, tokens_now, words, checks, by_tokens)
 
 
-def _check_statement(sql: str, tokens: Sequence[RawToken], checks: Checks) -> None:
-    words = [t.text.upper() if t.kind is TokenKind.WORD else t.text for t in tokens[:6]]
-    if not words:
-        return
-    rest = _head(words, tokens, checks)
-    if rest is not None:  # EXPLAIN, DESCRIBE QUERY: the statement they hold is checked in turn
-        _check_statement(sql[tokens[rest].start :] if rest < len(tokens) else "", tokens[rest:], checks)
-        return
-    if words[0] in ("SET", "RESET", "EXECUTE", "ADD", "LIST"):
-        return  # decided by the head; sqlglot does not parse these
-    if words[0] in _PLACING:
-        _locations(tokens, checks)
-    _check_tree(sql, checks)
+def _check_statement(sql: str, tokens: Sequence[Tok], words: list[str], checks: Checks, by_tokens: bool) -> None:
+    first = words[0]
+    if first in ("SET", "RESET", "EXECUTE", "ADD", "LIST"):
+        return  # decided by the head
+    if first in _COMPOUND or (len(words) > 1 and words[1] == ":"):
+        checks.leave("a compound statement")
+    if any(t.text == ";" for t in tokens[:-1]):
+        checks.leave("more than one statement")
+    if first in _PLACING:
+        check_ddl(tokens, checks)
+    if by_tokens:
+        check_body(tokens, checks)
+    else:
+        _check_tree(sql, checks)
 
 
-def _head(words: list[str], tokens: Sequence[RawToken], checks: Checks) -> int | None:
+def _head(words: list[str], tokens: Sequence[Tok], checks: Checks) -> int | None:
     """Check the element the statement's leading keywords make; the index of the statement it
     holds (EXPLAIN, DESCRIBE QUERY), else None."""
     first, second = words[0], words[1] if len(words) > 1 else ""
@@ -125,10 +158,10 @@ _SHOWS = {
 }
 
 
-def _statement_element(words: list[str], tokens: Sequence[RawToken]) -> E | None:
+def _statement_element(words: list[str], tokens: Sequence[Tok]) -> E | None:
     """The element of a statement by its leading keywords (None: a query, or no element)."""
     first, second = words[0], words[1] if len(words) > 1 else ""
-    upper = {t.text.upper() for t in tokens if t.kind is TokenKind.WORD}
+    upper = {t.text.upper() for t in tokens if t.kind == TokenKind.WORD}
     if first == "SHOW":
         if second == "TABLE" and len(words) > 2 and words[2] == "EXTENDED":
             return E.SHOW_TABLE_EXTENDED
@@ -183,23 +216,26 @@ def _create_element(words: list[str], upper: set[str]) -> E | None:
 _KEY_PUNCT = frozenset({".", ":", "\\"})
 
 
-def _config(first: str, tokens: Sequence[RawToken], checks: Checks) -> None:
+def _config(first: str, tokens: Sequence[Tok], checks: Checks) -> None:
     """``SET [key[=value]]``, ``SET -v``, ``RESET [key]``, read as Spark reads them; ``SET VAR`` and
-    ``SET TIME ZONE`` are statements of their own, not configuration."""
+    ``SET TIME ZONE`` are statements of their own: a variable's expression is checked as any
+    expression, and ``SET TIME ZONE`` sets ``spark.sql.session.timeZone``."""
     rest = tokens[1:]
-    if first == "SET" and rest and rest[0].kind is TokenKind.WORD and rest[0].text.upper() in ("VAR", "VARIABLE"):
-        return  # SET VAR v = <expression>: a variable; its expression is checked by the job
+    if first == "SET" and rest and rest[0].kind == TokenKind.WORD and rest[0].text.upper() in ("VAR", "VARIABLE"):
+        check_body(rest[1:], checks)
+        return
     if first == "SET" and len(rest) > 1 and [t.text.upper() for t in rest[:2]] == ["TIME", "ZONE"]:
+        checks.config(E.SET, "spark.sql.session.timeZone")
         return
     element = E.SET if first == "SET" else E.RESET
     checks.config(element, _config_key(rest))
 
 
-def _config_key(tokens: Sequence[RawToken]) -> str | None:
+def _config_key(tokens: Sequence[Tok]) -> str | None:
     """The key a SET/RESET names (None: it names none, as ``SET``, ``SET -v``, ``RESET``)."""
     if not tokens or tokens[0].text == ";" or tokens[0].text == "-":
         return None
-    if tokens[0].kind is TokenKind.BACKQUOTED:
+    if tokens[0].kind == TokenKind.BACKQUOTED:
         return tokens[0].text[1:-1].replace("``", "`")
     key = tokens[0].text
     for before, token in itertools.pairwise(tokens):
@@ -210,22 +246,20 @@ def _config_key(tokens: Sequence[RawToken]) -> str | None:
     return key
 
 
-def _execute_immediate(tokens: Sequence[RawToken], checks: Checks) -> None:
+def _execute_immediate(tokens: Sequence[Tok], checks: Checks) -> None:
     """``EXECUTE IMMEDIATE '<statement>' [INTO ...] [USING ...]``: the statement is checked in
     turn; one held in a variable cannot be checked before it runs."""
     rest = tokens[2:]
     follows = rest[1].text.upper() if len(rest) > 1 else ""
-    if rest and rest[0].kind is TokenKind.STRING and follows in ("", ";", "INTO", "USING"):
-        check_sql(string_value(rest[0].text), checks)
+    if rest and rest[0].kind == TokenKind.STRING and follows in ("", ";", "INTO", "USING"):
+        value = literal_value(rest[0])
+        if value is None:
+            checks.leave("an EXECUTE IMMEDIATE literal")
+            return
+        check_sql(value, checks)
+        check_body([t for t in rest[1:] if t.upper != "USING"], checks)  # its arguments: expressions
         return
     checks.element(E.DYNAMIC_SQL, "EXECUTE IMMEDIATE")
-
-
-def _locations(tokens: Sequence[RawToken], checks: Checks) -> None:
-    """Each ``LOCATION '<path>'`` clause of a CREATE, REPLACE or ALTER statement."""
-    for keyword, value in itertools.pairwise(tokens):
-        if keyword.kind is TokenKind.WORD and keyword.text.upper() == "LOCATION" and value.kind is TokenKind.STRING:
-            checks.location(string_value(value.text))
 
 
 # -- the query's syntax tree ----------------------------------------------------------------------
@@ -236,8 +270,10 @@ def _check_tree(sql: str, checks: Checks) -> None:
         trees = sqlglot.parse(sql, dialect=_Dialect)
     except SqlglotError as exc:
         log.debug("not parsed here, left to the job's check: %s", exc)
+        checks.leave("text sqlglot cannot parse")
         return
     except RecursionError:
+        checks.leave("too deeply nested for sqlglot")
         return
     for tree in trees:
         if tree is not None:

@@ -280,3 +280,29 @@ def test_get_cost_counts_the_reads_of_each_path(index_url: str) -> None:
         assert cpu is not None and cpu > 0
 
 
+@pytest.mark.spark
+def test_validation_bench_on_the_test_session(spark: Any, tmp_path: Path) -> None:
+    """The validation bench, tiny: every statement of its corpus is allowed by both checks (a
+    refused one would time a refusal, not the check), and its tables are dropped afterwards."""
+    from bench.validation import TABLES, corpus, job_bench, post_bench
+    from flint_repl_job.guard import StatementGuard
+    from query_core.validation import Profile, Verdict, policy_for, validate_query
+
+    statements = corpus(10)
+    assert len(set(statements)) == 10 and all(900 <= len(s) <= 1_200 for s in statements)
+    warehouse = str(tmp_path / "warehouse")
+    policy = policy_for({}, Profile.LOCAL, warehouse, warehouse + "-checkpoints")
+    filled = [s.replace("{wh}", warehouse) for s in statements]
+    assert all(validate_query(policy, "sql", s) is Verdict.ALLOWED for s in filled)
+    figures, details = post_bench(statements, warehouse)
+    assert details["statements"] == 10 and all(f.value is not None and f.value > 0 for f in figures)
+    spark.sql(
+        f"CREATE TABLE IF NOT EXISTS default.{TABLES[0]} (id INT, amount DOUBLE, ts TIMESTAMP, region STRING, item STRING) USING parquet"
+    )
+    spark.sql(f"CREATE TABLE IF NOT EXISTS default.{TABLES[1]} (id INT, name STRING) USING parquet")
+    guard = StatementGuard(spark, policy)
+    for text in filled:
+        guard.check_sql(text)
+    figures, details = job_bench(spark, statements, warehouse)
+    assert details["guard_ms"]["n"] == 10
+    assert not spark.catalog.tableExists(f"default.{TABLES[0]}")

@@ -22,14 +22,22 @@ CHECKPOINTS = "/srv/var/checkpoints"
 #: The statements the issue names, each with the words it is refused in.
 REFUSED = [
     ("sql", "SELECT * FROM text.`/etc/hostname`", "File is not allowed."),
-    ("sql", "SELECT reflect('java.lang.System', 'getProperty', 'user.name')", "Misc functions (reflect) is not allowed."),
+    (
+        "sql",
+        "SELECT reflect('java.lang.System', 'getProperty', 'user.name')",
+        "Misc functions (reflect) is not allowed.",
+    ),
     ("sql", "SELECT java_method('java.lang.System', 'getenv', 'HOME')", "Misc functions (java_method) is not allowed."),
     ("sql", "SELECT TRANSFORM(id) USING 'cat' AS (x) FROM range(3)", "TRANSFORM is not allowed."),
     ("sql", "ADD JAR /tmp/evil.jar", "Resource management statements is not allowed."),
     ("sql", "ADD FILE /tmp/evil.py", "Resource management statements is not allowed."),
     ("sql", "ADD ARCHIVE /tmp/evil.zip", "Resource management statements is not allowed."),
     ("sql", "CREATE FUNCTION evil AS 'com.example.Evil' USING JAR '/tmp/e.jar'", "CREATE FUNCTION is not allowed."),
-    ("sql", "CREATE TABLE t (a INT) USING parquet LOCATION '/etc'", "LOCATION outside the warehouse (/etc) is not allowed."),
+    (
+        "sql",
+        "CREATE TABLE t (a INT) USING parquet LOCATION '/etc'",
+        "LOCATION outside the warehouse (/etc) is not allowed.",
+    ),
     ("sql", "INSERT OVERWRITE DIRECTORY '/tmp/out' SELECT 1", "INSERT OVERWRITE DIRECTORY is not allowed."),
     ("sql", "INSERT OVERWRITE LOCAL DIRECTORY '/tmp/out' SELECT 1", "INSERT OVERWRITE DIRECTORY is not allowed."),
     (
@@ -48,6 +56,37 @@ REFUSED = [
         "Misc functions (reflect) is not allowed.",
     ),
     ("ppl", "source = text.`/etc/hostname`", "File is not allowed."),
+    # The allow lists of the local profile.
+    (
+        "sql",
+        "CREATE TEMPORARY VIEW v USING jdbc OPTIONS (url 'jdbc:derby:memory:x;create=true', dbtable 't')",
+        "Data source provider (jdbc) is not allowed.",
+    ),
+    (
+        "sql",
+        "CREATE TABLE t USING org.apache.spark.sql.execution.datasources.jdbc.DefaultSource OPTIONS (url 'x')",
+        "Data source provider (org.apache.spark.sql.execution.datasources.jdbc.DefaultSource) is not allowed.",
+    ),
+    (
+        "sql",
+        "CREATE TEMPORARY VIEW v USING text OPTIONS (PATH '/etc/' 'hostname')",
+        "LOCATION outside the warehouse (/etc/hostname) is not allowed.",
+    ),
+    (
+        "sql",
+        "CREATE TABLE t (a INT) USING parquet LOCATION '/srv/var/warehouse/x?/../../../outside'",
+        "LOCATION outside the warehouse (/srv/var/warehouse/x?/../../../outside) is not allowed.",
+    ),
+    (
+        "sql",
+        'CREATE SKIPPING INDEX ON t (a VALUE_SET) WITH (extra_options = \'{"sink": {"host": "x"}}\')',
+        "Flint index option (extra_options sink: host) is not allowed.",
+    ),
+    (
+        "sql",
+        "SET spark.datasource.flint.host",
+        "SET/RESET of a protected key (spark.datasource.flint.host) is not allowed.",
+    ),
 ]
 
 
@@ -87,6 +126,35 @@ def test_a_denied_statement_is_a_400_and_nothing_is_written_or_started(
         "error": {"type": "IllegalArgumentException", "reason": "Invalid Request", "details": message},
     }
     assert recording.started == []
+    assert documents(store, ds_name) == []
+
+
+@pytest.mark.parametrize(
+    ("lang", "query", "message"),
+    [
+        ("sql", "SELECT " + "(" * 20_000 + "1" + ")" * 20_000, "nested too deeply"),
+        ("sql", "SELECT " + " + ".join(["1"] * 20_000), "nested too deeply"),
+        ("ppl", "source = t | eval a = " + " + ".join(["1"] * 20_000), "nested too deeply"),
+        ("ppl", "source = t | where " + " or ".join(["a = 1"] * 5_000), "nested too deeply"),
+        ("sql", "SELECT '" + "x" * 3_000 + "'", "longer than 2048 characters"),
+    ],
+)
+def test_a_statement_past_its_limits_is_a_400_before_any_parser_reads_it(
+    make_plugin: PluginFactory, store: Store, ds_name: str, lang: str, query: str, message: str
+) -> None:
+    launcher = RecordingLauncher()
+    plugin = make_plugin(launcher=launcher, max_query_chars=2_048 if "longer" in message else 1_000_000)
+    with serve_http(create_app(plugin)) as url, httpx.Client(base_url=url, timeout=30) as c:
+        resp = c.post(BASE, json={"datasource": ds_name, "lang": lang, "query": query})
+    assert resp.status_code == 400
+    body = resp.json()
+    assert (body["status"], body["error"]["type"], body["error"]["reason"]) == (
+        400,
+        "IllegalArgumentException",
+        "Invalid Request",
+    )
+    assert message in body["error"]["details"]
+    assert launcher.started == []
     assert documents(store, ds_name) == []
 
 

@@ -97,3 +97,65 @@ def test_every_metric_and_stat_is_documented() -> None:
     assert documented == defined
     stats = {name for row in rows("metrics.md", "name") for name in re.findall(r"`([a-z_]+)`", row[0])}
     assert stats == set(NAMES)
+
+
+# -- docs/validation.md: the profiles and the allow lists ----------------------------------------
+
+
+def codes(cell: str) -> set[str]:
+    return set(re.findall(r"`([^`]+)`", cell))
+
+
+def escaped_rows(page: str, first_header: str) -> list[list[str]]:
+    """Like :func:`rows`, for tables whose cells hold escaped pipes (``\\|``)."""
+    lines = (DOCS / page).read_text(encoding="utf-8").splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"| {first_header} |"))
+    found = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        cells = re.split(r"(?<!\\)\|", line.strip().strip("|"))
+        found.append([cell.strip().replace("\\|", "|") for cell in cells])
+    return found
+
+
+def test_the_element_table_is_the_code_s() -> None:
+    from query_core.validation import LOCAL_DENY_LIST, S3GLUE_DENY_LIST, SECURITY_LAKE_DENY_LIST, GrammarElement
+
+    documented = {
+        row[0].strip("`"): (row[2], row[3] == "denied", row[4] == "denied", row[5] == "denied")
+        for row in escaped_rows("validation.md", "element")
+    }
+    expected = {
+        e.name: (e.description, e in S3GLUE_DENY_LIST, e in SECURITY_LAKE_DENY_LIST, e in LOCAL_DENY_LIST)
+        for e in GrammarElement
+    }
+    assert documented == expected
+
+
+def test_the_provider_table_is_the_allow_list() -> None:
+    from query_core.validation.allowlists import FILE_OPTIONS, PROVIDERS
+
+    documented = {next(iter(codes(row[0]))): row[1] for row in rows("validation.md", "provider")}
+    assert set(documented) == {p.name for p in PROVIDERS}
+    for provider in PROVIDERS:
+        cell = documented[provider.name]
+        listed = codes(cell) | (set(FILE_OPTIONS) if cell.startswith("file options") else set())
+        assert listed == set(provider.options), provider.name
+    text = (DOCS / "validation.md").read_text(encoding="utf-8")
+    assert all(f"`{option}`" in text for option in FILE_OPTIONS)
+
+
+def test_the_other_allow_lists_are_documented_as_they_are() -> None:
+    from query_core.validation import allowlists
+
+    for header, listed in (
+        ("storage class", allowlists.STORAGE_CLASSES),
+        ("property key", allowlists.PROPERTY_KEYS),
+        ("settable key", allowlists.SETTABLE_KEYS),
+        ("Flint option", allowlists.FLINT_OPTIONS),
+    ):
+        assert {next(iter(codes(row[0]))) for row in rows("validation.md", header)} == set(listed), header
+    text = (DOCS / "validation.md").read_text(encoding="utf-8")
+    for names in (allowlists.STORED_AS, allowlists.EXTRA_SOURCE_OPTIONS, allowlists.EXTRA_SINK_OPTIONS):
+        assert all(f"`{name}`" in text for name in names)

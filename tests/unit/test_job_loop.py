@@ -211,3 +211,56 @@ def test_the_job_uses_the_request_index_it_is_given(store: Store, ds_name: str) 
     job.end_session(SessionState.DEAD)
     assert source(store, index, session.session_id)["state"] == SessionState.DEAD.value
     assert not store.admin.index_exists(request_index(ds_name))  # nothing where the name points
+
+
+class StuckInAnalysis(StubExecutor):
+    """Its first statement never gets past Spark's parser and analyzer (no cancel reaches it);
+    later ones finish at once."""
+
+    def __init__(self) -> None:
+        super().__init__(finish=True)
+        self.abandoned: list[str] = []
+
+    def start(self, query_id: str, sql: str, lang: str = "sql") -> RunningQuery:
+        if self.started:
+            return super().start(query_id, sql, lang)
+        self.started.append(query_id)
+        return RunningQuery(query_id, Future(), prepare_timeout_s=0.05)
+
+    def cancel(self, running: RunningQuery, grace_s: float, poll_s: float) -> bool:
+        return False  # a job-group cancel does not reach the parser
+
+    def prepare_overdue(self, running: RunningQuery, elapsed_s: float) -> bool:
+        return not running.prepared.is_set() and elapsed_s > running.prepare_timeout_s
+
+    def abandon(self, running: RunningQuery) -> None:
+        self.abandoned.append(running.query_id)
+
+
+def test_a_statement_stuck_in_analysis_fails_alone_and_the_session_goes_on(store: Store, ds_name: str) -> None:
+    session, stuck = seed(store, ds_name)
+    index = request_index(ds_name)
+    executor = StuckInAnalysis()
+    job = InteractiveJob(job_config(ds_name, session.session_id), store, executor)
+    job.wait_for_session()
+    job.claim()
+
+    assert job.run_once()
+    failed = source(store, index, stuck.statement_id)
+    assert failed["state"] == StatementState.FAILED.value
+    assert failed["error"] == "Fail to analyze query. Cause: the statement took longer than 0.05 s to parse and analyze"
+    assert executor.abandoned == [stuck.query_id]
+
+    after_id = new_id(ds_name)
+    after = StatementDoc(
+        statement_id=after_id,
+        query_id=after_id,
+        session_id=session.session_id,
+        query="SELECT 1",
+        data_source_name=ds_name,
+    )
+    store.index.create(index, after.statement_id, after.to_source())
+    store.index.refresh(index)
+    assert job.run_once()
+    assert source(store, index, after.statement_id)["state"] == StatementState.SUCCESS.value
+    assert source(store, index, session.session_id)["state"] == SessionState.RUNNING.value

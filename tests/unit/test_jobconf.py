@@ -15,6 +15,7 @@ from query_core import jobconf
 from query_core.config import OpenSearchConfig
 from query_core.jobconf import DEFAULTS, KEYS, SETTINGS, JobConf, JobConfError, read_conf, render_conf
 from query_core.states import SessionType
+from query_core.validation import StatementLimits
 
 #: The keys docs/job.md names (the reference's).
 REFERENCE_KEYS = {
@@ -60,6 +61,9 @@ PRODUCT_KEYS = {
     "spark.flint.job.maxResultBytes",
     "spark.flint.job.resultChunkRows",
     "spark.flint.job.resultChunkBytes",
+    "spark.flint.job.maxStatementChars",
+    "spark.flint.job.maxStatementDepth",
+    "spark.flint.job.statementPrepareTimeoutSec",
     "spark.flint.job.reportCatalogChanges",
     "spark.flint.job.poolSlot",
     "spark.flint.job.poolIdleLimitMillis",
@@ -107,6 +111,9 @@ EVERYTHING = JobConf(
     validation_functions="reference",
     validation_warehouse_root="file:/data/warehouse",
     validation_checkpoint_root="/data/checkpoints",
+    max_statement_chars=5_000,
+    max_statement_depth=40,
+    statement_prepare_timeout_s=9,
     max_result_rows=500,
     max_result_bytes=65_536,
     result_chunk_rows=100,
@@ -249,7 +256,7 @@ def test_the_exclude_list_ignores_blanks() -> None:
 def test_the_job_config_defaults_are_the_contract_defaults() -> None:
     defaulted = [f for f in dataclasses.fields(JobConfig) if f.default is not dataclasses.MISSING]
     shared = [f for f in defaulted if f.name in {row.field for row in SETTINGS}]
-    assert len(shared) == 23
+    assert len(shared) == 26
     for f in shared:
         assert f.default == getattr(DEFAULTS, f.name), f.name
 
@@ -290,6 +297,9 @@ def plugin_settings() -> Settings:
         max_result_bytes=65_536,
         result_chunk_rows=100,
         result_chunk_bytes=4_096,
+        max_query_chars=5_000,
+        max_statement_depth=40,
+        statement_prepare_timeout_s=9,
     )
 
 
@@ -338,6 +348,8 @@ def test_what_the_plugin_sends_is_what_the_job_reads() -> None:
         assert cfg.query_execution_timeout_s == 60
         assert cfg.query_wait_timeout_ms == 7_000
         assert cfg.loop_frequency_ms == 50
+        assert cfg.statement_limits == StatementLimits(5_000, 40)
+        assert cfg.statement_prepare_timeout_s == 9
         assert cfg.heartbeat_running_ms == 500
         assert cfg.heartbeat_idle_ms == 9_000
         assert (cfg.max_result_rows, cfg.max_result_bytes) == (500, 65_536)

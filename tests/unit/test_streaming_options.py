@@ -24,6 +24,7 @@ from flint_repl_job.indexes.streaming import (
     file_log_offset,
     has_window,
     is_aggregating,
+    merged_sink_options,
     newest_file_time,
     output_mode,
     streaming_query,
@@ -145,14 +146,32 @@ def test_refused_alters_to_auto_refresh(existing: dict[str, str], provided: dict
 
 def test_extra_options_are_found_by_source_table_and_by_index_name() -> None:
     options = {
-        "extra_options": '{"lake.db.t": {"maxFilesPerTrigger": 10}, "db.u": {"a": "b"}, '
-        f'"{INDEX}": {{"batch_size": "50"}}, "sink": {{"x": "y"}}}}'
+        "extra_options": '{"lake.db.t": {"maxFilesPerTrigger": 10}, "db.u": {"latestFirst": "true"}, '
+        f'"{INDEX}": {{"batch_size": "50"}}, "sink": {{"BATCH_SIZE": "60"}}}}'
     }
     assert extra_source_options(options, "lake.db.t", "lake") == {"maxFilesPerTrigger": "10"}
-    assert extra_source_options(options, "lake.db.u", "lake") == {"a": "b"}
+    assert extra_source_options(options, "lake.db.u", "lake") == {"latestFirst": "true"}
     assert extra_source_options(options, "lake.db.v", "lake") == {}
-    assert extra_sink_options(options, INDEX) == {"batch_size": "50", "x": "y"}
+    assert extra_sink_options(options, INDEX) == {"batch_size": "50", "BATCH_SIZE": "60"}
     assert extra_sink_options({}, INDEX) == {}
+
+
+def test_extra_options_never_carry_a_connection_setting_or_a_file_action() -> None:
+    """The index's options may have been written before the statement check existed (or by
+    another plugin): only allowed names reach the stream's reader and the index's writer, and the
+    job's own connection always wins, in any case."""
+    options = {
+        "extra_options": '{"sink": {"host": "evil", "PORT": "1", "auth.username": "x", "batch_size": "5"}, '
+        '"lake.db.t": {"cleanSource": "delete", "sourceArchiveDir": "/tmp", "path": "/etc", "maxFileAge": "1h"}}'
+    }
+    extra = extra_sink_options(options, INDEX)
+    assert extra == {"batch_size": "5"}
+    assert extra_source_options(options, "lake.db.t", "lake") == {"maxFileAge": "1h"}
+    own = {"host": "127.0.0.1", "port": "9200", "index": INDEX}
+    assert merged_sink_options(own, {"HOST": "evil", "Index": "other", "batch_size": "5"}) == {
+        **own,
+        "batch_size": "5",
+    }
 
 
 # -- view queries ----------------------------------------------------------------------------------

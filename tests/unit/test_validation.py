@@ -4,7 +4,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from async_query.datasources import Datasource, parse_datasource
 from async_query.launcher.base import job_conf, validation_policy
@@ -20,7 +24,10 @@ from query_core.validation import (
     PolicyError,
     Profile,
     QueryRefusedError,
+    StatementLimitError,
+    StatementLimits,
     ValidationPolicy,
+    Verdict,
     is_under,
     policy_for,
     validate_query,
@@ -285,6 +292,7 @@ def test_the_local_default_is_the_documented_list() -> None:
     assert {e.name for e in LOCAL_DENY_LIST} == {
         "TRANSFORM", "MISC_FUNCTIONS", "UDF", "MANAGE_RESOURCE", "CREATE_FUNCTION", "FILE", "LOAD",
         "LOCATION", "CHECKPOINT_LOCATION", "INSERT_OVERWRITE_DIRECTORY", "PROTECTED_CONFIG", "DYNAMIC_SQL",
+        "DATA_SOURCE", "DATA_SOURCE_OPTION", "TABLE_PROPERTY", "FLINT_OPTION",
     }  # fmt: skip
 
 
@@ -308,7 +316,7 @@ def test_the_local_default_is_the_documented_list() -> None:
             "Misc functions (java_method) is not allowed.",
         ),
         (
-            "CREATE INDEX ix ON t (a) WITH (id_expression = 'reflect(\"a\", \"b\")')",
+            'CREATE INDEX ix ON t (a) WITH (id_expression = \'reflect("a", "b")\')',
             "Misc functions (reflect) is not allowed.",
         ),
         (
@@ -413,9 +421,7 @@ def test_emr_datasources_get_the_s3glue_list_and_local_ones_the_local_default() 
     assert validation_policy(glue).denied == S3GLUE_DENY_LIST
     lake = Datasource(name="seclake", connector="security_lake", properties={"engine": "local"})
     assert validation_policy(lake).denied == SECURITY_LAKE_DENY_LIST
-    local = Datasource(
-        name="here", connector="local", spark_conf={"spark.sql.warehouse.dir": "hdfs://nn/wh"}
-    )
+    local = Datasource(name="here", connector="local", spark_conf={"spark.sql.warehouse.dir": "hdfs://nn/wh"})
     policy = validation_policy(local, "file:/ignored", "/cp")
     assert policy.denied == LOCAL_DENY_LIST
     assert (policy.warehouse_root, policy.checkpoint_root) == ("hdfs://nn/wh", "/cp")
@@ -499,3 +505,255 @@ def _settings():  # type: ignore[no-untyped-def]
     from async_query.settings import Settings
 
     return Settings()
+
+
+# -- the allow lists of the local profile -------------------------------------------------------------
+
+#: Refused by the local profile's allow lists, with the message (WAREHOUSE is file:/srv/var/warehouse).
+ALLOW_LIST_REFUSED = [
+    (
+        "CREATE TEMPORARY VIEW j USING jdbc OPTIONS (url 'jdbc:derby:memory:x')",
+        "Data source provider (jdbc) is not allowed.",
+    ),
+    ("CREATE TEMPORARY VIEW j USING JDBC OPTIONS (url 'x')", "Data source provider (JDBC) is not allowed."),
+    ("CREATE TABLE j USING `jdbc` OPTIONS (url 'x')", "Data source provider (jdbc) is not allowed."),
+    (
+        "CREATE TABLE j USING org.apache.spark.sql.execution.datasources.jdbc.JdbcRelationProvider",
+        "Data source provider (org.apache.spark.sql.execution.datasources.jdbc.JdbcRelationProvider) is not allowed.",
+    ),
+    ("REPLACE TABLE j USING jdbc AS SELECT 1", "Data source provider (jdbc) is not allowed."),
+    ("EXPLAIN CREATE TABLE j USING jdbc", "Data source provider (jdbc) is not allowed."),
+    ("EXECUTE IMMEDIATE 'CREATE TABLE j USING jdbc'", "Data source provider (jdbc) is not allowed."),
+    (
+        "CREATE TEMPORARY VIEW x USING opensearch OPTIONS (index 'i')",
+        "Data source provider (opensearch) is not allowed.",
+    ),
+    ("CREATE TEMPORARY VIEW x USING xml OPTIONS (rowTag 'r')", "Data source provider (xml) is not allowed."),
+    (
+        "CREATE TABLE x (a INT) ROW FORMAT SERDE 'org.example.S'",
+        "Data source provider (SERDE org.example.S) is not allowed.",
+    ),
+    ("CREATE TABLE x (a INT) STORED AS JSONFILE", "Data source provider (STORED AS JSONFILE) is not allowed."),
+    ("ALTER TABLE t SET SERDE 'org.example.S'", "Data source provider (SERDE org.example.S) is not allowed."),
+    (
+        "CREATE TEMPORARY VIEW t USING text OPTIONS (PATH '/etc/' 'hostname')",
+        "LOCATION outside the warehouse (/etc/hostname) is not allowed.",
+    ),
+    (
+        "CREATE TEMPORARY VIEW t USING text OPTIONS ('path' '/srv/var/warehouse/' '../x')",
+        "LOCATION outside the warehouse (/srv/var/warehouse/../x) is not allowed.",
+    ),
+    (
+        "CREATE TABLE o (a INT) USING parquet OPTIONS ('fs.defaultFS' 'x')",
+        "Data source option (parquet: fs.defaultFS) is not allowed.",
+    ),
+    (
+        "CREATE TABLE o (a INT) USING csv OPTIONS (Header 'true', url 'x')",
+        "Data source option (csv: url) is not allowed.",
+    ),
+    ("CREATE TABLE o (a INT) OPTIONS (paths '[]')", "Data source option (parquet: paths) is not allowed."),
+    (
+        "CREATE TABLE o (a INT) USING parquet TBLPROPERTIES ('avro.schema.url' = 'http://x')",
+        "Table property (avro.schema.url) is not allowed.",
+    ),
+    ("ALTER TABLE t SET SERDEPROPERTIES ('path' = '/etc')", "LOCATION outside the warehouse (/etc) is not allowed."),
+    ("ALTER DATABASE d SET DBPROPERTIES ('location' = '/etc')", "Table property (location) is not allowed."),
+    (
+        "CREATE TABLE p (a INT) USING parquet LOCATION '/srv/var/warehouse/x?/../../../outside'",
+        "LOCATION outside the warehouse (/srv/var/warehouse/x?/../../../outside) is not allowed.",
+    ),
+    (
+        "ALTER TABLE t PARTITION (p = 1) SET LOCATION '/srv/var/warehouse/%2e%2e/x'",
+        "LOCATION outside the warehouse (/srv/var/warehouse/%2e%2e/x) is not allowed.",
+    ),
+    ("SET spark.sql.sources.default=jdbc", "SET/RESET of a protected key (spark.sql.sources.default) is not allowed."),
+    (
+        "SET Spark.SQL.Shuffle.Partitions=3",
+        "SET/RESET of a protected key (Spark.SQL.Shuffle.Partitions) is not allowed.",
+    ),
+    ("SET spark.datasource.flint.host", "SET/RESET of a protected key (spark.datasource.flint.host) is not allowed."),
+    (
+        'CREATE INDEX ix ON t (a) WITH (extra_options = \'{"sink": {"host": "evil"}}\')',
+        "Flint index option (extra_options sink: host) is not allowed.",
+    ),
+    (
+        'CREATE INDEX ix ON t (a) WITH (extra_options = \'{"t": {"cleanSource": "delete"}}\')',
+        "Flint index option (extra_options t: cleanSource) is not allowed.",
+    ),
+    ("INSERT INTO parquet.`/tmp/x` SELECT 1", "File is not allowed."),
+    ("SELECT * FROM a, json.`/etc/passwd`", "File is not allowed."),
+    ("SELECT * FROM t LATERAL VIEW my_udtf(x) u AS y", "User Defined functions (my_udtf) is not allowed."),
+    ("SELECT * FROM t WHERE x IN (SELECT `reflect`('a', 'b'))", "Misc functions (reflect) is not allowed."),
+    ("SELECT IDENTIFIER('reflect')('a', 'b')", "Misc functions (reflect) is not allowed."),
+    ("SET VAR v = reflect('a', 'b')", "Misc functions (reflect) is not allowed."),
+]
+
+
+@pytest.mark.parametrize(("query", "expected"), ALLOW_LIST_REFUSED)
+def test_the_local_allow_lists_refuse_what_they_do_not_name(query: str, expected: str) -> None:
+    assert refusal(LOCAL, query) == expected
+
+
+ALLOW_LIST_ALLOWED = [
+    "CREATE TABLE t (a INT) USING PARQUET OPTIONS (mergeSchema 'true', Compression 'zstd')",
+    "CREATE TABLE t (a INT) USING org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat",
+    "CREATE TABLE t (a INT) USING csv OPTIONS (header = true, sep ',', 'inferSchema' 'false') LOCATION '/srv/var/warehouse/t'",
+    "CREATE TEMPORARY VIEW v USING json OPTIONS (PATH '/srv/var/warehouse/' 'raw', multiLine 'true')",
+    "CREATE TABLE t (a INT) STORED AS PARQUET TBLPROPERTIES ('owner' = 'ops', 'parquet.compression' = 'zstd')",
+    "CREATE TABLE t (a STRING) ROW FORMAT DELIMITED FIELDS TERMINATED BY ',' STORED AS TEXTFILE",
+    "CREATE TABLE t (a VARCHAR(10), b DECIMAL(3, 1)) USING parquet",
+    "SELECT CAST(a AS DECIMAL(10, 2)), a::VARCHAR(3) FROM t AS x(a) JOIN range(3) r(b) ON a = b",
+    "SELECT t.`my col`, `db`.`t`.x FROM t",
+    "SELECT * FROM t WHERE x IN (1, 2) AND EXISTS (SELECT 1) AND transform(array(1), v -> v + 1)[0] = 2",
+    "EXECUTE IMMEDIATE 'SELECT ?' USING 'a'",
+    "SET TIME ZONE 'UTC'",
+    "SET spark.flint.optimizer.covering.enabled=false",
+    "SET spark.sql.session.timeZone",
+    "SET -v",
+    'CREATE INDEX ix ON t (a) WITH (extra_options = \'{"t": {"maxFilesPerTrigger": 5}, "sink": {"BATCH_SIZE": 9}}\')',
+]
+
+
+@pytest.mark.parametrize("query", ALLOW_LIST_ALLOWED)
+def test_the_local_allow_lists_keep_what_they_name(query: str) -> None:
+    assert refusal(LOCAL, query) is None
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "BEGIN SET spark.sql.warehouse.dir = /tmp; END",
+        "SELECT 1; SELECT 2",
+        "SELECT 'unterminated",
+        "CREATE TABLE t2 LIKE t",
+        "CREATE TABLE t (a INT) USING parquet OPTIONS (path = concat('/a', 'b'))",
+        "CREATE TEMPORARY VIEW v USING csv OPTIONS (path '/srv/var/warehouse/a\\\\''b')",
+    ],
+)
+def test_what_the_plugin_cannot_read_is_left_to_the_job_never_allowed(query: str) -> None:
+    assert validate_query(LOCAL, "sql", query) is Verdict.LEFT_TO_JOB
+
+
+def test_the_reference_profiles_read_the_tree_and_leave_what_sqlglot_cannot_parse() -> None:
+    assert validate_query(S3GLUE, "sql", "SELECT a FROM t") is Verdict.ALLOWED
+    assert (
+        validate_query(S3GLUE, "sql", "SELECT count(*) FROM t GROUP BY window(ts, '1 minute')") is Verdict.LEFT_TO_JOB
+    )
+
+
+# -- limits -------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("lang", "query", "deeper_than"),
+    [
+        ("sql", "SELECT " + "(" * 200 + "1" + ")" * 200, 128),
+        ("sql", "SELECT " + " + ".join(["1"] * 200), 128),
+        ("sql", "SELECT " + "- " * 200 + "1", 128),
+        ("sql", "SELECT " + "NOT " * 200 + "true", 128),
+        ("sql", " UNION ".join(["SELECT 1"] * 200), 128),
+        ("sql", "SELECT * FROM " + "(SELECT * FROM " * 130 + "t" + ")" * 130, 128),
+        ("sql", "SELECT " + "CASE WHEN a THEN " * 130 + "1" + " END" * 130, 128),
+        ("sql", "SELECT a" + "[0]" * 200 + " FROM t", 128),
+        ("ppl", "source = t | eval a = " + " + ".join(["1"] * 200), 128),
+        ("ppl", "source = t | where " + " or ".join(["a = 1"] * 200), 128),
+        ("ppl", "source = t" + " | eval a = 1" * 200, 128),
+    ],
+)
+def test_deep_statements_are_refused_before_any_parser_reads_them(lang: str, query: str, deeper_than: int) -> None:
+    with pytest.raises(StatementLimitError, match="nested too deeply"):
+        validate_query(LOCAL, lang, query, limits=StatementLimits(max_depth=deeper_than))
+
+
+@pytest.mark.parametrize(
+    ("lang", "query"),
+    [
+        ("sql", "SELECT * FROM t WHERE " + " OR ".join(f"a = {i}" for i in range(2_000))),  # Spark balances OR
+        ("sql", "SELECT " + ", ".join(f"a + {i} AS c{i}" for i in range(2_000))),
+        ("sql", "SELECT * FROM t WHERE a IN (" + ", ".join(map(str, range(10_000))) + ")"),
+        ("sql", "SELECT " + "(" * 100 + "1" + ")" * 100),
+        ("ppl", "source = t | where a = 1 or b = 2 | stats count() by c | sort - c | head 5"),
+    ],
+)
+def test_wide_statements_are_not_deep(lang: str, query: str) -> None:
+    validate_query(LOCAL, lang, query, limits=StatementLimits())
+
+
+def test_a_statement_longer_than_its_limit_is_refused() -> None:
+    with pytest.raises(StatementLimitError, match="longer than 100 characters"):
+        validate_query(LOCAL, "sql", "SELECT '" + "x" * 200 + "'", limits=StatementLimits(max_chars=100))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "SELECT",
+                "FROM",
+                "t",
+                "text.`/etc`",
+                "(",
+                ")",
+                ",",
+                "'a'",
+                '"b"',
+                "`c`",
+                "USING",
+                "jdbc",
+                "OPTIONS",
+                "LOCATION",
+                "'/srv/var/warehouse/x?/..'",
+                "CREATE",
+                "TABLE",
+                "TEMPORARY",
+                "VIEW",
+                "AS",
+                "SET",
+                "=",
+                "reflect",
+                "IDENTIFIER",
+                "EXECUTE",
+                "IMMEDIATE",
+                "/*",
+                "*/",
+                "--",
+                "\n",
+                ";",
+                "BEGIN",
+                "END",
+                "CASE",
+                "+",
+                "-",
+                ".",
+                "TBLPROPERTIES",
+                "SERDE",
+                "STORED",
+                "EXPLAIN",
+                "''",
+                "r'x'",
+                "\\",
+                "[",
+                "]",
+                "|>",
+            ]
+        ),
+        max_size=40,
+    ),
+)
+def test_any_text_is_refused_or_judged_never_a_crash(words: list[str]) -> None:
+    """Whatever the plugin is sent, its check answers with a verdict or a refusal (a 400), never
+    another exception (a 500)."""
+    text = " ".join(words)
+    for lang in ("sql", "ppl"):
+        try:
+            validate_query(LOCAL, lang, text, parse_or_none(text) if lang == "sql" else None, StatementLimits())
+        except (QueryRefusedError, StatementLimitError, InvalidRequestError):
+            pass
+
+
+def parse_or_none(text: str) -> Any:
+    try:
+        return parse(text)
+    except InvalidRequestError:
+        return None

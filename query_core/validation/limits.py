@@ -1,0 +1,163 @@
+"""How large and how deeply nested a statement may be, checked on its tokens before any parser
+recurses over it (the plugin's, PPL's, Spark's): a statement past a limit is refused with a clear
+message (a 400 at POST, a failed statement in the job), never a stack overflow, a 500, or a
+parser pinned for minutes.
+
+The depth is an estimate of the deepest tree a parser builds, read without parsing: each open
+parenthesis, bracket, ``CASE`` or ``BEGIN`` is a level, and so is each operator of a chain
+(``1 + 1 + ...`` nests as deeply as ``(((1)))``, unary ``- - -`` and ``NOT NOT`` too), as is
+each ``UNION``/``JOIN``/``|>`` of a query at one level. In SQL a chain ends at a clause keyword or
+a comma; ``AND``/``OR`` do not count (Spark balances them). In PPL every command of the
+pipeline counts, and so do ``and``/``or``. See docs/validation.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from query_core.errors import InvalidRequestError
+from query_core.validation.tokens import Tok, TokenKind, scan
+
+#: Defaults of the settings (``ASYNC_QUERY_MAX_QUERY_CHARS``, ``ASYNC_QUERY_MAX_STATEMENT_DEPTH``).
+DEFAULT_MAX_CHARS = 1_000_000
+DEFAULT_MAX_DEPTH = 128
+
+
+class StatementLimitError(InvalidRequestError):
+    """A statement larger or more deeply nested than its limits allow."""
+
+    error_type = "IllegalArgumentException"
+
+
+@dataclass(frozen=True)
+class StatementLimits:
+    max_chars: int = DEFAULT_MAX_CHARS
+    max_depth: int = DEFAULT_MAX_DEPTH
+
+
+_OPEN = frozenset({"(", "["})
+_CLOSE = frozenset({")", "]"})
+#: Operators that nest their operands one level deeper per use.
+_OPERATORS = frozenset(
+    {
+        "+",
+        "-",
+        "*",
+        "/",
+        "%",
+        "||",
+        "&",
+        "|",
+        "^",
+        "~",
+        "=",
+        "==",
+        "<=>",
+        "!=",
+        "<>",
+        "<",
+        ">",
+        "<=",
+        ">=",
+        "::",
+        "->",
+        "!",
+    }
+)
+_WORD_OPERATORS = frozenset({"NOT", "DIV", "IS", "LIKE", "ILIKE", "RLIKE", "REGEXP", "BETWEEN", "IN"})
+#: Words that join whole queries or relations at one level: a chain of them nests too.
+_SET_OPERATORS = frozenset({"UNION", "INTERSECT", "EXCEPT", "MINUS", "JOIN"})
+#: Words that start a clause (and so end an operator chain) in SQL.
+_SQL_CLAUSES = frozenset(
+    {
+        "SELECT", "FROM", "WHERE", "GROUP", "BY", "HAVING", "ORDER", "SORT", "CLUSTER", "DISTRIBUTE", "LIMIT",
+        "OFFSET", "ON", "USING", "WHEN", "THEN", "ELSE", "AND", "OR", "AS", "WINDOW", "QUALIFY", "SET", "VALUES",
+        "INTO", "UNION", "INTERSECT", "EXCEPT", "MINUS", "JOIN", "WITH", "PARTITION", "OVER", "ROWS", "RANGE",
+    }
+)  # fmt: skip
+_PPL_COUNTED = frozenset({"AND", "OR", "XOR", "NOT"})
+
+
+@dataclass
+class _Level:
+    chain: int = 0
+    joins: int = 0
+    closes_on_end: bool = False
+
+
+def statement_depth(tokens: list[Tok], lang: str = "sql") -> int:
+    """The estimated depth of the tree a parser builds for ``tokens`` (see the module's text):
+    the most, at any token, of the open levels and the operators chained in each."""
+    ppl = lang.lower() == "ppl"
+    stack = [_Level()]
+    depth = deepest = 1
+    for token in tokens:
+        text = token.upper
+        top = stack[-1]
+        if token.kind == TokenKind.PUNCT:
+            if text in _OPEN:
+                if text == "[":  # a subscript nests what it subscripts
+                    top.chain += 1
+                    depth += 1
+                stack.append(_Level())
+                depth += 1
+            elif text in _CLOSE:
+                depth = _pop(stack, depth)
+                continue
+            elif text == ",":
+                depth -= top.chain
+                top.chain = 0
+                continue
+            elif text == ";":
+                depth -= top.chain + top.joins
+                top.chain = top.joins = 0
+                continue
+            elif text == "|" and ppl:  # the next command of the pipeline
+                depth += 1 - top.chain
+                top.joins += 1
+                top.chain = 0
+            elif text in _OPERATORS or text == "|>":
+                if text == "|>":
+                    top.joins += 1
+                else:
+                    top.chain += 1
+                depth += 1
+        elif token.kind == TokenKind.WORD:
+            if text in ("CASE", "BEGIN"):
+                stack.append(_Level(closes_on_end=True))
+                depth += 1
+            elif text == "END":
+                if top.closes_on_end:
+                    depth = _pop(stack, depth)
+                continue
+            elif text in _SET_OPERATORS:
+                top.joins += 1
+                depth += 1
+            if (ppl and text in _PPL_COUNTED) or text in _WORD_OPERATORS:
+                top.chain += 1
+                depth += 1
+            elif not ppl and text in _SQL_CLAUSES:
+                depth -= top.chain
+                top.chain = 0
+        deepest = max(deepest, depth)
+    return deepest
+
+
+def _pop(stack: list[_Level], depth: int) -> int:
+    if len(stack) == 1:
+        return depth  # an unbalanced close: the parser refuses it
+    closed = stack.pop()
+    return depth - closed.chain - closed.joins - 1
+
+
+def check_limits(text: str, lang: str, limits: StatementLimits) -> list[Tok]:
+    """Refuse (:class:`StatementLimitError`) a statement past ``limits``; its tokens otherwise."""
+    if len(text) > limits.max_chars:
+        raise StatementLimitError(f"The statement is longer than {limits.max_chars} characters ({len(text)}).")
+    tokens = scan(text)
+    depth = statement_depth(tokens, lang)
+    if depth > limits.max_depth:
+        raise StatementLimitError(
+            f"The statement is nested too deeply: about {depth} levels, more than the {limits.max_depth} allowed."
+        )
+    return tokens

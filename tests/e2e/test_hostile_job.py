@@ -1,0 +1,163 @@
+"""Hostile statements through a real job (spark-submit), each with no effect.
+
+The plugin refuses these at POST; here they are written straight into a live session's request
+index, as another plugin (or anyone who can write there) could write them, so that what stands
+between them and Spark is the job's own check on Spark's own parse. Each must fail with the
+plugin's words and do nothing: no file outside the roots read, written or deleted, no connection
+to the listening socket the JDBC statements name. The session lives on: its next statement runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from async_query.api import create_app
+from async_query.runtime import Plugin
+from query_core.ids import default_result_index, new_id, request_index
+from query_core.models import StatementDoc, now_millis
+from query_core.states import StatementState, is_terminal
+from query_core.validation.allowlists import is_settable
+from tests.e2e.conftest import Api, e2e_service
+from tests.support import serve_http, wait_for
+
+pytestmark = pytest.mark.e2e
+
+
+class Listener:
+    """A listening socket that counts the connections made to it."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.connections = 0
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.connections += 1
+            conn.close()
+
+
+@pytest.fixture(scope="module")
+def hostile_e2e(module_index_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    tmp = tmp_path_factory.mktemp("hostile-e2e")
+    outside = tmp / "outside"
+    (outside / "keep").mkdir(parents=True)
+    (outside / "secret.txt").write_text("the secret of the outside")
+    (outside / "keep" / "keep.txt").write_text("keep me")
+    listener = Listener()
+    plugin = e2e_service(module_index_url, tmp, "local")
+    try:
+        with serve_http(create_app(plugin)) as url:
+            yield {"api": Api(url, "local"), "plugin": plugin, "outside": outside, "listener": listener}
+    finally:
+        plugin.close()
+        listener.sock.close()
+
+
+def _state(outside: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(outside)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in outside.rglob("*")
+        if p.is_file()
+    }
+
+
+def _write_statement(plugin: Plugin, session_id: str, query: str) -> str:
+    """A waiting statement in the session, written as the reference plugin writes one: the
+    document alone, found by the job's search."""
+    query_id = new_id("local")
+    doc = StatementDoc(
+        statement_id=query_id,
+        query_id=query_id,
+        session_id=session_id,
+        query=query,
+        lang="sql",
+        data_source_name="local",
+        submit_time=now_millis(),
+    )
+    plugin.store.statements.create(doc)
+    plugin.store.index.refresh(request_index("local"))
+    return query_id
+
+
+def test_hostile_statements_past_the_plugin_are_refused_by_the_job_and_do_nothing(
+    hostile_e2e: dict[str, Any],
+) -> None:
+    api: Api = hostile_e2e["api"]
+    plugin: Plugin = hostile_e2e["plugin"]
+    outside: Path = hostile_e2e["outside"]
+    listener: Listener = hostile_e2e["listener"]
+    launcher = plugin.launchers.shared["local"]
+    datasource = plugin.datasources.get("local")
+    wh = launcher.warehouse_of(datasource).removeprefix("file://").removeprefix("file:")
+    cp = launcher.checkpoints_of(datasource)
+    port = listener.port
+    climb = "../" * 40  # past the file system's root: Hadoop keeps the extra "..", the OS ignores them
+    hive2 = f"url 'jdbc:hive2://127.0.0.1:{port}/default', dbtable 't', driver 'org.apache.hive.jdbc.HiveDriver'"
+
+    submitted, first = api.run("SELECT 1 AS one")
+    assert first["status"] == "SUCCESS", first
+    session_id = submitted["sessionId"]
+    before = _state(outside)
+
+    hostile = {
+        f"CREATE TEMPORARY VIEW j USING jdbc OPTIONS ({hive2})": "Data source provider (jdbc) is not allowed.",
+        f"CREATE TABLE jt USING org.apache.spark.sql.jdbc OPTIONS ({hive2})": "Data source provider",
+        f"BEGIN CREATE TEMPORARY VIEW j USING jdbc OPTIONS ({hive2}); SELECT * FROM j; END": "Data source provider",
+        f"CREATE TEMPORARY VIEW s USING text OPTIONS (PATH '{outside}/' 'secret.txt')": "LOCATION outside the warehouse",
+        f"CREATE TABLE w USING parquet LOCATION '{wh}/x?/{climb}{outside.relative_to('/')}/w' AS SELECT 1 AS a": (
+            "LOCATION outside the warehouse"
+        ),
+        f"CREATE TABLE w2 (a INT) USING parquet OPTIONS ('PATH' '{wh}/%2e%2e/' '{climb}{outside.relative_to('/')}/w2')": (
+            "LOCATION outside the warehouse"
+        ),
+        "SET spark.sql.runSQLOnFiles=true": "SET/RESET of a protected key (spark.sql.runSQLOnFiles) is not allowed.",
+        f"SELECT * FROM text.`{outside}/secret.txt`": "File is not allowed.",
+        "SELECT " + "(" * 20_000 + "1" + ")" * 20_000: "The statement is nested too deeply",
+        (
+            "CREATE INDEX by_a ON default.t (a) WITH (auto_refresh = true, "
+            f"checkpoint_location = '{cp}/x?/{climb}{outside.relative_to('/')}/keep', "
+            f'extra_options = \'{{"sink": {{"host": "127.0.0.1", "port": "{port}"}}}}\')'
+        ): "Flint index option (extra_options sink: host) is not allowed.",
+    }
+    ids = {_write_statement(plugin, session_id, query): expected for query, expected in hostile.items()}
+
+    def all_done() -> dict[str, StatementDoc] | None:
+        found = {qid: plugin.store.statements.get("local", qid) for qid in ids}
+        docs = {qid: v.doc for qid, v in found.items() if v is not None}
+        return docs if len(docs) == len(ids) and all(is_terminal(d.state) for d in docs.values()) else None
+
+    docs = wait_for(all_done, timeout=240, interval=0.2, what="the hostile statements to end")
+    for qid, expected in ids.items():
+        assert docs[qid].state is StatementState.FAILED, (docs[qid].query[:80], docs[qid].state)
+        assert docs[qid].error.startswith(expected), (docs[qid].query[:80], docs[qid].error)
+
+    # The session lives on, and a listing of its settings names none of the job's addresses.
+    _, after = api.run("SELECT 2 AS two", session_id)
+    assert after["status"] == "SUCCESS" and after["datarows"] == [[2]]
+    _, listing = api.run("SET", session_id)
+    assert listing["status"] == "SUCCESS"
+    shown = json.dumps(listing["datarows"])
+    assert listing["datarows"] and all(is_settable(key) for key, _ in listing["datarows"])
+    for internal in ("spark.datasource.flint", "spark.sql.warehouse.dir", "spark.flint.validation", str(cp), wh):
+        assert internal not in shown
+
+    assert _state(outside) == before
+    assert listener.connections == 0
+    results = [plugin.store.results.get(default_result_index("local"), qid) for qid in ids]
+    assert all("the secret of the outside" not in json.dumps(r.model_dump() if r else {}) for r in results)

@@ -1,0 +1,305 @@
+"""One corpus of hostile statements (and of the statements that must keep working), shared by the
+plugin's check, the job's check and the end-to-end tests (docs/validation.md).
+
+Each case is written with placeholders filled in per test:
+
+* ``{wh}``: the warehouse root (a local directory); ``{cp}``: the checkpoint root;
+* ``{outside}``: a directory outside both, holding ``secret.txt`` and ``keep/keep.txt``;
+* ``{link}``: a symbolic link inside the warehouse that points at ``{outside}``;
+* ``{port}``: a listening socket that must never see a connection.
+
+``refused`` is the element whose description the job's refusal names (None: the statement is
+allowed and must keep working); ``catalog`` marks a case only the job can decide, because it
+depends on what the catalog holds (a table stored with a refused provider), not on the text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from query_core.validation import GrammarElement as E
+
+#: ``refused`` of a statement past the size or depth limits (refused before any parser reads it).
+LIMIT = "limit"
+
+
+@dataclass(frozen=True)
+class Case:
+    text: str
+    #: The element the refusal names (either of a tuple's), LIMIT, or None: allowed.
+    refused: E | tuple[E, ...] | str | None
+    lang: str = "sql"
+    #: Decided by what the catalog holds: the plugin cannot see it.
+    catalog: bool = False
+    #: Spark itself refuses the text (a parse or analysis error): the job never runs it either.
+    spark_refuses: bool = False
+
+    def fill(self, **places: object) -> str:
+        return self.text.format(**places)
+
+    @property
+    def id(self) -> str:
+        return self.text[:70]
+
+    @property
+    def flint(self) -> bool:
+        """A Flint index statement (run by the Flint engine, checked by its own check)."""
+        from query_core.flint import is_flint_statement
+
+        return self.lang == "sql" and is_flint_statement(self.text)
+
+
+def _case(text: str, refused: E | tuple[E, ...] | str | None, **kw: bool | str) -> Case:
+    return Case(text, refused, **kw)  # type: ignore[arg-type]
+
+
+HIVE2 = "url 'jdbc:hive2://127.0.0.1:{port}/default', dbtable 't', driver 'org.apache.hive.jdbc.HiveDriver'"
+DERBY = "url 'jdbc:derby:memory:x;create=true', dbtable 'SYS.SYSTABLES'"
+
+#: JDBC in every form a statement can name it.
+JDBC = [
+    _case(f"CREATE TEMPORARY VIEW j USING jdbc OPTIONS ({HIVE2})", E.DATA_SOURCE),
+    _case(f"CREATE TEMPORARY VIEW j USING JDBC OPTIONS ({HIVE2})", E.DATA_SOURCE),
+    _case(f"CREATE TEMPORARY VIEW j USING `jdbc` OPTIONS ({HIVE2})", E.DATA_SOURCE),
+    _case(f"CREATE TEMPORARY VIEW j USING org.apache.spark.sql.jdbc OPTIONS ({HIVE2})", E.DATA_SOURCE),
+    _case(
+        f"CREATE TEMPORARY VIEW j USING org.apache.spark.sql.execution.datasources.jdbc OPTIONS ({HIVE2})",
+        E.DATA_SOURCE,
+    ),
+    _case(
+        "CREATE TEMPORARY VIEW j USING org.apache.spark.sql.execution.datasources.jdbc.JdbcRelationProvider "
+        f"OPTIONS ({HIVE2})",
+        E.DATA_SOURCE,
+    ),
+    _case(
+        f"CREATE TEMPORARY VIEW j USING org.apache.spark.sql.execution.datasources.jdbc.DefaultSource OPTIONS ({DERBY})",
+        E.DATA_SOURCE,
+    ),
+    _case(
+        f"CREATE OR REPLACE TEMPORARY VIEW j USING jdbc OPTIONS ({DERBY}, sessionInitStatement 'CALL 1')", E.DATA_SOURCE
+    ),
+    _case(f"CREATE TABLE jt USING jdbc OPTIONS ({HIVE2})", E.DATA_SOURCE),
+    _case(f"CREATE TABLE jt (a INT) USING jdbc OPTIONS ({DERBY})", E.DATA_SOURCE),
+    _case(f"CREATE TABLE IF NOT EXISTS jt USING jdbc OPTIONS ({DERBY}) AS SELECT 1 AS a", E.DATA_SOURCE),
+    _case(f"REPLACE TABLE jt USING jdbc OPTIONS ({DERBY}) AS SELECT 1 AS a", E.DATA_SOURCE),
+    _case(f"EXPLAIN CREATE TABLE jt USING jdbc OPTIONS ({HIVE2})", E.DATA_SOURCE),
+    _case(f'EXECUTE IMMEDIATE "CREATE TEMPORARY VIEW j USING jdbc OPTIONS ({HIVE2})"', E.DATA_SOURCE),
+    _case(f"BEGIN CREATE TABLE jt USING jdbc OPTIONS ({DERBY}); END", E.DATA_SOURCE),
+    _case("SELECT * FROM jdbc.`jdbc:derby:memory:x`", E.FILE),
+    # A table stored with the jdbc provider (by another datasource, or before this check) is not read.
+    _case("SELECT * FROM default.stored_jdbc", E.DATA_SOURCE, catalog=True),
+    _case("SELECT count(*) FROM stored_jdbc", E.DATA_SOURCE, catalog=True),
+    _case("SELECT * FROM default.over_stored_jdbc", E.DATA_SOURCE, catalog=True),
+    _case("INSERT INTO stored_jdbc SELECT 1", E.DATA_SOURCE, catalog=True),
+    _case("CREATE TABLE copy_of_jdbc LIKE stored_jdbc", E.DATA_SOURCE, catalog=True),
+    _case("CACHE TABLE stored_jdbc", E.DATA_SOURCE, catalog=True),
+]
+
+#: Other providers: none of them is on the list.
+PROVIDERS = [
+    _case("CREATE TEMPORARY VIEW x USING xml OPTIONS (path '{wh}/x', rowTag 'r')", E.DATA_SOURCE),
+    _case("CREATE TEMPORARY VIEW x USING noop", E.DATA_SOURCE),
+    _case("CREATE TEMPORARY VIEW x USING socket OPTIONS (host '127.0.0.1', port '{port}')", E.DATA_SOURCE),
+    _case("CREATE TEMPORARY VIEW x USING rate", E.DATA_SOURCE),
+    _case("CREATE TEMPORARY VIEW x USING statestore OPTIONS (path '{cp}/x')", E.DATA_SOURCE),
+    _case("CREATE TEMPORARY VIEW x USING opensearch OPTIONS (index '.query_execution_request_local')", E.DATA_SOURCE),
+    _case("CREATE TEMPORARY VIEW x USING libsvm OPTIONS (path '{wh}/x')", E.DATA_SOURCE),
+    _case("CREATE TABLE x (a INT) USING java.lang.String", E.DATA_SOURCE),
+    _case("CREATE TABLE x (a INT) USING org.example.Missing", E.DATA_SOURCE),
+    _case("CREATE TABLE x (a INT) ROW FORMAT SERDE 'org.example.EvilSerDe'", E.DATA_SOURCE),
+    _case(
+        "CREATE TABLE x (a INT) STORED AS INPUTFORMAT 'org.example.In' OUTPUTFORMAT 'org.example.Out'", E.DATA_SOURCE
+    ),
+    _case("CREATE TABLE x (a INT) USING hive OPTIONS (fileFormat 'org.example.Format')", E.DATA_SOURCE),
+    _case("ALTER TABLE wh_ok SET SERDE 'org.example.EvilSerDe'", E.DATA_SOURCE),
+]
+
+#: Option keys as Spark reads them (case-insensitive) and values as it joins them (adjacent literals).
+OPTIONS = [
+    _case("CREATE TEMPORARY VIEW t USING text OPTIONS (PATH '{outside}/' 'secret.txt')", E.LOCATION),
+    _case("CREATE TEMPORARY VIEW t USING text OPTIONS (Path '{outside}/secret.txt')", E.LOCATION),
+    _case("CREATE TEMPORARY VIEW t USING text OPTIONS ('path' '{outside}/secret.txt')", E.LOCATION),
+    _case("CREATE TEMPORARY VIEW t USING text OPTIONS (`path` = '{outside}/secret.txt')", E.LOCATION),
+    _case("CREATE TEMPORARY VIEW t USING text OPTIONS (path '{wh}/' '../' 'outside/secret.txt')", E.LOCATION),
+    _case("CREATE TEMPORARY VIEW t USING text OPTIONS (path r'{outside}/secret.txt')", E.LOCATION),
+    _case("CREATE TEMPORARY VIEW t USING text OPTIONS (paths '[\"{outside}/secret.txt\"]')", E.DATA_SOURCE_OPTION),
+    _case("CREATE TEMPORARY VIEW t USING text OPTIONS (path '{wh}/t', basePath '{outside}')", E.DATA_SOURCE_OPTION),
+    _case("CREATE TABLE o (a INT) USING parquet OPTIONS ('fs.defaultFS' 'file:///')", E.DATA_SOURCE_OPTION),
+    _case("CREATE TABLE o (a INT) USING parquet OPTIONS (fs.file.impl 'org.example.Fs')", E.DATA_SOURCE_OPTION),
+    _case(
+        "CREATE TABLE o (a INT) USING csv OPTIONS ('fs.s3a.endpoint' 'http://127.0.0.1:{port}')", E.DATA_SOURCE_OPTION
+    ),
+    # Where Spark's avro module is not enabled, the provider itself is refused.
+    _case(
+        "CREATE TABLE o (a STRING) USING avro OPTIONS (avroSchemaUrl 'file://{outside}/secret.txt')",
+        (E.DATA_SOURCE_OPTION, E.DATA_SOURCE),
+    ),
+    _case("CREATE TABLE o (a INT) USING csv OPTIONS (header 'true', URL 'x')", E.DATA_SOURCE_OPTION),
+    _case(
+        "CREATE TABLE o (a INT) USING parquet TBLPROPERTIES ('avro.schema.url' = 'file://{outside}/secret.txt')",
+        E.TABLE_PROPERTY,
+    ),
+    _case(
+        "CREATE TABLE o (a INT) STORED AS TEXTFILE TBLPROPERTIES ('hive.exec.scratchdir' = '{outside}')",
+        E.TABLE_PROPERTY,
+    ),
+    _case("ALTER TABLE wh_ok SET TBLPROPERTIES ('path' = '{outside}/x')", E.LOCATION),
+    _case("ALTER TABLE wh_ok SET SERDEPROPERTIES ('path' = '{outside}')", E.LOCATION),
+    _case("ALTER TABLE wh_ok SET SERDEPROPERTIES ('PATH' = '{wh}/x?/../../../outside')", E.LOCATION),
+    _case("ALTER DATABASE default SET DBPROPERTIES ('location' = '{outside}')", E.TABLE_PROPERTY, spark_refuses=True),
+]
+
+#: Every path trick, at every place a path appears.
+TRICKS = [
+    "{outside}",
+    "{outside}/t",
+    "{wh}/x?/../../outside",
+    "{wh}/x#/../../outside",
+    "{wh}/x?y=/../../../outside",
+    "{wh}/../outside",
+    "{wh}/t/../../outside",
+    "{wh}/%2e%2e/outside",
+    "{wh}/%2E%2E/%2e%2e/outside",
+    "file://{wh}/x?/../../outside",
+    "file:{wh}/../outside",
+    "{link}/t",
+    "{link}",
+    "outside/t",
+    "{wh}",
+    "file://otherhost{wh}/t",
+]
+PLACES = [
+    "CREATE TABLE p (a INT) USING parquet LOCATION '{path}'",
+    "CREATE TABLE p USING parquet LOCATION '{path}' AS SELECT 1 AS a",
+    "CREATE TABLE p (a INT) USING parquet OPTIONS (path '{path}')",
+    "CREATE TABLE p (a INT) STORED AS PARQUET LOCATION '{path}'",
+    "CREATE TABLE p LIKE wh_ok LOCATION '{path}'",
+    "CREATE TEMPORARY VIEW p USING csv OPTIONS (path '{path}')",
+    "CREATE DATABASE p LOCATION '{path}'",
+    "ALTER DATABASE default SET LOCATION '{path}'",
+    "ALTER TABLE wh_ok SET LOCATION '{path}'",
+    "ALTER TABLE wh_part ADD PARTITION (k = 9) LOCATION '{path}'",
+    "ALTER TABLE wh_part PARTITION (k = 1) SET LOCATION '{path}'",
+]
+LOCATIONS = [_case(place.replace("{path}", trick), E.LOCATION) for place in PLACES for trick in TRICKS]
+
+#: Flint checkpoints (written by streams, deleted by VACUUM) and extra_options.
+FLINT = [
+    *[
+        _case(
+            "CREATE INDEX by_k ON default.wh_ok (a) WITH (auto_refresh = true, checkpoint_location = '"
+            + trick.replace("{wh}", "{cp}")
+            + "')",
+            E.CHECKPOINT_LOCATION,
+        )
+        for trick in TRICKS
+        if trick != "{link}/t"
+    ],
+    _case(
+        "CREATE SKIPPING INDEX ON default.wh_ok (a VALUE_SET) WITH (auto_refresh = true, checkpoint_location = '{cp}/x?/../..')",
+        E.CHECKPOINT_LOCATION,
+    ),
+    _case(
+        "CREATE MATERIALIZED VIEW default.mv_bad AS SELECT a FROM default.wh_ok "
+        "WITH (auto_refresh = true, checkpoint_location = '{cp}/../outside')",
+        E.CHECKPOINT_LOCATION,
+    ),
+    _case(
+        "ALTER INDEX by_k ON default.wh_ok WITH (auto_refresh = true, checkpoint_location = '{cp}/a#/../../outside')",
+        E.CHECKPOINT_LOCATION,
+    ),
+    _case(
+        "CREATE INDEX by_k ON default.wh_ok (a) WITH (extra_options = "
+        '\'{{"sink": {{"host": "127.0.0.1", "port": "{port}"}}}}\')',
+        E.FLINT_OPTION,
+    ),
+    _case(
+        'CREATE INDEX by_k ON default.wh_ok (a) WITH (extra_options = \'{{"sink": {{"HOST": "127.0.0.1"}}}}\')',
+        E.FLINT_OPTION,
+    ),
+    _case(
+        "CREATE INDEX by_k ON default.wh_ok (a) WITH (extra_options = "
+        '\'{{"flint_spark_catalog_default_wh_ok_by_k_index": {{"auth.password": "x"}}}}\')',
+        E.FLINT_OPTION,
+    ),
+    _case(
+        "CREATE INDEX by_k ON default.wh_ok (a) WITH (extra_options = "
+        '\'{{"default.wh_ok": {{"cleanSource": "delete", "sourceArchiveDir": "{outside}"}}}}\')',
+        E.FLINT_OPTION,
+    ),
+    _case(
+        'CREATE INDEX by_k ON default.wh_ok (a) WITH (extra_options = \'{{"default.wh_ok": {{"path": "{outside}"}}}}\')',
+        E.FLINT_OPTION,
+    ),
+]
+
+#: SET: only the settable keys, compared as Spark compares them.
+SETTINGS = [
+    _case("SET spark.sql.warehouse.dir={outside}", E.PROTECTED_CONFIG),
+    _case("SET `spark.sql.warehouse.dir` = {outside}", E.PROTECTED_CONFIG),
+    _case("SET spark.sql.sources.default=jdbc", E.PROTECTED_CONFIG),
+    _case("SET spark.sql.sources.disabledJdbcConnProviderList=", E.PROTECTED_CONFIG),
+    _case("SET spark.sql.runSQLOnFiles=true", E.PROTECTED_CONFIG),
+    _case("SET spark.sql.ansi.doubleQuotedIdentifiers=true", E.PROTECTED_CONFIG),
+    _case("SET spark.sql.legacy.createHiveTableByDefault=true", E.PROTECTED_CONFIG),
+    _case("SET spark.hadoop.fs.defaultFS=file:///", E.PROTECTED_CONFIG),
+    _case("SET spark.datasource.flint.host=127.0.0.1", E.PROTECTED_CONFIG),
+    _case("SET spark.datasource.flint.host", E.PROTECTED_CONFIG),
+    _case("SET spark.flint.validation.warehouseRoot=/", E.PROTECTED_CONFIG),
+    _case("SET Spark.SQL.Shuffle.Partitions=3", E.PROTECTED_CONFIG),
+    _case("RESET spark.sql.runSQLOnFiles", E.PROTECTED_CONFIG),
+    _case("SET spark.sql.shuffle.partitions=3", None),
+    _case("SET spark.sql.ansi.enabled=false", None),
+    _case("SET spark.sql.session.timeZone=UTC", None),
+    _case("SET TIME ZONE 'UTC'", None),
+    _case("SET spark.flint.optimizer.enabled=true", None),
+    _case("SET spark.flint.optimizer.covering.enabled=true", None),
+    _case("SET spark.flint.index.hybridscan.enabled=false", None),
+    _case("SET spark.sql.shuffle.partitions", None),
+    _case("SET", None),
+    _case("SET -v", None),
+    _case("RESET", None),
+]
+
+#: How deeply a statement may nest, before any parser reads it.
+DEPTH = [
+    _case("SELECT " + "(" * 20_000 + "1" + ")" * 20_000, LIMIT),
+    _case("SELECT " + " + ".join(["1"] * 20_000), LIMIT),
+    _case("SELECT * FROM " + "(SELECT * FROM " * 400 + "range(1)" + ")" * 400, LIMIT),
+    _case("source = t | eval a = " + " + ".join(["1"] * 20_000), LIMIT, lang="ppl"),
+]
+
+#: What keeps working: warehouse tables, INSERT, the Dashboards statements, options, SET.
+ALLOWED = [
+    _case("SELECT 1 AS one", None),
+    _case("CREATE TABLE IF NOT EXISTS default.wh_new (id INT, item STRING) USING parquet PARTITIONED BY (item)", None),
+    _case("INSERT INTO default.wh_ok VALUES (1)", None),
+    _case("SELECT a, count(*) FROM default.wh_ok GROUP BY a", None),
+    _case("CREATE TABLE default.wh_loc (a INT) USING parquet LOCATION '{wh}/elsewhere/wh_loc'", None),
+    _case(
+        "CREATE TABLE default.wh_csv (a INT) USING csv OPTIONS (header 'true', Sep ',') LOCATION '{wh}/wh_csv'", None
+    ),
+    _case("CREATE TEMPORARY VIEW wh_view USING parquet OPTIONS (PATH '{wh}/' 'wh_ok')", None),
+    _case("CREATE TABLE default.wh_ctas USING parquet AS SELECT 1 AS a", None),
+    _case("SHOW SCHEMAS IN spark_catalog", None),
+    _case("SHOW TABLE EXTENDED IN spark_catalog.default LIKE '*'", None),
+    _case("DESC spark_catalog.default.wh_ok", None),
+    _case("SELECT * FROM range(10) r(x) WHERE x IN (1, 2)", None),
+    _case("SELECT CAST(1 AS DECIMAL(10, 2)), date_format(current_date(), 'yyyy'), explode(array(1, 2))", None),
+    _case("SELECT * FROM default.wh_ok a JOIN default.wh_ok b ON a.a = b.a", None),
+    _case(
+        "CREATE TABLE default.wh_tbl (a INT) USING parquet TBLPROPERTIES ('purpose' = 'reports', 'parquet.compression' = 'zstd')",
+        None,
+    ),
+    _case("source = default.wh_ok | where a > 0 | stats count() by a", None, lang="ppl"),
+    _case(
+        "CREATE INDEX by_k ON default.wh_ok (a) WITH (auto_refresh = false, extra_options = "
+        '\'{{"default.wh_ok": {{"maxFilesPerTrigger": "10"}}, "sink": {{"batch_size": "50"}}}}\')',
+        None,
+    ),
+    _case("CREATE INDEX by_k ON default.wh_ok (a) WITH (auto_refresh = true, checkpoint_location = '{cp}/by_k')", None),
+    _case("VACUUM INDEX by_k ON default.wh_ok", None),
+]
+
+#: The whole corpus.
+ALL: list[Case] = [*JDBC, *PROVIDERS, *OPTIONS, *LOCATIONS, *FLINT, *SETTINGS, *DEPTH, *ALLOWED]
