@@ -157,7 +157,7 @@ def put_flint_indexes(plugin: Plugin) -> None:
             "options": {"auto_refresh": "false", "incremental_refresh": "false"},
             "properties": {},
         }
-        plugin.store.index.create_index(name, {"mappings": {"_meta": meta, "properties": {}}})
+        plugin.store.admin.create_index(name, {"mappings": {"_meta": meta, "properties": {}}})
 
 
 def post_to_success(plugin: Plugin, query: str, poll_s: float, timeout_s: float = 300) -> float:

@@ -1,7 +1,7 @@
 """PySpark data source ``opensearch``: Spark writes a DataFrame into an index and reads one back.
 
 Built on PySpark's own Python data source API (``pyspark.sql.datasource``), so no JVM connector is
-needed. All index calls go through the index-administration interface of
+needed. All index calls go through the index-administration side of
 :class:`query_core.store.IndexClient` (retries, error translation). Options, all strings, use the names of the reference's ``spark.datasource.flint.*``
 keys without the prefix:
 
@@ -455,7 +455,7 @@ def _scalar(value: Any) -> bool:
 
 def _admin(options: dict[str, str]) -> IndexAdmin:
     """The cluster the options name, for whole indexes and their contents in bulk."""
-    return IndexClient(connection(options))
+    return IndexClient(connection(options)).admin
 
 
 def register(spark: Any) -> None:

@@ -55,11 +55,17 @@ def _passable(path: Path) -> Path:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
-    if os.geteuid() != 0 or config.option.basetemp:
+    if os.geteuid() != 0:
         return
-    root = _passable(Path(tempfile.mkdtemp(prefix="async-query-tests-")))
-    config.option.basetemp = str(root / "base")
-    config.add_cleanup(lambda: shutil.rmtree(root, ignore_errors=True))
+    # A worker of a parallel run (pytest-xdist) is given a base directory under the controller's:
+    # it makes its own temporary directories passable too.
+    worker = hasattr(config, "workerinput")
+    if not worker:
+        if config.option.basetemp:
+            return
+        root = _passable(Path(tempfile.mkdtemp(prefix="async-query-tests-")))
+        config.option.basetemp = str(root / "base")
+        config.add_cleanup(lambda: shutil.rmtree(root, ignore_errors=True))
     mktemp, getbasetemp = pytest.TempPathFactory.mktemp, pytest.TempPathFactory.getbasetemp
 
     def passable_mktemp(self: pytest.TempPathFactory, basename: str, numbered: bool = True) -> Path:

@@ -15,7 +15,7 @@ removed once the job has ended. Its catalog is its datasource's own
 
 Spark's output goes to ``<data_dir>/logs/<session id>.log``. Each job's pid is recorded in
 ``<data_dir>/jobs/<job id>.pid`` so that a restarted plugin can still describe and stop it.
-Housekeeping prunes both (:meth:`LocalLauncher.prune`): files of jobs no longer running, not
+Housekeeping prunes both (:meth:`LocalJobs.prune <async_query.launcher.local_jobs.LocalJobs.prune>`): files of jobs no longer running, not
 written for ``job_files_retention_days``, go, and so do the launcher's entries of jobs that
 finished that long ago.
 """
@@ -26,11 +26,8 @@ import logging
 import os
 import secrets
 import shutil
-import signal
 import subprocess
 import sys
-import threading
-import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import ClassVar
@@ -38,8 +35,9 @@ from typing import ClassVar
 from async_query import datasource_dialect as dialect
 from async_query.datasources import Datasource
 from async_query.embedded.catalogs import LocalCatalogs, catalog_settings
-from async_query.launcher.base import JobDescription, JobRequest, JobRunState, Launcher
+from async_query.launcher.base import JobDescription, JobRequest, Launcher
 from async_query.launcher.class_archive import ClassArchive
+from async_query.launcher.local_jobs import LocalJobs
 from async_query.security.files import private_dir
 from async_query.security.job_user import JobPython, JobUser, JobUserError, job_python
 from query_core.errors import LauncherError
@@ -93,13 +91,13 @@ INHERITED_PREFIXES = ("LC_", "SPARK_", "AWS_ENDPOINT_URL")
 #: AWS credentials in the environment: only a job that signs its index requests (SigV4) gets them.
 AWS_CREDENTIALS_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
 AUTH_KEY = key_of("auth")
-#: A job's temporary directory younger than this is never pruned (its job may be starting).
-TMP_GRACE_S = 600.0
 
 __all__ = ["LocalLauncher", "catalog_settings", "job_environment"]
 
 
-def job_environment(request: JobRequest, job_id: str, application_id: str, service: Mapping[str, str]) -> dict[str, str]:
+def job_environment(
+    request: JobRequest, job_id: str, application_id: str, service: Mapping[str, str]
+) -> dict[str, str]:
     """The environment of ``request``'s job, from the service's own ``service``: the inherited
     variables, the ids EMR Serverless sets, Python and Spark settings, the basic-auth password
     when the job has one, and AWS credentials when it signs with SigV4."""
@@ -225,9 +223,8 @@ class LocalLauncher(Launcher):
         self._archive_recordable = self.job_user.can_reach(archive_dir, 7)
         #: How long a cancelled job gets to stop on SIGTERM before its process group is killed.
         self.stop_grace_s = stop_grace_s
-        self._procs: dict[str, subprocess.Popen[bytes]] = {}
-        self._logs: dict[str, Path] = {}
-        self._lock = threading.Lock()
+        #: The jobs' processes (started here, or found again by their pid files).
+        self.jobs = LocalJobs(self.data_dir, self.job_user, stop_grace_s)
         private_dir(self.data_dir / "logs")
         private_dir(self.data_dir / "jobs")
         self.job_user.pass_through(self.data_dir / "tmp")
@@ -320,11 +317,10 @@ class LocalLauncher(Launcher):
         except OSError as exc:
             self.job_user.remove(tmp)
             raise LauncherError(f"cannot start spark-submit ({self.spark_submit}): {exc}") from exc
-        with self._lock:
-            self._procs[job_id] = proc
-            self._logs[job_id] = self.log_path(request.session_id)
-        self._pid_file(job_id).write_text(str(proc.pid))
-        log.info("started job %s (pid %d) as %s for session %s", job_id, proc.pid, self.job_user.name, request.session_id)
+        self.jobs.add(job_id, proc, self.log_path(request.session_id))
+        log.info(
+            "started job %s (pid %d) as %s for session %s", job_id, proc.pid, self.job_user.name, request.session_id
+        )
         return job_id
 
     def _job_dir(self, name: str) -> Path:
@@ -393,110 +389,18 @@ class LocalLauncher(Launcher):
 
         return start_warmup
 
-    def _pid_file(self, job_id: str) -> Path:
-        return self.data_dir / "jobs" / f"{job_id}.pid"
-
-    def _pid(self, job_id: str) -> int | None:
-        with self._lock:
-            proc = self._procs.get(job_id)
-        if proc is not None:
-            return proc.pid if proc.poll() is None else None
-        try:
-            pid = int(self._pid_file(job_id).read_text())
-        except (OSError, ValueError):
-            return None
-        return pid if _alive(pid, job_id) else None
-
     def describe(self, job_id: str) -> JobDescription:
-        with self._lock:
-            proc = self._procs.get(job_id)
-        if proc is not None:
-            code = proc.poll()
-            if code is None:
-                return JobDescription(job_id, JobRunState.RUNNING)
-            state = JobRunState.SUCCESS if code == 0 else JobRunState.FAILED
-            return JobDescription(job_id, state, self._exit_details(job_id, code))
-        if self._pid(job_id) is not None:
-            return JobDescription(job_id, JobRunState.RUNNING)
-        return JobDescription(job_id, JobRunState.UNKNOWN, "no such local job is running")
-
-    def _exit_details(self, job_id: str, code: int) -> str:
-        """How the job ended, with the last line of its log (often the reason, e.g. no Java)."""
-        log_file = self._logs.get(job_id)
-        details = f"spark-submit exited with code {code}"
-        if log_file is None:
-            return details
-        try:
-            with open(log_file, "rb") as f:
-                f.seek(0, os.SEEK_END)
-                f.seek(max(0, f.tell() - 4096))
-                lines = [line.strip() for line in f.read().decode("utf-8", "replace").splitlines() if line.strip()]
-        except OSError:
-            lines = []
-        last = f"; last log line: {lines[-1][:300]}" if lines else ""
-        return f"{details} (log: {log_file}){last}"
+        return self.jobs.describe(job_id)
 
     def cancel(self, job_id: str) -> None:
-        pid = self._pid(job_id)
-        if pid is None:
-            return
-        threading.Thread(target=self._stop, args=(job_id, pid), name=f"stop-{job_id}", daemon=True).start()
-
-    def _stop(self, job_id: str, pid: int) -> None:
-        """SIGTERM the job's process group, SIGKILL it after the grace period."""
-        _signal_group(pid, signal.SIGTERM)
-        with self._lock:
-            proc = self._procs.get(job_id)
-        try:
-            if proc is not None:
-                proc.wait(timeout=self.stop_grace_s)
-            else:
-                _wait_gone(pid, self.stop_grace_s)
-        except subprocess.TimeoutExpired:
-            pass
-        _signal_group(pid, signal.SIGKILL)
-        if proc is not None:
-            proc.wait()
+        self.jobs.cancel(job_id)
 
     def prune(self, keep_s: float) -> int:
-        """Forget the jobs that finished ``keep_s`` seconds ago or more (their log's last write),
-        then delete the pid files and logs of jobs no longer running not written since then."""
-        cutoff = time.time() - keep_s
-        with self._lock:
-            done = [
-                job_id
-                for job_id, proc in self._procs.items()
-                if proc.poll() is not None and _mtime(self._logs.get(job_id)) < cutoff
-            ]
-            for job_id in done:
-                del self._procs[job_id]
-                self._logs.pop(job_id, None)
-            running = [job_id for job_id, proc in self._procs.items() if proc.poll() is None]
-            running_logs = {self._logs[job_id].resolve() for job_id in running if job_id in self._logs}
-        removed = len(done)
-        for pid_file in _old_files(self.data_dir / "jobs", "*.pid", 0):
-            pid = self._pid(pid_file.stem)
-            if pid is not None:
-                running_logs.add(_stdout_of(pid))
-            elif _mtime(pid_file) < cutoff:
-                removed += _unlink(pid_file)
-        for log_file in _old_files(self.data_dir / "logs", "*.log", cutoff):
-            if log_file.resolve() not in running_logs:
-                removed += _unlink(log_file)
-        removed += self._prune_job_dirs()
-        if removed:
-            log.info("housekeeping removed %d finished local jobs' entries and files", removed)
-        return removed
+        return self.jobs.prune(keep_s)
 
-    def _prune_job_dirs(self) -> int:
-        """Delete the temporary directories of jobs no longer running (Spark's shuffle files among
-        them: nothing there outlives its job); a young one may belong to a job being started."""
-        removed = 0
-        for tmp in _old_files(self.data_dir / "tmp", "*", time.time() - TMP_GRACE_S):
-            if self._pid(tmp.name) is None:
-                self.job_user.remove(tmp)
-                removed += 1
-        return removed
+    def close(self) -> None:
+        """Stop every job this launcher started, and wait (boundedly) for them to go."""
+        self.jobs.close()
 
     def check(self) -> str | None:
         """``spark-submit`` is there and the job user may run it, and reach its places."""
@@ -516,87 +420,7 @@ class LocalLauncher(Launcher):
             )
         return None
 
-    def close(self) -> None:
-        """Stop every job this launcher started, and wait (boundedly) for them to go."""
-        with self._lock:
-            procs = dict(self._procs)
-        for proc in procs.values():
-            if proc.poll() is None:
-                _signal_group(proc.pid, signal.SIGTERM)
-        for job_id, proc in procs.items():
-            try:
-                proc.wait(timeout=self.stop_grace_s)
-            except subprocess.TimeoutExpired:
-                log.warning("job %s did not stop on SIGTERM; killing it", job_id)
-            _signal_group(proc.pid, signal.SIGKILL)
-            proc.wait()
-            self.job_user.remove(self.data_dir / "tmp" / job_id)
-
 
 def _quoted(option: str) -> str:
     """A JVM option as ``--driver-java-options`` splits them: on spaces, double quotes grouping."""
     return f'"{option}"' if any(c.isspace() for c in option) else option
-
-
-def _signal_group(pid: int, sig: int) -> None:
-    try:
-        os.killpg(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _alive(pid: int, job_id: str) -> bool:
-    """True if ``pid`` runs and is this job (its environment names the job id)."""
-    try:
-        environ = Path(f"/proc/{pid}/environ").read_bytes()
-    except OSError:
-        return False
-    return f"SERVERLESS_EMR_JOB_ID={job_id}".encode() in environ
-
-
-def _mtime(path: Path | None) -> float:
-    """When ``path`` was last written (0: it is gone, or there is none)."""
-    try:
-        return path.stat().st_mtime if path is not None else 0.0
-    except OSError:
-        return 0.0
-
-
-def _old_files(directory: Path, pattern: str, cutoff: float) -> list[Path]:
-    """The files of ``directory`` matching ``pattern`` last written before ``cutoff`` (0: all)."""
-    try:
-        found = list(directory.glob(pattern))
-    except OSError:
-        return []
-    return [path for path in found if not cutoff or _mtime(path) < cutoff]
-
-
-def _stdout_of(pid: int) -> Path:
-    """The file a running job writes its output to (its log), as the kernel knows it."""
-    try:
-        return Path(os.readlink(f"/proc/{pid}/fd/1")).resolve()
-    except OSError:
-        return Path()
-
-
-def _unlink(path: Path) -> int:
-    try:
-        path.unlink()
-        return 1
-    except FileNotFoundError:
-        return 0
-    except OSError as exc:
-        log.warning("cannot delete %s: %s", path, exc)
-        return 0
-
-
-def _wait_gone(pid: int, timeout: float) -> None:
-    import time
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return
-        time.sleep(0.1)

@@ -74,7 +74,7 @@ class IndexLookup:
         """The skipping and covering indexes of ``table`` (``catalog.db.table``)."""
         pattern = sanitize_index_name(FLINT_INDEX_PREFIX + table.replace(".", "_") + "_") + "*"
         try:
-            metas = flint_metas(self.store.index, pattern)
+            metas = flint_metas(self.store.admin, pattern)
         except AsyncQueryError as exc:
             raise IndexLookupError(f"cannot list the indexes of {table}: {exc}") from exc
         skipping: FoundIndex | None = None
@@ -106,7 +106,7 @@ class IndexLookup:
         if cached is not None and all(path in cached for path in listed):
             return cached
         try:
-            hits = [source for _, source in self.store.index.scan(meta.index_name, batch=10_000, fields=wanted)]
+            hits = [source for _, source in self.store.admin.scan(meta.index_name, batch=10_000, fields=wanted)]
         except AsyncQueryError as exc:
             raise IndexLookupError(f"cannot read {meta.index_name}: {exc}") from exc
         found = documents_by_path(hits)

@@ -1,4 +1,5 @@
-"""Flint statements as the job runs them: one method per statement kind.
+"""Flint statements as the job runs them: one method per statement kind (the reading ones in
+:mod:`.reads`, auto refresh in :mod:`.auto_refresh`).
 
 CREATE, REFRESH, VACUUM (and DROP, should one reach a job) run as transactions over the index's
 state document (:class:`query_core.index_ops.IndexTransaction`) owned by this job. DESCRIBE and
@@ -13,34 +14,29 @@ exist", "Table ... is not found", "Column ... does not exist").
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import logging
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from flint_repl_job.acceleration.files import SNAPSHOT_PROPERTY, SourceSnapshot
-from flint_repl_job.acceleration.plans import input_files
+from flint_repl_job.indexes.auto_refresh import AutoRefresh
 from flint_repl_job.indexes.builders import (
     FILE_PATH_COLUMN,
     ID_COLUMN,
     build_frame,
-    session_table,
     source_tables,
     table_frame,
 )
+from flint_repl_job.indexes.output import FlintIndexError, FlintOutput, no_rows
+from flint_repl_job.indexes.reads import IndexReads
+from flint_repl_job.indexes.snapshots import refresh_covering
 from flint_repl_job.indexes.streaming import (
-    IndexStream,
     StreamOptionError,
-    StreamSettings,
     auto_refresh_options,
-    check_stream_options,
     checkpoint_location,
     delete_checkpoint,
     failure_text,
-    start_stream,
 )
 from flint_repl_job.opensearch_source import index_body, register, source_options
 from query_core.config import OpenSearchConfig
@@ -62,50 +58,22 @@ from query_core.flint import (
     Statement,
     VacuumIndex,
     flint_index_name,
-    listing,
 )
 from query_core.flint.ast import CreateStatement
 from query_core.flint.index_meta import ENV_APPLICATION_ID, ENV_JOB_ID, IndexMeta
 from query_core.flint.metas import flint_meta
 from query_core.flint.naming import sanitize_index_name
 from query_core.index_ops import IndexTarget, IndexTransaction
-from query_core.models import FlintIndexStateDoc, now_millis
-from query_core.states import FlintIndexState, SessionState
+from query_core.models import now_millis
+from query_core.states import FlintIndexState
 from query_core.store import Store
-from query_core.validation import ALLOW_ALL, Checks, ValidationPolicy
+from query_core.validation import ALLOW_ALL, ValidationPolicy
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
 log = logging.getLogger(__name__)
-
-#: How long RECOVER waits for the job that ran the index's stream before to stop it.
-RECOVER_WAIT_S = 60.0
-
-
-class FlintIndexError(Exception):
-    """A Flint statement that cannot run as asked (reported as ``Fail to run query``)."""
-
-
-@dataclass
-class FlintOutput:
-    """A statement's answer: its columns and rows (tuples in column order)."""
-
-    schema: StructType
-    rows: list[tuple[Any, ...]] = field(default_factory=list)
-
-
-def _strings(*names: str, boolean: tuple[str, ...] = ()) -> StructType:
-    from pyspark.sql.types import BooleanType, StringType, StructField, StructType
-
-    return StructType([StructField(n, BooleanType() if n in boolean else StringType()) for n in names])
-
-
-def _no_rows() -> FlintOutput:
-    from pyspark.sql.types import StructType
-
-    return FlintOutput(StructType([]))
 
 
 @dataclass(frozen=True)
@@ -129,9 +97,19 @@ class FlintEngine:
         self.store = context.store
         self.datasource = context.datasource
         self._registered = False
-        #: Set when the engine runs in a streaming job (:meth:`enable_streaming`): auto refresh.
-        self.stream_settings: StreamSettings | None = None
-        self._stream: IndexStream | None = None
+        #: Auto refresh: streams, started only where a streaming job enabled them.
+        self.streams = AutoRefresh(
+            self.spark,
+            self.store,
+            self.datasource,
+            context.opensearch,
+            lambda frame, meta: self.write(frame, meta, overwrite=False),
+            self.register_source,
+            context.validation,
+        )
+        self.reads = IndexReads(
+            self.spark, self.store, self.datasource, self.read_meta, self.transaction, self.table_columns
+        )
         self._handlers: dict[type, Callable[[Any], FlintOutput]] = {
             CreateSkippingIndex: self.create,
             CreateCoveringIndex: self.create,
@@ -139,43 +117,17 @@ class FlintEngine:
             RefreshIndex: self.refresh,
             VacuumIndex: self.vacuum,
             DropIndex: self.drop,
-            DescribeIndex: self.describe,
-            ShowFlintIndexes: self.show_flint_indexes,
-            ShowCoveringIndexes: self.show_covering_indexes,
-            ShowMaterializedViews: self.show_materialized_views,
-            AnalyzeIndex: self.analyze,
+            DescribeIndex: self.reads.describe,
+            ShowFlintIndexes: self.reads.show_flint_indexes,
+            ShowCoveringIndexes: self.reads.show_covering_indexes,
+            ShowMaterializedViews: self.reads.show_materialized_views,
+            AnalyzeIndex: self.reads.analyze,
             AlterIndex: self.alter,
             RecoverIndexJob: self.recover,
         }
 
-    @functools.cached_property
-    def checkpoints(self) -> Checks:
-        """The checks of checkpoint locations, read as this job's Hadoop reads them."""
-        from flint_repl_job.guard import StatementGuard
-
-        return StatementGuard(self.spark, self.context.validation).checks
-
     def run(self, statement: Statement) -> FlintOutput:
         return self._handlers[type(statement)](statement)
-
-    # -- streaming jobs ---------------------------------------------------------------------
-
-    def enable_streaming(self, settings: StreamSettings) -> None:
-        """Let this engine start auto refreshes (CREATE/ALTER with auto refresh, RECOVER): only
-        a streaming job, which watches and stops the stream, does."""
-        self.stream_settings = settings
-
-    def take_stream(self) -> IndexStream | None:
-        """The stream the last statement started, handed over to the caller (once)."""
-        stream, self._stream = self._stream, None
-        return stream
-
-    def settings(self) -> StreamSettings:
-        """The streaming job's settings, or those of the Spark conf (a batch job's VACUUM)."""
-        if self.stream_settings is not None:
-            return self.stream_settings
-        conf = self.spark.conf
-        return StreamSettings.from_conf(lambda key: conf.get(key, None))
 
     # -- helpers ----------------------------------------------------------------------------
 
@@ -201,11 +153,15 @@ class FlintEngine:
             raise FlintIndexError(f"Index {index_name} doesn't exist")
         return meta
 
-    def write(self, frame: DataFrame, meta: IndexMeta, overwrite: bool) -> None:
-        """Bulk-write ``frame`` into the index (ids from :data:`ID_COLUMN` when present)."""
+    def register_source(self) -> None:
+        """Register the index data source with this Spark session, once."""
         if not self._registered:
             register(self.spark)
             self._registered = True
+
+    def write(self, frame: DataFrame, meta: IndexMeta, overwrite: bool) -> None:
+        """Bulk-write ``frame`` into the index (ids from :data:`ID_COLUMN` when present)."""
+        self.register_source()
         # Statements run in a worker thread, whose JVM thread has no active session: Spark then
         # looks Python data sources up elsewhere and does not find the one just registered.
         jvm: Any = self.spark._jvm
@@ -219,17 +175,17 @@ class FlintEngine:
 
     def create(self, statement: CreateStatement) -> FlintOutput:
         auto = statement.options.auto_refresh
-        if auto and self.stream_settings is None:
+        if auto and not self.streams.enabled:
             raise FlintIndexError("an index with auto_refresh = true is created by a streaming job, not this one")
         meta, schema = self.new_index(statement)
         if auto:
-            self._check_stream(meta)
+            self.streams.check(meta)
         elif meta.incremental_refresh and meta.kind is not IndexKind.SKIPPING:
-            self._check_stream(meta, incremental=True)
+            self.streams.check(meta, incremental=True)
         if self.store.admin.index_exists(meta.index_name):
             if statement.if_not_exists:
                 log.info("index %s exists: nothing to create", meta.index_name)
-                return _no_rows()
+                return no_rows()
             raise FlintIndexError(f"Flint index {meta.index_name} already exists")
         if schema is None:
             schema = self._output_schema(meta)
@@ -240,7 +196,7 @@ class FlintEngine:
         self.transaction(meta.index_name).run("create", work, via_fields={"job_start_time": now_millis()})
         if auto:
             self.start_auto_refresh(meta)
-        return _no_rows()
+        return no_rows()
 
     def new_index(self, statement: CreateStatement) -> tuple[IndexMeta, StructType | None]:
         """The metadata of the index ``statement`` creates, its source resolved and checked, and
@@ -262,7 +218,7 @@ class FlintEngine:
             columns = tuple({"columnName": f.name, "columnType": f.dataType.simpleString()} for f in schema.fields)
             return dataclasses.replace(probe, indexed_columns=columns), schema
         table = str(statement.table.qualify(ds))
-        types = self._table_columns(table)
+        types = self.table_columns(table)
         if isinstance(statement, CreateSkippingIndex):
             skipping = []
             for column in statement.columns:
@@ -288,44 +244,12 @@ class FlintEngine:
 
     # -- auto refresh -----------------------------------------------------------------------
 
-    def _check_stream(self, meta: IndexMeta, incremental: bool = False) -> None:
-        try:
-            check_stream_options(meta, self.settings(), incremental=incremental)
-        except StreamOptionError as exc:
-            raise FlintIndexError(str(exc)) from None
-
-    def _start_stream(self, meta: IndexMeta, fresh: bool, available_now: bool = False) -> IndexStream:
-        checkpoint = checkpoint_location(meta.options, meta.index_name, self.settings())
-        if checkpoint and meta.options.get("checkpoint_location"):
-            # The stream writes there (and a fresh one deletes what is there first), whoever wrote
-            # the index's options: an ALTER or a RECOVER reads them from the index.
-            self.checkpoints.checkpoint(checkpoint)
-        if not self._registered:
-            register(self.spark)
-            self._registered = True
-        if meta.kind is IndexKind.COVERING and self.store.index.index_exists(meta.index_name):
-            # A stream adds rows the recorded snapshot does not account for: no longer known fresh.
-            self._record_snapshot(meta.index_name, None)
-        try:
-            return start_stream(
-                self.spark,
-                meta,
-                self.datasource,
-                self.settings(),
-                source_options(self.context.opensearch),
-                lambda frame: self.write(frame, meta, overwrite=False),
-                fresh=fresh,
-                available_now=available_now,
-            )
-        except StreamOptionError as exc:
-            raise FlintIndexError(str(exc)) from None
-
     def start_auto_refresh(self, meta: IndexMeta) -> None:
         """After CREATE: a stream from a fresh checkpoint, then ``active -> refreshing`` under this
         job. An index whose stream did not start stays ``active``, with the error recorded."""
         transaction = self.transaction(meta.index_name)
         try:
-            stream = self._start_stream(meta, fresh=True)
+            stream = self.streams.start(meta, fresh=True)
         except Exception as exc:
             self._record_error(transaction, f"auto refresh did not start: {failure_text(exc)}")
             raise
@@ -334,7 +258,7 @@ class FlintEngine:
         except BaseException:
             stream.stop_gracefully()
             raise
-        self._stream = stream
+        self.streams.hold(stream)
 
     def _record_error(self, transaction: IndexTransaction, error: str) -> None:
         """Write ``error`` on the ``active`` state document, keeping its state (best effort)."""
@@ -349,7 +273,7 @@ class FlintEngine:
     def alter(self, statement: AlterIndex) -> FlintOutput:
         """ALTER ... WITH (auto_refresh = true): rewrite ``_meta.options`` and start the stream from
         the index's checkpoint, as ``alter to auto refresh`` (ALTER to manual is the plugin's)."""
-        if self.stream_settings is None or not statement.options.auto_refresh:
+        if not self.streams.enabled or not statement.options.auto_refresh:
             return self.not_here(statement)
         index_name = flint_index_name(statement.index, self.datasource)
         raw = flint_meta(self.store.admin, index_name)
@@ -361,51 +285,38 @@ class FlintEngine:
         except StreamOptionError as exc:
             raise FlintIndexError(str(exc)) from None
         altered = dataclasses.replace(meta, options=options)
-        self._check_stream(altered)
+        self.streams.check(altered)
 
         def work() -> None:
             self.store.admin.put_mapping_meta(index_name, {**raw, "options": options})
             try:
-                self._stream = self._start_stream(altered, fresh=False)
+                self.streams.hold(self.streams.start(altered, fresh=False))
             except BaseException:
                 self.store.admin.put_mapping_meta(index_name, raw)
                 raise
 
         self._run_starting("alter to auto refresh", index_name, work)
-        return _no_rows()
+        return no_rows()
 
     def recover(self, statement: RecoverIndexJob) -> FlintOutput:
         """RECOVER INDEX JOB: a new stream of an auto-refresh index from its checkpoint."""
-        if self.stream_settings is None:
+        if not self.streams.enabled:
             return self.not_here(statement)
         index_name = sanitize_index_name(statement.index_name.strip("`"))
         meta = self._require_meta(index_name)
         if not meta.auto_refresh:
             raise FlintIndexError(f"Index {index_name} is not refreshed automatically: there is no job to recover")
-        self._check_stream(meta)
+        self.streams.check(meta)
         before = self.transaction(index_name).current()
         previous = before.doc.job_id if before is not None and before.doc.job_id != self.context.job_id else ""
 
         def work() -> None:
             if previous:
-                self._wait_for_job_to_stop(previous, index_name)
-            self._stream = self._start_stream(meta, fresh=False)
+                self.streams.wait_for_job_to_stop(previous, index_name)
+            self.streams.hold(self.streams.start(meta, fresh=False))
 
         self._run_starting("recover", index_name, work)
-        return _no_rows()
-
-    def _wait_for_job_to_stop(self, job_id: str, index_name: str) -> None:
-        """Two streams must never share a checkpoint: wait until the job that last ran this
-        index's stream has no live session (the move to ``recovering`` asked it to stop)."""
-        deadline = time.monotonic() + RECOVER_WAIT_S
-        live = [SessionState.NOT_STARTED, SessionState.RUNNING]
-        while self.store.sessions.find(self.datasource, live, job_id=job_id):
-            if time.monotonic() >= deadline:
-                raise FlintIndexError(
-                    f"job {job_id} still runs the stream of {index_name} after {RECOVER_WAIT_S:g} s; "
-                    "stop it first (ALTER ... WITH (auto_refresh = false))"
-                )
-            time.sleep(0.5)
+        return no_rows()
 
     def _run_starting(self, operation: str, index_name: str, work: Callable[[], None]) -> None:
         """Run an operation whose work starts the stream; a stream started by an operation that
@@ -413,12 +324,12 @@ class FlintEngine:
         try:
             self.transaction(index_name).run(operation, work, via_fields={"job_start_time": now_millis()})
         except BaseException:
-            stream = self.take_stream()
+            stream = self.streams.take()
             if stream is not None:
                 stream.stop_gracefully()
             raise
 
-    def _table_columns(self, table: str) -> dict[str, str]:
+    def table_columns(self, table: str) -> dict[str, str]:
         from pyspark.errors import AnalysisException
 
         try:
@@ -469,7 +380,7 @@ class FlintEngine:
             via_fields={"last_refresh_start_time": now_millis()},
             end_fields=lambda: {"last_refresh_complete_time": now_millis()},
         )
-        return _no_rows()
+        return no_rows()
 
     def refresh_data(self, meta: IndexMeta) -> None:
         """A full refresh rewrites the index; an incremental refresh of a skipping index adds the
@@ -480,7 +391,8 @@ class FlintEngine:
             return
         frame = build_frame(self.spark, meta, self.datasource)
         if meta.kind is IndexKind.COVERING:
-            self.refresh_covering(frame, meta)
+            write = lambda f, m: self.write(f, m, overwrite=True)  # noqa: E731
+            refresh_covering(self.spark, self.store.admin, self.datasource, frame, meta, write)
             return
         if meta.incremental_refresh and meta.kind is IndexKind.SKIPPING:
             from pyspark.sql import functions as sf
@@ -492,34 +404,12 @@ class FlintEngine:
             return
         self.write(frame, meta, overwrite=True)
 
-    def refresh_covering(self, frame: DataFrame, meta: IndexMeta) -> None:
-        """Rewrite a covering index, and record in its ``_meta`` the table's files it was built
-        from (:class:`SourceSnapshot`): queries read the index instead of the table only while the
-        table has exactly those files (``docs/acceleration.md``). The record is removed before the
-        index is rewritten, so an index whose refresh did not finish is never taken as fresh."""
-        # The table's whole listing (not the WHERE's partitions), as a query compares it: for a
-        # table of files Spark lists once, the very listing the write below reads.
-        snapshot = SourceSnapshot.of(input_files(table_frame(self.spark, meta.source, self.datasource)))
-        self._record_snapshot(meta.index_name, None)
-        self.write(frame, meta, overwrite=True)
-        self._record_snapshot(meta.index_name, snapshot)
-
-    def _record_snapshot(self, index_name: str, snapshot: SourceSnapshot | None) -> None:
-        raw = flint_meta(self.store.index, index_name)
-        if raw is None:
-            raise FlintIndexError(f"Index {index_name} doesn't exist")
-        properties = dict(raw.get("properties") or {})
-        properties.pop(SNAPSHOT_PROPERTY, None)
-        if snapshot is not None:
-            properties[SNAPSHOT_PROPERTY] = snapshot.to_property()
-        self.store.index.put_mapping_meta(index_name, {**raw, "properties": properties})
-
     def incremental_stream_refresh(self, meta: IndexMeta) -> None:
         """One run of the index's stream with an available-now trigger, awaited to its end.
 
         The stream runs in its own Spark job group: a cancel of the statement does not reach it;
         it ends once it has processed the files that were there when it started."""
-        stream = self._start_stream(meta, fresh=False, available_now=True)
+        stream = self.streams.start(meta, fresh=False, available_now=True)
         stream.query.awaitTermination()
         exc = stream.query.exception()
         if exc is not None:
@@ -533,13 +423,13 @@ class FlintEngine:
         transaction = self.transaction(index_name)
         if meta is None and transaction.current() is None:
             log.info("Flint index to vacuum doesn't exist: %s", index_name)
-            return _no_rows()
+            return no_rows()
 
-        location = checkpoint_location(meta.options, index_name, self.settings()) if meta is not None else None
+        location = checkpoint_location(meta.options, index_name, self.streams.settings()) if meta is not None else None
         if location:
             # Refused before anything is deleted: the location came from the index's options,
             # written when it was created (perhaps by another plugin, or before this check).
-            self.checkpoints.checkpoint(location)
+            self.streams.check_checkpoint(location)
 
         def work() -> None:
             self.store.admin.delete_index(index_name)
@@ -547,7 +437,7 @@ class FlintEngine:
                 self.delete_checkpoint(location)
 
         transaction.run("vacuum", work)
-        return _no_rows()
+        return no_rows()
 
     def delete_checkpoint(self, location: str) -> None:
         """Delete a checkpoint directory through Hadoop's file system (local, HDFS, S3)."""
@@ -557,114 +447,12 @@ class FlintEngine:
         index_name = flint_index_name(statement.index, self.datasource)
         if not self.store.admin.index_exists(index_name):
             log.info("Flint index to be deleted doesn't exist: %s", index_name)
-            return _no_rows()
+            return no_rows()
         self.transaction(index_name).run("drop", lambda: None)
-        return _no_rows()
+        return no_rows()
 
     def not_here(self, statement: Statement) -> FlintOutput:
         raise FlintIndexError(f"{type(statement).__name__} is not run by a job of this kind")
-
-    # -- DESCRIBE and SHOW --------------------------------------------------------------------
-
-    def describe(self, statement: DescribeIndex) -> FlintOutput:
-        meta = self.read_meta(flint_index_name(statement.index, self.datasource))
-        kind = statement.index.kind
-        schema = _strings(*_DESCRIBE_COLUMNS[kind])
-        if meta is None or meta.kind is not kind:
-            return FlintOutput(schema)
-        return FlintOutput(schema, [_described(kind, column) for column in meta.indexed_columns])
-
-    def metas(self, prefix_parts: list[str]) -> list[IndexMeta]:
-        """Flint indexes whose names start with ``flint_<parts joined by _>_``, sorted by name."""
-        return listing.metas(self.store.admin, prefix_parts)
-
-    def metas_in(self, catalog: str, database: str | None) -> list[IndexMeta]:
-        """The Flint indexes whose table (or view) is in ``catalog`` (and ``database`` if given)."""
-        return listing.metas_in(self.store.admin, catalog, database)
-
-    def show_flint_indexes(self, statement: ShowFlintIndexes) -> FlintOutput:
-        columns = listing.show_flint_index_columns(statement.extended)
-        schema = _strings(*columns, boolean=listing.BOOLEAN_COLUMNS)
-
-        def state_of(meta: IndexMeta) -> FlintIndexStateDoc | None:
-            current = self.transaction(meta.index_name).current()
-            return current.doc if current is not None else None
-
-        listed = self.metas_in(statement.catalog, statement.database)
-        return FlintOutput(schema, listing.show_flint_index_rows(listed, state_of, statement.extended))
-
-    def show_covering_indexes(self, statement: ShowCoveringIndexes) -> FlintOutput:
-        table = statement.table.qualify(self.datasource)
-        rows = [
-            (meta.name,)
-            for meta in self.metas(list(table.parts))
-            if meta.kind is IndexKind.COVERING and meta.source == str(table)
-        ]
-        return FlintOutput(_strings("index_name"), rows)
-
-    def show_materialized_views(self, statement: ShowMaterializedViews) -> FlintOutput:
-        rows = [
-            (meta.listed_names()[2],)
-            for meta in self.metas_in(statement.catalog, statement.database)
-            if meta.kind is IndexKind.MV
-        ]
-        return FlintOutput(_strings("materialized_view_name"), rows)
-
-    def analyze(self, statement: AnalyzeIndex) -> FlintOutput:
-        """Recommended skipping kinds for the table's columns, by data type (as the reference's
-        data-type strategy): partition columns PARTITION, numbers and times MIN_MAX, others
-        VALUE_SET for low-cardinality types and BLOOM_FILTER for strings."""
-        table = str(statement.index.table.qualify(self.datasource))
-        schema = _strings("column_name", "column_type", "reason", "skipping_type")
-        types = self._table_columns(table)
-        partitions = set(self._partition_columns(table))
-        rows = []
-        for name, type_name in types.items():
-            kind, reason = _recommendation(type_name, name in partitions)
-            if kind:
-                rows.append((name, type_name, reason, kind))
-        return FlintOutput(schema, rows)
-
-    def _partition_columns(self, table: str) -> list[str]:
-        try:
-            return [
-                c.name for c in self.spark.catalog.listColumns(session_table(table, self.datasource)) if c.isPartition
-            ]
-        except Exception:  # noqa: BLE001 - a catalog without column listing: no partition hints
-            return []
-
-
-#: DESCRIBE's columns per index kind (the reference's).
-_DESCRIBE_COLUMNS: dict[IndexKind, tuple[str, ...]] = {
-    IndexKind.SKIPPING: ("indexed_col_name", "data_type", "skip_type"),
-    IndexKind.COVERING: ("indexed_col_name", "data_type", "index_type"),
-    IndexKind.MV: ("output_col_name", "data_type"),
-}
-
-
-def _described(kind: IndexKind, column: dict[str, Any]) -> tuple[Any, ...]:
-    """One DESCRIBE row: the column, its type, and what indexes it (skipping kind, "indexed")."""
-    name, type_name = column.get("columnName"), column.get("columnType")
-    if kind is IndexKind.SKIPPING:
-        return name, type_name, column.get("kind")
-    if kind is IndexKind.COVERING:
-        return name, type_name, "indexed"
-    return name, type_name
-
-
-_MIN_MAX_TYPES = ("int", "bigint", "smallint", "tinyint", "double", "float", "date", "timestamp")
-
-
-def _recommendation(type_name: str, partition: bool) -> tuple[str, str]:
-    if partition:
-        return "PARTITION", "PARTITION data structure is recommended for partition columns"
-    if type_name in _MIN_MAX_TYPES or type_name.startswith("decimal"):
-        return "MIN_MAX", "MIN_MAX data structure is recommended for numeric and time columns"
-    if type_name == "boolean":
-        return "VALUE_SET", "VALUE_SET data structure is recommended for low-cardinality columns"
-    if type_name == "string" or type_name.startswith(("varchar", "char")):
-        return "BLOOM_FILTER", "BLOOM_FILTER data structure is recommended for high-cardinality columns"
-    return "", ""
 
 
 __all__ = ["FlintContext", "FlintEngine", "FlintIndexError", "FlintOutput"]

@@ -106,9 +106,9 @@ class StreamingJob(BatchJob):
     def work(self) -> tuple[SessionState, str]:
         engine = self.engine
         if engine is not None:
-            engine.enable_streaming(StreamSettings(self.cfg.checkpoint_root, self.cfg.checkpoint_mandatory))
+            engine.streams.enable(StreamSettings(self.cfg.checkpoint_root, self.cfg.checkpoint_mandatory))
         outcome = self.run_statement()
-        stream = engine.take_stream() if engine is not None else None
+        stream = engine.streams.take() if engine is not None else None
         if outcome.state is not StatementState.SUCCESS:
             if stream is not None:  # started, then the statement did not succeed (cancelled, say)
                 stream.stop_gracefully()

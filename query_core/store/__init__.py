@@ -2,10 +2,11 @@
 
 - :mod:`.connector`: the two small interfaces of a cluster, documents (what the repositories
   are written against) and index administration (the Flint data indexes), and typed queries;
-- :mod:`.client`: :class:`IndexClient`, an OpenSearch cluster behind both interfaces (the only
-  user of opensearch-py: transport, retries, error translation, conditional writes);
-- :mod:`.memory`: :class:`MemoryIndex`, the in-memory twin for unit tests, held to the same
-  contract tests;
+- :mod:`.client`: :class:`IndexClient`, an OpenSearch cluster's documents, and its ``admin``
+  (:class:`~.client.ClusterAdmin`), its indexes, over one connection (the only user of
+  opensearch-py: transport, retries, error translation, conditional writes);
+- :mod:`.memory`: :class:`MemoryIndex` and its ``admin`` (:class:`~.memory.MemoryAdmin`), the
+  in-memory twin for unit tests, held to the same contract tests;
 - one repository per document kind: :mod:`.statements`, :mod:`.sessions`, :mod:`.results`,
   :mod:`.index_states`, :mod:`.datasources`, :mod:`.locks`, :mod:`.pool` (warm pool jobs),
   :mod:`.catalog_changes`; the stateful kinds share
@@ -80,13 +81,13 @@ class Store:
 
     ``request_index`` binds the statement, session and index-state repositories to one request
     index (a job's, which it is told); without it each datasource's own is used. ``index`` is the
-    connector itself (both interfaces); :attr:`admin` is the same connector seen as the
-    index-administration interface alone, for the users of Flint data indexes.
+    connector (its documents); :attr:`admin` is its index administration, over the same
+    connection, for the users of Flint data indexes.
     """
 
     def __init__(self, index: IndexConnector, request_index: str | None = None) -> None:
         self.index = index
-        self.admin: IndexAdmin = index
+        self.admin: IndexAdmin = index.admin
         self.request_index = request_index
         self.results = ResultRepository(index)
         self.statements = StatementRepository(index, request_index, self.results)

@@ -1,5 +1,12 @@
 """The index client: the one user of opensearch-py (both interfaces of
-:mod:`query_core.store.connector`: documents and index administration).
+:mod:`query_core.store.connector`), in parts that share one connection:
+
+- :class:`ClusterConnection`: the driver, the call listeners and the call plumbing (retries,
+  error translation) both sides use;
+- :class:`IndexClient`: the documents (:class:`~query_core.store.connector.DocumentConnector`),
+  with :class:`ProductIndexes`, the lazy creation of the product's own indexes and templates;
+- :class:`ClusterAdmin` (``IndexClient.admin``): index administration
+  (:class:`~query_core.store.connector.IndexAdmin`), the Flint data indexes.
 
 - The product's own indexes (request, result, datasource) are created lazily, from
   ``index_mappings``, the first time a write finds them missing; an index template per kind makes
@@ -121,7 +128,7 @@ def translate(exc: Exception, what: str) -> AsyncQueryError:
 
 
 def build_client(cfg: OpenSearchConfig) -> OpenSearch:
-    """An opensearch-py client with its own retries off (:class:`IndexClient` retries with tenacity)."""
+    """An opensearch-py client with its own retries off (:class:`ClusterConnection` retries with tenacity)."""
     kwargs: dict[str, Any] = {
         "hosts": [cfg.url],
         "timeout": cfg.request_timeout,
@@ -147,38 +154,19 @@ def build_client(cfg: OpenSearchConfig) -> OpenSearch:
     return OpenSearch(**kwargs)
 
 
-class IndexClient:
-    """An OpenSearch cluster as an :class:`~query_core.store.connector.IndexConnector`: its
-    documents, and the administration of its (Flint data) indexes."""
+class ClusterConnection:
+    """One cluster as both sides of the client share it (:class:`IndexClient`, its documents, and
+    :class:`ClusterAdmin`, its indexes): the driver, the call listeners, and the call plumbing
+    (bounded retries of transient failures, error translation, telling the listeners). A lost
+    connection is told to ``on_lost`` (the product's indexes are then checked again)."""
 
     def __init__(self, cfg: OpenSearchConfig, client: OpenSearch | None = None) -> None:
         self.cfg = cfg
-        self._client = client if client is not None else build_client(cfg)
-        self._known_indexes: set[str] = set()
-        self._known_templates: set[str] = set()
-        #: Existing indexes whose mappings were brought up to date (:meth:`_add_missing_fields`).
-        self._fields_checked: set[str] = set()
-        # The lean reader only for a client built here: a client handed in (a test's, say) is
-        # used as it is, for every call.
-        self._reader = RealtimeReader(cfg) if client is None and RealtimeReader.usable(cfg) else None
-        self._async_reader = AsyncRealtimeReader(self._reader) if self._reader is not None else None
-        self.write_listeners: list[WriteListener] = []
+        self.driver = client if client is not None else build_client(cfg)
         self.call_listeners: list[CallListener] = []
+        self.on_lost: list[Callable[[], None]] = []
 
-    @property
-    def driver(self) -> OpenSearch:
-        """The opensearch-py client itself, for tests and benchmarks that look at the server (its
-        stats, a document's ``_version``); the product never uses it outside this module."""
-        return self._client
-
-    @property
-    def lean_readers(self) -> tuple[RealtimeReader | None, AsyncRealtimeReader | None]:
-        """The lean real-time readers (None where the cluster is read through the driver)."""
-        return self._reader, self._async_reader
-
-    # -- plumbing ---------------------------------------------------------------------------
-
-    def _call(self, what: str, fn: Callable[[], T]) -> T:
+    def call(self, what: str, fn: Callable[[], T]) -> T:
         """Run one driver call with bounded retries of transient failures; translate errors.
 
         The first attempt is made directly: the retry machinery is set up only once a transient
@@ -189,9 +177,9 @@ class IndexClient:
             answer = fn()
         except os_exc.OpenSearchException as exc:
             if isinstance(exc, os_exc.ConnectionError):
-                self._forget_indexes()
+                self._lost()
             if not _is_transient(exc):
-                self._tell(what, call_outcome(exc), 0)
+                self.tell(what, call_outcome(exc), 0)
                 raise translate(exc, what) from exc
             failed_first: os_exc.OpenSearchException | None = exc
         else:
@@ -213,7 +201,7 @@ class IndexClient:
             retries = state.attempt_number
             exc = state.outcome.exception() if state.outcome else None
             if isinstance(exc, os_exc.ConnectionError):
-                self._forget_indexes()
+                self._lost()
             if state.attempt_number > 1:
                 log.warning("index call %s failed (%s), retry %d", what, type(exc).__name__, state.attempt_number)
 
@@ -231,17 +219,79 @@ class IndexClient:
             answer = retrying(again)
         except os_exc.OpenSearchException as exc:
             if isinstance(exc, os_exc.ConnectionError):
-                self._forget_indexes()
-            self._tell(what, call_outcome(exc), retries)
+                self._lost()
+            self.tell(what, call_outcome(exc), retries)
             raise translate(exc, what) from exc
-        self._tell(what, "2xx", retries)
+        self.tell(what, "2xx", retries)
         return answer
 
-    def _tell(self, what: str, outcome: str, retries: int) -> None:
+    def tell(self, what: str, outcome: str, retries: int) -> None:
         if self.call_listeners:
             tell_call(self.call_listeners, operation_of(what), outcome, retries)
 
-    def _forget_indexes(self) -> None:
+    def _lost(self) -> None:
+        for listener in self.on_lost:
+            listener()
+
+    def ping(self) -> bool:
+        try:
+            return bool(self.driver.ping())
+        except os_exc.OpenSearchException:
+            return False
+
+    def close(self) -> None:
+        self.driver.close()
+
+
+class _ClusterSide:
+    """What both sides of the client have: the shared connection, its call listeners, a ping and
+    a close (of the connection both use)."""
+
+    def __init__(self, connection: ClusterConnection) -> None:
+        self.cfg = connection.cfg
+        self._connection = connection
+        self._client = connection.driver
+        #: The connection's own list: a listener added on either side hears the calls of both.
+        self.call_listeners = connection.call_listeners
+
+    @property
+    def driver(self) -> OpenSearch:
+        """The opensearch-py client itself, for tests and benchmarks that look at the server (its
+        stats, a document's ``_version``); the product never uses it outside this module."""
+        return self._client
+
+    def _call(self, what: str, fn: Callable[[], T]) -> T:
+        return self._connection.call(what, fn)
+
+    def _tell(self, what: str, outcome: str, retries: int) -> None:
+        self._connection.tell(what, outcome, retries)
+
+    def ping(self) -> bool:
+        return self._connection.ping()
+
+    def close(self) -> None:
+        self._connection.close()
+
+
+class ProductIndexes:
+    """The product's own indexes (request, result, datasource), made sure of before a document
+    write: created from ``index_mappings`` when missing, with an index template per kind, and the
+    fields of our mappings added to an index an older version made. Each check runs once per
+    index per process, and again after the connection was lost."""
+
+    def __init__(self, connection: ClusterConnection) -> None:
+        self._connection = connection
+        self._client = connection.driver
+        self._known_indexes: set[str] = set()
+        self._known_templates: set[str] = set()
+        #: Existing indexes whose mappings were brought up to date (:meth:`_add_missing_fields`).
+        self._fields_checked: set[str] = set()
+        connection.on_lost.append(self.forget)
+
+    def _call(self, what: str, fn: Callable[[], T]) -> T:
+        return self._connection.call(what, fn)
+
+    def forget(self) -> None:
         """After losing the connection, check indexes and templates again before the next write:
         the server may have restarted without them (an in-memory one does)."""
         self._known_indexes.clear()
@@ -273,7 +323,7 @@ class IndexClient:
             log.warning("cannot install the index template for %s: %s", kind, exc)
         self._known_templates.add(kind)
 
-    def _ensure_index(self, index: str, recheck: bool = False) -> None:
+    def ensure_index(self, index: str, recheck: bool = False) -> None:
         if recheck:
             self._known_indexes.discard(index)
             self._known_templates.discard(index_kind(index))
@@ -320,6 +370,28 @@ class IndexClient:
             log.warning("cannot add the missing fields to the mappings of %s: %s", index, exc)
         self._fields_checked.add(index)
 
+
+class IndexClient(_ClusterSide):
+    """An OpenSearch cluster's documents, as a :class:`~query_core.store.connector.IndexConnector`:
+    real-time reads (on a lean connection where it can answer), create-only and conditional
+    writes, searches; :attr:`admin` administers its (Flint data) indexes over the same connection."""
+
+    def __init__(self, cfg: OpenSearchConfig, client: OpenSearch | None = None) -> None:
+        super().__init__(ClusterConnection(cfg, client))
+        self._product_indexes = ProductIndexes(self._connection)
+        #: The index administration of the same cluster, on the same connection.
+        self.admin = ClusterAdmin(self._connection)
+        # The lean reader only for a client built here: a client handed in (a test's, say) is
+        # used as it is, for every call.
+        self._reader = RealtimeReader(cfg) if client is None and RealtimeReader.usable(cfg) else None
+        self._async_reader = AsyncRealtimeReader(self._reader) if self._reader is not None else None
+        self.write_listeners: list[WriteListener] = []
+
+    @property
+    def lean_readers(self) -> tuple[RealtimeReader | None, AsyncRealtimeReader | None]:
+        """The lean real-time readers (None where the cluster is read through the driver)."""
+        return self._reader, self._async_reader
+
     def _write(self, index: str, what: str, fn: Callable[[], T], recheck: bool = False) -> T:
         """A write, after making sure its index exists with our mappings.
 
@@ -328,7 +400,7 @@ class IndexClient:
         a cluster creates a missing index on a first write by itself, with dynamic mappings that
         break our queries.
         """
-        self._ensure_index(index, recheck)
+        self._product_indexes.ensure_index(index, recheck)
         return self._call(what, fn)
 
     # -- documents --------------------------------------------------------------------------
@@ -552,6 +624,18 @@ class IndexClient:
 
         self._call(f"refresh {index}", call)
 
+    def close(self) -> None:
+        """Close the connection, of both sides."""
+        if self._reader is not None:
+            self._reader.close()
+        super().close()
+
+
+class ClusterAdmin(_ClusterSide):
+    """An OpenSearch cluster's indexes, as an :class:`~query_core.store.connector.IndexAdmin`
+    (the Flint data indexes): whole indexes, their mappings, bulk writes and scans, and the
+    figures of the embedded index's snapshots: an :class:`IndexClient`'s ``admin``."""
+
     # -- whole indexes ------------------------------------------------------------------------
 
     def index_exists(self, index: str) -> bool:
@@ -661,19 +745,6 @@ class IndexClient:
                     self._client.clear_scroll(scroll_id=scroll_id)
                 except os_exc.OpenSearchException:
                     pass
-
-    # -- the connection ---------------------------------------------------------------------
-
-    def ping(self) -> bool:
-        try:
-            return bool(self._client.ping())
-        except os_exc.OpenSearchException:
-            return False
-
-    def close(self) -> None:
-        if self._reader is not None:
-            self._reader.close()
-        self._client.close()
 
     # -- whole-cluster figures (the embedded index's snapshots) -------------------------------
 

@@ -7,7 +7,8 @@
   scans. Its users (the job's Flint engine and its ``opensearch`` data source, the plugin's index
   DML and housekeeping) depend on it alone.
 
-Two connectors implement both (:class:`IndexConnector`): :class:`query_core.store.client.IndexClient`
+Two connectors implement both (:class:`IndexConnector`: the documents, and their ``admin``, the
+index administration over the same connection): :class:`query_core.store.client.IndexClient`
 (an OpenSearch cluster, the only user of opensearch-py) and :class:`query_core.store.memory.MemoryIndex`
 (an in-memory twin for unit tests). One contract suite holds both to the same behaviour, every call
 of both interfaces (``tests/integration/test_store_contract.py``), to these rules (those of
@@ -219,9 +220,16 @@ class IndexAdmin(Connection, Protocol):
         ...
 
 
-class IndexConnector(DocumentConnector, IndexAdmin, Protocol):
-    """Both interfaces over one cluster: what :class:`~query_core.store.client.IndexClient` and
-    :class:`~query_core.store.memory.MemoryIndex` are, and what a :class:`~query_core.store.Store` holds."""
+class IndexConnector(DocumentConnector, Protocol):
+    """Both interfaces over one cluster: the documents, and :attr:`admin` the administration of
+    its indexes, sharing the connection (its call listeners, ping and close). What
+    :class:`~query_core.store.client.IndexClient` and :class:`~query_core.store.memory.MemoryIndex`
+    are, and what a :class:`~query_core.store.Store` holds."""
+
+    @property
+    def admin(self) -> IndexAdmin:
+        """The index administration of the same cluster, on the same connection."""
+        ...
 
 
 def tell(listeners: list[WriteListener], doc_id: str) -> None:

@@ -1,4 +1,7 @@
-"""An in-memory twin of the index client, for unit tests of everything above the repositories.
+"""An in-memory twin of the index client, for unit tests of everything above the repositories:
+:class:`MemoryIndex` for the documents and :class:`MemoryAdmin` (its ``admin``) for index
+administration, both over one in-memory cluster (its indexes, lock, injected failures, counted
+calls and call listeners).
 
 It keeps the rules a real cluster has (``docs/documents.md``), held to them by the same contract
 tests as :class:`~query_core.store.client.IndexClient`:
@@ -111,25 +114,35 @@ class _Index:
         return self.seq_no
 
 
-class MemoryIndex:
-    """In-memory documents and indexes behind the :class:`~query_core.store.connector.IndexConnector` calls."""
+class _MemoryCluster:
+    """The in-memory cluster both sides of the twin share: its indexes, one lock around
+    everything, the failures to inject, the calls made and the call listeners."""
 
-    def __init__(self, refresh_interval_s: float = 1.0) -> None:
+    def __init__(self, refresh_interval_s: float) -> None:
         self.refresh_interval_s = refresh_interval_s
-        self.write_listeners: list[WriteListener] = []
-        self.call_listeners: list[CallListener] = []
-        self._indexes: dict[str, _Index] = {}
-        self._lock = threading.RLock()
-        self._failures: list[AsyncQueryError] = []
-        #: Calls made, by name ("get", "search"...), for tests that count index work.
+        self.indexes: dict[str, _Index] = {}
+        self.lock = threading.RLock()
+        self.failures: list[AsyncQueryError] = []
         self.calls: dict[str, int] = {}
+        self.call_listeners: list[CallListener] = []
 
-    # -- test controls ------------------------------------------------------------------------
 
-    def fail_next(self, count: int = 1, error: AsyncQueryError | None = None) -> None:
-        """Make the next ``count`` calls fail with ``error`` (default: the index is unavailable)."""
-        with self._lock:
-            self._failures += [error or IndexUnavailableError("index server unavailable (injected)")] * count
+class _MemorySide:
+    """What both sides of the twin have: the shared cluster, and the steps of a call on it."""
+
+    def __init__(self, cluster: _MemoryCluster) -> None:
+        self._cluster = cluster
+        self._indexes = cluster.indexes
+        self._lock = cluster.lock
+        self._failures = cluster.failures
+        #: Calls made on either side, by name ("get", "search"...), for tests that count index work.
+        self.calls = cluster.calls
+        #: The cluster's own list: a listener added on either side hears the calls of both.
+        self.call_listeners = cluster.call_listeners
+
+    @property
+    def refresh_interval_s(self) -> float:
+        return self._cluster.refresh_interval_s
 
     def _enter(self, name: str) -> None:
         self.calls[name] = self.calls.get(name, 0) + 1
@@ -148,6 +161,52 @@ class MemoryIndex:
             found = self._indexes[name] = _Index(refreshed_at=time.monotonic())
         return found
 
+    def _matching(self, pattern: str) -> list[tuple[str, _Index]]:
+        return [(name, idx) for name, idx in sorted(self._indexes.items()) if fnmatch.fnmatchcase(name, pattern)]
+
+    def _store(self, idx: _Index, doc_id: str, source: dict[str, Any]) -> Version:
+        """Write a document, mapping the fields its index lacks; :class:`_MappingRefusedError` (nothing
+        written) when the mapping refuses one."""
+        _map_new_fields(idx.body, source)
+        seq_no = idx.next_seq()
+        idx.docs[doc_id] = (source, seq_no)
+        return Version(seq_no, PRIMARY_TERM)
+
+    def _searchable(self, idx: _Index) -> dict[str, tuple[dict[str, Any], int]]:
+        if time.monotonic() - idx.refreshed_at >= self.refresh_interval_s:
+            self._refresh(idx)
+        return idx.searchable
+
+    @staticmethod
+    def _refresh(idx: _Index) -> None:
+        idx.searchable = dict(idx.docs)
+        idx.refreshed_at = time.monotonic()
+
+    def ping(self) -> bool:
+        return not self._failures
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+class MemoryIndex(_MemorySide):
+    """In-memory documents behind the :class:`~query_core.store.connector.IndexConnector` calls;
+    :attr:`admin` administers the indexes of the same in-memory cluster."""
+
+    def __init__(self, refresh_interval_s: float = 1.0) -> None:
+        super().__init__(_MemoryCluster(refresh_interval_s))
+        self.write_listeners: list[WriteListener] = []
+        #: The index administration of the same in-memory cluster.
+        self.admin = MemoryAdmin(self._cluster)
+
+    # -- test controls ------------------------------------------------------------------------
+
+    def fail_next(self, count: int = 1, error: AsyncQueryError | None = None) -> None:
+        """Make the next ``count`` calls (of either side) fail with ``error`` (default: the index is
+        unavailable)."""
+        with self._lock:
+            self._failures += [error or IndexUnavailableError("index server unavailable (injected)")] * count
+
     def _product_index(self, name: str) -> _Index:
         """The product index ``name``, created with its kind's mappings when missing (as the
         cluster client does before a document write)."""
@@ -159,9 +218,6 @@ class MemoryIndex:
             body = _normalized(index_mappings.load(index_kind(name)))
             found = self._indexes[name] = _Index(body=body, refreshed_at=time.monotonic())
         return found
-
-    def _matching(self, pattern: str) -> list[tuple[str, _Index]]:
-        return [(name, idx) for name, idx in sorted(self._indexes.items()) if fnmatch.fnmatchcase(name, pattern)]
 
     # -- documents --------------------------------------------------------------------------
 
@@ -195,14 +251,6 @@ class MemoryIndex:
                 return self._write(idx, f"create {index}/{doc_id}", doc_id, copy.deepcopy(source))
         finally:
             tell(self.write_listeners, doc_id)
-
-    def _store(self, idx: _Index, doc_id: str, source: dict[str, Any]) -> Version:
-        """Write a document, mapping the fields its index lacks; :class:`_MappingRefusedError` (nothing
-        written) when the mapping refuses one."""
-        _map_new_fields(idx.body, source)
-        seq_no = idx.next_seq()
-        idx.docs[doc_id] = (source, seq_no)
-        return Version(seq_no, PRIMARY_TERM)
 
     def _write(self, idx: _Index, what: str, doc_id: str, source: dict[str, Any]) -> Version:
         """:meth:`_store` for a document call: a refusal as the client reports a 400."""
@@ -280,16 +328,6 @@ class MemoryIndex:
             ]
         return _sorted(hits, query)[: query.size]
 
-    def _searchable(self, idx: _Index) -> dict[str, tuple[dict[str, Any], int]]:
-        if time.monotonic() - idx.refreshed_at >= self.refresh_interval_s:
-            self._refresh(idx)
-        return idx.searchable
-
-    @staticmethod
-    def _refresh(idx: _Index) -> None:
-        idx.searchable = dict(idx.docs)
-        idx.refreshed_at = time.monotonic()
-
     def delete_by_query(self, index: str, query: Query) -> int:
         with self._lock:
             self._enter("delete_by_query")
@@ -309,6 +347,11 @@ class MemoryIndex:
         with self._lock:
             for _, idx in self._matching(index):
                 self._refresh(idx)
+
+
+class MemoryAdmin(_MemorySide):
+    """The indexes of the in-memory cluster behind the :class:`~query_core.store.connector.IndexAdmin`
+    calls (a :class:`MemoryIndex`'s ``admin``)."""
 
     # -- whole indexes ------------------------------------------------------------------------
 
@@ -404,14 +447,6 @@ class MemoryIndex:
             wanted = set(fields)
             items = [(doc_id, {k: v for k, v in src.items() if k in wanted}) for doc_id, src in items]
         yield from items
-
-    # -- the connection ---------------------------------------------------------------------
-
-    def ping(self) -> bool:
-        return not self._failures
-
-    def close(self) -> None:
-        """Nothing to release."""
 
 
 # -- queries --------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from query_core.errors import DocumentExistsError, VersionConflictError
 from query_core.ids import DEPLOYMENT_INDEX
 from query_core.models import PoolClaim, PoolJobDoc, Versioned, now_millis
 from query_core.states import PoolJobState, check_reuse, is_terminal
-from query_core.store.connector import IndexConnector, Terms, Version
+from query_core.store.connector import DocumentConnector, Terms, Version
 from query_core.store.documents import DocumentRepository
 
 _P = PoolJobState
@@ -34,7 +34,7 @@ class PoolJobRepository(DocumentRepository[PoolJobDoc]):
     model = PoolJobDoc
     doc_type = "pooljob"
 
-    def __init__(self, index: IndexConnector) -> None:
+    def __init__(self, index: DocumentConnector) -> None:
         super().__init__(index, DEPLOYMENT_INDEX)
 
     def doc_id(self, doc: PoolJobDoc) -> str:

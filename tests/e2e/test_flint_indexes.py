@@ -78,7 +78,7 @@ def batch(api: Api, *queries: str) -> list[dict[str, Any]]:
 
 
 def docs(plugin: Plugin, index: str) -> list[dict[str, Any]]:
-    return [source for _, source in plugin.store.index.scan(index)]
+    return [source for _, source in plugin.store.admin.scan(index)]
 
 
 def index_state(plugin: Plugin, index: str) -> FlintIndexState | None:
@@ -119,13 +119,13 @@ def test_each_index_kind_lives_its_whole_life_through_the_api(
         session,
     )
     expected = {f: (pages, low, high) for f, pages, low, high in files["datarows"]}
-    skipping = dict(svc.store.index.scan(SKIPPING))
+    skipping = dict(svc.store.admin.scan(SKIPPING))
     assert len(skipping) == len(expected) >= 2
     for doc_id, doc in skipping.items():
         assert doc_id == hashlib.sha1(doc["file_path"].encode()).hexdigest()
         assert (sorted(doc["page"]), doc["MinMax_n_0"], doc["MinMax_n_1"]) == expected[doc["file_path"]]
     assert sorted((d["page"], d["n"]) for d in docs(svc, COVERING)) == sorted((p, n) for p, _, n in VISITS)
-    assert {doc_id for doc_id, _ in svc.store.index.scan(COVERING)} == {f"{p}/{n}" for p, _, n in VISITS}
+    assert {doc_id for doc_id, _ in svc.store.admin.scan(COVERING)} == {f"{p}/{n}" for p, _, n in VISITS}
     assert sorted((d["page"], d["total"]) for d in docs(svc, MV)) == [("/cart", 5), ("/home", 8), ("/pay", 2)]
 
     # Queries use them (docs/acceleration.md): the covering index answers what it covers, the
@@ -175,7 +175,7 @@ def test_each_index_kind_lives_its_whole_life_through_the_api(
         "VACUUM MATERIALIZED VIEW per_page",
     )
     for index in (SKIPPING, COVERING, MV):
-        assert not svc.store.index.index_exists(index)
+        assert not svc.store.admin.index_exists(index)
         assert index_state(svc, index) is None
     assert not set(listed(api, session)) & {SKIPPING, COVERING, MV}
 

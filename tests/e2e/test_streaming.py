@@ -100,7 +100,7 @@ def events(api: Api) -> Events:
 
 
 def docs(svc: Plugin, index: str) -> list[dict[str, Any]]:
-    return [source for _, source in svc.store.index.scan(index)] if svc.store.index.index_exists(index) else []
+    return [source for _, source in svc.store.admin.scan(index)] if svc.store.admin.index_exists(index) else []
 
 
 def covering_pages(svc: Plugin) -> list[tuple[str, int]]:
@@ -234,7 +234,7 @@ def test_drop_stops_the_stream_and_vacuum_removes_index_and_checkpoint(api: Api,
     checkpoint = Path(svc.launchers.shared["local"].checkpoint_root) / MV
     assert checkpoint.exists()
     ok(api, "VACUUM MATERIALIZED VIEW stream_counts")
-    assert not svc.store.index.index_exists(MV)
+    assert not svc.store.admin.index_exists(MV)
     assert svc.store.index_states.get(DS, latest_id(MV)) is None
     assert not checkpoint.exists()
 

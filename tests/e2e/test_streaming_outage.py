@@ -73,7 +73,7 @@ def test_a_stream_resumes_after_the_index_server_restarts(
             assert api.wait_status(submitted["queryId"], TERMINAL, timeout=180)["status"] == "SUCCESS"
 
             def pages() -> list[tuple[str, int]]:
-                return sorted((d["page"], d["n"]) for _, d in plugin.store.index.scan(INDEX))
+                return sorted((d["page"], d["n"]) for _, d in plugin.store.admin.scan(INDEX))
 
             wait_for(lambda: pages() == sorted(rows), timeout=120, what="the first rows")
 

@@ -179,7 +179,7 @@ def test_a_bloom_filter_keeps_the_files_whose_filter_may_hold_the_value(env: Env
 
     value = "host-4-2"
     item = env.spark.range(1).select(sf.xxhash64(sf.lit(value))).first()[0]
-    docs = [source for _, source in env.store.index.scan(SKIPPING)]
+    docs = [source for _, source in env.store.admin.scan(SKIPPING)]
     implied = sum(1 for d in docs if might_contain(__import__("base64").b64decode(d["host"]), item))
     sql = f"SELECT * FROM {DS}.default.{EVENTS} WHERE host = '{value}'"
     rows, report = env.query(sql)
@@ -457,12 +457,12 @@ def test_a_covering_index_that_fails_at_run_time_leaves_the_query_to_its_table(
 ) -> None:
     with table_with_index(env, "accel_vanishing", 2, "gone", "(id, status)") as name:
         index = f"flint_lake_default_{name}_gone_index"
-        mappings = env.store.index.mappings(index)[index]
+        mappings = env.store.admin.mappings(index)[index]
         prepare = env.executor.prepare
 
         def prepare_then_lose_the_index(query_id: str, text: str) -> Any:
             prepared = prepare(query_id, text)
-            env.store.index.delete_index(index)  # gone between planning and running
+            env.store.admin.delete_index(index)  # gone between planning and running
             return prepared
 
         monkeypatch.setattr(env.executor, "prepare", prepare_then_lose_the_index)
@@ -473,4 +473,4 @@ def test_a_covering_index_that_fails_at_run_time_leaves_the_query_to_its_table(
         assert any("run again on its tables" in r.getMessage() for r in caplog.records)
         report = env.executor.acceleration("q-vanishing")
         assert report is not None and covering_used(report) == [index]
-        env.store.index.create_index(index, {"mappings": mappings})  # for the fixture's drop and vacuum
+        env.store.admin.create_index(index, {"mappings": mappings})  # for the fixture's drop and vacuum

@@ -67,11 +67,11 @@ def fill(store: IndexClient) -> None:
     store.put(RESULTS, "s1", {"status": "SUCCESS", "result": ["{'a':1}"], "schema": [], "extra": {"n": [1, None]}})
     store.create("scratch", "x", {"n": 1})
     store.driver.indices.delete(index="scratch")
-    store.create_index("flint_x", {"mappings": {"_meta": {"kind": "mv"}, "properties": {"n": {"type": "long"}}}})
-    store.put_mapping_meta("flint_x", {"kind": "mv", "latestId": "abc"})
-    store.bulk_index("flint_x", [(str(i), {"n": i}) for i in range(50)])
-    assert store.delete_all("flint_x") == 50
-    store.bulk_index("flint_x", [("kept", {"n": 7})])
+    store.admin.create_index("flint_x", {"mappings": {"_meta": {"kind": "mv"}, "properties": {"n": {"type": "long"}}}})
+    store.admin.put_mapping_meta("flint_x", {"kind": "mv", "latestId": "abc"})
+    store.admin.bulk_index("flint_x", [(str(i), {"n": i}) for i in range(50)])
+    assert store.admin.delete_all("flint_x") == 50
+    store.admin.bulk_index("flint_x", [("kept", {"n": 7})])
 
 
 def check_filled(store: IndexClient) -> None:
@@ -80,8 +80,8 @@ def check_filled(store: IndexClient) -> None:
     assert s2 is not None and s2.source["state"] == "waiting"
     result = store.get(RESULTS, "s1")
     assert result is not None and result.source["extra"] == {"n": [1, None]}
-    assert not store.index_exists("scratch")  # a deleted index stays deleted
-    assert flint_metas(store, "flint_x") == {"flint_x": {"kind": "mv", "latestId": "abc"}}
+    assert not store.admin.index_exists("scratch")  # a deleted index stays deleted
+    assert flint_metas(store.admin, "flint_x") == {"flint_x": {"kind": "mv", "latestId": "abc"}}
     store.refresh("flint_x")
     assert [found.doc_id for found in store.search("flint_x", Query(size=100))] == ["kept"]
     mapping = store.driver.indices.get_mapping(index=REQUESTS)[REQUESTS]["mappings"]
@@ -260,7 +260,7 @@ def test_kill_9_in_a_write_storm_loses_nothing_acknowledged(
     # Commits wait 20 ms for company: an answer given before its commit would be lost by the kill.
     first = start(servers, directory, compact_min_bytes=64 << 10, compact_ratio=0.5, commit_window_ms=20)
     store = client_of(first)
-    store.create_index(REQUESTS, {"mappings": {"dynamic": False, "properties": {"v": {"type": "long"}}}})
+    store.admin.create_index(REQUESTS, {"mappings": {"dynamic": False, "properties": {"v": {"type": "long"}}}})
     store.close()
     ledger = storm_and_kill(first, seed)
     tear_tail(directory)

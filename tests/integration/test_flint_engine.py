@@ -52,7 +52,7 @@ def run(engine: FlintEngine, sql: str) -> FlintOutput:
 
 
 def documents(store: Store, index: str) -> dict[str, dict[str, Any]]:
-    return dict(store.index.scan(index))
+    return dict(store.admin.scan(index))
 
 
 def state(store: Store, index: str) -> FlintIndexState | None:
@@ -79,7 +79,7 @@ def test_a_skipping_index_holds_one_document_per_file(engine: FlintEngine, store
     )
     assert state(store, SKIPPING) is FlintIndexState.ACTIVE
     assert documents(store, SKIPPING) == {}  # CREATE without auto refresh makes the empty index
-    meta = flint_metas(store.index, SKIPPING)[SKIPPING]
+    meta = flint_metas(store.admin, SKIPPING)[SKIPPING]
     assert meta["kind"] == "skipping" and meta["name"] == SKIPPING and meta["source"] == "lake.default.sales"
     assert meta["latestId"] == latest_id(SKIPPING)
     assert meta["options"] == {"auto_refresh": "false", "incremental_refresh": "false"}
@@ -142,7 +142,7 @@ def test_a_skipping_index_holds_one_document_per_file(engine: FlintEngine, store
     run(engine, f"DROP SKIPPING INDEX ON {DS}.default.sales")
     assert state(store, SKIPPING) is FlintIndexState.DELETED
     run(engine, f"VACUUM SKIPPING INDEX ON {DS}.default.sales")
-    assert state(store, SKIPPING) is None and not store.index.index_exists(SKIPPING)
+    assert state(store, SKIPPING) is None and not store.admin.index_exists(SKIPPING)
 
 
 def test_a_covering_index_holds_the_listed_columns_of_matching_rows(
@@ -157,7 +157,7 @@ def test_a_covering_index_holds_the_listed_columns_of_matching_rows(
     docs = documents(store, COVERING)
     expected = {f"{r[1]}-{r[2]}": {"region": r[1], "qty": r[2]} for r in sales if r[2] > 10}
     assert docs == expected
-    meta = flint_metas(store.index, COVERING)[COVERING]
+    meta = flint_metas(store.admin, COVERING)[COVERING]
     assert meta["name"] == "by_region" and meta["properties"]["filterCondition"] == "qty > 10"
     run(engine, "REFRESH INDEX by_region ON default.sales")  # a full refresh rewrites, never duplicates
     assert documents(store, COVERING) == expected
@@ -168,7 +168,7 @@ def test_a_covering_index_holds_the_listed_columns_of_matching_rows(
     assert run(engine, f"SHOW INDEXES ON {DS}.default.sales").rows == [("by_region",)]
     run(engine, "DROP INDEX by_region ON default.sales")
     run(engine, "VACUUM INDEX by_region ON default.sales")
-    assert not store.index.index_exists(COVERING)
+    assert not store.admin.index_exists(COVERING)
 
 
 def test_a_materialized_view_holds_its_query_output(
@@ -179,7 +179,7 @@ def test_a_materialized_view_holds_its_query_output(
         f"CREATE MATERIALIZED VIEW {DS}.default.per_year AS "
         f"SELECT year, count(*) AS n, sum(qty) AS total FROM {DS}.default.sales GROUP BY year",
     )
-    meta = flint_metas(store.index, MV)[MV]
+    meta = flint_metas(store.admin, MV)[MV]
     assert meta["kind"] == "mv" and meta["name"] == "lake.default.per_year"
     assert meta["properties"]["sourceTables"] == ["lake.default.sales"]
     assert [c["columnName"] for c in meta["indexedColumns"]] == ["year", "n", "total"]

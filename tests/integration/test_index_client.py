@@ -187,6 +187,30 @@ def test_retry_on_transient_failure_survives_a_server_restart(retry_events: _Ret
             restarted.close()
 
 
+def test_a_connection_lost_on_either_side_makes_the_next_write_check_its_index_again(ds_name: str) -> None:
+    """The documents and the index administration share one connection: a call of either that
+    finds the server gone makes the next document write check its index again (a restarted
+    in-memory server lost it), so the index is made with our mappings, not the cluster's guesses."""
+    addr = f"127.0.0.1:{free_port()}"
+    server = OsmemServer.start(addr=addr, japanese=False)
+    cfg = OpenSearchConfig(url=f"http://{addr}", retry_seconds=0.5, retry_attempts=2, request_timeout=2)
+    store = Store.connect(cfg)
+    index = request_index(ds_name)
+    try:
+        for lose in (lambda: store.admin.index_exists("flint_gone"), lambda: store.index.get(index, "gone")):
+            store.sessions.create(session(ds_name))  # the index is known from here on
+            server.close()
+            with pytest.raises(IndexUnavailableError):
+                lose()
+            server = OsmemServer.start(addr=addr, japanese=False)
+            store.statements.create(statement(ds_name, new_id(ds_name)))
+            props = driver(store).indices.get_mapping(index=index)[index]["mappings"]["properties"]
+            assert props["submitTime"]["type"] == "date"  # a guess would map the millis as a long
+    finally:
+        store.close()
+        server.close()
+
+
 def test_retries_are_bounded_in_time(retry_events: _RetryEvents) -> None:
     port = free_port()  # nothing listens there
     store = Store.connect(
@@ -223,6 +247,6 @@ def test_retries_are_bounded_in_attempts(retry_events: _RetryEvents) -> None:
 def test_client_errors_are_not_retried(store: Store, ds_name: str, retry_events: _RetryEvents) -> None:
     store.sessions.create(session(ds_name))
     with pytest.raises(InvalidRequestError):
-        driver_error = store.index.create_index(request_index(ds_name) + "-Bad-Name", {})  # upper case is refused
+        driver_error = store.admin.create_index(request_index(ds_name) + "-Bad-Name", {})  # upper case is refused
         assert driver_error is None
     assert retry_events.count == 0

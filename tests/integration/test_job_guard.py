@@ -144,7 +144,7 @@ def test_vacuum_deletes_no_checkpoint_outside_the_root(
     with pytest.raises(QueryRefusedError, match="checkpoint_location outside the checkpoint root"):
         engine.run(vacuum)
     assert (outside / "keep.txt").read_text() == "not a checkpoint"
-    assert store.index.index_exists(index)
+    assert store.admin.index_exists(index)
     found = store.index_states.get("lake", latest_id(index))
     assert found is not None and found.doc.state is FlintIndexState.DELETED
     spark.sql("DROP TABLE IF EXISTS default.guard_sales")

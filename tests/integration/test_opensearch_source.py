@@ -57,13 +57,13 @@ def test_a_frame_is_written_in_parallel_with_its_mapping_and_meta(
     frame(spark, 1000).write.format("opensearch").options(**options(index_url, id_column="id", meta=meta)).mode(
         "append"
     ).save()
-    definition = client_of(store).index_definition(INDEX)["mappings"]
+    definition = client_of(store).admin.index_definition(INDEX)["mappings"]
     assert definition["_meta"] == {"kind": "covering", "name": "items", "source": "local.default.sales"}
     props = definition["properties"]
     assert props["id"] == {"type": "keyword"} and props["n"] == {"type": "long"}
     assert props["day"]["type"] == "date" and props["at"]["type"] == "date"
     assert props["inner"]["properties"]["k"] == {"type": "integer"}
-    assert client_of(store).write_marks()[INDEX][1] == 1000
+    assert client_of(store).admin.write_marks()[INDEX][1] == 1000
     found = store.index.get(INDEX, "id-14")
     assert found is not None
     assert found.source == {
@@ -83,7 +83,7 @@ def test_a_frame_is_written_in_parallel_with_its_mapping_and_meta(
     frame(spark, 1000, partitions=3).write.format("opensearch").options(**options(index_url, id_column="id")).mode(
         "append"
     ).save()
-    assert client_of(store).write_marks()[INDEX][1] == 1000
+    assert client_of(store).admin.write_marks()[INDEX][1] == 1000
 
     back = spark.read.format("opensearch").options(**options(index_url)).load()
     assert set(back.columns) >= {"id", "n", "day", "at"}
@@ -96,11 +96,11 @@ def test_overwrite_empties_the_index_first(spark: Any, index_url: str, store: St
     write = frame(spark, 50).write.format("opensearch").options(**options(index_url, id_column="id"))
     write.mode("append").save()
     frame(spark, 5).write.format("opensearch").options(**options(index_url, id_column="id")).mode("overwrite").save()
-    assert client_of(store).write_marks()[INDEX][1] == 5
+    assert client_of(store).admin.write_marks()[INDEX][1] == 5
 
 
 def test_a_refused_document_fails_the_write_with_its_reason(spark: Any, index_url: str, store: Store) -> None:
-    store.index.create_index(INDEX, {"mappings": {"properties": {"n": {"type": "long"}}}})
+    store.admin.create_index(INDEX, {"mappings": {"properties": {"n": {"type": "long"}}}})
     bad = spark.createDataFrame([("a", "not a number")], "id STRING, n STRING")
     with pytest.raises(Exception, match="refused"):
         bad.write.format("opensearch").options(**options(index_url, id_column="id")).mode("append").save()

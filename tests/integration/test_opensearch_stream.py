@@ -89,7 +89,7 @@ def run(frame: Any, checkpoint: Path, index_url: str, mode: str = "append", **ex
 
 
 def documents(store: Store) -> dict[str, dict[str, Any]]:
-    return dict(store.index.scan(INDEX))
+    return dict(store.admin.scan(INDEX))
 
 
 def test_each_run_writes_the_new_files_once_and_a_replayed_batch_overwrites_itself(
@@ -103,7 +103,7 @@ def test_each_run_writes_the_new_files_once_and_a_replayed_batch_overwrites_itse
 
     first = run(stream, checkpoint, index_url, id_column="id", meta=meta, batch_size="7")
     assert [p["numInputRows"] for p in first.recentProgress if p["numInputRows"]] == [50]
-    definition = client_of(store).index_definition(INDEX)["mappings"]
+    definition = client_of(store).admin.index_definition(INDEX)["mappings"]
     assert definition["_meta"] == {"kind": "mv", "name": "events_stream", "source": "local.default.events"}
     props = definition["properties"]
     assert props["id"] == {"type": "keyword"} and props["n"] == {"type": "long"} and props["x"] == {"type": "double"}
@@ -117,10 +117,10 @@ def test_each_run_writes_the_new_files_once_and_a_replayed_batch_overwrites_itse
 
     # New files: the next run, from the same checkpoint, writes only those.
     put_file(source, "part-2", events(range(50, 65)))
-    writes_before = client_of(store).write_marks()[INDEX][0]
+    writes_before = client_of(store).admin.write_marks()[INDEX][0]
     second = run(stream, checkpoint, index_url, id_column="id", meta=meta, batch_size="7")
     assert [p["numInputRows"] for p in second.recentProgress if p["numInputRows"]] == [15]
-    assert client_of(store).write_marks()[INDEX] == (writes_before + 15, 65)
+    assert client_of(store).admin.write_marks()[INDEX] == (writes_before + 15, 65)
     found = documents(store)
     assert sorted(found) == sorted(f"id-{i}" for i in range(65))
     assert found["id-57"] == expected_event(57) and found["id-3"] == expected_event(3)
@@ -133,7 +133,7 @@ def test_each_run_writes_the_new_files_once_and_a_replayed_batch_overwrites_itse
     (commits / f".{last}.crc").unlink(missing_ok=True)
     replay = run(stream, checkpoint, index_url, id_column="id", meta=meta, batch_size="7")
     assert [(p["batchId"], p["numInputRows"]) for p in replay.recentProgress if p["numInputRows"]] == [(last, 15)]
-    assert client_of(store).write_marks()[INDEX] == (writes_before + 30, 65)
+    assert client_of(store).admin.write_marks()[INDEX] == (writes_before + 30, 65)
     assert documents(store) == found
 
 
@@ -150,7 +150,7 @@ def test_an_aggregation_in_complete_mode_keeps_one_document_per_key_with_its_lat
         "b": {"key": "b", "count": 1},
         "c": {"key": "c", "count": 1},
     }
-    assert client_of(store).index_definition(INDEX)["mappings"]["properties"]["count"] == {"type": "long"}
+    assert client_of(store).admin.index_definition(INDEX)["mappings"]["properties"]["count"] == {"type": "long"}
 
     put_file(source, "part-1", keyed(["b", "d", "a", "b"]))
     run(counts, checkpoint, index_url, mode="complete", id_column="key")
@@ -160,7 +160,7 @@ def test_an_aggregation_in_complete_mode_keeps_one_document_per_key_with_its_lat
         "c": {"key": "c", "count": 1},
         "d": {"key": "d", "count": 1},
     }
-    assert client_of(store).write_marks()[INDEX][1] == 4
+    assert client_of(store).admin.write_marks()[INDEX][1] == 4
 
 
 def test_update_mode_and_complete_mode_without_ids_are_refused(
@@ -176,4 +176,4 @@ def test_update_mode_and_complete_mode_without_ids_are_refused(
     # Without ids, every micro-batch of the complete mode would add the whole result again.
     with pytest.raises(Exception, match="needs the option id_column"):
         run(counts, tmp_path / "complete", index_url, mode="complete")
-    assert not store.index.index_exists(INDEX)
+    assert not store.admin.index_exists(INDEX)

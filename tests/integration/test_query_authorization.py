@@ -166,7 +166,7 @@ def test_a_request_index_of_an_older_version_gets_the_submitter_field(
     old = request_index(datasource.name)
     properties = {"type": {"type": "keyword"}, "state": {"type": "keyword"}, "lastUpdateTime": {"type": "date"}}
     mappings = {"dynamic": False, "properties": properties}
-    assert store.index.create_index(old, {"mappings": mappings})
+    assert store.admin.create_index(old, {"mappings": mappings})
     template = "async-query-request-index"
     older = {"index_patterns": [".query_execution_request_*"], "priority": 100, "template": {"mappings": mappings}}
     driver(store).indices.put_index_template(name=template, body=older)
@@ -176,7 +176,7 @@ def test_a_request_index_of_an_older_version_gets_the_submitter_field(
             store.index.refresh(old)
             sessions = bob.get(f"{BASE}/_sessions").json()["sessions"]
         assert [s["sessionId"] for s in sessions] == [session_id]
-        mapped = client_of(store).mappings(old)[old]["properties"]
+        mapped = client_of(store).admin.mappings(old)[old]["properties"]
         assert mapped["submittedBy"] == {"type": "keyword"} and mapped["state"] == {"type": "keyword"}
         [found] = driver(store).indices.get_index_template(name=template)["index_templates"]
         assert "submittedBy" in found["index_template"]["template"]["mappings"]["properties"]

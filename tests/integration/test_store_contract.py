@@ -319,7 +319,7 @@ def test_documents_of_a_custom_request_index_stay_there(store: Store, ds_name: s
     # nothing in the index the datasource name gives
     assert store.sessions.get(ds_name, se.doc.session_id) is None
     assert store.statements.get(ds_name, st.doc.statement_id) is None
-    assert not store.index.index_exists(request_index(ds_name))
+    assert not store.admin.index_exists(request_index(ds_name))
 
 
 # -- re-reading after a conflict -------------------------------------------------------------------------------
@@ -727,11 +727,28 @@ def test_listeners_hear_of_every_write_and_call(store: Store, ds_name: str) -> N
     assert all(outcome in CALL_OUTCOMES for _, outcome, _ in calls)
 
 
-def test_a_connector_answers_a_ping_and_closes(store: Store, opensearch_config: OpenSearchConfig) -> None:
-    assert store.index.ping()
+def test_both_sides_share_their_call_listeners(store: Store, ds_name: str) -> None:
+    """The documents and the index administration are one connection: a call listener added on
+    either side hears the calls of both, under one operation name each."""
+    index = flint_index(ds_name, "listened")
+    calls: list[str] = []
+    store.admin.call_listeners.append(lambda operation, outcome, retries: calls.append(f"{operation} {outcome}"))
+    assert store.index.call_listeners == store.admin.call_listeners
+    assert store.admin.create_index(index, {"mappings": {"properties": {"n": {"type": "long"}}}})
+    assert store.admin.index_exists(index)
+    store.index.get(index, "nothing")
+    assert calls == ["create_index 2xx", "exists 2xx", "get 2xx"]
+
+
+def test_a_connector_answers_a_ping_and_closes(store: Store, ds_name: str, opensearch_config: OpenSearchConfig) -> None:
+    assert store.index.ping() and store.admin.ping()
     other = IndexClient(opensearch_config) if isinstance(store.index, IndexClient) else MemoryIndex()
-    assert other.ping()
+    assert other.ping() and other.admin.ping()
+    assert not other.admin.index_exists(flint_index(ds_name, "pinged"))
     other.close()
+    admin = IndexClient(opensearch_config).admin if isinstance(store.index, IndexClient) else MemoryIndex().admin
+    assert admin.ping() and admin.mappings("flint_nothing_here*") == {}  # an admin alone, as a data source has
+    admin.close()
 
 
 # -- the connector: index administration -----------------------------------------------------------
@@ -915,14 +932,14 @@ def test_a_search_takes_typed_filters(store: Store, ds_name: str) -> None:
 
 def test_a_scan_reads_every_document_or_only_the_fields_asked(store: Store) -> None:
     index = "flint_local_default_scanned_skipping_index"
-    store.index.create_index(index, {"mappings": {"properties": {"file_path": {"type": "keyword"}}}})
-    store.index.bulk_index(index, [(f"d{i}", {"file_path": f"f{i}", "n": i, "big": "x" * 100}) for i in range(25)])
+    store.admin.create_index(index, {"mappings": {"properties": {"file_path": {"type": "keyword"}}}})
+    store.admin.bulk_index(index, [(f"d{i}", {"file_path": f"f{i}", "n": i, "big": "x" * 100}) for i in range(25)])
     store.index.refresh(index)
-    whole = dict(store.index.scan(index, batch=10))
-    narrow = dict(store.index.scan(index, batch=10, fields=["file_path", "n"]))
+    whole = dict(store.admin.scan(index, batch=10))
+    narrow = dict(store.admin.scan(index, batch=10, fields=["file_path", "n"]))
     assert len(whole) == 25 and whole["d3"] == {"file_path": "f3", "n": 3, "big": "x" * 100}
     assert narrow == {f"d{i}": {"file_path": f"f{i}", "n": i} for i in range(25)}
-    chosen = dict(store.index.scan(index, fields=["n"], filters=(Range("n", gte=3, lt=9), Terms("file_path", ("f4", "f8", "f20")))))
+    chosen = dict(store.admin.scan(index, fields=["n"], filters=(Range("n", gte=3, lt=9), Terms("file_path", ("f4", "f8", "f20")))))
     assert chosen == {"d4": {"n": 4}, "d8": {"n": 8}}
 
 

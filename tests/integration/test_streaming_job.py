@@ -174,10 +174,10 @@ def statement_ended(store: Store, ds: str, statement: StatementDoc) -> dict[str,
 
 
 def documents(store: Store, index: str) -> list[dict[str, Any]]:
-    if not store.index.index_exists(index):
+    if not store.admin.index_exists(index):
         return []
     driver(store).indices.refresh(index=index)
-    return [source for _, source in store.index.scan(index)]
+    return [source for _, source in store.admin.scan(index)]
 
 
 def ids_indexed(store: Store, index: str) -> list[int]:
@@ -212,7 +212,7 @@ def test_covering_index_stays_fresh_stops_when_altered_and_resumes_without_gaps_
     state = index_state(store, ds, index)
     assert state is not None and state.doc.state is F.REFRESHING and state.doc.job_id == "job-1"
     assert state.doc.job_start_time > 0
-    meta = flint_metas(store.index, index)[index]
+    meta = flint_metas(store.admin, index)[index]
     assert meta["options"]["auto_refresh"] == "true"
     wait_ids(store, index, list(range(3)))
 
@@ -255,7 +255,7 @@ def test_covering_index_stays_fresh_stops_when_altered_and_resumes_without_gaps_
     assert after is not None and (after.seq_no, after.doc.state) == (updating.seq_no, F.UPDATING)
     # ... and the plugin commits its ALTER: active, auto_refresh false.
     store.index_states.commit(after, INDEX_OPERATIONS["alter to manual refresh"])
-    store.index.put_mapping_meta(index, {**meta, "options": {**meta["options"], "auto_refresh": "false"}})
+    store.admin.put_mapping_meta(index, {**meta, "options": {**meta["options"], "auto_refresh": "false"}})
 
     # Rows arriving meanwhile, then ALTER back to auto refresh: a new job resumes from the
     # checkpoint: every row once, none missing.
@@ -266,7 +266,7 @@ def test_covering_index_stays_fresh_stops_when_altered_and_resumes_without_gaps_
     assert ended["state"] == StatementState.SUCCESS.value, ended
     state = index_state(store, ds, index)
     assert state is not None and state.doc.state is F.REFRESHING and state.doc.job_id == "job-2"
-    assert flint_metas(store.index, index)[index]["options"]["auto_refresh"] == "true"
+    assert flint_metas(store.admin, index)[index]["options"]["auto_refresh"] == "true"
     wait_ids(store, index, list(range(15)))
     lake.append("events", rows(range(15, 17)))
     wait_ids(store, index, list(range(17)))
@@ -365,7 +365,7 @@ def test_a_stream_that_dies_fails_the_index_and_the_session_with_its_cause(
         FlintEngine(context).run(vacuum)
     finally:
         lake.spark.conf.unset(CHECKPOINT_ROOT_KEY)
-    assert not checkpoint.exists() and not store.index.index_exists(index)
+    assert not checkpoint.exists() and not store.admin.index_exists(index)
     assert index_state(store, ds, index) is None
 
 
@@ -412,7 +412,7 @@ def test_refused_covering_options(
     assert failed["state"] == StatementState.FAILED.value and message in failed["error"]
     assert doc(store, ds_name, session.session_id)["state"] == SessionState.FAIL.value
     index = f"flint_{ds_name}_default_refused_cov_index"
-    assert not store.index.index_exists(index) and index_state(store, ds_name, index) is None
+    assert not store.admin.index_exists(index) and index_state(store, ds_name, index) is None
 
 
 def test_an_aggregating_view_without_watermark_delay_is_refused(
@@ -427,7 +427,7 @@ def test_an_aggregating_view_without_watermark_delay_is_refused(
     assert jobs.join(job) == SessionState.FAIL
     failed = doc(store, ds_name, statement.statement_id)
     assert failed["state"] == StatementState.FAILED.value and WATERMARK_REQUIRED in failed["error"]
-    assert not store.index.index_exists(f"flint_{ds_name}_default_agg_mv")
+    assert not store.admin.index_exists(f"flint_{ds_name}_default_agg_mv")
 
 
 def test_a_stream_that_cannot_start_leaves_the_index_active_with_the_error(
@@ -494,6 +494,6 @@ def test_an_aggregating_view_in_complete_mode_keeps_one_document_per_key(
     wait_for(lambda: counts() == {0: 2, 1: 1, 2: 1}, timeout=TIMEOUT, interval=0.2, what="the first counts")
     lake.append("per_group", rows(range(4, 6)))  # groups 1, 2
     wait_for(lambda: counts() == {0: 2, 1: 2, 2: 2}, timeout=TIMEOUT, interval=0.2, what="the new counts")
-    assert sorted(doc_id for doc_id, _ in store.index.scan(index)) == ["0", "1", "2"]
+    assert sorted(doc_id for doc_id, _ in store.admin.scan(index)) == ["0", "1", "2"]
     job.stop_event.set()
     assert jobs.join(job) == SessionState.DEAD

@@ -370,29 +370,29 @@ def test_a_tables_indexes_are_found_by_their_source_and_documents_kept_while_the
         ("flint_lake_default_t_2_skipping_index", "lake.default.t_2"),  # matches the pattern, another table
     ):
         meta = {"kind": "skipping", "name": name, "source": source, "indexedColumns": columns, "options": {}}
-        store.index.create_index(name, {"mappings": {"_meta": meta}})
+        store.admin.create_index(name, {"mappings": {"_meta": meta}})
         create = INDEX_OPERATIONS["create"]
         begun = store.index_states.begin(None, create, datasource="lake", latest_id=latest_id(name), index_name=name)
         store.index_states.commit(begun, create)
     index = "flint_lake_default_t_skipping_index"
-    store.index.bulk_index(index, [("a", {"file_path": "file:///t/a", "MinMax_id_0": 0, "MinMax_id_1": 9, "x": 1})])
+    store.admin.bulk_index(index, [("a", {"file_path": "file:///t/a", "MinMax_id_0": 0, "MinMax_id_1": 9, "x": 1})])
     lookup = IndexLookup(store, "lake")
     found = lookup.indexes_of("lake.default.t")
     assert found.skipping is not None and found.skipping.meta.index_name == index and not found.covering
     assert found.skipping.state is FlintIndexState.ACTIVE
 
     scans: list[str] = []
-    scan = store.index.scan
+    scan = store.admin.scan
 
     def counted(*args: Any, **kwargs: Any) -> Any:
         scans.append(args[0])
         return scan(*args, **kwargs)
 
-    monkeypatch.setattr(store.index, "scan", counted)
+    monkeypatch.setattr(store.admin, "scan", counted)
     fields = ["MinMax_id_0", "MinMax_id_1"]
     docs = lookup.skipping_documents(found.skipping.meta, fields, ["file:/t/a"])
     assert docs == {"file:/t/a": {"file_path": "file:///t/a", "MinMax_id_0": 0, "MinMax_id_1": 9}}
     assert lookup.skipping_documents(found.skipping.meta, fields, ["file:/t/a"]) == docs and len(scans) == 1
-    store.index.bulk_index(index, [("b", {"file_path": "file:///t/b", "MinMax_id_0": 10, "MinMax_id_1": 19})])
+    store.admin.bulk_index(index, [("b", {"file_path": "file:///t/b", "MinMax_id_0": 10, "MinMax_id_1": 19})])
     docs = lookup.skipping_documents(found.skipping.meta, fields, ["file:/t/a", "file:/t/b"])  # b is new: read again
     assert set(docs) == {"file:/t/a", "file:/t/b"} and len(scans) == 2

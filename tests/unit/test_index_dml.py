@@ -49,7 +49,7 @@ def flint_index(store: Store, auto_refresh: bool, **options: str) -> dict[str, A
         "latestId": latest_id(INDEX),
         "properties": {"env": {"SERVERLESS_EMR_JOB_ID": "job-s"}},
     }
-    assert store.index.create_index(INDEX, {"mappings": {"_meta": meta, "properties": {"file_path": {"type": "keyword"}}}})
+    assert store.admin.create_index(INDEX, {"mappings": {"_meta": meta, "properties": {"file_path": {"type": "keyword"}}}})
     return meta
 
 
@@ -132,7 +132,7 @@ def test_drop_moves_an_active_index_to_deleted_and_ends_its_query(
 
     assert reply == EMPTY_SUCCESS
     assert state_of(store, ds.name).state == F.DELETED
-    assert store.index.index_exists(INDEX)  # the data stays until VACUUM, as in the reference
+    assert store.admin.index_exists(INDEX)  # the data stays until VACUUM, as in the reference
     assert launcher.started == [] and launcher.cancelled == []  # the batch job that built it has ended
     result = store.results.get(ds.results, query_id)
     assert result is not None and result.status == "SUCCESS" and result.error == "" and result.session_id == ""
@@ -196,7 +196,7 @@ def test_drop_of_an_opensearch_index_that_is_no_flint_index_is_refused(
 ) -> None:
     plugin = make_plugin()
     ds = plugin.datasources.all()[0].name
-    assert store.index.create_index(INDEX, {"mappings": {"properties": {"a": {"type": "keyword"}}}})  # no Flint _meta
+    assert store.admin.create_index(INDEX, {"mappings": {"properties": {"a": {"type": "keyword"}}}})  # no Flint _meta
     _, reply = run(plugin, DROP)
     assert reply == {"status": "FAILED", "error": f"Couldn't fetch flint index: {INDEX} details"}
     assert store.index_states.get(ds, latest_id(INDEX)) is None
@@ -236,7 +236,7 @@ def test_alter_to_manual_stops_the_stream_and_rewrites_the_options(
     assert reply == EMPTY_SUCCESS
     assert launcher.cancelled == []
     assert state_of(store, ds).state == F.ACTIVE
-    stored = flint_metas(store.index, INDEX)[INDEX]
+    stored = flint_metas(store.admin, INDEX)[INDEX]
     assert stored["options"] == {
         "auto_refresh": "false",
         "incremental_refresh": "false",
@@ -278,7 +278,7 @@ def test_a_refused_alter_fails_with_the_reference_message_and_changes_nothing(
     assert reply == {"status": "FAILED", "error": message}
     assert launcher.cancelled == []
     assert state_of(store, ds).state == (F.REFRESHING if auto_refresh else F.ACTIVE)
-    assert flint_metas(store.index, INDEX)[INDEX] == meta
+    assert flint_metas(store.admin, INDEX)[INDEX] == meta
 
 
 def test_an_alter_ends_in_bounded_time_even_when_neither_job_nor_launcher_answers(
@@ -304,7 +304,7 @@ def test_an_alter_ends_in_bounded_time_even_when_neither_job_nor_launcher_answer
 
     assert reply == EMPTY_SUCCESS
     assert state_of(store, ds).state == F.ACTIVE
-    assert flint_metas(store.index, INDEX)[INDEX]["options"]["auto_refresh"] == "false"
+    assert flint_metas(store.admin, INDEX)[INDEX]["options"]["auto_refresh"] == "false"
     session = store.sessions.get(ds, session_id)
     assert session is not None and session.doc.state == SessionState.DEAD
     assert session.doc.error.endswith("(the cancel failed: job job-s cannot be cancelled now)")
@@ -333,7 +333,7 @@ def test_an_alter_whose_batch_refresh_cannot_be_stopped_rolls_back(
     assert reply == {"status": "FAILED", "error": "job job-s cannot be cancelled now"}
     state = state_of(store, ds)
     assert state.state == F.REFRESHING and state.error == "job job-s cannot be cancelled now"
-    assert flint_metas(store.index, INDEX)[INDEX] == meta
+    assert flint_metas(store.admin, INDEX)[INDEX] == meta
 
 
 # -- DELETE and the service's end --------------------------------------------------------------------
@@ -375,7 +375,7 @@ def test_a_full_index_dml_queue_refuses_with_a_429_and_writes_nothing(
 
     def documents() -> list[str]:
         store.index.refresh(request_index(ds))  # a scan sees the index as of its last refresh
-        return sorted(doc_id for doc_id, _ in store.index.scan(request_index(ds)))
+        return sorted(doc_id for doc_id, _ in store.admin.scan(request_index(ds)))
 
     with (
         StandInStream(store, ds, session_id, latest_id(INDEX), responsive=False) as job,

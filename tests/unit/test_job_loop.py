@@ -210,7 +210,7 @@ def test_the_job_uses_the_request_index_it_is_given(store: Store, ds_name: str) 
 
     job.end_session(SessionState.DEAD)
     assert source(store, index, session.session_id)["state"] == SessionState.DEAD.value
-    assert not store.index.index_exists(request_index(ds_name))  # nothing where the name points
+    assert not store.admin.index_exists(request_index(ds_name))  # nothing where the name points
 
 
 class StuckInAnalysis(StubExecutor):

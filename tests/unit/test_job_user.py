@@ -201,7 +201,8 @@ def test_a_started_job_runs_as_the_job_user_in_a_directory_of_its_own(tmp_path: 
     secret = "s3cr3t value"
     ds = Datasource(name="local", connector="local", spark_conf={"spark.hadoop.fs.s3a.secret.key": secret})
     job_id = launcher.start(JobRequest("sid", ds, SessionType.INTERACTIVE, dict(ds.spark_conf)))
-    proc = launcher._procs[job_id]
+    proc = launcher.jobs.process(job_id)
+    assert proc is not None
     assert proc.wait(timeout=30) == 0
     uid, umask, env, cwd, listing = (record / "out").read_text().splitlines()[:5]
     tmp = launcher.data_dir / "tmp" / job_id

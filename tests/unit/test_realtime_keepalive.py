@@ -226,7 +226,7 @@ def test_a_write_whose_reply_is_lost_is_retried_and_a_create_finding_its_own_doc
     replies = [b"", json_reply(409, conflict), json_reply(200, updated)]
     with recording_server(replies) as (url, heads):
         client = IndexClient(OpenSearchConfig(url=url, retry_attempts=3, retry_seconds=10, request_timeout=5))
-        client._known_indexes.add("requests")  # no index checks: the writes alone
+        client._product_indexes._known_indexes.add("requests")  # no index checks: the writes alone
         client._source_is = lambda index, doc_id, source: True  # type: ignore[method-assign]
         client._client.get = lambda **kw: {**created, "found": True}  # type: ignore[method-assign]
         version = client.create("requests", "q1", {"type": "statement"})

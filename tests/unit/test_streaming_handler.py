@@ -157,7 +157,7 @@ def test_get_of_a_streaming_query_asks_the_launcher_nothing_while_the_heartbeat_
 
 def streaming_index(store: Store, ds: str, index: str, job_id: str) -> str:
     """A live streaming session refreshing ``index`` (as the job leaves them); its session id."""
-    assert store.index.create_index(index, {"mappings": {"_meta": {"kind": "covering", "options": {"auto_refresh": "true"}}}})
+    assert store.admin.create_index(index, {"mappings": {"_meta": {"kind": "covering", "options": {"auto_refresh": "true"}}}})
     session = seed(store,
         SessionDoc(
             session_id=f"s-{index}",
@@ -194,7 +194,7 @@ def test_the_streaming_housekeeper_stops_streams_whose_datasource_or_index_went(
     sessions = {name: streaming_index(store, ds, index, job) for name, (ds, index, job) in streams.items()}
     plugin.datasources.delete("gone")
     plugin.datasources.update(Datasource(name="paused", connector="local", status="DISABLED"))
-    store.index.delete_index(streams["index gone"][1])
+    store.admin.delete_index(streams["index gone"][1])
 
     jobs = [StandInStream(store, ds, sessions[name], latest_id(index)) for name, (ds, index, _) in streams.items()]
     for job in jobs:
@@ -213,7 +213,7 @@ def test_the_streaming_housekeeper_stops_streams_whose_datasource_or_index_went(
 
     assert state("deleted") == F.DELETED
     assert state("disabled") == F.ACTIVE
-    assert flint_metas(store.index, streams["disabled"][1])[streams["disabled"][1]]["options"]["auto_refresh"] == "false"
+    assert flint_metas(store.admin, streams["disabled"][1])[streams["disabled"][1]]["options"]["auto_refresh"] == "false"
     assert state("index gone") == F.DELETED
     assert state("healthy") == F.REFRESHING
     assert sorted(plugin.streaming_housekeeper.stopped) == [
