@@ -28,7 +28,7 @@ def test_readme_is_a_front_page() -> None:
 def test_readme_starts_with_the_two_commands() -> None:
     text = (ROOT / "README.md").read_text()
     assert "pip install -e . && .venv/bin/async-query serve" in text
-    assert "pip install -q -e '.[test]' && .venv/bin/ruff check . && .venv/bin/mypy && .venv/bin/python -m pytest" in text
+    assert "pip install -q -e '.[test]' && .venv/bin/ruff check . && .venv/bin/mypy && .venv/bin/python -m pytest -q -n 3 --dist loadfile" in text
 
 
 def test_docs_index_links_every_page() -> None:
