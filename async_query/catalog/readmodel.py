@@ -4,7 +4,7 @@ statements ask for, kept in a cache bounded in bytes, and kept true by invalidat
 
 What is cached, per datasource: its database names, each database's table names, and each table
 (the metastore's object). SHOW TABLE EXTENDED over a database fetches the tables it does not hold
-in one batched call; DESC fetches one table.
+in batched calls (at once, where the reader can); DESC fetches one table.
 
 How it stays true:
 
@@ -203,7 +203,8 @@ class CatalogReadModel:
         return list(names) if names is not None else None
 
     def _tables(self, ds: str, catalog: _Catalog, database: str, names: list[str]) -> list[RawTable]:
-        """The named tables, in order, fetching the ones not held (or too old) in one call."""
+        """The named tables, in order, fetching the ones not held (or too old) in batched calls (the
+        reader may make them at once); each entry counts its age from when its fetch began."""
         follows = catalog.reader.follows_changes()
         now = self.clock()
         held: dict[str, RawTable | None] = {}
