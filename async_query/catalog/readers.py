@@ -192,7 +192,10 @@ class HiveMetastoreReader:
             if self._fetchers is None:
                 self._fetchers = ThreadPoolExecutor(self.connections, thread_name_prefix="metastore-fetch")
             fetchers = self._fetchers
-        futures = [fetchers.submit(self._batch, database, batch) for batch in batches]
+        try:
+            futures = [fetchers.submit(self._batch, database, batch) for batch in batches]
+        except RuntimeError as exc:  # closed meanwhile
+            raise CatalogUnavailableError(f"metastore {self.uri}: the reader is closed") from exc
         return [t for future in futures for t in future.result()]
 
     def _batch(self, database: str, names: list[str]) -> list[RawTable]:
