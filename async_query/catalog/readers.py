@@ -37,8 +37,10 @@ log = logging.getLogger(__name__)
 _HIVE_TYPES = ("MANAGED_TABLE", "EXTERNAL_TABLE", "VIRTUAL_VIEW")
 #: How many tables one metastore call fetches.
 BATCH = 100
-#: How many connections (and fetching threads) a metastore reader uses at most.
-CONNECTIONS = 4
+#: How many connections (and fetching threads) a metastore reader uses at most. One: the embedded
+#: Derby-backed metastore answers concurrent batches slower in all than one after another
+#: (bench/README.md); a metastore on a server of its own may gain from more.
+CONNECTIONS = 1
 _LISTENER = "DbNotificationListener"
 
 
@@ -86,8 +88,8 @@ class HiveMetastoreReader:
 
     Calls go over a small pool of Thrift connections (at most ``connections``, opened on demand,
     each used by one thread at a time, dropped on error); :meth:`tables` fetches its batches on
-    that many threads at once, since the metastore answers each batch on a thread of its own and
-    most of a batch's time is the metastore's. Every call is bounded by ``timeout_s``, the wait for
+    that many threads at once (the metastore answers each connection on a thread of its own, and
+    nearly all of a batch's time is the metastore's). Every call is bounded by ``timeout_s``, the wait for
     a free connection included."""
 
     def __init__(self, uri: str, timeout_s: float = 2.0, connections: int = CONNECTIONS) -> None:
