@@ -162,6 +162,7 @@ def build_plugin(
             staleness_s=settings.catalog_staleness_s,
             max_bytes=settings.catalog_cache_bytes,
             timeout_s=settings.catalog_timeout_s,
+            connections=settings.catalog_connections,
         )
         if settings.catalog_read_model
         else None

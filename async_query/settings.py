@@ -240,6 +240,8 @@ class Settings(BaseSettings):
     catalog_cache_bytes: int = 64 * 1024 * 1024
     #: How long one call to a catalog may take before the statement goes to Spark instead.
     catalog_timeout_s: float = 2.0
+    #: At most this many connections to one Hive Metastore; a listing's batches are fetched on them at once.
+    catalog_connections: int = 1
     #: Jobs record what their statements change in the catalog, for the read models of every plugin
     #: process sharing the index (whether or not this one has its read model on).
     catalog_report_changes: bool = True

@@ -191,7 +191,7 @@ def run(quick: bool, work: Path) -> tuple[list[Figure], dict[str, Any]]:
     logging.getLogger("async_query.catalog").setLevel(logging.INFO)  # why a statement went to Spark
     spark_settings = Settings(data_dir=work / "var", local_catalog="metastore", spark_master="local[2]", catalog_read_model=False, warm_pool_size=0)  # type: ignore[arg-type]
     runtime = build_runtime(spark_settings)
-    details: dict[str, Any] = {"samples": samples, "cold_spark_runs": cold_runs, "wide_tables": wide}
+    details: dict[str, Any] = {"samples": samples, "cold_spark_runs": cold_runs, "wide_tables": wide, "metastore_connections": spark_settings.catalog_connections}
     figures: list[Figure] = []
     try:
         began = time.perf_counter()

@@ -4,7 +4,9 @@ tables in the metastore's own shape (:class:`~async_query.catalog.tables.RawTabl
 
 - :class:`HiveMetastoreReader`: a Hive Metastore over its Thrift API (the embedded default's, or
   any a datasource names), with the generated bindings ``pymetastore`` ships, on Thrift's C
-  accelerated binary protocol; one connection at a time per reader, each call bounded in time.
+  accelerated binary protocol; a small bounded pool of connections per reader (the batches of one
+  listing fetched concurrently, each connection used by one thread at a time), each call bounded
+  in time.
   Where the metastore's notification log is kept (its ``DbNotificationListener`` is configured),
   :meth:`HiveMetastoreReader.changes_since` follows it.
 - :class:`GlueReader`: the AWS Glue Data Catalog through boto3, with the datasource's role
@@ -20,12 +22,14 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import threading
+import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-from async_query.catalog.tables import Column, RawTable
+from async_query.catalog.tables import Column, RawTable, UnrepresentableError
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +37,10 @@ log = logging.getLogger(__name__)
 _HIVE_TYPES = ("MANAGED_TABLE", "EXTERNAL_TABLE", "VIRTUAL_VIEW")
 #: How many tables one metastore call fetches.
 BATCH = 100
+#: How many connections (and fetching threads) a metastore reader uses at most. One: the embedded
+#: Derby-backed metastore answers concurrent batches slower in all than one after another
+#: (bench/README.md); a metastore on a server of its own may gain from more.
+CONNECTIONS = 1
 _LISTENER = "DbNotificationListener"
 
 
@@ -76,9 +84,15 @@ class CatalogReader(Protocol):
 
 
 class HiveMetastoreReader:
-    """A Hive Metastore at ``thrift://host:port`` (the first of a comma-separated list)."""
+    """A Hive Metastore at ``thrift://host:port`` (the first of a comma-separated list).
 
-    def __init__(self, uri: str, timeout_s: float = 2.0) -> None:
+    Calls go over a small pool of Thrift connections (at most ``connections``, opened on demand,
+    each used by one thread at a time, dropped on error); :meth:`tables` fetches its batches on
+    that many threads at once (the metastore answers each connection on a thread of its own, and
+    nearly all of a batch's time is the metastore's). Every call is bounded by ``timeout_s``, the wait for
+    a free connection included."""
+
+    def __init__(self, uri: str, timeout_s: float = 2.0, connections: int = CONNECTIONS) -> None:
         first = uri.split(",")[0].strip()
         parts = urlsplit(first)
         if parts.scheme != "thrift" or not parts.hostname:
@@ -87,12 +101,16 @@ class HiveMetastoreReader:
         self.host = parts.hostname
         self.port = parts.port or 9083
         self.timeout_s = timeout_s
-        self._lock = threading.Lock()
-        self._client: Any = None
-        self._transport: Any = None
+        self.connections = max(1, connections)
+        self._lock = threading.Condition()
+        #: Idle connections as (client, transport); ``_open`` counts those idle and in use.
+        self._idle: list[tuple[Any, Any]] = []
+        self._open = 0
+        self._closed = False
+        self._fetchers: ThreadPoolExecutor | None = None
         self._follows: bool | None = None
 
-    def _connect(self) -> Any:
+    def _connect(self) -> tuple[Any, Any]:
         from pymetastore.hive_metastore import ThriftHiveMetastore
         from thrift.protocol.TBinaryProtocol import TBinaryProtocolAccelerated
         from thrift.transport import TSocket, TTransport
@@ -101,31 +119,60 @@ class HiveMetastoreReader:
         socket.setTimeout(int(self.timeout_s * 1000))
         transport = TTransport.TBufferedTransport(socket)
         transport.open()
-        self._transport = transport
-        return ThriftHiveMetastore.Client(TBinaryProtocolAccelerated(transport))
+        return ThriftHiveMetastore.Client(TBinaryProtocolAccelerated(transport)), transport
+
+    def _take(self) -> tuple[Any, Any] | None:
+        """An idle connection, or None when the caller may open one; waits for one to be given
+        back while ``connections`` are in use, at most ``timeout_s``."""
+        deadline = time.monotonic() + self.timeout_s
+        with self._lock:
+            while True:
+                if self._closed:
+                    raise CatalogUnavailableError(f"metastore {self.uri}: the reader is closed")
+                if self._idle:
+                    return self._idle.pop()
+                if self._open < self.connections:
+                    self._open += 1
+                    return None
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise CatalogUnavailableError(f"metastore {self.uri}: no connection free within {self.timeout_s:g} s")
+                self._lock.wait(left)
+
+    def _give_back(self, connection: tuple[Any, Any] | None) -> None:
+        """Return a connection to the pool (None: it was dropped, its place is free again)."""
+        with self._lock:
+            if connection is not None and not self._closed:
+                self._idle.append(connection)
+            else:
+                self._open -= 1
+                if connection is not None:
+                    _close_transport(connection[1])
+            self._lock.notify()
 
     def _call(self, name: str, *args: Any) -> Any:
-        """One metastore call on the reader's connection (opened on first use, dropped on error)."""
+        """One metastore call on a connection of the pool (opened on demand, dropped on error)."""
         from thrift.Thrift import TException
 
-        with self._lock:
-            try:
-                if self._client is None:
-                    self._client = self._connect()
-                return getattr(self._client, name)(*args)
-            except (TException, OSError, EOFError) as exc:
-                self._drop()
-                if type(exc).__name__ in ("NoSuchObjectException", "UnknownDBException"):
-                    raise LookupError(str(exc)) from exc
-                raise CatalogUnavailableError(f"metastore {self.uri}: {type(exc).__name__}: {exc}") from exc
-
-    def _drop(self) -> None:
-        if self._transport is not None:
-            try:
-                self._transport.close()
-            except Exception:  # noqa: BLE001 - closing a broken connection
-                pass
-        self._client = self._transport = None
+        connection = self._take()
+        try:
+            if connection is None:
+                connection = self._connect()
+            result = getattr(connection[0], name)(*args)
+        except (TException, OSError, EOFError) as exc:
+            if connection is not None:
+                _close_transport(connection[1])
+            self._give_back(None)
+            if type(exc).__name__ in ("NoSuchObjectException", "UnknownDBException"):
+                raise LookupError(str(exc)) from exc
+            raise CatalogUnavailableError(f"metastore {self.uri}: {type(exc).__name__}: {exc}") from exc
+        except BaseException:
+            if connection is not None:
+                _close_transport(connection[1])
+            self._give_back(None)
+            raise
+        self._give_back(connection)
+        return result
 
     def databases(self) -> list[str]:
         return sorted(self._call("get_all_databases"))
@@ -138,13 +185,30 @@ class HiveMetastoreReader:
         return sorted(self._call("get_all_tables", database))
 
     def tables(self, database: str, names: Sequence[str]) -> list[RawTable]:
-        found: list[RawTable] = []
-        for start in range(0, len(names), BATCH):
-            try:
-                batch = self._call("get_table_objects_by_name", database, list(names[start : start + BATCH]))
-            except LookupError:
-                return found
-            found += [hive_table(t) for t in batch if t is not None]
+        batches = [list(names[start : start + BATCH]) for start in range(0, len(names), BATCH)]
+        if len(batches) <= 1 or self.connections == 1:
+            return [t for batch in batches for t in self._batch(database, batch)]
+        with self._lock:
+            if self._closed:
+                raise CatalogUnavailableError(f"metastore {self.uri}: the reader is closed")
+            if self._fetchers is None:
+                self._fetchers = ThreadPoolExecutor(self.connections, thread_name_prefix="metastore-fetch")
+            fetchers = self._fetchers
+        try:
+            futures = [fetchers.submit(self._batch, database, batch) for batch in batches]
+        except RuntimeError as exc:  # closed meanwhile
+            raise CatalogUnavailableError(f"metastore {self.uri}: the reader is closed") from exc
+        return [t for future in futures for t in future.result()]
+
+    def _batch(self, database: str, names: list[str]) -> list[RawTable]:
+        """One batched call; the database gone meanwhile reads as no tables."""
+        try:
+            batch = self._call("get_table_objects_by_name", database, names)
+        except LookupError:
+            return []
+        found = [hive_table(t) for t in batch if t is not None]
+        for table in found:
+            _read_as_spark(table)
         return found
 
     def follows_changes(self) -> bool:
@@ -179,7 +243,31 @@ class HiveMetastoreReader:
 
     def close(self) -> None:
         with self._lock:
-            self._drop()
+            self._closed = True
+            idle, self._idle = self._idle, []
+            self._open -= len(idle)
+            fetchers, self._fetchers = self._fetchers, None
+            self._lock.notify_all()
+        for _, transport in idle:
+            _close_transport(transport)
+        if fetchers is not None:
+            fetchers.shutdown(wait=False, cancel_futures=True)
+
+
+def _read_as_spark(table: RawTable) -> None:
+    """Work out how Spark reads ``table`` while other batches are still on their way (what
+    cannot be read is left for the read model to find)."""
+    try:
+        table.spark  # noqa: B018 - computed once and kept on the table
+    except UnrepresentableError:
+        pass
+
+
+def _close_transport(transport: Any) -> None:
+    try:
+        transport.close()
+    except Exception:  # noqa: BLE001 - closing a broken connection
+        pass
 
 
 def hive_table(table: Any) -> RawTable:

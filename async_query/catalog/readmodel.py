@@ -4,7 +4,7 @@ statements ask for, kept in a cache bounded in bytes, and kept true by invalidat
 
 What is cached, per datasource: its database names, each database's table names, and each table
 (the metastore's object). SHOW TABLE EXTENDED over a database fetches the tables it does not hold
-in one batched call; DESC fetches one table.
+in batched calls (at once, where the reader can); DESC fetches one table.
 
 How it stays true:
 
@@ -37,6 +37,7 @@ from typing import Any
 from async_query.caches import Cache
 from async_query.catalog.locate import CatalogLocation, catalog_of
 from async_query.catalog.readers import (
+    CONNECTIONS,
     CatalogReader,
     CatalogUnavailableError,
     Change,
@@ -45,7 +46,7 @@ from async_query.catalog.readers import (
     glue_client,
 )
 from async_query.catalog.statements import Browse, Describe, ShowFlintIndex, ShowSchemas, ShowTables
-from async_query.catalog.tables import RawTable, UnrepresentableError, describe_rows, information, spark_view
+from async_query.catalog.tables import RawTable, UnrepresentableError, describe_rows, information
 from async_query.datasources import Datasource
 from query_core.errors import AsyncQueryError
 from query_core.flint import listing
@@ -75,9 +76,9 @@ _DESCRIBE: Columns = [("col_name", "string"), ("data_type", "string"), ("comment
 GLOBAL_TEMP = "global_temp"
 
 
-def default_reader(location: CatalogLocation, timeout_s: float) -> CatalogReader:
+def default_reader(location: CatalogLocation, timeout_s: float, connections: int = CONNECTIONS) -> CatalogReader:
     if location.kind == "hive":
-        return HiveMetastoreReader(location.address, timeout_s)
+        return HiveMetastoreReader(location.address, timeout_s, connections)
     return GlueReader(glue_client(location.address, location.role_arn))
 
 
@@ -107,7 +108,8 @@ class CatalogReadModel:
         staleness_s: float = 30.0,
         max_bytes: int = 64 * 1024 * 1024,
         timeout_s: float = 2.0,
-        reader_for: Callable[[CatalogLocation, float], CatalogReader] = default_reader,
+        connections: int = CONNECTIONS,
+        reader_for: Callable[[CatalogLocation, float], CatalogReader] | None = None,
         locate: Callable[[Datasource, Any], CatalogLocation | None] = catalog_of,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -116,7 +118,7 @@ class CatalogReadModel:
         self.locate = locate
         self.staleness_s = staleness_s
         self.timeout_s = timeout_s
-        self.reader_for = reader_for
+        self.reader_for = reader_for or (lambda location, timeout_s: default_reader(location, timeout_s, connections))
         self.clock = clock
         #: (fetched at, value) by key; values weigh about their bytes.
         self.cache: Cache[tuple[Any, ...], tuple[float, Any]] = Cache(max_bytes, sizeof=_weight)
@@ -157,11 +159,11 @@ class CatalogReadModel:
             if not browse.extended:
                 return Answer(_TABLES, [(browse.database, name, False) for name in names])
             tables = self._tables(ds, catalog, browse.database, names)
-            return Answer(_EXTENDED, [(browse.database, t.name, False, information(spark_view(t))) for t in tables])
+            return Answer(_EXTENDED, [(browse.database, t.name, False, information(t.spark)) for t in tables])
         found = self._tables(ds, catalog, browse.database, [browse.table])
         if not found:
             return None
-        return Answer(_DESCRIBE, list(describe_rows(spark_view(found[0]))))
+        return Answer(_DESCRIBE, list(describe_rows(found[0].spark)))
 
     # -- the catalogs -----------------------------------------------------------------------
 
@@ -201,7 +203,8 @@ class CatalogReadModel:
         return list(names) if names is not None else None
 
     def _tables(self, ds: str, catalog: _Catalog, database: str, names: list[str]) -> list[RawTable]:
-        """The named tables, in order, fetching the ones not held (or too old) in one call."""
+        """The named tables, in order, fetching the ones not held (or too old) in batched calls (the
+        reader may make them at once); each entry counts its age from when its fetch began."""
         follows = catalog.reader.follows_changes()
         now = self.clock()
         held: dict[str, RawTable | None] = {}

@@ -16,6 +16,7 @@ import json
 import re
 import time
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from async_query.catalog.spark_types import (
     Field,
@@ -75,6 +76,11 @@ class RawTable:
     serde_parameters: dict[str, str] = field(default_factory=dict)
     view_original_text: str | None = None
     view_expanded_text: str | None = None
+
+    @cached_property
+    def spark(self) -> SparkTable:
+        """:func:`spark_view` of this table, worked out once: the cache serves a table many times."""
+        return spark_view(self)
 
     def weight(self) -> int:
         """About how many bytes this table holds (the cache's bound)."""
