@@ -198,6 +198,8 @@ class StatementGuard:
         self.checks = _SparkChecks(policy, spark)
         #: What the catalog said of the tables lately read (see :meth:`_catalog_entry`).
         self._catalog: dict[tuple[str, ...], tuple[float, _Entry | None]] = {}
+        #: The session's SQL parser (fixed for a session), read once: each JVM call is a round trip.
+        self._sql_parser: Any = None
 
     @property
     def active(self) -> bool:
@@ -212,11 +214,13 @@ class StatementGuard:
             return Checked()
         plan = self._parser().parsePlan(sql)
         tree = json.loads(plan.toJSON())
-        checked = self._settings_read(plan, tree)
+        name = str(plan.getClass().getSimpleName())
+        nodes = list(_nodes(tree))
+        checked = self._settings_read(plan, tree, name, nodes)
         if not self.active:
             return checked
-        roots = self._check_roots(plan, tree)
-        self._walk(tree, roots)
+        roots = self._check_roots(plan, tree, name)
+        self._walk_nodes(nodes, roots)
         return checked
 
     def check_expression(self, text: str) -> None:
@@ -261,12 +265,21 @@ class StatementGuard:
     # -- the plan -------------------------------------------------------------------------------------
 
     def _parser(self) -> Any:
-        return self.spark._jsparkSession.sessionState().sqlParser()
+        if self._sql_parser is None:
+            self._sql_parser = self.spark._jsparkSession.sessionState().sqlParser()
+        return self._sql_parser
 
-    def _settings_read(self, plan: Any, tree: list[dict[str, Any]], depth: int = 0) -> Checked:
+    def _settings_read(
+        self,
+        plan: Any,
+        tree: list[dict[str, Any]],
+        name: str,
+        nodes: list[tuple[dict[str, Any], dict[str, Any] | None]],
+        depth: int = 0,
+    ) -> Checked:
         """What a statement reads of the session's settings: a ``SET`` listing or one key, also
-        when ``EXECUTE IMMEDIATE`` runs the ``SET`` or a compound statement holds one."""
-        name = plan.getClass().getSimpleName()
+        when ``EXECUTE IMMEDIATE`` runs the ``SET`` or a compound statement holds one (``name``:
+        the class name of the plan's root; ``nodes``: the plan's nodes, :func:`_nodes`)."""
         if name == "SetCommand":
             return _set_command_read(plan)
         if name == "UnresolvedExecuteImmediate" and tree and depth < 8:
@@ -274,29 +287,35 @@ class StatementGuard:
             literal = statement[0] if isinstance(statement, list) and len(statement) == 1 else None
             if isinstance(literal, dict) and str(literal.get("class", "")).endswith(".Literal"):
                 inner = self._parser().parsePlan(str(literal.get("value", "")))
-                return self._settings_read(inner, json.loads(inner.toJSON()), depth + 1)
-        if any(str(node["class"]).endswith(".SetCommand") for node, _ in _nodes(tree)):
+                inner_tree = json.loads(inner.toJSON())
+                inner_name = str(inner.getClass().getSimpleName())
+                return self._settings_read(inner, inner_tree, inner_name, list(_nodes(inner_tree)), depth + 1)
+        if any(str(node["class"]).endswith(".SetCommand") for node, _ in nodes):
             return Checked(may_list_settings=True)
         return Checked()
 
-    def _check_roots(self, plan: Any, tree: list[dict[str, Any]]) -> set[int]:
-        """Check what the JSON form of a statement leaves out (maps, options) from its root through
-        the JVM, and from what an EXPLAIN explains; the ids of those JSON nodes."""
+    def _check_roots(self, plan: Any, tree: list[dict[str, Any]], name: str) -> set[int]:
+        """Check what the JSON form of a statement leaves out (maps, options) from its root
+        (``name``: its class name) through the JVM, and from what an EXPLAIN explains; the ids of
+        those JSON nodes."""
         roots: set[int] = set()
         node: dict[str, Any] | None = tree[0] if tree else None
         while node is not None:
             roots.add(id(node))
-            name = plan.getClass().getSimpleName()
             _RootReader(self.checks, plan, node, tree, self._relation_provider).check(name)
             if name != "ExplainCommand":
                 break
             plan = plan.logicalPlan()
+            name = str(plan.getClass().getSimpleName())
             inner = node.get("logicalPlan")
             node = inner[0] if isinstance(inner, list) and inner and isinstance(inner[0], dict) else None
         return roots
 
     def _walk(self, value: Any, roots: set[int]) -> None:
-        for node, following in _nodes(value):
+        self._walk_nodes(_nodes(value), roots)
+
+    def _walk_nodes(self, nodes: Iterable[tuple[dict[str, Any], dict[str, Any] | None]], roots: set[int]) -> None:
+        for node, following in nodes:
             self._check_node(node, following, id(node) in roots)
 
     def _check_node(self, node: dict[str, Any], following: dict[str, Any] | None, is_root: bool) -> None:
@@ -611,6 +630,16 @@ class _SparkChecks(Checks):
     def __init__(self, policy: ValidationPolicy, spark: Any) -> None:
         super().__init__(policy, resolve=self.place)
         self.spark = spark
+        #: Hadoop's ``Path`` and ``FileSystem`` classes and the context's Hadoop configuration
+        #: (the same object for the context's life, read afresh at each use), looked up once: each
+        #: step of a class's name through the JVM view is a round trip.
+        self._hadoop: tuple[Any, Any, Any] | None = None
+
+    def _hadoop_handles(self) -> tuple[Any, Any, Any]:
+        if self._hadoop is None:
+            fs = self.spark._jvm.org.apache.hadoop.fs
+            self._hadoop = (fs.Path, fs.FileSystem, self.spark._jsc.hadoopConfiguration())
+        return self._hadoop
 
     def table(self, parts: Any, second_quoted: bool = False) -> None:
         super().table(parts, second_quoted)
@@ -636,14 +665,14 @@ class _SparkChecks(Checks):
     def place(self, location: str) -> Place | None:
         """Where Hadoop places ``location``: its ``Path``, qualified against the default file
         system (read from the configuration, never opened); None when Hadoop refuses it."""
-        jvm = self.spark._jvm
+        path_class, file_system, hadoop_conf = self._hadoop_handles()
         try:
-            uri = jvm.org.apache.hadoop.fs.Path(location).toUri()
+            uri = path_class(location).toUri()
         except Exception:  # noqa: BLE001 - IllegalArgumentException: not a path
             return None
         scheme, authority = uri.getScheme(), uri.getAuthority()
         if scheme is None:
-            default = jvm.org.apache.hadoop.fs.FileSystem.getDefaultUri(self.spark._jsc.hadoopConfiguration())
+            default = file_system.getDefaultUri(hadoop_conf)
             scheme, authority = default.getScheme(), authority or default.getAuthority()
         return place_of(
             HadoopPath(str(scheme) if scheme else None, str(authority) if authority else None, str(uri.getPath()))
