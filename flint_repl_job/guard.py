@@ -43,6 +43,7 @@ from query_core.validation import (
 )
 from query_core.validation.allowlists import Provider, is_settable, provider_of_class
 from query_core.validation.elements import GrammarElement as E
+from query_core.validation.flint import source_table
 from query_core.validation.limits import StatementLimits, check_limits
 from query_core.validation.paths import HadoopPath, Place, place_of
 from query_core.validation.tokens import TokenKind
@@ -234,6 +235,9 @@ class StatementGuard:
     def check_flint(self, statement: Statement) -> None:
         if self.active:
             check_flint(statement, self.checks, self._check_query, self.check_expression)
+            source = source_table(statement)
+            if source is not None:  # as a query reading it: Spark's data sources, the catalog's provider
+                self.check_sql(f"SELECT * FROM {source.sql()}")
 
     def _check_query(self, sql: str) -> None:
         self.check_sql(sql)

@@ -244,6 +244,13 @@ LOCAL_REFUSED = [
         "RESET spark.flint.index.checkpointLocation.rootDir",
         "SET/RESET of a protected key (spark.flint.index.checkpointLocation.rootDir) is not allowed.",
     ),
+    # RESET of every key puts back the defaults of the keys a job set for its session at run time.
+    ("RESET", "SET/RESET of a protected key (RESET of every key) is not allowed."),
+    ("EXECUTE IMMEDIATE 'RESET'", "SET/RESET of a protected key (RESET of every key) is not allowed."),
+    # A skipping or covering index reads its source table: a path-based one is File.
+    ("CREATE SKIPPING INDEX ON text.`/etc/passwd` (value VALUE_SET)", "File is not allowed."),
+    ("CREATE INDEX leak ON parquet.`/srv/var/other` (a) WITH (auto_refresh = true)", "File is not allowed."),
+    ("REFRESH INDEX leak ON text.`/etc`", "File is not allowed."),
     ("EXPLAIN EXTENDED SELECT reflect('a', 'b')", "Misc functions (reflect) is not allowed."),
     ("EXECUTE IMMEDIATE \"SELECT reflect('a', 'b')\"", "Misc functions (reflect) is not allowed."),
     ("EXECUTE IMMEDIATE stmt", "A statement or name built at run time (EXECUTE IMMEDIATE) is not allowed."),
@@ -277,7 +284,8 @@ LOCAL_ALLOWED = [
     "SELECT explode(array(1, 2)), map_keys(map('a', 1)), bit_count(3), transform(array(1), x -> x + 1)",
     "SET spark.sql.shuffle.partitions=4",
     "SET",
-    "RESET",
+    "RESET spark.sql.shuffle.partitions",
+    "CREATE SKIPPING INDEX ON default.people (year PARTITION)",
     "SELECT /*+ BROADCAST(t) */ * FROM t",
     "CACHE TABLE t",
 ]
