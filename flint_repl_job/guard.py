@@ -46,6 +46,7 @@ from query_core.validation.elements import GrammarElement as E
 from query_core.validation.flint import source_table
 from query_core.validation.limits import StatementLimits, check_limits
 from query_core.validation.paths import HadoopPath, Place, place_of
+from query_core.validation.token_checks import has_relation_options, relation_options
 from query_core.validation.tokens import TokenKind
 
 log = logging.getLogger(__name__)
@@ -216,6 +217,8 @@ class StatementGuard:
         checked = self._settings_read(plan, tree)
         if not self.active:
             return checked
+        if has_relation_options(tokens):  # options of a table: not in the JSON form
+            relation_options(self.checks)
         roots = self._check_roots(plan, tree)
         self._walk(tree, roots)
         return checked

@@ -147,6 +147,13 @@ OPTIONS = [
     _case("ALTER TABLE wh_ok SET SERDEPROPERTIES ('path' = '{outside}')", E.LOCATION),
     _case("ALTER TABLE wh_ok SET SERDEPROPERTIES ('PATH' = '{wh}/x?/../../../outside')", E.LOCATION),
     _case("ALTER DATABASE default SET DBPROPERTIES ('location' = '{outside}')", E.TABLE_PROPERTY, spark_refuses=True),
+    # Options of a table reference reach its data source (its path, Hadoop settings): none allowed.
+    _case("SELECT * FROM default.wh_ok WITH ('PATH' = '{outside}/secret.txt')", E.DATA_SOURCE_OPTION),
+    _case("SELECT * FROM wh_ok WITH ('basePath' = '{outside}', 'recursiveFileLookup' = 'true')", E.DATA_SOURCE_OPTION),
+    _case("SELECT * FROM wh_ok WITH /* options */ (`fs.file.impl` = 'org.example.Fs')", E.DATA_SOURCE_OPTION),
+    _case("INSERT INTO wh_ok WITH ('path' = '{outside}/w') SELECT 1", E.DATA_SOURCE_OPTION),
+    _case("EXECUTE IMMEDIATE \"SELECT * FROM wh_ok WITH ('path' = '{outside}')\"", E.DATA_SOURCE_OPTION),
+    _case("WITH w AS (SELECT 1 AS a) SELECT * FROM w", None),
 ]
 
 #: Every path trick, at every place a path appears.

@@ -251,6 +251,12 @@ LOCAL_REFUSED = [
     ("CREATE SKIPPING INDEX ON text.`/etc/passwd` (value VALUE_SET)", "File is not allowed."),
     ("CREATE INDEX leak ON parquet.`/srv/var/other` (a) WITH (auto_refresh = true)", "File is not allowed."),
     ("REFRESH INDEX leak ON text.`/etc`", "File is not allowed."),
+    # Options of a table reference reach its data source: its path, Hadoop settings.
+    ("SELECT * FROM t WITH ('PATH' = '/etc/passwd')", "Data source option (WITH options of a table) is not allowed."),
+    (
+        "INSERT INTO t WITH ('fs.defaultFS' = 'x') SELECT 1",
+        "Data source option (WITH options of a table) is not allowed.",
+    ),
     ("EXPLAIN EXTENDED SELECT reflect('a', 'b')", "Misc functions (reflect) is not allowed."),
     ("EXECUTE IMMEDIATE \"SELECT reflect('a', 'b')\"", "Misc functions (reflect) is not allowed."),
     ("EXECUTE IMMEDIATE stmt", "A statement or name built at run time (EXECUTE IMMEDIATE) is not allowed."),
@@ -285,6 +291,7 @@ LOCAL_ALLOWED = [
     "SET spark.sql.shuffle.partitions=4",
     "SET",
     "RESET spark.sql.shuffle.partitions",
+    "WITH w AS (SELECT 1 AS a) SELECT * FROM w",
     "CREATE SKIPPING INDEX ON default.people (year PARTITION)",
     "SELECT /*+ BROADCAST(t) */ * FROM t",
     "CACHE TABLE t",
