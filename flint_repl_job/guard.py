@@ -212,13 +212,13 @@ class StatementGuard:
         tokens = check_limits(sql, "sql", self.limits)
         if not self.active and not any(t.kind == TokenKind.WORD and t.upper in ("SET", "EXECUTE") for t in tokens):
             return Checked()
+        if self.active and has_relation_options(tokens):  # options of a table: not in the JSON form
+            relation_options(self.checks)
         plan = self._parser().parsePlan(sql)
         tree = json.loads(plan.toJSON())
         checked = self._settings_read(plan, tree)
         if not self.active:
             return checked
-        if has_relation_options(tokens):  # options of a table: not in the JSON form
-            relation_options(self.checks)
         roots = self._check_roots(plan, tree)
         self._walk(tree, roots)
         return checked
