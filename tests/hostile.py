@@ -278,7 +278,7 @@ SETTINGS = [
     # when a session claims it, and a RESET would put Spark's defaults back.
     _case("RESET", E.PROTECTED_CONFIG),
     _case("EXECUTE IMMEDIATE 'RESET'", E.PROTECTED_CONFIG),
-    _case("BEGIN RESET; END", E.PROTECTED_CONFIG),
+    _case("BEGIN RESET; END", E.PROTECTED_CONFIG, spark_refuses=True),
     _case("RESET spark.sql.shuffle.partitions", None),
 ]
 
