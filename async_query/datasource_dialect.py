@@ -58,7 +58,10 @@ CONFIDENTIAL_SUFFIXES = ("auth.username", "auth.password", "auth.access_key", "a
 #: Beyond the reference's list, any key naming a credential, wherever the word stands and in any
 #: case (``x.auth.PASSWORD``, ``fs.s3a.secret.key``, ``SessionToken``): a key that is not a
 #: credential but matches loses nothing but its place in replies (its value is still used).
-CONFIDENTIAL_WORDS = re.compile(r"password|secret|token|key", re.IGNORECASE)
+CONFIDENTIAL_WORDS = re.compile(r"passw|pwd|secret|token|key|credential", re.IGNORECASE)
+#: A value that holds a credential whatever its key is named: a URL's ``user:password@`` or a
+#: ``password=`` parameter (``jdbc:mysql://db/metastore?user=hive&password=...``).
+CREDENTIAL_IN_VALUE = re.compile(r"://[^/?#@]*:[^/?#@]*@|(?:passw\w*|pwd)=", re.IGNORECASE)
 
 #: Properties that belong to the service's settings, never to a datasource.
 SERVICE_PROPERTIES = ("applicationId", "region", "entryPoint", "pyFiles", "packageS3Uri", "sparkSubmitParameters")
@@ -96,10 +99,17 @@ def is_confidential(key: str) -> bool:
     return key.lower().endswith(CONFIDENTIAL_SUFFIXES) or CONFIDENTIAL_WORDS.search(key) is not None
 
 
+def holds_credential(key: str, value: str) -> bool:
+    """Whether a property or Spark conf entry holds a credential: by its key, or by its value
+    (a connection URL with a password in it). Such an entry is left out of replies and never put
+    on a command line."""
+    return is_confidential(key) or CREDENTIAL_IN_VALUE.search(value) is not None
+
+
 def masked(properties: Mapping[str, str]) -> dict[str, str]:
-    """``properties`` (or a Spark conf) without the confidential keys, as the reference's replies
-    leave them out."""
-    return {key: value for key, value in properties.items() if not is_confidential(key)}
+    """``properties`` (or a Spark conf) without the entries holding a credential, as the
+    reference's replies leave out the confidential keys."""
+    return {key: value for key, value in properties.items() if not holds_credential(key, value)}
 
 
 def is_glue_backed(connector: str, properties: Mapping[str, str]) -> bool:

@@ -43,8 +43,10 @@ from query_core.validation import (
 )
 from query_core.validation.allowlists import Provider, is_settable, provider_of_class
 from query_core.validation.elements import GrammarElement as E
+from query_core.validation.flint import source_table
 from query_core.validation.limits import StatementLimits, check_limits
 from query_core.validation.paths import HadoopPath, Place, place_of
+from query_core.validation.token_checks import has_relation_options, relation_options
 from query_core.validation.tokens import TokenKind
 
 log = logging.getLogger(__name__)
@@ -212,6 +214,8 @@ class StatementGuard:
         tokens = check_limits(sql, "sql", self.limits)
         if not self.active and not any(t.kind == TokenKind.WORD and t.upper in ("SET", "EXECUTE") for t in tokens):
             return Checked()
+        if self.active and has_relation_options(tokens):  # options of a table: not in the JSON form
+            relation_options(self.checks)
         plan = self._parser().parsePlan(sql)
         tree = json.loads(plan.toJSON())
         name = str(plan.getClass().getSimpleName())
@@ -238,6 +242,9 @@ class StatementGuard:
     def check_flint(self, statement: Statement) -> None:
         if self.active:
             check_flint(statement, self.checks, self._check_query, self.check_expression)
+            source = source_table(statement)
+            if source is not None:  # as a query reading it: Spark's data sources, the catalog's provider
+                self.check_sql(f"SELECT * FROM {source.sql()}")
 
     def _check_query(self, sql: str) -> None:
         self.check_sql(sql)

@@ -147,6 +147,13 @@ OPTIONS = [
     _case("ALTER TABLE wh_ok SET SERDEPROPERTIES ('path' = '{outside}')", E.LOCATION),
     _case("ALTER TABLE wh_ok SET SERDEPROPERTIES ('PATH' = '{wh}/x?/../../../outside')", E.LOCATION),
     _case("ALTER DATABASE default SET DBPROPERTIES ('location' = '{outside}')", E.TABLE_PROPERTY, spark_refuses=True),
+    # Options of a table reference reach its data source (its path, Hadoop settings): none allowed.
+    _case("SELECT * FROM default.wh_ok WITH ('PATH' = '{outside}/secret.txt')", E.DATA_SOURCE_OPTION),
+    _case("SELECT * FROM wh_ok WITH ('basePath' = '{outside}', 'recursiveFileLookup' = 'true')", E.DATA_SOURCE_OPTION),
+    _case("SELECT * FROM wh_ok WITH /* options */ (`fs.file.impl` = 'org.example.Fs')", E.DATA_SOURCE_OPTION),
+    _case("INSERT INTO wh_ok WITH ('path' = '{outside}/w') SELECT 1", E.DATA_SOURCE_OPTION),
+    _case("EXECUTE IMMEDIATE \"SELECT * FROM wh_ok WITH ('path' = '{outside}')\"", E.DATA_SOURCE_OPTION),
+    _case("WITH w AS (SELECT 1 AS a) SELECT * FROM w", None),
 ]
 
 #: Every path trick, at every place a path appears.
@@ -231,6 +238,15 @@ FLINT = [
         'CREATE INDEX by_k ON default.wh_ok (a) WITH (extra_options = \'{{"default.wh_ok": {{"path": "{outside}"}}}}\')',
         E.FLINT_OPTION,
     ),
+    # The source table of a skipping or covering index is read as a query reads it.
+    _case("CREATE SKIPPING INDEX ON text.`{outside}/secret.txt` (value VALUE_SET)", E.FILE),
+    _case(
+        "CREATE INDEX leak ON text.`{outside}` (value) WITH (auto_refresh = true, checkpoint_location = '{cp}/leak')",
+        E.FILE,
+    ),
+    _case("REFRESH INDEX leak ON `text`.`{outside}`", E.FILE),
+    _case("CREATE SKIPPING INDEX ON default.stored_jdbc (TABLEID VALUE_SET)", E.DATA_SOURCE, catalog=True),
+    _case("CREATE INDEX leak ON stored_jdbc (TABLEID) WITH (auto_refresh = false)", E.DATA_SOURCE, catalog=True),
 ]
 
 #: SET: only the settable keys, compared as Spark compares them.
@@ -258,7 +274,12 @@ SETTINGS = [
     _case("SET spark.sql.shuffle.partitions", None),
     _case("SET", None),
     _case("SET -v", None),
-    _case("RESET", None),
+    # Every key: a warm pool job sets the second wall's keys (runSQLOnFiles, variable.substitute)
+    # when a session claims it, and a RESET would put Spark's defaults back.
+    _case("RESET", E.PROTECTED_CONFIG),
+    _case("EXECUTE IMMEDIATE 'RESET'", E.PROTECTED_CONFIG),
+    _case("BEGIN RESET; END", E.PROTECTED_CONFIG, spark_refuses=True),
+    _case("RESET spark.sql.shuffle.partitions", None),
 ]
 
 #: How deeply a statement may nest, before any parser reads it.

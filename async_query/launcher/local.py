@@ -277,7 +277,7 @@ class LocalLauncher(Launcher):
         if properties_file is not None:
             cmd += ["--properties-file", str(properties_file)]
         for key, value in self._conf(request, tmp).items():
-            if not dialect.is_confidential(key):
+            if not dialect.holds_credential(key, value):
                 cmd += ["--conf", f"{key}={value}"]
         cmd += ["--conf", "spark.ui.enabled=false", str(ENTRY_FILE), request.result_index]
         return cmd
@@ -302,7 +302,7 @@ class LocalLauncher(Launcher):
         job_id = "local-" + secrets.token_hex(8)
         tmp = self._job_dir(job_id)
         conf = self._conf(request, tmp)
-        secret = {key: value for key, value in conf.items() if dialect.is_confidential(key)}
+        secret = {key: value for key, value in conf.items() if dialect.holds_credential(key, value)}
         properties = tmp / "spark-secret.properties" if secret else None
         if properties is not None:
             fd = os.open(properties, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)

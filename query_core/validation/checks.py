@@ -87,6 +87,10 @@ class Checks:
         self.element(element)
         if key is not None and is_protected_key(key):
             self.element(GrammarElement.PROTECTED_CONFIG, key)
+        elif key is None and element is GrammarElement.RESET:
+            # Every key, the protected ones too: a job sets some of them for its session at run
+            # time (a warm pool job at its claim), and a RESET would put Spark's defaults back.
+            self.element(GrammarElement.PROTECTED_CONFIG, "RESET of every key")
 
     # -- data sources, their options and storage ---------------------------------------------------
 

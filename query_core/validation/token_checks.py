@@ -11,6 +11,7 @@ statement is left to the job's check on Spark's own parse (:meth:`Checks.leave`)
   (``IN (``, ``OVER (``), type names (``DECIMAL(10, 2)``), column aliases (``AS t(a, b)``, a name
   after a relation or a literal), the name a DDL statement creates (``CREATE TABLE t (a INT)``,
   ``INSERT INTO t (a)``), and hints (``/*+ BROADCAST(t) */``).
+* ``WITH (...)`` after a table is options of its data source: refused (``DATA_SOURCE_OPTION``).
 * Script ``TRANSFORM`` (and Hive's ``MAP``/``REDUCE``) is the only construct where ``USING`` is
   followed by a string: the script.
 * A relation is what follows ``FROM``, ``JOIN``, ``TABLE``, ``INTO``, ``UPDATE``, ``USING``, a
@@ -20,6 +21,7 @@ statement is left to the job's check on Spark's own parse (:meth:`Checks.leave`)
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 from query_core.validation.checks import Checks
@@ -79,10 +81,28 @@ def check_body(tokens: Sequence[Tok], checks: Checks) -> None:
             in_from[-1] = False
         if upper == "USING" and i + 1 < n and tokens[i + 1].kind == TokenKind.STRING:
             checks.element(E.TRANSFORM)
+        if upper == "WITH" and following == "(":
+            relation_options(checks)
         if upper == "IDENTIFIER" and following == "(":
             _identifier(tokens, i, checks)
         elif following == "(":
             _call(tokens, i, checks)
+
+
+def relation_options(checks: Checks) -> None:
+    """``WITH (...)`` after a table (``SELECT * FROM t WITH ('path' = ...)``, ``INSERT INTO t WITH
+    (...)``): options Spark hands the table's data source, its ``path`` and Hadoop settings among
+    them. No provider's list applies (the provider is the catalog's), so none is allowed."""
+    checks.element(E.DATA_SOURCE_OPTION, "WITH options of a table")
+
+
+def has_relation_options(tokens: Sequence[Tok]) -> bool:
+    """Whether ``tokens`` hold ``WITH (``: in Spark SQL, only the options of a table (a common
+    table expression names itself first: ``WITH t AS (...)``)."""
+    return any(
+        t.kind == TokenKind.WORD and t.upper == "WITH" and following.text == "("
+        for t, following in itertools.pairwise(tokens)
+    )
 
 
 def _previous(tokens: Sequence[Tok], i: int) -> str:

@@ -346,8 +346,11 @@ def test_credentials_are_sealed_in_the_index(store: Store) -> None:
 
 @pytest.mark.parametrize(
     "key",
-    ["x.auth.PASSWORD", "Password", "db.passwordFile", "x.Secret.value", "api_TOKEN", "sessionToken", "KEY", "x.private_key_id"],
-)
+    [
+        "x.auth.PASSWORD", "Password", "db.passwordFile", "x.Secret.value", "api_TOKEN", "sessionToken", "KEY",
+        "x.private_key_id", "db.passwd", "x.PWD", "gcs.credentials",
+    ],
+)  # fmt: skip
 def test_a_key_naming_a_credential_in_any_case_and_place_is_masked_and_sealed(store: Store, key: str) -> None:
     """Not only the reference's exact lower-case suffixes: ``password``, ``secret``, ``token`` and
     ``key`` anywhere in a property's or a Spark conf key, in any case."""
@@ -365,6 +368,18 @@ def test_a_key_naming_a_credential_in_any_case_and_place_is_masked_and_sealed(st
     assert raw.source["properties"][key].startswith(SEALED) and raw.source["sparkConf"][conf_key].startswith(SEALED)
     found = registry.find("odd")
     assert found is not None and found.properties[key] == PASSWORD and found.spark_conf[conf_key] == PASSWORD
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["jdbc:mysql://db:3306/metastore?user=hive&password=" + PASSWORD, "thrift://hive:" + PASSWORD + "@metastore:9083"],
+)
+def test_a_value_holding_a_credential_is_left_out_of_replies(value: str) -> None:
+    """A connection URL with a password in it, whatever its key is called."""
+    body = {"name": "odd", "connector": "local", "properties": {"metastore": value}}
+    reply = parse_datasource(body).to_reply()
+    assert "metastore" not in reply["properties"] and PASSWORD not in str(reply)
+    assert dialect.holds_credential("metastore", value) and not dialect.holds_credential("uri", "thrift://metastore:9083")
 
 
 def test_keys_naming_no_credential_stay_in_replies() -> None:

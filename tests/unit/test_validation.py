@@ -244,6 +244,19 @@ LOCAL_REFUSED = [
         "RESET spark.flint.index.checkpointLocation.rootDir",
         "SET/RESET of a protected key (spark.flint.index.checkpointLocation.rootDir) is not allowed.",
     ),
+    # RESET of every key puts back the defaults of the keys a job set for its session at run time.
+    ("RESET", "SET/RESET of a protected key (RESET of every key) is not allowed."),
+    ("EXECUTE IMMEDIATE 'RESET'", "SET/RESET of a protected key (RESET of every key) is not allowed."),
+    # A skipping or covering index reads its source table: a path-based one is File.
+    ("CREATE SKIPPING INDEX ON text.`/etc/passwd` (value VALUE_SET)", "File is not allowed."),
+    ("CREATE INDEX leak ON parquet.`/srv/var/other` (a) WITH (auto_refresh = true)", "File is not allowed."),
+    ("REFRESH INDEX leak ON text.`/etc`", "File is not allowed."),
+    # Options of a table reference reach its data source: its path, Hadoop settings.
+    ("SELECT * FROM t WITH ('PATH' = '/etc/passwd')", "Data source option (WITH options of a table) is not allowed."),
+    (
+        "INSERT INTO t WITH ('fs.defaultFS' = 'x') SELECT 1",
+        "Data source option (WITH options of a table) is not allowed.",
+    ),
     ("EXPLAIN EXTENDED SELECT reflect('a', 'b')", "Misc functions (reflect) is not allowed."),
     ("EXECUTE IMMEDIATE \"SELECT reflect('a', 'b')\"", "Misc functions (reflect) is not allowed."),
     ("EXECUTE IMMEDIATE stmt", "A statement or name built at run time (EXECUTE IMMEDIATE) is not allowed."),
@@ -279,7 +292,9 @@ LOCAL_ALLOWED = [
     "SET spark.flint.optimizer.enabled = false",
     "SET spark.flint.index.hybridscan.enabled=false",
     "SET",
-    "RESET",
+    "RESET spark.sql.shuffle.partitions",
+    "WITH w AS (SELECT 1 AS a) SELECT * FROM w",
+    "CREATE SKIPPING INDEX ON default.people (year PARTITION)",
     "SELECT /*+ BROADCAST(t) */ * FROM t",
     "CACHE TABLE t",
 ]
