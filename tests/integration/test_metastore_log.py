@@ -5,6 +5,8 @@ the current event id, and the events after one."""
 
 from __future__ import annotations
 
+import logging
+import socket as sockets
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -57,9 +59,40 @@ def serve(handler: StandInLog) -> Iterator[str]:
     socket.listen()  # bound now, on a free port: serve() must not open another
     socket.listen = lambda: None  # type: ignore[method-assign]
     port = socket.handle.getsockname()[1]
-    thread = threading.Thread(target=server.serve, daemon=True)
+
+    def run() -> None:
+        try:
+            server.serve()
+        except SystemExit:  # the stop (see _stop)
+            pass
+
+    thread = threading.Thread(target=run, daemon=True)
     thread.start()
     yield f"thrift://127.0.0.1:{port}"
+    _stop(socket, thread)
+
+
+def _stop(socket: TSocket.TServerSocket, thread: threading.Thread) -> None:
+    """End the serving thread: its next accept raises SystemExit (the server's loop catches only
+    Exception, and would otherwise go on accepting on a closed socket), and shutting the listening
+    socket down wakes the accept it is blocked in."""
+
+    def stopped() -> Any:
+        raise SystemExit
+
+    socket.accept = stopped  # type: ignore[method-assign]
+    server_log = logging.getLogger("thrift.server.TServer")
+    level = server_log.level
+    server_log.setLevel(logging.CRITICAL)  # the woken accept's error is the stop, not news
+    try:
+        if socket.handle is not None:
+            try:
+                socket.handle.shutdown(sockets.SHUT_RDWR)
+            except OSError:
+                pass
+        thread.join(timeout=5)
+    finally:
+        server_log.setLevel(level)
     socket.close()
 
 
