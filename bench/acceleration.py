@@ -24,12 +24,11 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from bench.report import Figure, Target, run_standalone
+from bench.streaming import index_server
 from flint_repl_job.acceleration.accelerator import Accelerator
 from flint_repl_job.acceleration.plans import files_read
 from flint_repl_job.acceleration.switches import COVERING_ENABLED, OPTIMIZER_ENABLED
@@ -64,21 +63,6 @@ def spark_session(warehouse: str) -> Any:
     session.sparkContext.setLogLevel("ERROR")
     register(session)
     return session
-
-
-@contextmanager
-def index_url() -> Iterator[str]:
-    url = os.environ.get("OPENSEARCH_URL", "")
-    if url:
-        yield url
-        return
-    from osmem_server import OsmemServer
-
-    server = OsmemServer.start(addr="127.0.0.1:0", japanese=False)
-    try:
-        yield server.url
-    finally:
-        server.close()
 
 
 def make_table(spark: Any, files: int, rows_per_file: int) -> None:
@@ -155,7 +139,7 @@ class Bench:
 def run(quick: bool, work: Path) -> tuple[list[Figure], dict[str, Any]]:
     files, per, rounds = (200, 20, 2) if quick else (1000, 50, 5)
     quiet_driver_logs()
-    with tempfile.TemporaryDirectory(prefix="warehouse-", dir=work) as warehouse, index_url() as url:
+    with tempfile.TemporaryDirectory(prefix="warehouse-", dir=work) as warehouse, index_server() as url:
         spark = spark_session(warehouse)
         cfg = OpenSearchConfig(url=url)
         store = Store.connect(cfg)

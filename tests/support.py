@@ -311,3 +311,28 @@ class SecurityPluginStandIn:
             handler.send_header(key, value)
         handler.end_headers()
         handler.wfile.write(body)
+
+
+class Listener:
+    """A listening socket that counts the connections made to it."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.connections = 0
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.connections += 1
+            conn.close()
+
+    def close(self) -> None:
+        self.sock.close()

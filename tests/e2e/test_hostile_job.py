@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import socket
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,30 +24,9 @@ from query_core.models import StatementDoc, now_millis
 from query_core.states import StatementState, is_terminal
 from query_core.validation.allowlists import is_settable
 from tests.e2e.conftest import Api, e2e_service
-from tests.support import serve_http, wait_for
+from tests.support import Listener, serve_http, wait_for
 
 pytestmark = pytest.mark.e2e
-
-
-class Listener:
-    """A listening socket that counts the connections made to it."""
-
-    def __init__(self) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.port = self.sock.getsockname()[1]
-        self.connections = 0
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.connections += 1
-            conn.close()
 
 
 @pytest.fixture(scope="module")

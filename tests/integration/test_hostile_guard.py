@@ -16,8 +16,6 @@ from __future__ import annotations
 import hashlib
 import os
 import random
-import socket
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,33 +39,9 @@ from query_core.validation import (
 from query_core.validation.paths import hadoop_path
 from tests import hostile
 from tests.hostile import LIMIT, Case
+from tests.support import Listener
 
 pytestmark = pytest.mark.spark
-
-
-class Listener:
-    """A listening socket that counts the connections made to it."""
-
-    def __init__(self) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.port = self.sock.getsockname()[1]
-        self.connections = 0
-        self._thread = threading.Thread(target=self._accept, daemon=True)
-        self._thread.start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.connections += 1
-            conn.close()
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 @dataclass
