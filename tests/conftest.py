@@ -32,10 +32,62 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 # shared class archive, with the quick-starting JIT tier: short test jobs are mostly start-up.
 os.environ.setdefault("ASYNC_QUERY_LOCAL_JOB_CLASS_ARCHIVE_DIR", str(Path(tempfile.gettempdir()) / "async-query-tests-jvm"))
 os.environ.setdefault("ASYNC_QUERY_LOCAL_JOB_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+# The other JVMs the tests start (the shared test Spark sessions, the Hive Metastores, Spark's
+# launcher) get the same: their work here is short, so the top JIT tier would cost more CPU than it
+# saves, and the suite is bound by CPU (its time: bench/README.md).
+os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 # No warm pool unless a test asks for one (tests/e2e/test_warm_pool.py): an idle Spark job per
 # service would take CPU from every other test's jobs.
 os.environ.setdefault("ASYNC_QUERY_WARM_POOL_SIZE", "0")
 REAL_CLUSTER = os.environ.get("OPENSEARCH_URL", "")
+
+
+
+# -- the order of a parallel run ----------------------------------------------------------------
+#
+# README's command runs the files in three processes (``--dist loadfile``), handing the next file
+# to whichever process is nearly done. The longest files must start first, or they start last and
+# run on alone while the other processes have nothing left (Longest Processing Time first). So the
+# run takes the files in this order, each file's tests in their own order: the end-to-end files
+# by their measured length (longest first, from ``--durations``), the rest of the end-to-end and
+# fault tiers, the integration tier's Spark files, the other integration files, then the unit tier.
+# xdist's own reordering (by the number of tests in a file) is switched off: it put the many-test
+# unit files first and the few-test, minutes-long end-to-end files last.
+
+LONGEST_FIRST = (
+    "e2e/test_streaming.py",
+    "e2e/test_flint_indexes.py",
+    "e2e/test_warm_pool.py",
+    "e2e/test_embedded_default.py",
+    "e2e/test_interactive.py",
+    "faults/test_plugin_process.py",
+    "faults/test_crash_storm.py",
+    "e2e/test_catalog.py",
+    "e2e/test_catalog_read_model.py",
+    "faults/test_job_killed.py",
+    "e2e/test_streaming_outage.py",
+    "faults/test_index_outage.py",
+    "integration/test_hostile_guard.py",
+    "e2e/test_spark_master.py",
+    "e2e/test_dashboards.py",
+)
+TESTS_DIR = Path(__file__).parent
+
+
+def _run_rank(path: Path) -> tuple[int, int]:
+    relative = path.relative_to(TESTS_DIR).as_posix() if path.is_relative_to(TESTS_DIR) else path.as_posix()
+    if relative in LONGEST_FIRST:
+        return (0, LONGEST_FIRST.index(relative))
+    tier = relative.split("/", 1)[0]
+    if tier in ("e2e", "faults"):
+        return (1, 0)
+    if tier == "integration":
+        return (2, 0) if relative.endswith("_spark.py") or "stream" in relative else (3, 0)
+    return (4, 0)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: _run_rank(item.path))  # stable: a file's tests keep their order
 
 
 # -- temporary directories the job user can pass through ----------------------------------------
@@ -55,6 +107,8 @@ def _passable(path: Path) -> Path:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False  # see "the order of a parallel run" above
     if os.geteuid() != 0:
         return
     # A worker of a parallel run (pytest-xdist) is given a base directory under the controller's:
