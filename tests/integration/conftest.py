@@ -57,3 +57,13 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     register(session)
     yield session
     session.stop()
+
+
+@pytest.fixture(autouse=True)
+def _spark_is_active(request: pytest.FixtureRequest) -> None:
+    """A test of the shared session finds it active on its thread: Spark looks Python data
+    sources (``opensearch``) up in the thread's active session, and what ran before the test in
+    this process may have left that thread without one."""
+    if "spark" in request.fixturenames:
+        session = request.getfixturevalue("spark")
+        session._jvm.org.apache.spark.sql.SparkSession.setActiveSession(session._jsparkSession)
