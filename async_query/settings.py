@@ -105,8 +105,9 @@ class Settings(BaseSettings):
     #: Heap of each embedded Hive Metastore's JVM, in MiB.
     metastore_heap_mb: int = 512
     #: Once an embedded Hive Metastore listens, it reads this many tables (batched, as a cold SHOW
-    #: TABLE EXTENDED does; nothing is kept) to warm its JVM, so that the first browse of a large
-    #: database does not pay the JVM's warm-up (0: none; only with the catalog read model on).
+    #: TABLE EXTENDED does, at most five times over a smaller catalog; nothing is kept) to warm its
+    #: JVM, so that the first browse of a large database does not pay the JVM's warm-up (0: none;
+    #: only with the catalog read model on).
     metastore_warmup_tables: int = 2000
     #: ``spark-submit`` to run; empty means the one installed with pyspark beside this Python.
     spark_submit: str = ""

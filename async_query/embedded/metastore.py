@@ -45,6 +45,9 @@ STOP_GRACE_S = 10.0
 #: The warm-up's tables a call (as the read model's batches), and one call's time limit.
 WARMUP_BATCH = 100
 WARMUP_CALL_TIMEOUT_S = 60.0
+#: A catalog smaller than the warm-up is read at most this many times over (its cold listing is
+#: short: what it needs warming is the first calls' class loading, not the JIT's peak).
+WARMUP_PASSES = 5
 
 
 class MetastoreError(AsyncQueryError):
@@ -192,7 +195,8 @@ class Metastore:
 
     def warm_up(self, tables: int) -> int:
         """Exercise the metastore's table reads ``tables`` times in all, in the batched calls a
-        cold SHOW TABLE EXTENDED makes, over the first tables it holds: a fresh JVM answers its
+        cold SHOW TABLE EXTENDED makes, over the first tables it holds (read again, at most
+        :data:`WARMUP_PASSES` times, where it holds fewer): a fresh JVM answers its
         first listing several times slower than a warmed one (class loading and the JIT compiling
         DataNucleus' and Derby's paths), so the warm-up takes that cost off the first browse.
         Nothing fetched is kept. Returns how many tables were fetched; gives up quietly on any
@@ -215,11 +219,12 @@ class Metastore:
                 for names in [client.get_all_tables(database)]
                 for start in range(0, min(len(names), tables), WARMUP_BATCH)
             ]
-            while batches and fetched < tables and self.proc.poll() is None:
+            limit = min(tables, WARMUP_PASSES * sum(len(names) for _, names in batches))
+            while fetched < limit and self.proc.poll() is None:
                 for database, names in batches:
-                    client.get_table_objects_by_name(database, names[: tables - fetched])
-                    fetched += min(len(names), tables - fetched)
-                    if fetched >= tables:
+                    client.get_table_objects_by_name(database, names[: limit - fetched])
+                    fetched += min(len(names), limit - fetched)
+                    if fetched >= limit:
                         break
         except (TException, OSError, EOFError) as exc:
             log.info("metastore warm-up stopped after %d tables: %s", fetched, exc)

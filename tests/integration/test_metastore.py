@@ -77,6 +77,7 @@ def test_the_warm_up_reads_the_tables_held_in_batches_and_stops_quietly(tmp_path
         finally:
             reader.close()
         assert metastore.warm_up(10) == 10  # the three tables read again and again, ten reads in all
+        assert metastore.warm_up(100) == 15  # a small catalog: at most five passes over it
     finally:
         metastore.close()
     assert metastore.warm_up(10) == 0  # stopped: gives up without raising
