@@ -12,6 +12,7 @@ dropped first.
 
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING, Any
 
 from cachetools import LRUCache
@@ -32,6 +33,7 @@ class Listings:
         self.plans = plans
         self.max_paths = max_paths
         self._paths: LRUCache[bytes, tuple[str, ...]] = LRUCache(maxsize=max_paths, getsizeof=lambda p: max(len(p), 1))
+        self._lock = threading.Lock()  # a statement left running past its timeout may still ask
         #: Listings read from the JVM (not from the cache), for tests and figures.
         self.reads = 0
 
@@ -40,12 +42,14 @@ class Listings:
         lists, after the optimizer's partition pruning."""
         listed = relation.relation().location().inputFiles()
         key = self.plans.digest(listed)
-        found = self._paths.get(key)
+        with self._lock:
+            found = self._paths.get(key)
         if found is None:
             found = tuple(normalize_path(p) for p in self.plans.strings(listed))
-            self.reads += 1
-            if max(len(found), 1) <= self.max_paths:
-                self._paths[key] = found
+            with self._lock:
+                self.reads += 1
+                if max(len(found), 1) <= self.max_paths:
+                    self._paths[key] = found
         return found
 
 
