@@ -21,6 +21,7 @@ import logging
 from dataclasses import dataclass, field
 
 from async_query import metrics
+from async_query.catalog.keepwarm import CatalogKeepWarm
 from async_query.catalog.readmodel import CatalogReadModel
 from async_query.datasources import DatasourceRegistry, local_datasource
 from async_query.embedded.catalogs import LocalCatalogs
@@ -78,6 +79,8 @@ class Plugin:
     pool_keeper: PoolKeeper
     #: The catalog read model of the browse statements (None: turned off; docs/catalog.md).
     catalog: CatalogReadModel | None = None
+    #: Refreshes the read model's recently browsed listings before they expire (None: not kept warm).
+    catalog_keeper: CatalogKeepWarm | None = None
     #: The reference's ``_sql/stats`` counters; None when metrics are off.
     stats: Stats | None = None
     closed: bool = field(default=False, init=False)
@@ -90,6 +93,8 @@ class Plugin:
             self.stream_watcher,
             self.pool_keeper,
         ]
+        if self.catalog_keeper is not None:
+            loops.append(self.catalog_keeper)
         return [*loops, self.metrics_worker] if self.settings.metrics_enabled else loops
 
     def start_workers(self) -> None:
@@ -109,6 +114,8 @@ class Plugin:
         self.health.close()
         for worker in (self.supervisor, self.housekeeper, self.streaming_housekeeper, self.stream_watcher):
             worker.stop()
+        if self.catalog_keeper is not None:
+            self.catalog_keeper.stop()
         self.stream_stopper.close()
         self.handlers.close()
         if self.catalog is not None:
@@ -160,6 +167,7 @@ def build_plugin(
             store,
             registry.for_datasource,
             staleness_s=settings.catalog_staleness_s,
+            keep_warm_s=settings.catalog_keep_warm_s,
             max_bytes=settings.catalog_cache_bytes,
             timeout_s=settings.catalog_timeout_s,
             connections=settings.catalog_connections,
@@ -212,6 +220,7 @@ def build_plugin(
         metrics_worker=MetricsWorker(store, settings.metrics_interval_s, health=health),
         pools=pools,
         pool_keeper=keeper,
+        catalog_keeper=CatalogKeepWarm(catalog) if catalog is not None and settings.catalog_keep_warm_s > 0 else None,
     )
     if settings.metrics_enabled:
         _count_for_metrics(plugin)
@@ -301,7 +310,11 @@ def build_runtime(settings: Settings, launchers: dict[str, Launcher] | None = No
         if "local" not in (launchers or {}):
             user = JobUser.resolve(settings.local_job_user, settings.local_job_allow_root)
             catalogs = LocalCatalogs(
-                data_dir, user, metastores=settings.local_catalog == "metastore", heap_mb=settings.metastore_heap_mb
+                data_dir,
+                user,
+                metastores=settings.local_catalog == "metastore",
+                heap_mb=settings.metastore_heap_mb,
+                warmup_tables=settings.metastore_warmup_tables if settings.catalog_read_model else 0,
             )
             if catalogs.metastores:
                 # Launched first: it takes seconds to start, and the index server starts meanwhile.

@@ -104,6 +104,11 @@ class Settings(BaseSettings):
     local_catalog: Literal["metastore", "in-memory"] = "metastore"
     #: Heap of each embedded Hive Metastore's JVM, in MiB.
     metastore_heap_mb: int = 512
+    #: Once an embedded Hive Metastore listens, it reads this many tables (batched, as a cold SHOW
+    #: TABLE EXTENDED does, at most five times over a smaller catalog; nothing is kept) to warm its
+    #: JVM, so that the first browse of a large database does not pay the JVM's warm-up (0: none;
+    #: only with the catalog read model on).
+    metastore_warmup_tables: int = 2000
     #: ``spark-submit`` to run; empty means the one installed with pyspark beside this Python.
     spark_submit: str = ""
     #: JVM options of every local job's driver (e.g. ``-XX:TieredStopAtLevel=1`` trades peak
@@ -236,6 +241,9 @@ class Settings(BaseSettings):
     #: Without a catalog log to follow, what was fetched from a catalog is served at most this long
     #: (changes made behind the service's back show within it; changes made through it at once).
     catalog_staleness_s: float = 30.0
+    #: A database listing asked for within this many seconds is fetched again in the background
+    #: shortly before it would expire, so that browsing it again is answered from the cache (0: never).
+    catalog_keep_warm_s: float = 300.0
     #: The read model's cache holds about this many bytes of catalog metadata in all.
     catalog_cache_bytes: int = 64 * 1024 * 1024
     #: How long one call to a catalog may take before the statement goes to Spark instead.

@@ -94,7 +94,23 @@ class _Catalog:
     #: The last entry of the service's change log applied, and the catalog's own log position.
     log_version: int | None = None
     position: int | None = None
+    #: Bumped by every invalidation: a background refresh whose fetch overlapped one is dropped.
+    epoch: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+@dataclass
+class Asked:
+    """A database listing (SHOW TABLE(S) [EXTENDED]) someone asked for, kept warm for a while."""
+
+    datasource: Datasource
+    database: str
+    #: When it was last asked for (the read model's clock).
+    at: float
+    #: How long its last background refresh took (seconds; 0: none yet).
+    refresh_s: float = 0.0
+    #: After a failed refresh (the catalog out of reach), no other before this time.
+    not_before: float = 0.0
 
 
 class CatalogReadModel:
@@ -112,6 +128,7 @@ class CatalogReadModel:
         reader_for: Callable[[CatalogLocation, float], CatalogReader] | None = None,
         locate: Callable[[Datasource, Any], CatalogLocation | None] = catalog_of,
         clock: Callable[[], float] = time.monotonic,
+        keep_warm_s: float = 0.0,
     ) -> None:
         self.store = store
         self.launcher_of = launcher_of
@@ -125,6 +142,10 @@ class CatalogReadModel:
         self._catalogs: dict[str, _Catalog] = {}
         self._lock = threading.Lock()
         self._generations = itertools.count(1)
+        #: Listings asked for within ``keep_warm_s`` are refreshed in the background before they
+        #: expire (:meth:`due`, :meth:`refresh`; 0: never).
+        self.keep_warm_s = keep_warm_s
+        self._asked: dict[tuple[str, str], Asked] = {}
 
     # -- answers ----------------------------------------------------------------------------
 
@@ -139,7 +160,10 @@ class CatalogReadModel:
                 return None
             with catalog.lock:
                 self._sync(datasource.name, catalog)
-                return self._answer(datasource.name, catalog, browse)
+                answered = self._answer(datasource.name, catalog, browse)
+            if answered is not None and isinstance(browse, ShowTables) and self.keep_warm_s > 0:
+                self._note_asked(datasource, browse.database)
+            return answered
         except (CatalogUnavailableError, AsyncQueryError) as exc:
             log.info("catalog of %s not read (%s); the statement goes to Spark", datasource.name, exc)
         except (UnrepresentableError, LookupError) as exc:
@@ -220,6 +244,79 @@ class CatalogReadModel:
                 self.cache.put(self._key(ds, catalog, "table", database, name), (now, held[name]))
         return [t for t in (held[name] for name in names) if t is not None]
 
+    # -- keeping asked listings warm ----------------------------------------------------------
+
+    def _note_asked(self, datasource: Datasource, database: str) -> None:
+        with self._lock:
+            asked = self._asked.get((datasource.name, database))
+            if asked is None:
+                self._asked[(datasource.name, database)] = Asked(datasource, database, self.clock())
+            else:
+                asked.datasource, asked.at = datasource, self.clock()
+
+    def due(self) -> list[Asked]:
+        """The listings asked for within ``keep_warm_s`` whose oldest cached part expires soon:
+        within twice the last refresh's time (at least 5 s, at most half the staleness bound).
+        Listings not asked for that long are forgotten; a catalog whose own log is followed never
+        expires, so none of its listings is ever due."""
+        now = self.clock()
+        with self._lock:
+            for key in [key for key, asked in self._asked.items() if now - asked.at > self.keep_warm_s]:
+                del self._asked[key]
+            asked_now = list(self._asked.values())
+        due = []
+        for asked in asked_now:
+            catalog = self._catalogs.get(asked.datasource.name)
+            if catalog is None or now < asked.not_before or catalog.reader.follows_changes():
+                continue
+            lead = min(self.staleness_s / 2, max(5.0, 2 * asked.refresh_s))
+            oldest = self._oldest(asked.datasource.name, catalog, asked.database)
+            if oldest is None or now - oldest >= self.staleness_s - lead:
+                due.append(asked)
+        return due
+
+    def _oldest(self, ds: str, catalog: _Catalog, database: str) -> float | None:
+        """When the oldest cached part of a database's listing was fetched (None: not all held)."""
+        names = self.cache.peek(self._key(ds, catalog, "tables", database))
+        if names is None:
+            return None
+        oldest = names[0]
+        for name in names[1] or []:
+            item = self.cache.peek(self._key(ds, catalog, "table", database, name))
+            if item is None:
+                return None
+            oldest = min(oldest, item[0])
+        return oldest
+
+    def refresh(self, asked: Asked) -> bool:
+        """Fetch a listing again, off any request (its table names and every table, as a cold
+        SHOW TABLE EXTENDED does), and cache it as fetched when the fetch began. Dropped (False)
+        when an invalidation of the catalog came in meanwhile: what was fetched may predate it."""
+        ds, database = asked.datasource.name, asked.database
+        try:
+            catalog = self._catalog(asked.datasource)
+            if catalog is None:
+                return False
+            began = self.clock()
+            with catalog.lock:
+                self._sync(ds, catalog)
+                epoch = catalog.epoch
+            names = catalog.reader.table_names(database)
+            fetched = {t.name.lower(): t for t in catalog.reader.tables(database, names)} if names else {}
+            with catalog.lock:
+                self._sync(ds, catalog)
+                if catalog.epoch != epoch:
+                    return False
+                self.cache.put(self._key(ds, catalog, "tables", database), (began, names))
+                for name in names or []:
+                    self.cache.put(self._key(ds, catalog, "table", database, name), (began, fetched.get(name)))
+        except (CatalogUnavailableError, AsyncQueryError, LookupError) as exc:
+            log.info("listing %s.%s not refreshed (%s)", ds, database, exc)
+            asked.not_before = self.clock() + self.staleness_s / 3
+            return False
+        asked.refresh_s = self.clock() - began
+        return True
+
     # -- invalidation -----------------------------------------------------------------------
 
     def _sync(self, ds: str, catalog: _Catalog) -> None:
@@ -249,6 +346,7 @@ class CatalogReadModel:
         catalog = self._catalogs.get(ds)
         if catalog is None:
             return
+        catalog.epoch += 1
         if change.table is not None:
             self.cache.pop(self._key(ds, catalog, "table", change.database, change.table))
             self.cache.pop(self._key(ds, catalog, "tables", change.database))
@@ -261,6 +359,7 @@ class CatalogReadModel:
         with self._lock:
             catalog = self._catalogs.get(ds)
             if catalog is not None:
+                catalog.epoch += 1
                 catalog.generation = next(self._generations)
                 catalog.databases.clear()
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -95,7 +96,9 @@ def catalog_settings(warehouse: Path | str, metastore_uri: str = "") -> dict[str
 class LocalCatalogs:
     """The catalogs of the local datasources of one service (see the module's documentation)."""
 
-    def __init__(self, data_dir: Path, user: JobUser, *, metastores: bool = True, heap_mb: int = 512) -> None:
+    def __init__(
+        self, data_dir: Path, user: JobUser, *, metastores: bool = True, heap_mb: int = 512, warmup_tables: int = 0
+    ) -> None:
         self.data_dir = data_dir.resolve()
         self.user = user
         # The job user passes through the data directory to its places, and reaches nothing else.
@@ -103,6 +106,8 @@ class LocalCatalogs:
         #: Whether datasources get a metastore (``local_catalog=metastore``) or in-memory catalogs.
         self.metastores = metastores
         self.heap_mb = heap_mb
+        #: Table reads each metastore makes once it listens, to warm its JVM (0: none).
+        self.warmup_tables = warmup_tables
         self._running: dict[str, Metastore] = {}
         self._prepared: set[str] = set()
         self._lock = threading.Lock()
@@ -207,6 +212,11 @@ class LocalCatalogs:
             metastore.wait_ready()
         except MetastoreError as exc:
             log.error("%s", exc)
+            return
+        if self.warmup_tables > 0:
+            began = time.monotonic()
+            fetched = metastore.warm_up(self.warmup_tables)
+            log.info("metastore at %s warmed up: %d table reads in %.1f s", metastore.uri, fetched, time.monotonic() - began)
 
     # -- health and shutdown ----------------------------------------------------------------
 

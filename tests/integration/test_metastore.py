@@ -57,3 +57,27 @@ def test_no_java_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(MetastoreError, match="Java 17 is needed"):
         Metastore.start(tmp_path / "ms", tmp_path / "warehouse", files=tmp_path / "files")
+
+
+def test_the_warm_up_reads_the_tables_held_in_batches_and_stops_quietly(tmp_path: Path) -> None:
+    from pymetastore.hive_metastore.ttypes import Database
+
+    from async_query.catalog.readers import HiveMetastoreReader
+    from bench.browse import spark_like_table
+
+    metastore = Metastore.start(tmp_path / "ms", tmp_path / "warehouse", files=tmp_path / "files")
+    try:
+        assert metastore.warm_up(500) == 0  # nothing held yet: nothing to read, no error
+        reader = HiveMetastoreReader(metastore.uri, timeout_s=60)
+        try:
+            location = (tmp_path / "warehouse" / "lake.db").as_uri()
+            reader._call("create_database", Database(name="lake", locationUri=location, parameters={}))
+            for name in ("a", "b", "c"):
+                reader._call("create_table", spark_like_table("lake", name, f"{location}/{name}", partitioned=False))
+        finally:
+            reader.close()
+        assert metastore.warm_up(10) == 10  # the three tables read again and again, ten reads in all
+        assert metastore.warm_up(100) == 15  # a small catalog: at most five passes over it
+    finally:
+        metastore.close()
+    assert metastore.warm_up(10) == 0  # stopped: gives up without raising

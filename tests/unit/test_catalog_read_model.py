@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from async_query.catalog.keepwarm import CatalogKeepWarm
 from async_query.catalog.locate import CatalogLocation
-from async_query.catalog.readers import Change
+from async_query.catalog.readers import CatalogUnavailableError, Change
 from async_query.catalog.readmodel import CatalogReadModel
 from async_query.catalog.spark_types import (
     UnrepresentableError,
@@ -374,6 +375,102 @@ def test_a_catalog_that_keeps_its_own_log_is_followed_and_never_expires() -> Non
     catalog.dbs["lake"]["b"] = table("lake", "b")
     catalog.log.append(Change("lake", "b"))
     assert listed(model) == ["a", "b"]
+
+
+def test_a_listing_browsed_recently_is_refreshed_before_it_expires() -> None:
+    clock = Clock()
+    catalog = StandIn({"lake": {"a": table("lake", "a")}})
+    model = model_over(catalog, Store.in_memory(), clock, keep_warm_s=300.0)
+    assert listed(model) == ["a"]
+    clock.now += 24.0
+    assert model.due() == []  # not yet within the lead (5 s) of the bound (30 s)
+    catalog.dbs["lake"]["b"] = table("lake", "b")  # another client's CREATE TABLE
+    clock.now += 1.0
+    [asked] = model.due()
+    assert model.refresh(asked)
+    assert model.due() == []
+    catalog.calls.clear()
+    clock.now += 29.0  # 54 s after the first fetch, 29 s after the refresh began
+    assert listed(model) == ["a", "b"]  # the refreshed listing, never older than the bound
+    assert catalog.calls == []  # from the cache: no cold fetch paid again
+
+
+def test_the_keeper_refreshes_what_is_due_in_its_round() -> None:
+    clock = Clock()
+    catalog = StandIn({"lake": {"a": table("lake", "a")}, "other": {"x": table("other", "x")}})
+    model = model_over(catalog, Store.in_memory(), clock, keep_warm_s=300.0)
+    keeper = CatalogKeepWarm(model)
+    assert listed(model) == ["a"]
+    clock.now += 20.0
+    assert listed(model, "other") == ["x"]
+    catalog.calls.clear()
+    keeper.run_once()
+    assert catalog.calls == [] and keeper.refreshed == 0
+    clock.now += 5.0  # "lake" is 25 s old, "other" 5 s
+    keeper.run_once()
+    assert catalog.calls == ["names lake", "tables lake a"] and keeper.refreshed == 1
+
+
+def test_listings_not_browsed_within_the_window_are_not_kept_warm() -> None:
+    clock = Clock()
+    catalog = StandIn({"lake": {"a": table("lake", "a")}})
+    model = model_over(catalog, Store.in_memory(), clock, keep_warm_s=60.0)
+    assert listed(model) == ["a"]
+    clock.now += 61.0
+    assert model.due() == []
+    off = model_over(StandIn({"lake": {"a": table("lake", "a")}}), Store.in_memory(), clock)
+    assert listed(off) == ["a"]
+    clock.now += 100.0
+    assert off.due() == []  # keep_warm_s=0: nothing is kept warm
+    follows = model_over(StandIn({"lake": {"a": table("lake", "a")}}, follows=True), Store.in_memory(), clock, keep_warm_s=300.0)
+    assert listed(follows) == ["a"]
+    clock.now += 100.0
+    assert follows.due() == []  # a followed catalog's entries never expire
+
+
+def test_a_refresh_overlapped_by_an_invalidation_is_dropped() -> None:
+    store = Store.in_memory()
+    clock = Clock()
+
+    class ChangedMeanwhile(StandIn):
+        def tables(self, database: str, names: Sequence[str]) -> list[RawTable]:
+            fetched = super().tables(database, names)
+            # ALTER TABLE through the service, committed after the fetch read the old table
+            self.dbs["lake"]["a"] = table("lake", "a", comment="altered")
+            store.catalog_changes.record(DS, [CatalogChange(database="lake", table="a")])
+            return fetched
+
+    catalog = ChangedMeanwhile({"lake": {"a": table("lake", "a")}})
+    model = model_over(catalog, store, clock, keep_warm_s=300.0)
+    assert listed(model) == ["a"]
+    clock.now += 26.0
+    [asked] = model.due()
+    assert not model.refresh(asked)
+    answer = model.answer(local_datasource(DS), ShowTables("lake", extended=True))
+    assert answer is not None and "Comment: altered" in answer.rows[0][3]
+
+
+def test_a_catalog_out_of_reach_is_not_asked_again_at_once_by_the_keeper() -> None:
+    clock = Clock()
+
+    class Down(StandIn):
+        down = False
+
+        def table_names(self, database: str) -> list[str] | None:
+            if self.down:
+                raise CatalogUnavailableError("down")
+            return super().table_names(database)
+
+    catalog = Down({"lake": {"a": table("lake", "a")}})
+    model = model_over(catalog, Store.in_memory(), clock, keep_warm_s=300.0)
+    assert listed(model) == ["a"]
+    catalog.down = True
+    clock.now += 26.0
+    [asked] = model.due()
+    assert not model.refresh(asked)
+    assert model.due() == []  # backs off (a third of the bound)
+    clock.now += 10.0
+    assert model.due() == [asked]
 
 
 def test_the_cache_is_bounded_in_bytes() -> None:
