@@ -12,7 +12,8 @@ covered query); the figures are medians over the rounds, after a warm-up of each
 
 - a selective predicate (1 % of the files) on each skipping kind: time with the index / without,
   files read / files (Spark's own scan metric), and the index lookup's cost (the index's
-  documents read, the table's listing, the files chosen);
+  documents read, the table's listing, the files chosen); and, as the floor any file pruning
+  can reach, Spark alone over the same files named by hand / without;
 - a covered query: time reading the covering index / reading the whole table (both rules off);
 - a predicate that keeps every file: time with the rules on / off (the lookup is all it adds).
 """
@@ -112,18 +113,26 @@ class Bench:
             "used": report.summary() if report else "",
         }
 
-    def compare(self, sql: str, switch: str, rounds: int) -> dict[str, Any]:
-        """Rounds alternating on and off (which goes first alternates too), after a warm-up of each."""
+    def compare(self, sql: str, switch: str, rounds: int, floor_sql: str | None = None) -> dict[str, Any]:
+        """Rounds alternating on and off (which goes first alternates too), after a warm-up of each;
+        with ``floor_sql`` (the query with the kept files named by hand), that too, rules off,
+        after each pair: what Spark alone takes to read only those files."""
         self.run_once(sql, switch, True)
         self.run_once(sql, switch, False)
+        if floor_sql is not None:
+            self.run_once(floor_sql, switch, False)
         on: list[dict[str, Any]] = []
         off: list[dict[str, Any]] = []
+        floor: list[dict[str, Any]] = []
         for i in range(rounds):
             for flag in (True, False) if i % 2 == 0 else (False, True):
                 (on if flag else off).append(self.run_once(sql, switch, flag))
-        if any(r["rows"] != off[0]["rows"] for r in on + off):
+            if floor_sql is not None:
+                floor.append(self.run_once(floor_sql, switch, False))
+        if any(r["rows"] != off[0]["rows"] for r in on + off + floor):
             raise AssertionError(f"rows differ with the rules on and off: {sql}")
         return {
+            "floor_s": statistics.median(r["seconds"] for r in floor) if floor else None,
             "sql": sql,
             "on_s": statistics.median(r["seconds"] for r in on),
             "off_s": statistics.median(r["seconds"] for r in off),
@@ -161,16 +170,17 @@ def measure(bench: Bench, spark: Any, files: int, per: int, rounds: int) -> tupl
     selected = files // 100  # 1 % of the files
     low = (files // 2) * per
     selective = {
-        "MIN_MAX": f"SELECT count(*), sum(v) FROM {TABLE} WHERE id >= {low} AND id < {low + selected * per}",
-        "VALUE_SET": f"SELECT count(*), sum(v) FROM {TABLE} WHERE status = 42",
-        "BLOOM_FILTER": f"SELECT count(*), sum(v) FROM {TABLE} WHERE host = 'h42-3'",
+        "MIN_MAX": f"id >= {low} AND id < {low + selected * per}",
+        "VALUE_SET": "status = 42",
+        "BLOOM_FILTER": "host = 'h42-3'",
     }
     figures: list[Figure] = []
-    for kind, sql in selective.items():
+    for kind, predicate in selective.items():
+        sql = f"SELECT count(*), sum(v) FROM {TABLE} WHERE {predicate}"
         # The covering index could answer these too: the skipping index is what is measured here.
         spark.conf.set(COVERING_ENABLED, "false")
         try:
-            result = bench.compare(sql, OPTIMIZER_ENABLED, rounds)
+            result = bench.compare(sql, OPTIMIZER_ENABLED, rounds, floor_sql=by_hand(spark, predicate))
         finally:
             spark.conf.unset(COVERING_ENABLED)
         details[kind] = result
@@ -187,6 +197,13 @@ def measure(bench: Bench, spark: Any, files: int, per: int, rounds: int) -> tupl
                 note=f"{result['files_read_on']} of {files}; the predicate selects {selected}",
             ),
             Figure(SECTION, f"{kind}: index lookup", result["lookup_ms"], "ms", Target("<", 100.0)),
+            Figure(
+                SECTION,
+                f"{kind}: Spark alone over the same files / without",
+                result["floor_s"] / result["off_s"],
+                "",
+                note="the kept files named by hand (_metadata.file_path IN ...), no index: the floor",
+            ),
         ]
     # Both rules on (the covering rule goes first and answers it) against both off (the whole table).
     covered = bench.compare(
@@ -220,6 +237,16 @@ def measure(bench: Bench, spark: Any, files: int, per: int, rounds: int) -> tupl
     )
     spark.sql(f"DROP TABLE IF EXISTS {TABLE}")
     return figures, details
+
+
+def by_hand(spark: Any, predicate: str) -> str:
+    """The selective query with the files holding matching rows named by hand, as a filter on
+    ``_metadata.file_path``: Spark reading only those files, with no index involved."""
+    files = sorted(
+        r[0] for r in spark.sql(f"SELECT DISTINCT _metadata.file_path FROM {TABLE} WHERE {predicate}").collect()
+    )
+    named = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
+    return f"SELECT count(*), sum(v) FROM {TABLE} WHERE {predicate} AND _metadata.file_path IN ({named})"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -35,7 +35,8 @@ from flint_repl_job.acceleration.expressions import (
     has_disjunction,
     has_subquery,
 )
-from flint_repl_job.acceleration.files import SourceSnapshot, normalize_path
+from flint_repl_job.acceleration.files import SourceSnapshot
+from flint_repl_job.acceleration.listings import Listings
 from flint_repl_job.acceleration.lookup import FoundIndex, IndexLookup, IndexLookupError, TableIndexes
 from flint_repl_job.acceleration.plans import (
     SESSION_CATALOG,
@@ -99,6 +100,7 @@ class Accelerator:
     def __init__(self, spark: SparkSession, store: Store, opensearch: OpenSearchConfig, datasource: str) -> None:
         self.spark = spark
         self.plans = Plans(spark)
+        self.listings = Listings(self.plans)
         self.store = store
         self.lookup = IndexLookup(store, datasource)
         self.opensearch = opensearch
@@ -253,7 +255,7 @@ class Accelerator:
         started = time.monotonic()
         try:
             optimized_relation = self.plans.node_at(work.optimized, scan.relation.path)
-            listed = [normalize_path(p) for p in self.plans.listing(optimized_relation)]
+            listed = self.listings.files(optimized_relation)
             fields = [f for t in tests for f in t.fields]
             documents = self.lookup.skipping_documents(index.meta, fields, listed)
             selection = select_files(listed, documents, tests, work.switches.hybrid_scan)
@@ -326,7 +328,7 @@ class Accelerator:
         def current() -> SourceSnapshot | None:
             if not listed:
                 started = time.monotonic()
-                listed.append(SourceSnapshot.of(self.plans.listing(relation)))
+                listed.append(SourceSnapshot.of(self.listings.files(relation)))
                 work.lookup_s += time.monotonic() - started
             return listed[0]
 

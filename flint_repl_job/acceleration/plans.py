@@ -4,7 +4,7 @@
 A plan is read whole as JSON (``TreeNode.toJSON``, one call), so finding the tables a query scans
 and the filters right above them costs no call per node. The JVM is asked only what the JSON does
 not say exactly: whether a condition is deterministic, the values of timestamp literals and of
-``InSet``, the file listing of a scan, a literal's ``xxhash64``.
+``InSet``, the file listing of a scan (or only its hash: :mod:`.listings`), a literal's ``xxhash64``.
 
 A plan is rebuilt by replacing subtrees found by their path (child ordinals from the root): every
 node on the way gets its new children with ``withNewChildren``, and the new plan is marked
@@ -212,10 +212,15 @@ def input_files(frame: DataFrame) -> list[str]:
 
 @dataclass
 class Plans:
-    """The session's parser, plans and a few Catalyst calls, through its JVM gateway."""
+    """The session's parser, plans and a few Catalyst calls, through its JVM gateway.
+
+    Every step of a name through the gateway (``jvm.org``, ``.apache``, ... a static method) is a
+    round trip, as is freeing each JVM object Python held: the classes and static methods used are
+    looked up once per session and kept, and no call goes through a JVM object it need not make."""
 
     spark: SparkSession
     _classes: dict[str, Any] = field(default_factory=dict)
+    _members: dict[str, Any] = field(default_factory=dict)
 
     @property
     def jvm(self) -> Any:
@@ -224,6 +229,16 @@ class Plans:
     @property
     def session(self) -> Any:
         return self.spark._jsparkSession
+
+    def static(self, name: str) -> Any:
+        """A JVM class (to construct) or static member (``pkg.Class.member``), looked up once."""
+        found = self._members.get(name)
+        if found is None:
+            found = self.jvm
+            for part in name.split("."):
+                found = getattr(found, part)
+            self._members[name] = found
+        return found
 
     def parse(self, sql: str) -> Any:
         return self.session.sessionState().sqlParser().parsePlan(sql)
@@ -246,7 +261,10 @@ class Plans:
         """A DataFrame over a logical plan (analysed now, as ``spark.sql`` does)."""
         from pyspark.sql import DataFrame
 
-        return DataFrame(self.jvm.org.apache.spark.sql.classic.Dataset.ofRows(self.session, plan), self.spark)
+        return DataFrame(self._rows(plan), self.spark)
+
+    def _rows(self, plan: Any) -> Any:
+        return self.static("org.apache.spark.sql.classic.Dataset.ofRows")(self.session, plan)
 
     @staticmethod
     def analyzed(frame: DataFrame) -> Any:
@@ -270,9 +288,23 @@ class Plans:
     def is_file_relation(self, relation: Any) -> bool:
         return bool(relation.relation().getClass().getSimpleName() == FILE_RELATION)
 
-    def listing(self, relation: Any) -> list[str]:
-        """The files the scan of a file relation lists (after the optimizer's partition pruning)."""
-        return joined_strings(self.spark, relation.relation().location().inputFiles())
+    def strings(self, strings: Any) -> list[str]:
+        """A Java ``String[]`` as a Python list, in one call (not one per element)."""
+        joined = self.static("scala.collection.immutable.ArraySeq.unsafeWrapArray")(strings).mkString(_SEPARATOR)
+        return [s for s in str(joined).split(_SEPARATOR) if s]
+
+    def digest(self, strings: Any) -> bytes:
+        """The SHA-256 of a Java ``String[]``'s items joined by a separator none holds, computed
+        in the JVM: the strings stay there, 32 bytes come back."""
+        joined = self.static("scala.collection.immutable.ArraySeq.unsafeWrapArray")(strings).addString(
+            self.static("scala.collection.mutable.StringBuilder")(), _SEPARATOR
+        )
+        encoded = self.static("java.nio.charset.StandardCharsets.UTF_8").encode(
+            self.static("java.nio.CharBuffer.wrap")(joined.underlying())
+        )
+        hashing = self.static("java.security.MessageDigest.getInstance")("SHA-256")
+        hashing.update(encoded)
+        return bytes(hashing.digest())
 
     def internal_values(self, expression: Any) -> list[str] | None:
         """The internal values of a ``Literal`` (one) or of an ``InSet`` (its set), printed."""
@@ -289,41 +321,39 @@ class Plans:
 
     def xxhash64(self, literal: Any) -> int:
         """Spark's ``xxhash64`` of a literal (seed 42), as the skipping index hashed its values."""
-        expressions = self.jvm.org.apache.spark.sql.catalyst.expressions
-        hashed = expressions.XxHash64(self.jvm.PythonUtils.toSeq([literal]), 42)
+        hashed = self.static("org.apache.spark.sql.catalyst.expressions.XxHash64")(self._seq([literal]), 42)
         return int(hashed.eval(None))
 
     def restrict(self, relation: Any, paths: Sequence[str], keep: bool) -> Any:
         """The analysed plan of ``relation`` reading only ``paths`` (``keep``) or all but them:
         a filter on the scan's ``_metadata.file_path``, which Spark applies to its file listing
         before it reads any file, with the relation's own output above it."""
-        functions = self.jvm.org.apache.spark.sql.functions
-        frame = self.jvm.org.apache.spark.sql.classic.Dataset.ofRows(self.session, relation)
+        frame = self._rows(relation)
         path = frame.metadataColumn("_metadata").getField("file_path")
-        listed = self.jvm.org.apache.commons.lang3.StringUtils.split(_SEPARATOR.join(paths), _SEPARATOR)
-        condition = path.isInCollection(self.jvm.scala.collection.immutable.ArraySeq.unsafeWrapArray(listed))
+        listed = self.static("org.apache.commons.lang3.StringUtils.split")(_SEPARATOR.join(paths), _SEPARATOR)
+        condition = path.isInCollection(self.static("scala.collection.immutable.ArraySeq.unsafeWrapArray")(listed))
         if not keep:
-            condition = getattr(functions, "not")(condition)
+            condition = self.static("org.apache.spark.sql.functions.not")(condition)
         return frame.filter(condition).queryExecution().analyzed()
 
     def replace_output(self, relation: Any, source: Any) -> Any:
         """A plan that reads ``source`` (an analysed plan with one column per column of
         ``relation``, in order) and outputs ``relation``'s own attributes (same ids), so the rest
         of the query refers to it as it did to ``relation``."""
-        expressions = self.jvm.org.apache.spark.sql.catalyst.expressions
+        alias = self.static("org.apache.spark.sql.catalyst.expressions.Alias")
         wanted, given = relation.output(), source.output()
         aliases = []
-        none = self.jvm.scala.Option.apply(None)
-        nothing = self.jvm.PythonUtils.toSeq([])
+        none = self.static("scala.Option.apply")(None)
+        nothing = self._seq([])
         for i in range(wanted.size()):
             attribute = wanted.apply(i)
             aliases.append(
-                expressions.Alias(
-                    given.apply(i), attribute.name(), attribute.exprId(), attribute.qualifier(), none, nothing
-                )
+                alias(given.apply(i), attribute.name(), attribute.exprId(), attribute.qualifier(), none, nothing)
             )
-        project = self.jvm.org.apache.spark.sql.catalyst.plans.logical.Project
-        return project(self.jvm.PythonUtils.toSeq(aliases), source)
+        return self.static("org.apache.spark.sql.catalyst.plans.logical.Project")(self._seq(aliases), source)
+
+    def _seq(self, items: Sequence[Any]) -> Any:
+        return self.static("PythonUtils.toSeq")(list(items))
 
     def rebuild(self, root: Any, replacements: Mapping[tuple[int, ...], Any]) -> Any:
         """``root`` with the subtree at each path replaced, marked analyzed."""
@@ -338,7 +368,7 @@ class Plans:
             return node
         children = node.children()
         new = [self._rebuild(children.apply(i), (*path, i), replacements) for i in range(children.size())]
-        return node.withNewChildren(self.jvm.PythonUtils.toSeq(new))
+        return node.withNewChildren(self._seq(new))
 
     def explain(self, frame: DataFrame, mode: Any) -> str:
         return str(frame._jdf.queryExecution().explainString(mode))

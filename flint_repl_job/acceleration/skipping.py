@@ -23,7 +23,6 @@ the table's own listing is ever filtered.
 
 from __future__ import annotations
 
-import base64
 import binascii
 import datetime as dt
 import math
@@ -34,7 +33,7 @@ from typing import Any
 
 from flint_repl_job.acceleration.expressions import EPOCH, ColumnPredicate, float32
 from flint_repl_job.acceleration.files import normalize_path
-from flint_repl_job.indexes.bloom import might_contain
+from flint_repl_job.indexes.bloom import EncodedProbe
 from query_core.flint import SkippingKind
 
 #: The index document's field naming its source file.
@@ -243,13 +242,17 @@ def _bloom_test(name: str, predicate: ColumnPredicate, hasher: LiteralHasher) ->
     item = hasher(predicate)
     if item is None:
         return None
+    try:
+        probe = EncodedProbe(item)
+    except ValueError:  # not a 64-bit hash
+        return None
 
     def check(doc: Mapping[str, Any]) -> bool:
         stored = doc.get(name)
         if not isinstance(stored, str):
             return True
         try:
-            return might_contain(base64.b64decode(stored), item)
+            return probe.might_contain(stored)
         except (binascii.Error, ValueError, IndexError):
             return True
 

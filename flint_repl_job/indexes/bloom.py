@@ -37,6 +37,7 @@ best one, instead of up to ``num_candidates`` filters per value.
 
 from __future__ import annotations
 
+import base64
 import math
 import re
 import struct
@@ -61,6 +62,7 @@ __all__ = [
     "AdaptiveBloomFilter",
     "BloomFilterParams",
     "ClassicBloomFilter",
+    "EncodedProbe",
     "build_bloom_filter",
     "deserialize",
     "might_contain",
@@ -673,3 +675,42 @@ def deserialize(serialized: bytes | bytearray | memoryview) -> ClassicBloomFilte
 def might_contain(serialized: bytes | bytearray | memoryview, value: int) -> bool:
     """Whether a stored bloom filter may contain the ``xxhash64`` value ``value``."""
     return ClassicBloomFilter.deserialize(serialized).might_contain(value)
+
+
+class EncodedProbe:
+    """One item tested against stored filters in the base64 text an index document holds them in,
+    reading only the header and the few bytes the item's probes fall in: a query that asks
+    1,000 files' filters (kilobytes each) about one value decodes a few bytes of each, not all of
+    them. The answer is :func:`might_contain`'s for the decoded text; a text that is not exactly
+    one filter in canonical base64 raises ``ValueError`` (``binascii.Error`` is one)."""
+
+    def __init__(self, value: int) -> None:
+        self._pair = _hash_pair(value)
+        #: The (byte offset, bit mask) of each probe, by (hash function count, word count).
+        self._probes: dict[tuple[int, int], list[tuple[int, int]]] = {}
+
+    def might_contain(self, encoded: str) -> bool:
+        if len(encoded) % 4 or len(encoded) < 16:
+            raise ValueError("not the base64 text of a bloom filter")
+        version, num_hash_functions, num_words = _HEADER.unpack(base64.b64decode(encoded[:16], validate=True))
+        if version != VERSION:
+            raise ValueError(f"unexpected bloom filter version {version}")
+        if num_words < 1:
+            raise ValueError(f"bloom filter word count must be positive, got {num_words}")
+        padding = 2 if encoded.endswith("==") else 1 if encoded.endswith("=") else 0
+        if len(encoded) // 4 * 3 - padding != _HEADER.size + num_words * 8:
+            raise ValueError("the bloom filter's size does not match its word count")
+        for offset, mask in self._probes_of(num_hash_functions, num_words):
+            group = offset // 3
+            if not base64.b64decode(encoded[4 * group : 4 * group + 4], validate=True)[offset % 3] & mask:
+                return False
+        return True
+
+    def _probes_of(self, num_hash_functions: int, num_words: int) -> list[tuple[int, int]]:
+        key = (num_hash_functions, num_words)
+        probes = self._probes.get(key)
+        if probes is None:
+            indexes = _probe_indexes(self._pair, num_hash_functions, num_words * 64)
+            probes = [(_HEADER.size + ((index >> 3) ^ 7), 1 << (index & 7)) for index in indexes]
+            self._probes[key] = probes
+        return probes

@@ -276,12 +276,17 @@ def behind(env: Env) -> Iterator[str]:
 
 
 def test_files_added_since_the_refresh_are_read(env: Env, behind: str) -> None:
+    sql = f"SELECT * FROM {behind} WHERE status = 202"
+    listings = env.accelerator.listings
+    assert skipping_use(env.query(sql)[1]) == (1, 4)
+    reads = listings.reads
+    assert skipping_use(env.query(sql)[1]) == (1, 4) and listings.reads == reads  # the listing kept
     late = [(r[0] + 100_000, *r[1:]) for r in event_rows(2)]  # status 202 again, in a new file
     append(env.spark, behind, late)
-    sql = f"SELECT * FROM {behind} WHERE status = 202"
     rows, report = env.query(sql)
     assert rows == env.plain(sql) and len(rows) == 2 * ROWS_PER_FILE
     assert skipping_use(report) == (2, 5)  # file 2 and the unindexed new file
+    assert listings.reads == reads + 1  # the new listing, read anew
     env.spark.conf.set(HYBRID_SCAN_ENABLED, "false")
     try:
         rows, report = env.query(sql)  # the reference's default: files the index does not know are skipped
@@ -296,6 +301,7 @@ def test_a_file_that_left_the_table_is_never_read(env: Env, behind: str, tmp_pat
     )
     sql = f"SELECT * FROM {behind} WHERE status = 201"
     victim = next(p for p in sorted(location.glob("*.parquet")) if _holds(env, p, 201))
+    assert skipping_use(env.query(sql)[1]) == (1, 4)  # its listing is kept for the next query
     shutil.move(str(victim), tmp_path / victim.name)
     env.spark.sql(f"REFRESH TABLE default.{behind}")
     rows, report = env.query(sql)

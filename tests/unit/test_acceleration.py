@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import hashlib
 from decimal import Decimal
 from typing import Any
 
@@ -22,6 +23,7 @@ from flint_repl_job.acceleration.expressions import (
     has_disjunction,
 )
 from flint_repl_job.acceleration.files import SNAPSHOT_PROPERTY, SourceSnapshot, normalize_path
+from flint_repl_job.acceleration.listings import Listings
 from flint_repl_job.acceleration.report import Acceleration, IndexUse
 from flint_repl_job.acceleration.skipping import documents_by_path, file_tests, select_files
 from flint_repl_job.acceleration.switches import Switches
@@ -396,3 +398,56 @@ def test_a_tables_indexes_are_found_by_their_source_and_documents_kept_while_the
     store.admin.bulk_index(index, [("b", {"file_path": "file:///t/b", "MinMax_id_0": 10, "MinMax_id_1": 19})])
     docs = lookup.skipping_documents(found.skipping.meta, fields, ["file:/t/a", "file:/t/b"])  # b is new: read again
     assert set(docs) == {"file:/t/a", "file:/t/b"} and len(scans) == 2
+
+
+# -- listings ------------------------------------------------------------------------------------------
+
+
+class _FakeJvmPlans:
+    """What :class:`Listings` asks of the JVM: a listing's hash, and its strings (counted)."""
+
+    def __init__(self) -> None:
+        self.transfers = 0
+
+    def digest(self, strings: list[str]) -> bytes:
+        return hashlib.sha256("\x01".join(strings).encode()).digest()
+
+    def strings(self, strings: list[str]) -> list[str]:
+        self.transfers += 1
+        return list(strings)
+
+
+class _Relation:
+    def __init__(self, files: list[str]) -> None:
+        self.files = files
+
+    def relation(self) -> _Relation:
+        return self
+
+    def location(self) -> _Relation:
+        return self
+
+    def inputFiles(self) -> list[str]:  # noqa: N802 - the JVM's name
+        return self.files
+
+
+def test_a_listing_is_sent_from_the_jvm_once_and_read_again_when_its_files_change() -> None:
+    jvm = _FakeJvmPlans()
+    listings = Listings(jvm, max_paths=4)  # type: ignore[arg-type]
+    table = _Relation(["file:///t/a.parquet", "file:///t/b.parquet"])
+    assert listings.files(table) == ("file:/t/a.parquet", "file:/t/b.parquet")
+    assert listings.files(table) == ("file:/t/a.parquet", "file:/t/b.parquet")
+    assert (jvm.transfers, listings.reads) == (1, 1)
+    table.files = [*table.files, "file:///t/c.parquet"]  # a file added
+    assert listings.files(table)[-1] == "file:/t/c.parquet"
+    table.files = table.files[1:]  # a file removed
+    assert listings.files(table) == ("file:/t/b.parquet", "file:/t/c.parquet")
+    assert jvm.transfers == 3
+    big = _Relation([f"file:///t/{i}.parquet" for i in range(5)])  # more paths than are kept
+    assert len(listings.files(big)) == len(listings.files(big)) == 5
+    assert jvm.transfers == 5
+    assert listings.files(_Relation(["file:///t/b.parquet", "file:///t/c.parquet"])) == (
+        "file:/t/b.parquet",
+        "file:/t/c.parquet",
+    )
+    assert jvm.transfers == 5  # the same listing, read before

@@ -6,6 +6,7 @@ inputs, so a match means the reference reads exactly the filter it would have wr
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import random
 import struct
@@ -18,6 +19,7 @@ from flint_repl_job.indexes.bloom import (
     AdaptiveBloomFilter,
     BloomFilterParams,
     ClassicBloomFilter,
+    EncodedProbe,
     build_bloom_filter,
     deserialize,
     might_contain,
@@ -424,3 +426,18 @@ def test_invalid_parameters_are_rejected(params: Mapping[str, str], message: str
         parse_params(params)
     with pytest.raises(ValueError, match=message):
         build_bloom_filter([1, 2], params)
+
+
+def test_a_probe_of_the_base64_text_answers_as_the_decoded_filter() -> None:
+    rng = random.Random(7)
+    for items, fpp in ((50, 0.03), (1000, 0.01), (10, 0.3)):
+        added = [rng.getrandbits(63) for _ in range(items)]
+        stored = build_bloom_filter(added, {"num_items": str(items * 2), "fpp": str(fpp), "adaptive": "false"})
+        text = base64.b64encode(stored).decode()
+        for value in added[:20] + [rng.getrandbits(63) - (1 << 62) for _ in range(300)]:
+            assert EncodedProbe(value).might_contain(text) == might_contain(stored, value)
+    probe = EncodedProbe(added[0])
+    header_only = base64.b64encode(stored[:12]).decode()
+    for broken in (text[:-4], text + "AAAA", header_only, "x" * 15, "*" * 16 + text[16:]):
+        with pytest.raises(ValueError):  # binascii.Error is a ValueError
+            probe.might_contain(broken)
