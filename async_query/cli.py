@@ -25,6 +25,7 @@ def _serve(args: argparse.Namespace) -> int:
     from async_query.security.files import PRIVATE_UMASK, private_dir
     from async_query.security.setup import build_security, probe_cluster, serve_checks
     from async_query.settings import Settings
+    from query_core.errors import AsyncQueryError
     from query_core.store import quiet_driver_logs
 
     quiet_driver_logs()
@@ -54,7 +55,10 @@ def _serve(args: argparse.Namespace) -> int:
     # here on is private to this user; the data directory itself is 0700.
     os.umask(PRIVATE_UMASK)
     private_dir(settings.data_dir)
-    runtime = build_runtime(settings)
+    try:
+        runtime = build_runtime(settings)
+    except AsyncQueryError as exc:  # a job user, a metastore or an index server that cannot start
+        return _fail(f"cannot start: {exc}")
     try:
         if policy is not None:  # as the service reaches its cluster (the embedded index: with its credential)
             policy = gateway_policy(settings, runtime.plugin.opensearch)

@@ -78,6 +78,9 @@ class BenchEnv:
     def start(self) -> None:
         self._tmp = tempfile.TemporaryDirectory(prefix="aq-bench-")
         self.data_dir = Path(self._tmp.name)
+        # Run as root, the service runs its metastores and jobs as the job user, who must pass
+        # through this directory to their places in the service's data directory.
+        self.data_dir.chmod(0o711)
         settings = Settings()
         self.index_url = settings.opensearch_url
         self.opensearch = settings.opensearch(self.index_url)

@@ -33,7 +33,7 @@ import sys
 import time
 from pathlib import Path
 
-from async_query.security.job_user import JobUser
+from async_query.security.job_user import JobUser, X, unreachable
 from query_core.errors import AsyncQueryError
 
 log = logging.getLogger(__name__)
@@ -130,6 +130,10 @@ class Metastore:
         use). Call from the thread that lives as long as the service: on Linux the child is
         stopped when that thread ends."""
         user = user or JobUser.resolve()
+        if user.switches:  # the nearest directory that exists: the job user must pass through it
+            nearest = next(p for p in (home.resolve(), *home.resolve().parents) if p.exists())
+            if not user.can_reach(nearest, X):
+                raise MetastoreError(unreachable(user, nearest))
         home = user.own(home.resolve())
         if files is None:
             if user.switches:

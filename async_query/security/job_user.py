@@ -178,6 +178,16 @@ class JobUser:
         shutil.rmtree(path, ignore_errors=True)
 
 
+def unreachable(user: JobUser, data_dir: Path) -> str:
+    """What to do when the job user cannot pass through to ``data_dir`` (local jobs and metastores
+    run as that user, in places inside it)."""
+    return (
+        f"the job user {user.name} cannot pass through to the data directory {data_dir}: local jobs and "
+        "metastores run as that user (make the directories above it passable: chmod o+x, or choose "
+        "another ASYNC_QUERY_DATA_DIR)"
+    )
+
+
 def seal_data_dir(data_dir: Path, user: JobUser, job_places: set[str]) -> None:
     """Keep the service's data from the job user: the data directory becomes 0711 (passed through
     to the job's places, named by ``job_places``, never listed), and every other entry in it that
@@ -186,6 +196,8 @@ def seal_data_dir(data_dir: Path, user: JobUser, job_places: set[str]) -> None:
     user.pass_through(data_dir)
     if not user.switches:
         return
+    if not user.can_reach(data_dir, X):
+        log.warning("%s", unreachable(user, data_dir))
     me = os.geteuid()
     for entry in data_dir.iterdir():
         if entry.name in job_places:

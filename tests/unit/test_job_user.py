@@ -13,6 +13,7 @@ import pytest
 
 from async_query.datasources import Datasource
 from async_query.embedded.catalogs import LEGACY, LocalCatalogs
+from async_query.embedded.metastore import Metastore, MetastoreError
 from async_query.launcher.base import JobRequest, launcher_policy
 from async_query.launcher.local import LocalLauncher, properties_text
 from async_query.security.job_user import JobUser, JobUserError, job_python, seal_data_dir
@@ -107,6 +108,14 @@ def test_the_data_directory_is_passable_and_everything_of_the_service_s_in_it_pr
     assert stat.S_IMODE((data / "users.json").stat().st_mode) == 0o600
     assert not user.can_reach(data / "index" / "journal") and not user.can_reach(data / "users.json")
     assert stat.S_IMODE((data / "warehouse").stat().st_mode) == 0o755, "the job's places are the catalogs' to set"
+
+
+@needs_root
+def test_a_metastore_the_job_user_cannot_pass_through_to_is_refused_with_what_to_do(tmp_path: Path) -> None:
+    closed = tmp_path / "closed"
+    closed.mkdir(mode=0o700)
+    with pytest.raises(MetastoreError, match=r"cannot pass through to the data directory .*closed.*chmod o\+x"):
+        Metastore.launch(closed / "var" / "metastore", closed / "var" / "warehouse", user=JobUser.resolve(), files=closed)
 
 
 def test_the_job_s_python_is_one_the_job_user_can_run_with_this_installation_s_code() -> None:
