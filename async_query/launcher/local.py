@@ -39,7 +39,7 @@ from async_query.launcher.base import JobDescription, JobRequest, Launcher
 from async_query.launcher.class_archive import ClassArchive
 from async_query.launcher.local_jobs import LocalJobs
 from async_query.security.files import private_dir
-from async_query.security.job_user import JobPython, JobUser, JobUserError, job_python
+from async_query.security.job_user import JobPython, JobUser, JobUserError, job_python, unreachable
 from query_core.errors import LauncherError
 from query_core.jobconf import (
     APPLICATION_ID_ENV,
@@ -414,10 +414,7 @@ class LocalLauncher(Launcher):
         if not user.can_reach(self.spark_submit, 5):
             return f"the job user {user.name} cannot run {self.spark_submit}"
         if not user.can_reach(self.data_dir / "tmp", 1):
-            return (
-                f"the job user {user.name} cannot enter {self.data_dir}: make the directories above it passable "
-                "to it (chmod o+x), or choose another ASYNC_QUERY_DATA_DIR"
-            )
+            return unreachable(user, self.data_dir)
         return None
 
 
