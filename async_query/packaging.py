@@ -75,8 +75,9 @@ log = logging.getLogger(__name__)
 
 #: The packages of the job's code archive (``query_core`` imports ``index_mappings``).
 JOB_PACKAGES = ("flint_repl_job", "query_core", "index_mappings")
-#: Files of those packages that go into the archive (``*.json``: the index mappings).
-PACKAGE_SUFFIXES = (".py", ".json", ".lark")
+#: Files of those packages that go into the archive (``*.json``: the index mappings; ``*.java``:
+#: the helpers the job compiles into its JVM).
+PACKAGE_SUFFIXES = (".py", ".json", ".lark", ".java")
 DEPS_ARCHIVE_NAME = "deps.tar.gz"
 #: The name ``spark.archives`` unpacks the dependency archive under (``<uri>#deps``).
 DEPS_DIR = "deps"

@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from flint_repl_job.jvm import PlanJson
 from query_core.flint import Statement
 from query_core.ppl import parse_ppl
 from query_core.validation import (
@@ -202,6 +203,8 @@ class StatementGuard:
         self._catalog: dict[tuple[str, ...], tuple[float, _Entry | None]] = {}
         #: The session's SQL parser (fixed for a session), read once: each JVM call is a round trip.
         self._sql_parser: Any = None
+        #: A plan's JSON form (``TreeNode.toJSON``'s, written by the JVM helper).
+        self._json = PlanJson(spark)
 
     @property
     def active(self) -> bool:
@@ -217,7 +220,7 @@ class StatementGuard:
         if self.active and has_relation_options(tokens):  # options of a table: not in the JSON form
             relation_options(self.checks)
         plan = self._parser().parsePlan(sql)
-        tree = json.loads(plan.toJSON())
+        tree = json.loads(self._json(plan))
         name = str(plan.getClass().getSimpleName())
         nodes = list(_nodes(tree))
         checked = self._settings_read(plan, tree, name, nodes)
@@ -231,7 +234,7 @@ class StatementGuard:
         """An expression the job evaluates (a covering index's filter, an ``id_expression``)."""
         check_limits(text, "sql", self.limits)
         if self.active:
-            self._walk(json.loads(self._parser().parseExpression(text).toJSON()), set())
+            self._walk(json.loads(self._json(self._parser().parseExpression(text))), set())
 
     def check_ppl(self, ppl: str) -> None:
         """A PPL query, on its syntax tree (before translation asks Spark anything about it)."""
@@ -294,7 +297,7 @@ class StatementGuard:
             literal = statement[0] if isinstance(statement, list) and len(statement) == 1 else None
             if isinstance(literal, dict) and str(literal.get("class", "")).endswith(".Literal"):
                 inner = self._parser().parsePlan(str(literal.get("value", "")))
-                inner_tree = json.loads(inner.toJSON())
+                inner_tree = json.loads(self._json(inner))
                 inner_name = str(inner.getClass().getSimpleName())
                 return self._settings_read(inner, inner_tree, inner_name, list(_nodes(inner_tree)), depth + 1)
         if any(str(node["class"]).endswith(".SetCommand") for node, _ in nodes):
@@ -430,7 +433,7 @@ class StatementGuard:
 
     def _relations_of(self, sql: str) -> Iterator[list[str]]:
         try:
-            tree = json.loads(self._parser().parsePlan(sql).toJSON())
+            tree = json.loads(self._json(self._parser().parsePlan(sql)))
         except Exception:  # noqa: BLE001 - a view Spark cannot parse cannot be read either
             return
         for node, _ in _nodes(tree):

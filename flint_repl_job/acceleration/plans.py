@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from flint_repl_job.acceleration.expressions import Expr, expression_of
+from flint_repl_job.jvm import PlanJson
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -222,6 +223,10 @@ class Plans:
     _classes: dict[str, Any] = field(default_factory=dict)
     _members: dict[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        #: A plan's JSON form (``TreeNode.toJSON``'s, written by the JVM helper).
+        self._json = PlanJson(self.spark)
+
     @property
     def jvm(self) -> Any:
         return self.spark._jvm
@@ -274,9 +279,8 @@ class Plans:
     def optimized(frame: DataFrame) -> Any:
         return frame._jdf.queryExecution().optimizedPlan()
 
-    @staticmethod
-    def json_tree(plan: Any) -> PlanNode:
-        return plan_of(json.loads(plan.toJSON()))
+    def json_tree(self, plan: Any) -> PlanNode:
+        return plan_of(json.loads(self._json(plan)))
 
     @staticmethod
     def node_at(root: Any, path: Sequence[int]) -> Any:

@@ -20,6 +20,7 @@ from typing import Any
 from flint_repl_job.config import JobConfig
 from flint_repl_job.executor import ResultTarget, SparkExecutor
 from flint_repl_job.indexes.engine import FlintContext, FlintEngine
+from flint_repl_job.jvm import prepare as prepare_jvm
 from flint_repl_job.runners.base import SessionRunner
 from flint_repl_job.runners.batch import BatchJob
 from flint_repl_job.runners.interactive import InteractiveJob
@@ -80,6 +81,7 @@ def main(argv: list[str]) -> int:
         .getOrCreate()
     )
     try:
+        prepare_jvm(spark)
         conf = spark.sparkContext.getConf()
         get: Getter = lambda key: conf.get(key, None)  # noqa: E731
         cfg = JobConfig.load(get, argv)

@@ -79,6 +79,8 @@ def test_code_zip_holds_the_three_packages_and_nothing_else(tmp_path: Path) -> N
         "index_mappings/request_index.json",
         "index_mappings/result_index.json",
         "query_core/flint/grammar.lark",  # the Flint parser's grammar travels with the code
+        "flint_repl_job/jvm/PlanJson.java",  # and the helpers the job compiles into its JVM
+        "flint_repl_job/jvm/Py4jNoDelay.java",
     ):
         assert required in names
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]

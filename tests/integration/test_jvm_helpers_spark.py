@@ -1,0 +1,134 @@
+"""The job's JVM helpers (flint_repl_job/jvm/), compiled in this process's Spark session:
+
+* the plan writer writes exactly the JSON ``TreeNode.toJSON`` writes, for parsed, analysed and
+  optimized plans and expressions: every statement of the hostile corpus and of the validation
+  bench, and queries over real tables (file scans, joins, aggregates, subqueries, literals of
+  every type);
+* where the helper cannot be had, Spark's own writer answers;
+* after :func:`reply_at_once`, every py4j connection of the JVM sends at once (``TCP_NODELAY``),
+  those open before and those opened after.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.validation import WAREHOUSE_TOKEN, corpus
+from flint_repl_job import jvm
+from flint_repl_job.jvm import PlanJson, reply_at_once
+from tests import hostile
+
+pytestmark = pytest.mark.spark
+
+QUERIES = [
+    "SELECT * FROM default.jh_t WHERE a > 3 AND b = 'x' ORDER BY a LIMIT 5",
+    "SELECT b, count(*) AS n, sum(a) FROM default.jh_t GROUP BY b HAVING n > 1",
+    "SELECT t.a, u.a FROM default.jh_t t JOIN default.jh_t u ON t.a = u.a WHERE t.b IN ('x', 'y')",
+    "SELECT a FROM default.jh_t WHERE a IN (SELECT max(a) FROM default.jh_t) OR b IS NULL",
+    "SELECT k, a FROM default.jh_part WHERE k = 1 UNION ALL SELECT a, a FROM default.jh_t",
+    "SELECT cast(1.5 AS float), 1.5D, 1e300, 12345678901234567890.5BD, array(1, 2), map('k', 1), "
+    "struct(1 AS a), date'2020-01-01', timestamp'2020-01-01 00:00:00', timestamp_ntz'2020-01-01 00:00:00', "
+    "X'0aff', interval 3 days, 'quote \" back \\\\ nl \\n tab \\t'",
+    "SELECT a, row_number() OVER (PARTITION BY b ORDER BY a) FROM default.jh_t",
+    "SELECT explode(array(1, 2)) AS e, * FROM default.jh_t LATERAL VIEW explode(array(a)) x AS y",
+    "WITH c AS (SELECT a FROM default.jh_t) SELECT * FROM c JOIN c AS d USING (a)",
+    "SELECT * FROM default.jh_view WHERE a BETWEEN 1 AND 2",
+    "SELECT /*+ BROADCAST(t) */ * FROM default.jh_t t CROSS JOIN range(3)",
+]
+
+
+@pytest.fixture(scope="module")
+def tables(spark: Any) -> Any:
+    spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
+    spark.sql("CREATE TABLE IF NOT EXISTS default.jh_t (a INT, b STRING) USING parquet")
+    spark.sql("INSERT INTO default.jh_t VALUES (1, 'x'), (2, 'y'), (3, NULL)")
+    spark.sql("CREATE TABLE IF NOT EXISTS default.jh_part (a INT, k INT) USING parquet PARTITIONED BY (k)")
+    spark.sql("INSERT INTO default.jh_part VALUES (1, 1)")
+    spark.sql("CREATE OR REPLACE VIEW default.jh_view AS SELECT a FROM default.jh_t")
+    yield spark
+    spark.sql("DROP VIEW IF EXISTS default.jh_view")
+    spark.sql("DROP TABLE IF EXISTS default.jh_t")
+    spark.sql("DROP TABLE IF EXISTS default.jh_part")
+
+
+def _same(write: PlanJson, plan: Any) -> None:
+    assert json.loads(write(plan)) == json.loads(plan.toJSON())
+
+
+def _parsed(spark: Any, texts: list[str]) -> list[Any]:
+    parser = spark._jsparkSession.sessionState().sqlParser()
+    plans = []
+    for text in texts:
+        try:
+            plans.append(parser.parsePlan(text))
+        except Exception:  # noqa: BLE001 - text Spark cannot parse has no plan to write
+            continue
+    return plans
+
+
+def test_parsed_plans_of_the_hostile_corpus_and_the_bench_are_written_as_spark_writes_them(
+    spark: Any, tmp_path: Path
+) -> None:
+    places = {"wh": tmp_path / "wh", "cp": tmp_path / "cp", "outside": tmp_path / "o", "link": tmp_path / "l", "port": 9}
+    # (not the statements past the depth limit: the job never parses them, and Spark takes minutes)
+    texts = [
+        case.fill(**places)
+        for case in hostile.ALL
+        if case.lang == "sql" and not case.flint and case.refused != hostile.LIMIT
+    ]
+    texts += [text.replace(WAREHOUSE_TOKEN, str(tmp_path)) for text in corpus(60)]
+    plans = _parsed(spark, texts)
+    assert len(plans) > 100
+    write = PlanJson(spark)
+    for plan in plans:
+        _same(write, plan)
+
+
+@pytest.mark.parametrize("sql", QUERIES)
+def test_analysed_and_optimized_plans_are_written_as_spark_writes_them(tables: Any, sql: str) -> None:
+    frame = tables.sql(sql)
+    execution = frame._jdf.queryExecution()
+    write = PlanJson(tables)
+    _same(write, execution.logical())
+    _same(write, execution.analyzed())
+    _same(write, execution.optimizedPlan())
+
+
+def test_expressions_are_written_as_spark_writes_them(spark: Any) -> None:
+    parser = spark._jsparkSession.sessionState().sqlParser()
+    write = PlanJson(spark)
+    for text in ("a > 1 AND b LIKE 'x%'", "CASE WHEN a = 1 THEN 'one' ELSE NULL END", "coalesce(a, 0) + 1.5"):
+        _same(write, parser.parseExpression(text))
+
+
+def test_without_the_helper_spark_writes_the_plan(spark: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(jvm, "_instances", {})
+    monkeypatch.setattr(jvm, "_compile", lambda spark, name: None)
+    plan = _parsed(spark, ["SELECT 1 AS one"])[0]
+    assert PlanJson(spark)(plan) == plan.toJSON()
+
+
+def _no_delay_flags(spark: Any) -> list[bool]:
+    server = spark.sparkContext._gateway.java_gateway_server
+    field = spark._jvm.java.lang.Class.forName("py4j.GatewayServer").getDeclaredField("connections")
+    field.setAccessible(True)
+    connections = field.get(server)
+    return [bool(connections.get(i).getSocket().getTcpNoDelay()) for i in range(connections.size())]
+
+
+def test_replies_leave_at_once_on_every_connection(spark: Any) -> None:
+    assert reply_at_once(spark)
+    flags = _no_delay_flags(spark)
+    assert flags and all(flags)
+    # A thread of its own gets a connection of its own (py4j's pinned threads), opened after:
+    # read from that thread, the flags include its connection's.
+    seen: list[list[bool]] = []
+    thread = threading.Thread(target=lambda: seen.append(_no_delay_flags(spark)))
+    thread.start()
+    thread.join()
+    assert len(seen[0]) > len(flags) and all(seen[0])
