@@ -213,7 +213,7 @@ def build_plugin(
             reads,
             store.sessions,
             store.pool,
-            StatementLimits(settings.max_query_chars, settings.max_statement_depth),
+            StatementLimits(settings.max_query_chars, settings.max_statement_depth, settings.max_ppl_chars),
         ),
         catalog=catalog,
         health=health,

@@ -303,6 +303,8 @@ class Settings(BaseSettings):
     #: How deeply a statement may nest (parentheses, operator chains, CASE, subqueries), checked on
     #: its tokens before any parser recurses: deeper is a 400 at POST, and the job refuses it too.
     max_statement_depth: int = 128
+    #: The longest PPL query text: PPL is parsed in Python, about 10 ms of CPU a kilobyte.
+    max_ppl_chars: int = 100_000
     #: Seconds a statement may spend being parsed and analyzed in the job before any Spark work of
     #: its own starts; past it, it fails alone and its session goes on (0: no limit).
     statement_prepare_timeout_s: int = 120

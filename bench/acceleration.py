@@ -34,6 +34,7 @@ from flint_repl_job.acceleration.accelerator import Accelerator
 from flint_repl_job.acceleration.plans import files_read
 from flint_repl_job.acceleration.switches import COVERING_ENABLED, OPTIMIZER_ENABLED
 from flint_repl_job.indexes.engine import FlintContext, FlintEngine
+from flint_repl_job.jvm import prepare
 from flint_repl_job.opensearch_source import register
 from query_core.config import OpenSearchConfig
 from query_core.flint import parse
@@ -63,6 +64,7 @@ def spark_session(warehouse: str) -> Any:
     )
     session.sparkContext.setLogLevel("ERROR")
     register(session)
+    prepare(session).join()  # the JVM helpers, as a job prepares them at its start (docs/job.md)
     return session
 
 

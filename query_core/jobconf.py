@@ -288,6 +288,12 @@ class JobConf:
         INTEGER,
         "a longer statement is refused before it is parsed (docs/validation.md)",
     )
+    max_ppl_chars: int = _setting(
+        PREFIX_JOB + "maxPplChars",
+        100_000,
+        INTEGER,
+        "a longer PPL statement is refused before it is parsed (docs/validation.md)",
+    )
     max_statement_depth: int = _setting(
         PREFIX_JOB + "maxStatementDepth",
         128,

@@ -238,6 +238,25 @@ FLINT = [
         'CREATE INDEX by_k ON default.wh_ok (a) WITH (extra_options = \'{{"default.wh_ok": {{"path": "{outside}"}}}}\')',
         E.FLINT_OPTION,
     ),
+    # The index's settings and mappings: what the allow lists name, nothing that runs or reads.
+    _case(
+        'CREATE INDEX by_k ON default.wh_ok (a) WITH (index_settings = \'{{"index.default_pipeline": "p"}}\')',
+        E.FLINT_OPTION,
+    ),
+    _case(
+        "CREATE INDEX by_k ON default.wh_ok (a) WITH (index_settings = "
+        '\'{{"index": {{"analysis": {{"filter": {{"f": {{"type": "synonym", "synonyms_path": "{outside}"}}}}}}}}}}\')',
+        E.FLINT_OPTION,
+    ),
+    _case(
+        "CREATE SKIPPING INDEX ON default.wh_ok (a VALUE_SET) WITH (index_mappings = "
+        '\'{{"properties": {{"a": {{"type": "keyword", "script": {{"source": "1"}}}}}}}}\')',
+        E.FLINT_OPTION,
+    ),
+    _case(
+        'CREATE INDEX by_k ON default.wh_ok (a) WITH (index_mappings = \'{{"a": {{"type": "derived"}}}}\')',
+        E.FLINT_OPTION,
+    ),
     # The source table of a skipping or covering index is read as a query reads it.
     _case("CREATE SKIPPING INDEX ON text.`{outside}/secret.txt` (value VALUE_SET)", E.FILE),
     _case(
@@ -288,6 +307,8 @@ DEPTH = [
     _case("SELECT " + " + ".join(["1"] * 20_000), LIMIT),
     _case("SELECT * FROM " + "(SELECT * FROM " * 400 + "range(1)" + ")" * 400, LIMIT),
     _case("source = t | eval a = " + " + ".join(["1"] * 20_000), LIMIT, lang="ppl"),
+    # Wide, not deep: past the size PPL's parser may read.
+    _case("source = t | eval " + ", ".join(f"c{i} = a + {i}" for i in range(20_000)), LIMIT, lang="ppl"),
 ]
 
 #: What keeps working: warehouse tables, INSERT, the Dashboards statements, options, SET.

@@ -22,6 +22,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from typing import Any
 
 from query_core.ppl import ast
 from query_core.ppl.errors import PplSemanticError
@@ -183,6 +184,41 @@ class _Block:
 # -- the translator ------------------------------------------------------------------------------
 
 
+class _Names:
+    """The lower-cased names of the entries of one list, and whether :meth:`_Translator._put`
+    made that list (then no one else holds it, and it may grow in place)."""
+
+    def __init__(self) -> None:
+        self.entries: list[Any] | None = None
+        self.names: set[str] = set()
+        self.made = False
+
+    def of(self, entries: list[Any]) -> set[str]:
+        """The lower-cased names in ``entries``."""
+        if entries is not self.entries:
+            self.entries, self.made = entries, False
+            self.names = {n.lower() for n in map(_entry_name, entries) if n is not None}
+        return self.names
+
+    def add(self, entries: list[Any], entry: Any, key: str) -> list[Any]:
+        """``entries`` with ``entry`` (named ``key``) last: the same list when this made it,
+        else a new one (the caller's stays as it was)."""
+        if entries is not self.entries or not self.made:
+            names = set(self.of(entries))
+            entries = list(entries)
+            self.entries, self.names, self.made = entries, names, True
+        entries.append(entry)
+        self.names.add(key)
+        return entries
+
+
+def _entry_name(entry: Any) -> str | None:
+    """An item's output name (None for a star), or a column name."""
+    if isinstance(entry, _Item):
+        return None if entry.star else entry.name
+    return str(entry)
+
+
 @dataclass
 class _Translator:
     """The current block and, when known without asking, its output columns (``known``)."""
@@ -192,6 +228,11 @@ class _Translator:
     known: list[str] | None = None
     #: The tables of the pipeline's source, which an appendcol sub-search reads again.
     source: ast.Search | None = None
+    #: The lists :meth:`_put` made itself (no one else holds them) and the lower-cased names in
+    #: them: an ``eval`` of thousands of assignments adds each in constant time, not by copying
+    #: and scanning what the ones before added.
+    _grown_items: _Names = field(default_factory=_Names)
+    _grown_known: _Names = field(default_factory=_Names)
 
     # helpers
     def env(self) -> Env:
@@ -374,19 +415,22 @@ class _Translator:
         block = self.block
         key = name.lower()
         items = block.items
-        if items is not None and any(not i.star and i.name.lower() == key for i in items):
+        if items is not None and key in self._grown_items.of(items):
             block.items = [_Item(sql, name) if not i.star and i.name.lower() == key else i for i in items]
         elif key in block.defs or (self._has_column(name)):
             self._replace_column(name, sql)
         else:
-            block.items = [*(items or [_Item("*", star=True)]), _Item(sql, name)]
+            block.items = self._grown_items.add(items or [_Item("*", star=True)], _Item(sql, name), key)
             if self.known is not None:
-                self.known = [*self.known, name]
+                self.known = self._grown_known.add(self.known, name, key)
         block.defs[key] = sql
         block.table = None
 
     def _has_column(self, name: str) -> bool:
-        return name.lower() in {c.lower() for c in self.input_columns()}
+        if self.known is None:
+            self.input_columns()
+        assert self.known is not None
+        return name.lower() in self._grown_known.of(self.known)
 
     def _replace_column(self, name: str, sql: str) -> None:
         """Spell out the select list from the input columns, with ``name`` replaced by ``sql``."""

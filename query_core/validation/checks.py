@@ -152,6 +152,54 @@ class Checks:
         text = options.get("extra_options", "").strip()
         if text:
             self.extra_options(text, frozenset(index_names))
+        if options.get("index_settings", "").strip():
+            self.index_settings(options["index_settings"])
+        if options.get("index_mappings", "").strip():
+            self.index_mappings(options["index_mappings"])
+
+    def index_settings(self, text: str) -> None:
+        """The settings of the Flint index a statement creates: known ones, scalar values."""
+        parsed = self._json_object("index_settings", text)
+        for key, value in _flattened(parsed):
+            name = key.removeprefix("index.")
+            if name not in allowlists.INDEX_SETTINGS or isinstance(value, dict | list):
+                self.element(GrammarElement.FLINT_OPTION, f"index_settings: {key}")
+
+    def index_mappings(self, text: str) -> None:
+        """Field mappings of the Flint index a statement creates, as the job reads them (the
+        ``properties`` object, or the whole object as properties): known types and parameters."""
+        parsed = self._json_object("index_mappings", text)
+        properties = parsed.get("properties", parsed)
+        self._field_mappings(properties if isinstance(properties, dict) else {"properties": properties}, "", 0)
+
+    def _field_mappings(self, properties: Mapping[str, object], path: str, depth: int) -> None:
+        for name, mapping in properties.items():
+            where = f"index_mappings: {path}{name}"
+            if not isinstance(mapping, dict) or depth > 16:
+                self.element(GrammarElement.FLINT_OPTION, where)
+                continue
+            for key, value in mapping.items():
+                if key not in allowlists.INDEX_MAPPING_PARAMETERS:
+                    self.element(GrammarElement.FLINT_OPTION, f"{where}: {key}")
+                elif key == "type" and value not in allowlists.INDEX_FIELD_TYPES:
+                    self.element(GrammarElement.FLINT_OPTION, f"{where}: type {value}")
+                elif key in ("fields", "properties"):
+                    if isinstance(value, dict):
+                        self._field_mappings(value, f"{path}{name}.", depth + 1)
+                    else:
+                        self.element(GrammarElement.FLINT_OPTION, f"{where}: {key}")
+                elif isinstance(value, dict | list):
+                    self.element(GrammarElement.FLINT_OPTION, f"{where}: {key}")
+
+    def _json_object(self, option: str, text: str) -> dict[str, object]:
+        try:
+            parsed = json.loads(text)
+        except ValueError:
+            parsed = None
+        if not isinstance(parsed, dict):
+            self.element(GrammarElement.FLINT_OPTION, f"{option} is not a JSON object")
+            return {}
+        return parsed
 
     def extra_options(self, text: str, index_names: frozenset[str]) -> None:
         try:
@@ -168,3 +216,12 @@ class Checks:
             for key in entry if isinstance(entry, dict) else ():
                 if str(key).lower() not in allowed:
                     self.element(GrammarElement.FLINT_OPTION, f"extra_options {target}: {key}")
+
+
+def _flattened(value: Mapping[str, object], prefix: str = "") -> Iterable[tuple[str, object]]:
+    """A settings object's leaves as dotted keys (``{"index": {"a": 1}}`` is ``index.a``)."""
+    for key, item in value.items():
+        if isinstance(item, dict):
+            yield from _flattened(item, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}", item

@@ -63,6 +63,7 @@ PRODUCT_KEYS = {
     "spark.flint.job.resultChunkBytes",
     "spark.flint.job.maxStatementChars",
     "spark.flint.job.maxStatementDepth",
+    "spark.flint.job.maxPplChars",
     "spark.flint.job.statementPrepareTimeoutSec",
     "spark.flint.job.reportCatalogChanges",
     "spark.flint.job.poolSlot",
@@ -113,6 +114,7 @@ EVERYTHING = JobConf(
     validation_checkpoint_root="/data/checkpoints",
     max_statement_chars=5_000,
     max_statement_depth=40,
+    max_ppl_chars=3_000,
     statement_prepare_timeout_s=9,
     max_result_rows=500,
     max_result_bytes=65_536,
@@ -256,7 +258,7 @@ def test_the_exclude_list_ignores_blanks() -> None:
 def test_the_job_config_defaults_are_the_contract_defaults() -> None:
     defaulted = [f for f in dataclasses.fields(JobConfig) if f.default is not dataclasses.MISSING]
     shared = [f for f in defaulted if f.name in {row.field for row in SETTINGS}]
-    assert len(shared) == 26
+    assert len(shared) == 27
     for f in shared:
         assert f.default == getattr(DEFAULTS, f.name), f.name
 
@@ -276,6 +278,7 @@ def test_the_plugin_settings_differ_from_the_job_defaults_only_deliberately() ->
         "max_result_bytes": "max_result_bytes",
         "result_chunk_rows": "result_chunk_rows",
         "result_chunk_bytes": "result_chunk_bytes",
+        "max_ppl_chars": "max_ppl_chars",
     }
     differing = {
         name for name, setting in plugin.items() if Settings.model_fields[name].default != getattr(DEFAULTS, setting)

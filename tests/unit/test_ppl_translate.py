@@ -204,6 +204,19 @@ def test_eval_new_and_replaced_fields_in_one_columns_call() -> None:
     )
 
 
+def test_a_wide_eval_keeps_every_column_in_order_and_a_replaced_one_in_its_place() -> None:
+    """Thousands of assignments (each added without copying those before), then assignments that
+    replace one of them and a column of the table: each keeps its place."""
+    assignments = ", ".join(f"c{i} = age + {i}" for i in range(3_000))
+    text = sql(f"source=t | eval {assignments} | eval c7 = 0, name = 'n', C9 = 1")
+    select = text.removeprefix("SELECT ").split(" FROM ")[0].split(", ")
+    assert select[:5] == ["id", "'n' AS name", "age", "ts", "msg"]
+    assert select[5 + 7] == "0 AS c7"
+    assert select[5 + 9] == "1 AS C9"
+    assert select[5 + 2_999] == "(age + 2999) AS c2999"
+    assert len(select) == 5 + 3_000
+
+
 def test_dedup() -> None:
     text = to_spark_sql("source=t | dedup 2 name, age", no_columns)
     assert text == (

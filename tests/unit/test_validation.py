@@ -603,6 +603,22 @@ ALLOW_LIST_REFUSED = [
         'CREATE INDEX ix ON t (a) WITH (extra_options = \'{"t": {"cleanSource": "delete"}}\')',
         "Flint index option (extra_options t: cleanSource) is not allowed.",
     ),
+    (
+        'CREATE INDEX ix ON t (a) WITH (index_settings = \'{"index": {"routing": {"allocation.require._name": "n"}}}\')',
+        "Flint index option (index_settings: index.routing.allocation.require._name) is not allowed.",
+    ),
+    (
+        'CREATE INDEX ix ON t (a) WITH (index_settings = \'{"number_of_shards": {"x": 1}}\')',
+        "Flint index option (index_settings: number_of_shards.x) is not allowed.",
+    ),
+    (
+        'CREATE INDEX ix ON t (a) WITH (index_mappings = \'{"properties": {"a": {"type": "keyword", "copy_to": "b"}}}\')',
+        "Flint index option (index_mappings: a: copy_to) is not allowed.",
+    ),
+    (
+        'CREATE INDEX ix ON t (a) WITH (index_mappings = \'{"a": {"type": "text", "fields": {"raw": {"type": "derived"}}}}\')',
+        "Flint index option (index_mappings: a.raw: type derived) is not allowed.",
+    ),
     ("INSERT INTO parquet.`/tmp/x` SELECT 1", "File is not allowed."),
     ("SELECT * FROM a, json.`/etc/passwd`", "File is not allowed."),
     ("SELECT * FROM t LATERAL VIEW my_udtf(x) u AS y", "User Defined functions (my_udtf) is not allowed."),
@@ -634,6 +650,10 @@ ALLOW_LIST_ALLOWED = [
     "SET spark.sql.session.timeZone",
     "SET -v",
     'CREATE INDEX ix ON t (a) WITH (extra_options = \'{"t": {"maxFilesPerTrigger": 5}, "sink": {"BATCH_SIZE": 9}}\')',
+    'CREATE INDEX ix ON t (a) WITH (index_settings = \'{"number_of_shards": 2, "index": {"refresh_interval": "5s"}}\')',
+    'CREATE INDEX ix ON t (a) WITH (index_settings = \'{"index.number_of_replicas": 0}\')',
+    'CREATE INDEX ix ON t (a) WITH (index_mappings = \'{"properties": {"a": {"type": "keyword", "ignore_above": 256}}}\')',
+    'CREATE INDEX ix ON t (a) WITH (index_mappings = \'{"a": {"type": "text", "fields": {"raw": {"type": "keyword"}}}}\')',
 ]
 
 
@@ -705,6 +725,15 @@ def test_wide_statements_are_not_deep(lang: str, query: str) -> None:
 def test_a_statement_longer_than_its_limit_is_refused() -> None:
     with pytest.raises(StatementLimitError, match="longer than 100 characters"):
         validate_query(LOCAL, "sql", "SELECT '" + "x" * 200 + "'", limits=StatementLimits(max_chars=100))
+
+
+def test_ppl_has_a_size_limit_of_its_own_that_sql_does_not() -> None:
+    """A wide PPL statement (an eval of 20,000 terms) is refused before PPL's parser reads it; SQL
+    of the same length is not: its check reads tokens, at a twentieth of PPL's parse."""
+    wide = "source = t | eval " + ", ".join(f"c{i} = a + {i}" for i in range(20_000))
+    with pytest.raises(StatementLimitError, match="The PPL statement is longer than 100000 characters"):
+        validate_query(LOCAL, "ppl", wide, limits=StatementLimits())
+    validate_query(LOCAL, "sql", "SELECT " + ", ".join(f"a + {i} AS c{i}" for i in range(20_000)), limits=StatementLimits())
 
 
 @settings(max_examples=300, deadline=None)
