@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from async_query.catalog.bulk import TablesEndpoint
 from async_query.catalog.keepwarm import TICK_S
 from async_query.catalog.statements import ShowTables
 from async_query.datasources import DatasourceRegistry, local_datasource
@@ -58,9 +59,11 @@ class RecordedStarts(Launcher):
 
     application_id = "local"
 
-    def __init__(self, catalog: dict[str, str]) -> None:
+    def __init__(self, catalog: dict[str, str], spark_launcher: Launcher) -> None:
         self.catalog = catalog
         self.started = 0
+        #: The launcher that runs the metastore (it knows where the metastore answers bulk reads).
+        self.spark_launcher = spark_launcher
 
     def start(self, request: JobRequest) -> str:
         self.started += 1
@@ -74,6 +77,9 @@ class RecordedStarts(Launcher):
 
     def catalog_conf_for(self, datasource: Any) -> dict[str, str]:
         return dict(self.catalog)
+
+    def tables_endpoint(self, metastore_uri: str) -> TablesEndpoint | None:
+        return self.spark_launcher.tables_endpoint(metastore_uri)
 
 
 def _schema(partitioned: bool) -> str:
@@ -180,7 +186,7 @@ def post_to_success(plugin: Plugin, query: str, poll_s: float, timeout_s: float 
 
 def read_model_plugin(runtime: Runtime, settings: Settings) -> tuple[Plugin, RecordedStarts]:
     spark_launcher = runtime.plugin.launchers.shared["local"]
-    recorded = RecordedStarts(spark_launcher.catalog_conf_for(local_datasource(DS)))
+    recorded = RecordedStarts(spark_launcher.catalog_conf_for(local_datasource(DS)), spark_launcher)
     store = runtime.plugin.store
     registry = DatasourceRegistry([local_datasource(DS)], store)
     plugin = build_plugin(settings, store, registry, {"local": recorded}, runtime.plugin.opensearch)

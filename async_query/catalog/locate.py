@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from async_query import datasource_dialect as dialect
+from async_query.catalog.bulk import TablesEndpoint
 from async_query.datasources import Datasource
 from async_query.launcher.base import Launcher
 from async_query.launcher.glue import GLUE_HIVE_FACTORY, HIVE_CLIENT_FACTORY, SPARK_CATALOG
@@ -22,12 +23,14 @@ from async_query.launcher.glue import GLUE_HIVE_FACTORY, HIVE_CLIENT_FACTORY, SP
 
 @dataclass(frozen=True)
 class CatalogLocation:
-    """A catalog the read model can read: ``kind`` ``hive`` (``address`` its Thrift URI) or
-    ``glue`` (``address`` the region, ``role_arn`` the role to read it as)."""
+    """A catalog the read model can read: ``kind`` ``hive`` (``address`` its Thrift URI, and
+    ``bulk`` where an embedded metastore answers bulk reads of tables) or ``glue`` (``address``
+    the region, ``role_arn`` the role to read it as)."""
 
     kind: str
     address: str
     role_arn: str = ""
+    bulk: TablesEndpoint | None = None
 
 
 def catalog_of(datasource: Datasource, launcher: Launcher) -> CatalogLocation | None:
@@ -44,7 +47,9 @@ def catalog_of(datasource: Datasource, launcher: Launcher) -> CatalogLocation | 
     if factory == GLUE_HIVE_FACTORY:
         return None
     uris = conf.get("spark.hadoop.hive.metastore.uris") or conf.get("spark.hive.metastore.uris") or ""
-    return CatalogLocation("hive", uris) if uris.startswith("thrift://") else None
+    if not uris.startswith("thrift://"):
+        return None
+    return CatalogLocation("hive", uris, bulk=launcher.tables_endpoint(uris))
 
 
 def _iceberg(datasource: Datasource) -> bool:

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from async_query import datasource_dialect as dialect
+from async_query.catalog.bulk import TablesEndpoint
 from async_query.datasources import Datasource
 from async_query.embedded.metastore import Metastore, MetastoreError
 from async_query.security.files import private_dir
@@ -231,6 +232,13 @@ class LocalCatalogs:
             if problem and metastore.started_s:
                 return f"datasource {datasource}: {problem}"
         return None
+
+    def tables_endpoint(self, uri: str) -> TablesEndpoint | None:
+        """Where the running metastore at ``uri`` answers bulk reads of tables (None: no such
+        metastore here, or it does not)."""
+        with self._lock:
+            running = list(self._running.values())
+        return next((m.tables for m in running if m.uri == uri and m.proc.poll() is None), None)
 
     def running(self) -> Mapping[str, Metastore]:
         with self._lock:

@@ -15,6 +15,10 @@ Two details matter:
 
 - Hive switches log4j to its asynchronous context selector unless told otherwise, and PySpark
   does not ship the LMAX disruptor that selector needs: ``hive.async.log.enabled=false``.
+- Beside Hive's Thrift port, the metastore answers the catalog read model's bulk reads of a
+  database's tables on a loopback port of its own, to callers that hold the token the service
+  gave it (``MetastoreTables.java``, compiled at start by the Janino compiler in Spark's jars;
+  docs/catalog.md). A metastore that cannot start that way starts without it.
 - Derby allows one process per database. A metastore left behind by a crashed service would hold
   the lock, so the pid of each metastore is recorded and a leftover one is stopped before a new one
   starts; on Linux the child also gets SIGTERM when the thread that started it ends
@@ -25,25 +29,32 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 
+from async_query.catalog.bulk import TablesEndpoint
 from async_query.security.job_user import JobUser, X, unreachable
 from query_core.errors import AsyncQueryError
 
 log = logging.getLogger(__name__)
 
 MAIN_CLASS = "org.apache.hadoop.hive.metastore.HiveMetaStore"
+#: Janino's compile-and-run entry point, and the class that starts the metastore with its bulk reads.
+JANINO_MAIN = "org.codehaus.janino.SimpleCompiler"
+TABLES_SOURCE = "MetastoreTables.java"
+TABLES_CLASS = "asyncquery.jvm.MetastoreTables"
 #: How long the metastore may take to listen (a first start creates the schema: ~5 s).
 START_TIMEOUT_S = 120.0
 STOP_GRACE_S = 10.0
-#: The warm-up's tables a call (as the read model's batches), and one call's time limit.
-WARMUP_BATCH = 100
+#: The warm-up's time limit of one call.
 WARMUP_CALL_TIMEOUT_S = 60.0
 #: A catalog smaller than the warm-up is read at most this many times over (its cold listing is
 #: short: what it needs warming is the first calls' class loading, not the JIT's peak).
@@ -85,14 +96,35 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child between 
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
 
 
+@dataclass(frozen=True)
+class _Launch:
+    """What a metastore was launched with (to launch it again without its bulk reads)."""
+
+    home: Path
+    warehouse: str
+    heap_mb: int
+    user: JobUser
+    files: Path
+
+
 class Metastore:
     """One running metastore; :meth:`start` it, read :attr:`uri`, :meth:`close` it."""
 
     def __init__(
-        self, proc: subprocess.Popen[bytes], port: int, home: Path, launched: float, files: Path | None = None
+        self,
+        proc: subprocess.Popen[bytes],
+        port: int,
+        home: Path,
+        launched: float,
+        files: Path | None = None,
+        tables: TablesEndpoint | None = None,
+        launch: _Launch | None = None,
     ) -> None:
         self.proc = proc
         self.port = port
+        #: Where it answers bulk reads of tables (None: it does not).
+        self.tables = tables
+        self._launch = launch
         #: Its Derby home (the database is ``metastore_db`` in it).
         self.home = home
         #: Where its log (``metastore.log``) and pid file (``metastore.pid``) are.
@@ -120,7 +152,14 @@ class Metastore:
 
     @classmethod
     def launch(
-        cls, home: Path, warehouse: Path | str, heap_mb: int = 512, *, user: JobUser | None = None, files: Path | None = None
+        cls,
+        home: Path,
+        warehouse: Path | str,
+        heap_mb: int = 512,
+        *,
+        user: JobUser | None = None,
+        files: Path | None = None,
+        bulk_reads: bool = True,
     ) -> Metastore:
         """Launch the metastore whose database lives in ``home`` and whose default database's
         tables go under ``warehouse`` (a path, made if missing, or a URI), as ``user`` (default:
@@ -144,22 +183,33 @@ class Metastore:
         if isinstance(warehouse, Path):
             warehouse = user.own(warehouse.resolve()).as_uri()
         _stop_leftover(home, files)
-        port = free_port()
+        launch = _Launch(home, warehouse, heap_mb, user, files)
+        return cls._spawn(launch, bulk_reads)
+
+    @classmethod
+    def _spawn(cls, launch: _Launch, bulk_reads: bool, port: int | None = None) -> Metastore:
+        home, files = launch.home, launch.files
+        port = port or free_port()
         cmd = [
             find_java(),
-            f"-Xmx{heap_mb}m",
+            f"-Xmx{launch.heap_mb}m",
             "-cp",
             f"{pyspark_jars()}/*",
             "-Dhive.async.log.enabled=false",
             f"-Djavax.jdo.option.ConnectionURL=jdbc:derby:;databaseName={home / 'metastore_db'};create=true",
             "-Ddatanucleus.schema.autoCreateAll=true",
             "-Dhive.metastore.schema.verification=false",
-            f"-Dhive.metastore.warehouse.dir={warehouse}",
+            f"-Dhive.metastore.warehouse.dir={launch.warehouse}",
             f"-Dderby.system.home={home}",
-            MAIN_CLASS,
-            "-p",
-            str(port),
         ]
+        env = dict(os.environ)
+        tables = None
+        if bulk_reads:
+            tables = TablesEndpoint(free_port(), secrets.token_urlsafe(24))
+            source = _place_source(home)
+            cmd += [JANINO_MAIN, str(source), TABLES_CLASS]
+            env.update(ASYNC_QUERY_TABLES_PORT=str(tables.port), ASYNC_QUERY_TABLES_TOKEN=tables.token)
+        cmd += [MAIN_CLASS, "-p", str(port)]
         out = os.open(files / "metastore.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         try:
             proc = subprocess.Popen(
@@ -168,19 +218,29 @@ class Metastore:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 cwd=home,
+                env=env,
                 preexec_fn=_die_with_parent,
-                **user.popen_options(),
+                **launch.user.popen_options(),
             )
         except OSError as exc:
             raise MetastoreError(f"cannot start the metastore ({cmd[0]}): {exc}") from exc
         finally:
             os.close(out)
         (files / "metastore.pid").write_text(str(proc.pid))
-        return cls(proc, port, home, time.monotonic(), files)
+        return cls(proc, port, home, time.monotonic(), files, tables, launch)
 
     def wait_ready(self) -> None:
-        """Return once the metastore accepts connections; raise (and stop it) if it cannot."""
-        self._wait_listening(self.launched)
+        """Return once the metastore accepts connections; raise (and stop it) if it cannot. One
+        that exits at start-up with its bulk reads is started again without them."""
+        try:
+            self._wait_listening(self.launched)
+        except MetastoreError as exc:
+            if self.tables is None or self._launch is None or self.proc.poll() is None:
+                raise
+            log.warning("the metastore did not start with its bulk reads (%s); starting it without them", exc)
+            again = self._spawn(self._launch, bulk_reads=False, port=self.port)  # its jobs have its address
+            self.proc, self.tables, self.launched = again.proc, None, again.launched
+            self._wait_listening(self.launched)
         self.started_s = time.monotonic() - self.launched
         log.info("metastore at %s (started in %.1f s; log %s)", self.uri, self.started_s, self.log_path)
 
@@ -198,42 +258,32 @@ class Metastore:
         raise MetastoreError(f"the metastore did not listen within {START_TIMEOUT_S:.0f} s{self._last_log_line()}")
 
     def warm_up(self, tables: int) -> int:
-        """Exercise the metastore's table reads ``tables`` times in all, in the batched calls a
-        cold SHOW TABLE EXTENDED makes, over the first tables it holds (read again, at most
-        :data:`WARMUP_PASSES` times, where it holds fewer): a fresh JVM answers its
-        first listing several times slower than a warmed one (class loading and the JIT compiling
-        DataNucleus' and Derby's paths), so the warm-up takes that cost off the first browse.
-        Nothing fetched is kept. Returns how many tables were fetched; gives up quietly on any
-        error (the metastore is then no colder than without)."""
-        from pymetastore.hive_metastore import ThriftHiveMetastore
-        from thrift.protocol.TBinaryProtocol import TBinaryProtocolAccelerated
-        from thrift.Thrift import TException
-        from thrift.transport import TSocket, TTransport
+        """Exercise the metastore's table reads ``tables`` times in all, as a cold SHOW TABLE
+        EXTENDED reads them (the bulk reads where it has them, else Thrift's batched calls), over
+        the first tables it holds (read again, at most :data:`WARMUP_PASSES` times, where it holds
+        fewer): a fresh JVM answers its first listing several times slower than a warmed one
+        (class loading and the JIT compiling the paths), so the warm-up takes that cost off the
+        first browse. Nothing fetched is kept. Returns how many tables were fetched; gives up
+        quietly on any error (the metastore is then no colder than without)."""
+        from async_query.catalog.readers import CatalogUnavailableError, HiveMetastoreReader
 
-        sock = TSocket.TSocket("127.0.0.1", self.port)
-        sock.setTimeout(int(WARMUP_CALL_TIMEOUT_S * 1000))
-        transport = TTransport.TBufferedTransport(sock)
+        reader = HiveMetastoreReader(self.uri, WARMUP_CALL_TIMEOUT_S, bulk=self.tables)
         fetched = 0
         try:
-            transport.open()
-            client = ThriftHiveMetastore.Client(TBinaryProtocolAccelerated(transport))
-            batches = [
-                (database, names[start : start + WARMUP_BATCH])
-                for database in client.get_all_databases()
-                for names in [client.get_all_tables(database)]
-                for start in range(0, min(len(names), tables), WARMUP_BATCH)
-            ]
-            limit = min(tables, WARMUP_PASSES * sum(len(names) for _, names in batches))
+            listings = [(database, reader.table_names(database) or []) for database in reader.databases()]
+            limit = min(tables, WARMUP_PASSES * sum(len(names) for _, names in listings))
             while fetched < limit and self.proc.poll() is None:
-                for database, names in batches:
-                    client.get_table_objects_by_name(database, names[: limit - fetched])
-                    fetched += min(len(names), limit - fetched)
+                for database, names in listings:
+                    part = names[: limit - fetched]
+                    if part:
+                        reader.tables(database, part)
+                        fetched += len(part)
                     if fetched >= limit:
                         break
-        except (TException, OSError, EOFError) as exc:
+        except (CatalogUnavailableError, LookupError, OSError) as exc:
             log.info("metastore warm-up stopped after %d tables: %s", fetched, exc)
         finally:
-            transport.close()
+            reader.close()
         return fetched
 
     def problem(self) -> str | None:
@@ -270,6 +320,18 @@ class Metastore:
             (self.files / "metastore.pid").unlink()
         except OSError:
             pass
+
+
+def _place_source(home: Path) -> Path:
+    """The bulk reads' source, written into the metastore's home (the job user's directory,
+    where it reads it) as a new file: never through a link the job user may have left there."""
+    source = home / TABLES_SOURCE
+    source.unlink(missing_ok=True)
+    fd = os.open(source, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    os.fchmod(fd, 0o644)  # whatever the umask
+    with open(fd, "w", encoding="utf-8") as out:
+        out.write(resources.files(__package__).joinpath(TABLES_SOURCE).read_text(encoding="utf-8"))
+    return source
 
 
 def _stop_leftover(home: Path, files: Path) -> None:

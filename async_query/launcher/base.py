@@ -10,6 +10,7 @@ from typing import ClassVar
 
 from async_query import datasource_dialect as dialect
 from async_query import metrics
+from async_query.catalog.bulk import TablesEndpoint
 from async_query.datasources import Datasource
 from async_query.launcher.glue import glue_conf, index_store_connection
 from async_query.settings import Settings
@@ -139,6 +140,11 @@ class Launcher(ABC):
         """The Spark conf keys of the catalog ``datasource``'s jobs get from this launcher (the
         catalog read model finds the catalog there, :mod:`async_query.catalog.locate`); {}: none."""
         return {}
+
+    def tables_endpoint(self, metastore_uri: str) -> TablesEndpoint | None:
+        """Where a metastore this launcher runs at ``metastore_uri`` answers bulk reads of tables
+        (the catalog read model's, :mod:`async_query.catalog.bulk`); None: it runs none there."""
+        return None
 
     def startup_settings(self, datasource: Datasource) -> dict[str, str]:
         """What this launcher fixes when a job of ``datasource`` starts, beyond the job's conf (a

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from async_query import datasource_dialect as dialect
+from async_query.catalog.bulk import TablesEndpoint
 from async_query.datasources import Datasource
 from async_query.embedded.catalogs import LocalCatalogs, catalog_settings
 from async_query.launcher.base import JobDescription, JobRequest, Launcher
@@ -246,6 +247,9 @@ class LocalLauncher(Launcher):
 
     def catalog_conf_for(self, datasource: Datasource) -> dict[str, str]:
         return self.catalog_conf(datasource)
+
+    def tables_endpoint(self, metastore_uri: str) -> TablesEndpoint | None:
+        return self.catalogs.tables_endpoint(metastore_uri)
 
     def master(self, request: JobRequest) -> str:
         return self.master_of(request.datasource)

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from async_query.api import create_app
+from async_query.catalog.bulk import read_tables
 from async_query.catalog.locate import CatalogLocation
 from async_query.catalog.readers import GlueReader, HiveMetastoreReader
 from async_query.catalog.readmodel import CatalogReadModel
@@ -85,6 +86,12 @@ def services(
     ):
         settings = jobs.settings.model_copy(update={"catalog_read_model": True, "catalog_staleness_s": 3600.0})
         registry = DatasourceRegistry([jobs.datasources.get(DS)], jobs.store)
+        # The metastore is the session's, not the launcher's own: the launcher is told where it
+        # answers bulk reads, as it knows for the metastores it runs, so the model reads through them.
+        launcher = jobs.launchers.shared["local"]
+        launcher.tables_endpoint = lambda metastore_uri: (  # type: ignore[method-assign]
+            metastore.tables if metastore_uri == metastore.uri else None
+        )
         plugin = build_plugin(settings, jobs.store, registry, dict(jobs.launchers.shared), jobs.opensearch)
         try:
             with serve_http(create_app(plugin)) as url:
@@ -131,6 +138,20 @@ def test_every_browse_statement_from_the_read_model_equals_spark(
         assert got["status"] == "SUCCESS", (query, got)
         assert answered_by_model(plugin, submitted["queryId"]), query
         assert got == expected, query
+
+
+def test_the_metastores_bulk_reads_give_the_tables_its_thrift_calls_give(metastore: Metastore, session: str) -> None:
+    """The tables Spark made (data source and Hive tables, partitioned, bucketed, with statistics,
+    a view), read in bulk, are the tables Hive's Thrift call gives (the model above reads them so)."""
+    assert metastore.tables is not None
+    hive = HiveMetastoreReader(metastore.uri, timeout_s=60)
+    try:
+        names = hive.table_names(DB) or []
+        assert len(names) >= 9
+        bulk = read_tables(metastore.tables, DB, names, timeout_s=30)
+        assert sorted(bulk, key=lambda t: t.name) == sorted(hive.tables(DB, names), key=lambda t: t.name)
+    finally:
+        hive.close()
 
 
 def test_a_bucketed_table_is_left_to_spark_and_still_answered(services: tuple[Api, Api, Plugin], session: str) -> None:
