@@ -17,10 +17,18 @@ import py4j.Py4JServerConnection;
 
 public final class Py4jNoDelay extends DefaultGatewayServerListener {
 
+    /** The servers a listener was added to (once each, however often install is called). */
+    private static final java.util.Map INSTALLED = new java.util.WeakHashMap();
+
     /** Sets TCP_NODELAY on the server's open connections and on each one it opens later; how
      * many open connections it set. */
     public int install(GatewayServer server) throws Exception {
-        server.addListener(new Py4jNoDelay());
+        synchronized (INSTALLED) {
+            if (!INSTALLED.containsKey(server)) {
+                server.addListener(new Py4jNoDelay());
+                INSTALLED.put(server, Boolean.TRUE);
+            }
+        }
         Field field = GatewayServer.class.getDeclaredField("connections");
         field.setAccessible(true);
         List connections = (List) field.get(server);
