@@ -281,6 +281,24 @@ def product_error(exc: AsyncQueryError, method: str, path: str) -> JSONResponse:
     return error_response(exc.http_status, exc.error_type, exc.message, exc.reason_phrase)
 
 
+class _WithoutTrailingSlash:
+    """``/_plugins/_query/_datasources/`` is read as ``/_plugins/_query/_datasources``, as
+    OpenSearch reads it, by every layer (authorization included), and nothing redirects."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "") if scope["type"] == "http" else ""
+        if len(path) > 1 and path.endswith("/"):
+            stripped = path.rstrip("/") or "/"
+            raw = scope.get("raw_path")
+            scope = {**scope, "path": stripped}
+            if isinstance(raw, bytes):
+                scope["raw_path"] = raw.rstrip(b"/") or b"/"
+        await self.app(scope, receive, send)
+
+
 def create_app(
     plugin: Plugin,
     on_shutdown: Callable[[], None] | None = None,
@@ -309,7 +327,9 @@ def create_app(
             if on_shutdown is not None:
                 on_shutdown()
 
-    app = FastAPI(title="Async query service", docs_url=None, redoc_url=None, lifespan=lifespan)
+    # No redirect to the path with or without its trailing slash: Starlette builds that URL from the
+    # request's Host header (any host a caller names); the path is read without it instead.
+    app = FastAPI(title="Async query service", docs_url=None, redoc_url=None, lifespan=lifespan, redirect_slashes=False)
     app.state.service = service
     max_body = settings.max_body_bytes
     max_query = settings.max_query_chars
@@ -324,6 +344,7 @@ def create_app(
     app.add_middleware(ConcurrencyLimit, limit=settings.http_max_concurrency)
     if settings.metrics_enabled:
         app.add_middleware(MetricsMiddleware)  # outside even that: refusals are counted too
+    app.add_middleware(_WithoutTrailingSlash)  # outermost: every layer reads one spelling of a path
 
     @app.exception_handler(AsyncQueryError)
     async def on_product_error(request: Request, exc: AsyncQueryError) -> JSONResponse:

@@ -201,6 +201,9 @@ class Settings(BaseSettings):
     #: Live batch and streaming jobs (index refreshes) allowed per deployment; a new one beyond it
     #: is a 429 (``docs/api.md``).
     max_refreshing_jobs: int = 5
+    #: Live batch and streaming jobs one user may hold (default: half of ``max_refreshing_jobs``,
+    #: rounded up): one analyst's refreshes cannot keep everyone else's out.
+    max_refreshing_jobs_per_user: int | None = Field(default=None, ge=1)
     #: How long a request waits for the launcher to accept a stop (DELETE of a batch query, DROP
     #: and ALTER stopping a refresh job); past it the request goes on and the stop is retried by
     #: the cancel supervisor or reported.
@@ -356,6 +359,13 @@ class Settings(BaseSettings):
         if self.max_sessions_per_user is not None:
             return self.max_sessions_per_user
         return max(1, -(-self.max_sessions // 2))
+
+    @property
+    def refreshing_jobs_per_user(self) -> int:
+        """``max_refreshing_jobs_per_user``, or half of ``max_refreshing_jobs`` rounded up."""
+        if self.max_refreshing_jobs_per_user is not None:
+            return self.max_refreshing_jobs_per_user
+        return max(1, -(-self.max_refreshing_jobs // 2))
 
     @property
     def users_path(self) -> Path:

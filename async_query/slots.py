@@ -8,9 +8,10 @@ deployment-wide index as the limit allows. A new job takes a slot as any lock is
 write, so two processes racing for one slot conflict on it and at most one wins; the loser tries
 the next slot. The job is launched only after its slot is taken.
 
-A user's fair share (``max_sessions_per_user``) is the same mechanism with slots of their own per
-user (``usersession-<digest of the name>-slot-0`` ...), taken before the deployment's: one analyst
-filling the deployment cannot keep everyone else out.
+A user's fair share (``max_sessions_per_user``, ``max_refreshing_jobs_per_user``) is the same
+mechanism with slots of their own per user (``usersession-<digest of the name>-slot-0`` ...,
+``userrefresh-...``), taken before the deployment's: one analyst filling the deployment cannot
+keep everyone else out.
 
 A slot is never released by a write that could be lost: it is free once its holder's session has
 ended (its document is terminal, or its heartbeat went silent and its launcher confirms the job is
@@ -74,6 +75,13 @@ REFRESHING_JOBS = Limit(
     frozenset({SessionType.BATCH, SessionType.STREAMING}),
     lambda settings: settings.max_refreshing_jobs,
     "domain concurrent refresh job can not exceed {limit}",
+)
+#: Live batch and streaming jobs of one user (``max_refreshing_jobs_per_user``), slots scoped by :func:`user_scope`.
+USER_REFRESHING_JOBS = Limit(
+    "userrefresh",
+    frozenset({SessionType.BATCH, SessionType.STREAMING}),
+    lambda settings: settings.refreshing_jobs_per_user,
+    "user concurrent refresh job can not exceed {limit}",
 )
 #: Live interactive sessions (``max_sessions``).
 INTERACTIVE_SESSIONS = Limit(

@@ -42,7 +42,7 @@ from query_core.validation import (
     check_flint,
     check_ppl,
 )
-from query_core.validation.allowlists import Provider, is_settable, provider_of_class
+from query_core.validation.allowlists import FUNCTION_OPTIONS, Provider, is_settable, provider_of_class
 from query_core.validation.elements import GrammarElement as E
 from query_core.validation.flint import source_table
 from query_core.validation.limits import StatementLimits, check_limits
@@ -228,13 +228,16 @@ class StatementGuard:
             return checked
         roots = self._check_roots(plan, tree, name)
         self._walk_nodes(nodes, roots)
+        self._function_options(tree)
         return checked
 
     def check_expression(self, text: str) -> None:
         """An expression the job evaluates (a covering index's filter, an ``id_expression``)."""
         check_limits(text, "sql", self.limits)
         if self.active:
-            self._walk(json.loads(self._json(self._parser().parseExpression(text))), set())
+            tree = json.loads(self._json(self._parser().parseExpression(text)))
+            self._walk(tree, set())
+            self._function_options(tree)
 
     def check_ppl(self, ppl: str) -> None:
         """A PPL query, on its syntax tree (before translation asks Spark anything about it)."""
@@ -369,6 +372,22 @@ class StatementGuard:
                 self.checks.element(E.CLUSTER_BY)
         elif name == "RepartitionByExpression":
             self.checks.element(E.DISTRIBUTE_BY)
+
+    def _function_options(self, tree: Any) -> None:
+        """The options map of every call of a function that takes one (``from_xml(x, s, map(...))``):
+        read from the call's argument, which must be a ``map`` of literals."""
+        if not self.policy.denies(E.DATA_SOURCE_OPTION):
+            return
+        for nodes in _trees(tree):
+            for call, arguments in _calls(nodes):
+                name = ".".join(_parts(call.get("nameParts")))
+                known = FUNCTION_OPTIONS.get(name.rsplit(".", 1)[-1].lower())
+                if known is None:
+                    continue
+                if arguments is None:  # a tree that cannot be read: its options cannot be shown harmless
+                    self.checks.function_options(name, None)
+                elif len(arguments) > known.argument:
+                    self.checks.function_options(name, _literal_map(arguments[known.argument]))
 
     def _join(self, node: dict[str, Any]) -> None:
         join_type = node.get("joinType") or {}
@@ -687,6 +706,84 @@ class _SparkChecks(Checks):
         return place_of(
             HadoopPath(str(scheme) if scheme else None, str(authority) if authority else None, str(uri.getPath()))
         )
+
+
+#: A node of a JSON plan with its children, built from the flat list (:func:`_built`).
+_Built = tuple[dict[str, Any], list[Any]]
+
+
+def _trees(value: Any) -> Iterator[list[dict[str, Any]]]:
+    """Every tree of a JSON plan, as the flat list Spark writes it (parents before children),
+    the trees nested in nodes' fields (a plan's expressions) included."""
+    stack: list[Any] = [value]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, list):
+            if current and all(isinstance(item, dict) and "class" in item for item in current):
+                yield current
+            stack.extend(item for item in current if isinstance(item, list | dict))
+        elif isinstance(current, dict):
+            stack.extend(item for item in current.values() if isinstance(item, list | dict))
+
+
+def _built(nodes: list[dict[str, Any]]) -> _Built | None:
+    """The flat list ``nodes`` as one tree (None when its counts of children do not add up)."""
+    root: _Built | None = None
+    open_nodes: list[tuple[list[Any], int]] = []  # the children of a node being filled, and how many it has
+    for node in nodes:
+        try:
+            expected = int(node.get("num-children", 0) or 0)
+        except (TypeError, ValueError):
+            return None
+        built: _Built = (node, [])
+        if open_nodes:
+            open_nodes[-1][0].append(built)
+        elif root is None:
+            root = built
+        else:
+            return None  # a second root: not one tree
+        open_nodes.append((built[1], expected))
+        while open_nodes and len(open_nodes[-1][0]) >= open_nodes[-1][1]:
+            open_nodes.pop()
+    return root if not open_nodes else None
+
+
+def _calls(nodes: list[dict[str, Any]]) -> Iterator[tuple[dict[str, Any], list[_Built] | None]]:
+    """Each function call of a tree, with its arguments (the children its ``arguments`` name);
+    the arguments are None when the tree cannot be read as one."""
+    root = _built(nodes)
+    if root is None:
+        for node in nodes:
+            if str(node.get("class", "")).endswith(".UnresolvedFunction"):
+                yield node, None
+        return
+    pending = [root]
+    while pending:
+        node, children = pending.pop()
+        pending.extend(children)
+        if str(node.get("class", "")).endswith(".UnresolvedFunction"):
+            indices = node.get("arguments")
+            arguments = (
+                [children[i] for i in indices if isinstance(i, int) and 0 <= i < len(children)]
+                if isinstance(indices, list)
+                else []
+            )
+            yield node, arguments
+
+
+def _literal_map(argument: _Built) -> list[tuple[str, str]] | None:
+    """``map('k', 'v', ...)`` of literals as its pairs; None for anything else."""
+    node, children = argument
+    if not str(node.get("class", "")).endswith(".UnresolvedFunction") or _parts(node.get("nameParts")) != ["map"]:
+        return None
+    values: list[str] = []
+    for child, grandchildren in children:
+        if grandchildren or not str(child.get("class", "")).endswith(".Literal") or child.get("value") is None:
+            return None
+        values.append(str(child["value"]))
+    if len(values) % 2:
+        return None
+    return list(zip(values[::2], values[1::2], strict=True))
 
 
 def _nodes(value: Any) -> Iterator[tuple[dict[str, Any], dict[str, Any] | None]]:

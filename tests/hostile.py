@@ -174,6 +174,11 @@ TRICKS = [
     "outside/t",
     "{wh}",
     "file://otherhost{wh}/t",
+    # Globs Spark expands: ``\..`` (SQL ``'\\..'``) becomes ``..`` there, whatever a path reading says.
+    "{wh}/\\\\../\\\\../outside",
+    "{wh}/[.][.]/outside",
+    "{wh}/.{{.}}/outside",
+    "{wh}/x*/../../outside",
 ]
 PLACES = [
     "CREATE TABLE p (a INT) USING parquet LOCATION '{path}'",
@@ -344,4 +349,39 @@ ALLOWED = [
 ]
 
 #: The whole corpus.
-ALL: list[Case] = [*JDBC, *PROVIDERS, *OPTIONS, *LOCATIONS, *FLINT, *SETTINGS, *DEPTH, *ALLOWED]
+#: Functions given an options map: the options each format may hold, never a file or URL to read.
+XSD = "map('rowValidationXSDPath', 'http://127.0.0.1:{port}/s.xsd')"
+FUNCTIONS = [
+    _case(f"SELECT from_xml('<a><b>1</b></a>', 'b STRING', {XSD})", E.DATA_SOURCE_OPTION),
+    _case(
+        "SELECT FROM_XML('<a><b>1</b></a>', 'b STRING', MAP('ROWVALIDATIONXSDPATH', '{outside}/secret.txt'))",
+        E.DATA_SOURCE_OPTION,
+    ),
+    _case(f"SELECT schema_of_xml('<a><b>1</b></a>', {XSD})", E.DATA_SOURCE_OPTION),
+    _case(f"SELECT to_xml(named_struct('b', 1), {XSD})", E.DATA_SOURCE_OPTION),
+    _case(
+        "SELECT from_xml(a, 'b STRING', str_to_map('rowValidationXSDPath:{outside}/secret.txt')) FROM wh_ok",
+        E.DATA_SOURCE_OPTION,
+    ),
+    _case(
+        "SELECT from_xml('<a/>', 'b STRING', map('rowTag', 'a', 'rowValidationXSDPath', '{outside}/x.xsd'))",
+        E.DATA_SOURCE_OPTION,
+    ),
+    _case(
+        "SELECT from_avro(X'00', '{{\"type\": \"int\"}}', map('avroSchemaUrl', 'file://{outside}/secret.txt'))",
+        E.DATA_SOURCE_OPTION,
+    ),
+    _case(f"SELECT a FROM wh_ok WHERE from_xml('<a/>', 'b STRING', {XSD}).b IS NULL", E.DATA_SOURCE_OPTION),
+    _case(
+        f"CREATE INDEX by_x ON default.wh_ok (a) WHERE from_xml('<a/>', 'b STRING', {XSD}).b IS NULL",
+        E.DATA_SOURCE_OPTION,
+    ),
+    _case(
+        f"CREATE MATERIALIZED VIEW default.mv_xml AS SELECT from_xml('<a/>', 'b STRING', {XSD}) AS x FROM default.wh_ok",
+        E.DATA_SOURCE_OPTION,
+    ),
+    _case("SELECT from_json('{{\"a\": 1}}', 'a INT', map('mode', 'FAILFAST', 'allowComments', 'true'))", None),
+    _case("SELECT from_xml('<a><b>1</b></a>', 'b STRING', map('rowTag', 'a'))", None),
+]
+
+ALL: list[Case] = [*JDBC, *PROVIDERS, *OPTIONS, *LOCATIONS, *FLINT, *SETTINGS, *DEPTH, *FUNCTIONS, *ALLOWED]

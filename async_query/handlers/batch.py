@@ -21,7 +21,7 @@ from collections.abc import Callable
 from async_query.dispatch import Classified, QueryKind
 from async_query.handlers.base import SubmitRequest, Submitted, statement_doc
 from async_query.handlers.job_session import JobSessionHandler
-from async_query.slots import REFRESHING_JOBS
+from async_query.slots import REFRESHING_JOBS, USER_REFRESHING_JOBS
 from query_core.errors import AsyncQueryError
 from query_core.flint.naming import index_name_of
 from query_core.ids import new_id
@@ -36,6 +36,7 @@ class BatchHandler(JobSessionHandler):
     kind = QueryKind.BATCH
     session_type = SessionType.BATCH
     limit = REFRESHING_JOBS
+    user_limit = USER_REFRESHING_JOBS
 
     # -- POST -------------------------------------------------------------------------------
 

@@ -69,6 +69,19 @@ _JSON = (
     "enableDateTimeParsingFallback", "multiLine", "allowUnquotedControlChars", "encoding", "lineSep",
     "samplingRatio", "dropFieldIfAllNull", "locale", "allowNonNumericNumbers", "ignoreNullFields",
 )  # fmt: skip
+#: What the XML functions (``from_xml``, ``schema_of_xml``, ``to_xml``) may be told: how to read and
+#: write XML, never where to fetch a schema (``rowValidationXSDPath`` opens any file or URL).
+_XML = (
+    "rowTag", "rootTag", "attributePrefix", "valueTag", "ignoreSurroundingSpaces", "ignoreNamespace", "mode",
+    "columnNameOfCorruptRecord", "dateFormat", "timestampFormat", "timestampNTZFormat", "timeZone", "locale",
+    "nullValue", "samplingRatio", "excludeAttribute", "inferSchema", "prefersDecimal", "wildcardColName",
+    "charset", "encoding", "declaration", "arrayElementName", "validateName", "singleVariantColumn",
+)  # fmt: skip
+#: What ``from_avro`` may be told (its schema is its own argument; never ``avroSchemaUrl``).
+_AVRO_FUNCTION = (
+    "mode", "datetimeRebaseMode", "enableStableIdentifiersForUnionType", "stableIdentifierPrefixForUnionType",
+    "recursiveFieldMaxDepth",
+)  # fmt: skip
 #: Hive's table options (``USING hive OPTIONS (...)``): the format by name, the delimiters.
 _HIVE = ("fileFormat", "fieldDelim", "escapeDelim", "collectionDelim", "mapkeyDelim", "lineDelim")
 
@@ -307,6 +320,38 @@ SETTABLE_KEYS = frozenset(
 def is_settable(key: str) -> bool:
     """Whether a statement may SET, RESET or read ``key``."""
     return key in SETTABLE_KEYS
+
+
+# -- options of functions --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FunctionOptions:
+    """A function that takes an options map: the argument that map is (0-based) and the options
+    it may hold (compared in lower case, as Spark reads them)."""
+
+    argument: int
+    allowed: Provider
+
+
+def _function_options(name: str, argument: int, options: Iterable[str]) -> FunctionOptions:
+    return FunctionOptions(argument, _provider(name, (), (), options))
+
+
+#: The functions whose last argument is an options map, and what each may hold: how to parse or
+#: write its format, never a file or URL to read (``docs/validation.md``).
+FUNCTION_OPTIONS: dict[str, FunctionOptions] = {
+    "from_json": _function_options("from_json", 2, _JSON),
+    "to_json": _function_options("to_json", 1, _JSON),
+    "schema_of_json": _function_options("schema_of_json", 1, _JSON),
+    "from_csv": _function_options("from_csv", 2, _CSV),
+    "to_csv": _function_options("to_csv", 1, _CSV),
+    "schema_of_csv": _function_options("schema_of_csv", 1, _CSV),
+    "from_xml": _function_options("from_xml", 2, _XML),
+    "to_xml": _function_options("to_xml", 1, _XML),
+    "schema_of_xml": _function_options("schema_of_xml", 1, _XML),
+    "from_avro": _function_options("from_avro", 2, _AVRO_FUNCTION),
+}
 
 
 # -- Flint WITH options and extra_options ---------------------------------------------------------------

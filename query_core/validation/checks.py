@@ -48,10 +48,27 @@ class Checks:
         self.undecided.append(reason)
 
     def function(self, name: str) -> None:
-        """A call of the function ``name`` (dotted when qualified), typed by the policy's table."""
+        """A call of the function ``name`` (dotted when qualified), typed by the policy's table. A
+        function that takes an options map is left to the job's check, which reads its arguments
+        (:meth:`function_options`)."""
         element = function_element(name, self.policy.function_table)
         if element is not None:
             self.element(element, name.lower())
+        if self.policy.denies(GrammarElement.DATA_SOURCE_OPTION) and _function_key(name) in allowlists.FUNCTION_OPTIONS:
+            self.leave(f"the options of {name}")
+
+    def function_options(self, name: str, options: Iterable[tuple[str, str]] | None) -> None:
+        """The options map a call of ``name`` is given (None: not a map of literals, which cannot
+        be read before it runs): each key must be one of the function's, in any case."""
+        known = allowlists.FUNCTION_OPTIONS.get(_function_key(name))
+        if known is None:
+            return
+        if options is None:
+            self.element(GrammarElement.DATA_SOURCE_OPTION, f"{name}: options not given as a map of literals")
+            return
+        for key, _ in options:
+            if key.lower() not in known.allowed.keys:
+                self.element(GrammarElement.DATA_SOURCE_OPTION, f"{name}: {key}")
 
     def table(self, parts: Sequence[str], second_quoted: bool = False) -> None:
         """A relation named ``parts``: a path-based one (``text.`/etc/hostname```) is FILE.
@@ -225,3 +242,8 @@ def _flattened(value: Mapping[str, object], prefix: str = "") -> Iterable[tuple[
             yield from _flattened(item, f"{prefix}{key}.")
         else:
             yield f"{prefix}{key}", item
+
+
+def _function_key(name: str) -> str:
+    """A function's name as the options table keys it (``system.builtin.from_xml``: ``from_xml``)."""
+    return name.rsplit(".", 1)[-1].lower()

@@ -162,13 +162,24 @@ def local_place(location: str) -> Place | None:
 Resolver = Callable[[str], "Place | None"]
 
 
+#: The characters that make Spark read a path as a glob (``SparkHadoopUtil.isGlobPath``), which it
+#: then expands: there ``\\`` escapes the next character, so ``<root>/\\../x`` is read as ``..``
+#: and leaves the root, though no reading of the path as a path has a ``..`` segment.
+GLOB_CHARACTERS = frozenset("{}[]*?\\")
+
+
+def has_glob(location: str) -> bool:
+    """Whether Spark would expand ``location`` as a glob (it is then never below a root)."""
+    return any(character in GLOB_CHARACTERS for character in location)
+
+
 def is_below(location: str, root: str, resolve: Resolver | None = None) -> bool:
     """Whether ``location`` lies strictly below ``root`` (the root itself is not below it), in
     Hadoop's reading, in the %-decoded reading, and, for local places, once symbolic links are
-    followed. ``resolve`` reads a location as the job's Hadoop does (scheme and authority of the
+    followed; a location Spark would expand as a glob (:func:`has_glob`) never is. ``resolve`` reads a location as the job's Hadoop does (scheme and authority of the
     default file system filled in); by default :func:`hadoop_path` does, with ``file`` as the
     default scheme. A relative location, another scheme or another authority is never below."""
-    if not root.strip() or not location.strip():
+    if not root.strip() or not location.strip() or has_glob(location):
         return False
     reader: Resolver = resolve or local_place
     base = reader(root.strip())

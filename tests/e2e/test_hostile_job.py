@@ -85,6 +85,7 @@ def test_hostile_statements_past_the_plugin_are_refused_by_the_job_and_do_nothin
     cp = launcher.checkpoints_of(datasource)
     port = listener.port
     climb = "../" * 40  # past the file system's root: Hadoop keeps the extra "..", the OS ignores them
+    glob_climb = "\\\\../" * 40
     hive2 = f"url 'jdbc:hive2://127.0.0.1:{port}/default', dbtable 't', driver 'org.apache.hive.jdbc.HiveDriver'"
 
     submitted, first = api.run("SELECT 1 AS one")
@@ -103,6 +104,14 @@ def test_hostile_statements_past_the_plugin_are_refused_by_the_job_and_do_nothin
         f"CREATE TABLE w2 (a INT) USING parquet OPTIONS ('PATH' '{wh}/%2e%2e/' '{climb}{outside.relative_to('/')}/w2')": (
             "LOCATION outside the warehouse"
         ),
+        # A glob Spark expands: SQL '\\..' is the value \.. there, which the glob reads as "..".
+        f"CREATE TEMPORARY VIEW g USING text OPTIONS (path '{wh}/{glob_climb}{outside.relative_to('/')}/secret.txt')": (
+            "LOCATION outside the warehouse"
+        ),
+        (
+            "SELECT from_xml('<a><b>1</b></a>', 'b STRING', "
+            f"map('rowValidationXSDPath', 'http://127.0.0.1:{port}/s.xsd'))"
+        ): "Data source option (from_xml: rowValidationXSDPath) is not allowed.",
         "SET spark.sql.runSQLOnFiles=true": "SET/RESET of a protected key (spark.sql.runSQLOnFiles) is not allowed.",
         f"SELECT * FROM text.`{outside}/secret.txt`": "File is not allowed.",
         "SELECT " + "(" * 20_000 + "1" + ")" * 20_000: "The statement is nested too deeply",

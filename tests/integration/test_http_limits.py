@@ -158,3 +158,25 @@ def test_a_body_that_stalls_is_cut_and_writes_nothing(
     assert isinstance(launcher, RecordingLauncher) and launcher.started == []  # no session started
     with httpx.Client(base_url=url, timeout=5) as http:
         assert http.get(f"{BASE}/_sessions").status_code == 200
+
+
+def test_a_trailing_slash_is_read_as_the_path_without_it_and_nothing_redirects(
+    limited: tuple[str, int, Plugin],
+) -> None:
+    """Starlette answered a path with a trailing slash by a redirect to a URL it built from the
+    request's Host header (``Host: evil.example`` led the caller there); the path is now read as
+    the same path without the slash, by every layer."""
+    url, _, _ = limited
+    with httpx.Client(base_url=url, timeout=10, follow_redirects=False) as client:
+        plain = client.get("/_plugins/_query/_datasources")
+        slashed = client.get("/_plugins/_query/_datasources/")
+        assert slashed.status_code == plain.status_code == 200
+        assert slashed.json() == plain.json() and "location" not in slashed.headers
+        # (Under ``none`` a Host that is not the loopback's is refused anyway: a 403, no redirect.)
+        for method in ("GET", "POST"):
+            elsewhere = client.request(
+                method, "/_plugins/_query/_datasources/", headers={"Host": "evil.example:1234"}, json={"name": "x"}
+            )
+            assert elsewhere.status_code != 307 and "location" not in elsewhere.headers
+        missing = client.get(BASE + "/no-such-query/")
+        assert missing.status_code in (400, 404) and "location" not in missing.headers

@@ -224,3 +224,28 @@ def test_a_post_failing_after_its_launch_stops_its_job_and_frees_its_slots_at_on
     # The slots are free for the next POST, on a launcher that does not clash.
     ok = make_plugin(RecordingLauncher(), max_sessions=1, max_refreshing_jobs=1, datasources=ds)
     assert ok.service.submit(SubmitRequest("local", "sql", query, principal=BOB)).query_id
+
+
+# -- a user's share of refresh jobs ----------------------------------------------------------------
+
+
+def refresh_of(plugin: Plugin, who: Principal, table: str) -> str:
+    request = SubmitRequest("local", "sql", f"REFRESH SKIPPING INDEX ON local.default.{table}", principal=who)
+    return plugin.service.submit(request).query_id
+
+
+def test_one_user_cannot_take_every_refresh_job_and_another_still_gets_one(make_plugin: PluginFactory) -> None:
+    """Five refresh jobs in all, three per user by default: bob's fourth is refused with the
+    per-user message, carol still gets hers (the attack: one analyst's auto-refreshed indexes kept
+    everyone else's refreshes out)."""
+    assert Settings(max_refreshing_jobs=5).refreshing_jobs_per_user == 3
+    assert Settings(max_refreshing_jobs=5, max_refreshing_jobs_per_user=5).refreshing_jobs_per_user == 5
+    launcher = RecordingLauncher()
+    plugin = make_plugin(launcher, datasources=[Datasource(name="local", connector="local", allowed_roles=["analysts"])])
+    for n in range(3):
+        refresh_of(plugin, BOB, f"t{n}")
+    with pytest.raises(TooManyRequestsError) as refused:
+        refresh_of(plugin, BOB, "t3")
+    assert refused.value.message == "user concurrent refresh job can not exceed 3" and refused.value.http_status == 429
+    refresh_of(plugin, CAROL, "t4")
+    assert len(launcher.started) == 4

@@ -589,6 +589,18 @@ ALLOW_LIST_REFUSED = [
         "ALTER TABLE t PARTITION (p = 1) SET LOCATION '/srv/var/warehouse/%2e%2e/x'",
         "LOCATION outside the warehouse (/srv/var/warehouse/%2e%2e/x) is not allowed.",
     ),
+    (
+        "CREATE TEMPORARY VIEW v USING text OPTIONS (path R'/srv/var/warehouse/\\../\\../etc/passwd')",
+        "LOCATION outside the warehouse (/srv/var/warehouse/\\../\\../etc/passwd) is not allowed.",
+    ),
+    (
+        "CREATE TEMPORARY VIEW v USING text OPTIONS (path '/srv/var/warehouse/\\\\../x')",
+        "LOCATION outside the warehouse (/srv/var/warehouse/\\../x) is not allowed.",
+    ),
+    (
+        "CREATE TABLE g (a INT) USING parquet LOCATION '/srv/var/warehouse/logs-*'",
+        "LOCATION outside the warehouse (/srv/var/warehouse/logs-*) is not allowed.",
+    ),
     ("SET spark.sql.sources.default=jdbc", "SET/RESET of a protected key (spark.sql.sources.default) is not allowed."),
     (
         "SET Spark.SQL.Shuffle.Partitions=3",
