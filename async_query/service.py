@@ -22,6 +22,7 @@ from async_query.reads import QueryReads
 from async_query.replies import Page
 from async_query.security.authz import check_datasource_access
 from async_query.security.principal import ANONYMOUS, Principal
+from query_core.flint import check_catalog
 from query_core.models import PoolJobDoc, SessionDoc
 from query_core.states import SessionState
 from query_core.store import PoolJobRepository, SessionRepository
@@ -61,6 +62,8 @@ class AsyncQueryService:
         check_datasource_access(request.principal, datasource)
         tokens = check_limits(request.query, request.lang, self.limits)  # before any parser recurses
         classified = classify(request.lang, request.query)
+        if classified.statement is not None:
+            check_catalog(classified.statement, datasource.name)  # its own indexes only
         policy = launcher_policy(datasource, self.launchers.for_datasource(datasource))
         validate_query(policy, request.lang, request.query, classified.statement, tokens=tokens)
         submitted = self.handlers[classified.kind].submit(request, classified)

@@ -46,6 +46,7 @@ from async_query.embedded.snapshot import (
     read_manifest,
     restore_templates,
     snapshot_name,
+    without_empty_documents,
     write_manifest,
 )
 
@@ -435,6 +436,7 @@ def _start_server(directory: Path) -> tuple[OsmemProcess, Manifest]:
     seed = manifest.seed_dir(directory)
     if not has_snapshot(seed):
         return OsmemProcess.start(None), manifest
+    without_empty_documents(seed)
     try:
         return OsmemProcess.start(seed), manifest
     except OsmemStartError as exc:

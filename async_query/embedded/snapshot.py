@@ -91,6 +91,20 @@ def snapshot_bytes(directory: Path) -> int:
     return sum(p.stat().st_size for p in directory.iterdir() if p.name.endswith((DEFINITION_SUFFIX, DOCUMENTS_SUFFIX)))
 
 
+def without_empty_documents(seed_dir: Path) -> int:
+    """Remove the empty documents files of a seed directory (an empty index's; the server refuses
+    to load one, and without it seeds the index empty, as it was); how many. Snapshots written
+    before empty indexes were left without one hold such files."""
+    removed = 0
+    for path in seed_dir.glob(f"*{DOCUMENTS_SUFFIX}"):
+        if path.is_file() and path.stat().st_size == 0:
+            path.unlink()
+            removed += 1
+    if removed:
+        fsync_dir(seed_dir)
+    return removed
+
+
 def has_snapshot(seed_dir: Path) -> bool:
     return seed_dir.is_dir() and any(p.name.endswith(DEFINITION_SUFFIX) for p in seed_dir.iterdir())
 
@@ -136,11 +150,12 @@ def take_snapshot(client: IndexHttp, previous: Path, target: Path, indexes: set[
 
 
 def _link_index(previous: Path, building: Path, name: str) -> bool:
-    """Hard-link an unchanged index's files from the previous snapshot; False if it has none."""
-    files = [previous / f"{name}{suffix}" for suffix in (DEFINITION_SUFFIX, DOCUMENTS_SUFFIX)]
-    if not all(f.exists() for f in files):
+    """Hard-link an unchanged index's files from the previous snapshot (an index without
+    documents has no documents file); False if it has none."""
+    definition, documents = (previous / f"{name}{suffix}" for suffix in (DEFINITION_SUFFIX, DOCUMENTS_SUFFIX))
+    if not definition.exists():
         return False
-    for source in files:
+    for source in (definition, documents) if documents.exists() else (definition,):
         os.link(source, building / source.name)
         os.chmod(building / source.name, 0o600)  # a file of the earlier layout may be wider
     return True
@@ -156,13 +171,16 @@ def _write_index(client: IndexHttp, directory: Path, name: str, found: dict[str,
     def documents(out: IO[str]) -> None:
         counted[0] = _write_documents(client, name, out)
 
+    documents_file = directory / f"{name}{DOCUMENTS_SUFFIX}"
     try:
-        report.bytes_written += replace_file(directory / f"{name}{DOCUMENTS_SUFFIX}", documents)
+        report.bytes_written += replace_file(documents_file, documents)
     except IndexHttpError as exc:
         if exc.status != 404:
             raise
         log.info("index %s went away during the snapshot (the journal holds its deletion)", name)
         return
+    if counted[0] == 0:
+        documents_file.unlink()  # the server refuses an empty documents file: an empty index has none
     report.bytes_written += replace_file(
         directory / f"{name}{DEFINITION_SUFFIX}", lambda out: json.dump(definition, out)
     )

@@ -55,6 +55,16 @@ from query_core.jobconf import (
 
 log = logging.getLogger(__name__)
 
+#: A second wall behind the statement check, in every local job's JVMs: XML parsers fetch no
+#: external DTD, schema or stylesheet (``xpath_string('<!DOCTYPE a SYSTEM "http://...">...')``
+#: otherwise made the job connect anywhere and expand the entities it fetched; docs/security.md).
+XML_WALL = (
+    "-Djavax.xml.accessExternalDTD=",
+    "-Djavax.xml.accessExternalSchema=",
+    "-Djavax.xml.accessExternalStylesheet=",
+)
+EXECUTOR_JAVA_OPTIONS = "spark.executor.extraJavaOptions"
+
 #: How long a cancelled job gets to stop on SIGTERM before it is killed (by default; the setting
 #: ``local_job_stop_grace_s``).
 STOP_GRACE_S = 5.0
@@ -273,7 +283,7 @@ class LocalLauncher(Launcher):
         """The ``spark-submit`` command of ``request``'s job; with its temporary directory ``tmp``,
         its files go there; confidential conf keys are left to ``properties_file``."""
         cmd = [self.spark_submit, "--master", self.master(request), "--name", request.job_name(self.cluster_name)]
-        options = [*self.java_options, *(java_options or [])]
+        options = [*XML_WALL, *self.java_options, *(java_options or [])]
         if tmp is not None:
             options.append(f"-Djava.io.tmpdir={tmp}")
         if options:
@@ -289,6 +299,8 @@ class LocalLauncher(Launcher):
     def _conf(self, request: JobRequest, tmp: Path | None) -> dict[str, str]:
         """The catalog's conf, the request's over it, the job's own files' over both."""
         conf = {**self.catalog_conf(request.datasource), **request.conf}
+        executors = conf.get(EXECUTOR_JAVA_OPTIONS, "")  # on a cluster, the executors' JVMs too
+        conf[EXECUTOR_JAVA_OPTIONS] = " ".join([*XML_WALL, *([executors] if executors else [])])
         if tmp is not None:
             conf.update(job_files_conf(tmp))
         if self.python.path:

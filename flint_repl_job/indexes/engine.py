@@ -57,6 +57,7 @@ from query_core.flint import (
     ShowMaterializedViews,
     Statement,
     VacuumIndex,
+    check_catalog,
     flint_index_name,
 )
 from query_core.flint.ast import CreateStatement
@@ -127,6 +128,8 @@ class FlintEngine:
         }
 
     def run(self, statement: Statement) -> FlintOutput:
+        if self.datasource:  # another datasource's indexes are not this job's (also refused at POST)
+            check_catalog(statement, self.datasource)
         return self._handlers[type(statement)](statement)
 
     # -- helpers ----------------------------------------------------------------------------

@@ -32,6 +32,7 @@ from query_core.flint.ast import (
 )
 from query_core.flint.naming import flint_index_name, latest_id
 from query_core.flint.parser import FlintSyntaxError, is_flint_statement, parse
+from query_core.flint.scope import ForeignCatalogError, check_catalog
 
 __all__ = [
     "AlterIndex",
@@ -45,6 +46,7 @@ __all__ = [
     "FlintOptions",
     "FlintStatement",
     "FlintSyntaxError",
+    "ForeignCatalogError",
     "IndexKind",
     "IndexRef",
     "IndexStatement",
@@ -59,6 +61,7 @@ __all__ = [
     "SkippingKind",
     "Statement",
     "VacuumIndex",
+    "check_catalog",
     "flint_index_name",
     "is_flint_statement",
     "latest_id",

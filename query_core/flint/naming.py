@@ -19,7 +19,9 @@ SKIPPING_INDEX_SUFFIX = "_skipping_index"
 COVERING_INDEX_SUFFIX = "_index"
 
 #: What OpenSearch refuses in an index name (the reference's ``OpenSearchClientUtils``).
-_INVALID_INDEX_NAME_CHARS = frozenset(' ,:"+/\\|?#><')
+#: OpenSearch's refused characters, and ``*`` (a wildcard wherever an index name is a pattern: an
+#: index named with one matched others'; the reference's list lacks it, so such a name failed there).
+_INVALID_INDEX_NAME_CHARS = frozenset(' ,:"+/\\|?#><*')
 
 
 def sanitize_index_name(name: str) -> str:

@@ -133,6 +133,12 @@ def test_hostile_statements_past_the_plugin_are_refused_by_the_job_and_do_nothin
         assert docs[qid].state is StatementState.FAILED, (docs[qid].query[:80], docs[qid].state)
         assert docs[qid].error.startswith(expected), (docs[qid].query[:80], docs[qid].error)
 
+    # The second wall: an XML parser in the job fetches no external DTD (the statement is allowed,
+    # and fails when it runs), so the listener sees no connection.
+    xpath = f"SELECT xpath_string('<!DOCTYPE a SYSTEM \"http://127.0.0.1:{port}/d.dtd\"><a>&x;</a>', '/a')"
+    _, fetched = api.run(xpath, session_id)
+    assert fetched["status"] == "FAILED", fetched
+
     # The session lives on, and a listing of its settings names none of the job's addresses.
     _, after = api.run("SELECT 2 AS two", session_id)
     assert after["status"] == "SUCCESS" and after["datarows"] == [[2]]

@@ -518,3 +518,32 @@ def test_osmem_server_is_out_of_every_other_local_process_s_reach(tmp_path: Path
     again = start(servers, tmp_path / "index")
     with httpx.Client(base_url=again.url, auth=AUTH, timeout=10) as http:
         assert read(http, REQUESTS, "a") == {"n": 1}
+
+
+def test_an_empty_index_in_a_snapshot_does_not_lose_the_rest_at_the_next_start(
+    tmp_path: Path, servers: list[EmbeddedIndex]
+) -> None:
+    """An attack: an analyst's empty Flint index, then a result large enough to write a snapshot,
+    and at the next start the server refused the snapshot's empty documents file, set everything
+    aside and started empty (every query, result and datasource gone). An empty index now has no
+    documents file, and a snapshot written with one (before) is loaded all the same."""
+    directory = tmp_path / "index"
+    first = start(servers, directory, compact_min_bytes=32 << 10, compact_ratio=0.5)
+    store = client_of(first)
+    store.admin.create_index("flint_lake_default_e_ci_index", {"mappings": {"properties": {"a": {"type": "keyword"}}}})
+    for i in range(200):
+        store.put(RESULTS, f"r{i}", {"status": "SUCCESS", "result": ["x" * 200], "updateTime": i})
+    wait_for(partial(compacted, first, 1), timeout=60, what="a snapshot")
+    store.close()
+    first.close()
+    snapshot = next(p for p in directory.iterdir() if p.name.startswith("snap-"))
+    assert (snapshot / "flint_lake_default_e_ci_index.index.json").exists()
+    assert not (snapshot / "flint_lake_default_e_ci_index.ndjson").exists()
+    # A snapshot as the earlier version wrote it: an empty documents file.
+    (snapshot / "flint_lake_default_e_ci_index.ndjson").write_text("")
+
+    again = start(servers, directory)
+    with httpx.Client(base_url=again.url, auth=AUTH) as http:
+        assert http.get(f"/{RESULTS}/_doc/r199").json()["_source"]["updateTime"] == 199
+        assert http.get("/flint_lake_default_e_ci_index/_count").json()["count"] == 0
+    assert not any(p.name.startswith("index.unloadable") for p in tmp_path.iterdir())

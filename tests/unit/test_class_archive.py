@@ -9,7 +9,7 @@ from pathlib import Path
 from async_query.datasources import Datasource
 from async_query.launcher.base import JobRequest
 from async_query.launcher.class_archive import ClassArchive
-from async_query.launcher.local import LocalLauncher
+from async_query.launcher.local import XML_WALL, LocalLauncher
 from query_core.states import SessionType
 
 
@@ -61,7 +61,8 @@ def test_a_warm_up_that_fails_leaves_no_archive_and_frees_the_directory(tmp_path
 def test_the_launcher_passes_its_java_options_and_the_archive_to_the_driver(tmp_path: Path) -> None:
     launcher = LocalLauncher(tmp_path / "var", "aq", spark_submit="/bin/true", java_options="-XX:+UseSerialGC")
     request = JobRequest("sid", Datasource(name="local"), SessionType.INTERACTIVE, {})
-    assert java_options_of(launcher.command(request)) == "-XX:+UseSerialGC"
+    wall = " ".join(XML_WALL)  # always first (docs/security.md)
+    assert java_options_of(launcher.command(request)) == f"{wall} -XX:+UseSerialGC"
     with_archive = launcher.command(request, ["-XX:SharedArchiveFile=/a dir/x.jsa"])
-    assert java_options_of(with_archive) == '-XX:+UseSerialGC "-XX:SharedArchiveFile=/a dir/x.jsa"'
+    assert java_options_of(with_archive) == f'{wall} -XX:+UseSerialGC "-XX:SharedArchiveFile=/a dir/x.jsa"'
     assert launcher.class_archive.directory == (tmp_path / "var" / "jvm").resolve()

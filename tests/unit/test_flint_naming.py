@@ -24,6 +24,7 @@ from query_core.flint.naming import (
     sanitize_index_name,
     skipping_index_name,
 )
+from query_core.flint.scope import ForeignCatalogError, catalogs_named, check_catalog
 
 HTTP_LOGS = QualifiedName(("mys3", "default", "http_logs"))
 
@@ -68,6 +69,12 @@ def test_characters_opensearch_refuses_are_percent_encoded() -> None:
     )
 
 
+def test_a_wildcard_in_a_name_is_encoded_as_opensearch_refuses_it() -> None:
+    """An attack: a view named ``A*?`` was taken to exist already (its name, used as an index
+    pattern, matched other indexes); ``*`` is encoded like the other characters OpenSearch refuses."""
+    assert sanitize_index_name("flint_lake_default_A*?") == "flint_lake_default_a%2a%3f"
+
+
 def test_sanitizing_is_idempotent() -> None:
     raw = 'flint_a_b_x y"Z'
     assert sanitize_index_name(sanitize_index_name(raw)) == sanitize_index_name(raw) == "flint_a_b_x%20y%22z"
@@ -91,3 +98,31 @@ def test_a_statement_names_its_index_once_qualified_with_the_datasource(sql: str
 def test_unqualified_names_must_be_qualified_first() -> None:
     with pytest.raises(ValueError, match="not qualified"):
         flint_index_name(IndexRef(IndexKind.MV, QualifiedName(("mv",))))
+
+
+@pytest.mark.parametrize(
+    ("sql", "named"),
+    [
+        ("CREATE SKIPPING INDEX ON other.db.t (a VALUE_SET)", ["other"]),
+        ("CREATE INDEX c ON other.db.t (a)", ["other"]),
+        ("CREATE MATERIALIZED VIEW other.db.mv AS SELECT 1", ["other"]),
+        ("DROP SKIPPING INDEX ON other.db.t", ["other"]),
+        ("VACUUM INDEX c ON other.db.t", ["other"]),
+        ("ALTER MATERIALIZED VIEW other.db.mv WITH (auto_refresh = false)", ["other"]),
+        ("SHOW FLINT INDEXES IN other.db", ["other"]),
+        ("SHOW MATERIALIZED VIEWS IN other", ["other"]),
+        ("SHOW INDEXES ON other.db.t", ["other"]),
+        ("DESC SKIPPING INDEX ON db.t", []),
+        ("REFRESH MATERIALIZED VIEW mv", []),
+    ],
+)
+def test_the_catalogs_a_flint_statement_names_and_another_is_refused(sql: str, named: list[str]) -> None:
+    statement = parse(sql)
+    assert statement is not None
+    assert list(catalogs_named(statement)) == named
+    check_catalog(statement, "OTHER")  # its own, in any case
+    if named:
+        with pytest.raises(ForeignCatalogError, match="catalog 'other' is not this query's datasource 'lake'"):
+            check_catalog(statement, "lake")
+    else:
+        check_catalog(statement, "lake")

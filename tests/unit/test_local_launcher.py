@@ -66,3 +66,14 @@ def test_other_masters_are_refused(master: str) -> None:
         Datasource(name="x", properties={"master": master})
 
 
+def test_every_job_jvm_fetches_no_external_xml(launcher: LocalLauncher) -> None:
+    """The second wall behind the statement check: XML parsers in the driver and the executors
+    fetch no external DTD, schema or stylesheet (an xpath over a DOCTYPE made jobs connect out);
+    executor options a datasource gives are kept after them."""
+    ds = Datasource(name="local", connector="local")
+    command = launcher.command(request(ds, {"spark.executor.extraJavaOptions": "-Dmine=1"}))
+    driver = command[command.index("--driver-java-options") + 1].split()
+    executors = conf_of(command)["spark.executor.extraJavaOptions"].split()
+    for option in ("-Djavax.xml.accessExternalDTD=", "-Djavax.xml.accessExternalSchema=", "-Djavax.xml.accessExternalStylesheet="):
+        assert option in driver and option in executors
+    assert executors[-1] == "-Dmine=1"

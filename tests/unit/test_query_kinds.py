@@ -49,8 +49,8 @@ def nothing_written(plugin: Plugin, store: Store, ds: str, launcher: RecordingLa
 
 STREAMING = {
     "create_auto": (
-        "CREATE INDEX idx ON glue.db.t (a, b) WITH (auto_refresh = true)",
-        "flint_glue_db_t_idx_index",
+        "CREATE INDEX idx ON {ds}.db.t (a, b) WITH (auto_refresh = true)",
+        "flint_{ds}_db_t_idx_index",
     ),
     "alter_auto": ("ALTER MATERIALIZED VIEW db.mv WITH (auto_refresh = true)", "flint_{ds}_db_mv"),
     "recover": ("RECOVER INDEX JOB flint_glue_db_t_idx_index", "flint_glue_db_t_idx_index"),
@@ -61,7 +61,7 @@ STREAMING = {
 def test_streaming_statements_launch_a_streaming_job_named_by_its_index(
     client: httpx.Client, store: Store, ds_name: str, launcher: RecordingLauncher, query: str, index: str
 ) -> None:
-    resp = post(client, ds_name, query)
+    resp = post(client, ds_name, query.format(ds=ds_name))
     assert resp.status_code == 201, resp.text
     assert set(resp.json()) == {"queryId"}
     [request] = launcher.started
@@ -141,7 +141,7 @@ def test_the_parsers_position_is_in_the_reply(client: httpx.Client, ds_name: str
 @pytest.mark.parametrize(
     ("query", "lang"),
     [
-        ("SHOW FLINT INDEX IN glue", "sql"),
+        ("SHOW FLINT INDEX IN {ds}", "sql"),
         ("DESC SKIPPING INDEX ON t", "sql"),
         ("DESC index", "sql"),  # a table named index, for Spark
         ("source = t | where a > 1 | stats count() by b", "ppl"),
@@ -150,10 +150,38 @@ def test_the_parsers_position_is_in_the_reply(client: httpx.Client, ds_name: str
 def test_interactive_queries_are_accepted_as_before(
     client: httpx.Client, launcher: RecordingLauncher, ds_name: str, query: str, lang: str
 ) -> None:
-    resp = post(client, ds_name, query, lang)
+    resp = post(client, ds_name, query.format(ds=ds_name), lang)
     assert resp.status_code == 201, resp.text
     assert set(resp.json()) == {"queryId", "sessionId"}
     assert len(launcher.started) == 1
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "SHOW FLINT INDEXES IN other",
+        "SHOW FLINT INDEX EXTENDED IN other.default",
+        "SHOW MATERIALIZED VIEWS IN OTHER.default",
+        "DESC SKIPPING INDEX ON other.default.secret",
+        "DROP INDEX cov ON other.default.secret",
+        "CREATE MATERIALIZED VIEW other.default.mvx AS SELECT a FROM e",
+        "CREATE SKIPPING INDEX ON other.db.t (a VALUE_SET)",
+        "REFRESH INDEX cov ON other.default.t",
+        "SHOW INDEXES ON other.default.t",
+    ],
+)
+def test_a_flint_statement_about_another_datasource_is_a_400_and_nothing_is_written(
+    client: httpx.Client, plugin: Plugin, store: Store, ds_name: str, launcher: RecordingLauncher, query: str
+) -> None:
+    """An attack: sent to one datasource, a Flint statement naming another as its catalog read,
+    created or dropped that one's indexes (their names carry the catalog), past its allowedRoles."""
+    details = reference_error(post(client, ds_name, query), "IllegalArgumentException")
+    assert details.startswith(f"catalog 'other' is not this query's datasource {ds_name!r}") or details.startswith(
+        f"catalog 'OTHER' is not this query's datasource {ds_name!r}"
+    )
+    nothing_written(plugin, store, ds_name, launcher)
+    # Its own name, in any case, is its own.
+    assert post(client, ds_name, f"SHOW FLINT INDEXES IN {ds_name.upper()}").status_code == 201
 
 
 def statement_in(store: Store, ds: str, session_type: SessionType | None, **fields: Any) -> str:
