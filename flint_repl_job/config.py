@@ -11,10 +11,9 @@ import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
 
 from flint_repl_job.result_stream import ResultLimits
-from query_core.config import OpenSearchConfig
+from query_core.config import OpenSearchConfig, auth_kind
 from query_core.jobconf import (
     APPLICATION_ID_ENV,
     DEFAULTS,
@@ -155,15 +154,6 @@ class JobConfig:
             result_chunk_rows=conf.result_chunk_rows,
             result_chunk_bytes=conf.result_chunk_bytes,
         )
-
-
-def auth_kind(value: str) -> Literal["noauth", "basic", "sigv4"]:
-    """The authentication the job uses; one it does not know is read as ``noauth``."""
-    if value == "basic":
-        return "basic"
-    if value == "sigv4":
-        return "sigv4"
-    return "noauth"
 
 
 def _opensearch(conf: JobConf, env: Mapping[str, str]) -> OpenSearchConfig:

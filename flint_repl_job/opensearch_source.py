@@ -68,9 +68,8 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from flint_repl_job.config import auth_kind
 from flint_repl_job.values import Timestamps, to_json_value
-from query_core.config import OpenSearchConfig
+from query_core.config import OpenSearchConfig, auth_kind
 from query_core.store import IndexAdmin, IndexClient, Range, Term, Terms
 from query_core.store.connector import Filter as StoreFilter
 

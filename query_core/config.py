@@ -37,3 +37,12 @@ class OpenSearchConfig(BaseModel):
     @property
     def scheme(self) -> str:
         return urlsplit(self.url).scheme or "http"
+
+
+def auth_kind(value: str) -> Literal["noauth", "basic", "sigv4"]:
+    """The authentication a connection setting names; one not known is read as ``noauth``."""
+    if value == "basic":
+        return "basic"
+    if value == "sigv4":
+        return "sigv4"
+    return "noauth"
