@@ -176,7 +176,7 @@ class SparkExecutor:
                 write = self.results.writer(query_id)
                 return QueryOutput.of(stream_rows(output.schema, output.rows, self.results.limits, write, cancelled))
             text = self.spark_sql(sql)
-            checked = self.guard.check_sql(text)
+            checked = self.guard.check_sql(text, cancelled)
             prepared = self.prepare(query_id, text)
             running.prepared.set()
             try:

@@ -26,12 +26,14 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from flint_repl_job.jvm import PlanJson
+from flint_repl_job.result_stream import QueryCancelledError
 from query_core.flint import Statement
 from query_core.ppl import parse_ppl
 from query_core.validation import (
@@ -212,23 +214,29 @@ class StatementGuard:
 
     # -- entry points -----------------------------------------------------------------------------
 
-    def check_sql(self, sql: str) -> Checked:
-        """A Spark SQL statement, as Spark will run it (a ParseException propagates)."""
+    def check_sql(self, sql: str, stop: threading.Event | None = None) -> Checked:
+        """A Spark SQL statement, as Spark will run it (a ParseException propagates). Once
+        ``stop`` is set (the statement abandoned: :meth:`.SparkExecutor.abandon`), the check ends
+        at its next step with :class:`QueryCancelledError`: a giant statement's reading in Python
+        takes seconds, which stopping its JVM thread does not end."""
         tokens = check_limits(sql, "sql", self.limits)
         if not self.active and not any(t.kind == TokenKind.WORD and t.upper in ("SET", "EXECUTE") for t in tokens):
             return Checked()
         if self.active and has_relation_options(tokens):  # options of a table: not in the JSON form
             relation_options(self.checks)
+        _stop_if(stop)
         plan = self._parser().parsePlan(sql)
+        _stop_if(stop)
         tree = json.loads(self._json(plan))
+        _stop_if(stop)
         name = str(plan.getClass().getSimpleName())
         nodes = list(_nodes(tree))
         checked = self._settings_read(plan, tree, name, nodes)
         if not self.active:
             return checked
         roots = self._check_roots(plan, tree, name)
-        self._walk_nodes(nodes, roots)
-        self._function_options(tree)
+        self._walk_nodes(nodes, roots, stop)
+        self._function_options(tree, stop)
         return checked
 
     def check_expression(self, text: str) -> None:
@@ -327,8 +335,15 @@ class StatementGuard:
     def _walk(self, value: Any, roots: set[int]) -> None:
         self._walk_nodes(_nodes(value), roots)
 
-    def _walk_nodes(self, nodes: Iterable[tuple[dict[str, Any], dict[str, Any] | None]], roots: set[int]) -> None:
-        for node, following in nodes:
+    def _walk_nodes(
+        self,
+        nodes: Iterable[tuple[dict[str, Any], dict[str, Any] | None]],
+        roots: set[int],
+        stop: threading.Event | None = None,
+    ) -> None:
+        for n, (node, following) in enumerate(nodes):
+            if n % _STOP_EVERY == 0:
+                _stop_if(stop)
             self._check_node(node, following, id(node) in roots)
 
     def _check_node(self, node: dict[str, Any], following: dict[str, Any] | None, is_root: bool) -> None:
@@ -373,12 +388,13 @@ class StatementGuard:
         elif name == "RepartitionByExpression":
             self.checks.element(E.DISTRIBUTE_BY)
 
-    def _function_options(self, tree: Any) -> None:
+    def _function_options(self, tree: Any, stop: threading.Event | None = None) -> None:
         """The options map of every call of a function that takes one (``from_xml(x, s, map(...))``):
         read from the call's argument, which must be a ``map`` of literals."""
         if not self.policy.denies(E.DATA_SOURCE_OPTION):
             return
         for nodes in _trees(tree):
+            _stop_if(stop)
             for call, arguments in _calls(nodes):
                 name = ".".join(_parts(call.get("nameParts")))
                 known = FUNCTION_OPTIONS.get(name.rsplit(".", 1)[-1].lower())
@@ -458,6 +474,15 @@ class StatementGuard:
         for node, _ in _nodes(tree):
             if str(node["class"]).endswith(".UnresolvedRelation"):
                 yield _parts(node.get("multipartIdentifier"))
+
+
+#: How many plan nodes the check reads between two looks at whether it was abandoned.
+_STOP_EVERY = 1024
+
+
+def _stop_if(stop: threading.Event | None) -> None:
+    if stop is not None and stop.is_set():
+        raise QueryCancelledError("the statement was abandoned while it was checked")
 
 
 def _set_command_read(plan: Any) -> Checked:

@@ -271,6 +271,22 @@ def test_a_statement_stuck_in_the_parser_is_abandoned_and_the_next_one_runs(spar
         executor.close()
 
 
+def test_an_abandoned_statement_s_check_ends_at_its_next_step(spark: Any, places: Places) -> None:
+    """Stopping the JVM thread does not end the check's own reading in Python, which takes seconds
+    for a giant statement: the abandoned statement's event ends it."""
+    import threading
+
+    from flint_repl_job.result_stream import QueryCancelledError
+    from query_core.validation import StatementLimits
+
+    guard = StatementGuard(spark, local_policy(places), StatementLimits(10_000_000, 10_000))
+    stop = threading.Event()
+    stop.set()
+    with pytest.raises(QueryCancelledError):
+        guard.check_sql("SELECT * FROM range(1) WHERE id IN (" + ", ".join(map(str, range(20_000))) + ")", stop)
+    assert guard.check_sql("SELECT 1 AS one", threading.Event()) is not None  # not abandoned: checked
+
+
 # -- locations: the port and Hadoop agree ------------------------------------------------------------
 
 
