@@ -3,7 +3,7 @@ rules (``docs/acceleration.md`` says how and why).
 
 :meth:`Accelerator.sql` stands where the job called ``spark.sql``: for a query (and the query of an
 EXPLAIN) it reads Spark's optimized plan, finds each table scanned with the filter right above it,
-asks the table's Flint indexes, and, when one helps, rebuilds the query's analysed plan with that
+asks the table's Flint indexes, and, when one helps, rebuilds that optimized plan with that
 table's scan replaced:
 
 - **covering** (first, as the reference): a fresh covering index that holds every column the
@@ -44,7 +44,6 @@ from flint_repl_job.acceleration.plans import (
     Plans,
     TableScan,
     referenced_ids,
-    relation_paths,
     table_scans,
 )
 from flint_repl_job.acceleration.report import COVERING, SKIPPING, Acceleration, IndexUse
@@ -87,7 +86,6 @@ class _Work:
     frame: DataFrame
     switches: Switches
     optimized: Any
-    analyzed: Any = None
     used: list[IndexUse] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     replacements: dict[tuple[int, ...], Any] = field(default_factory=dict)
@@ -168,7 +166,7 @@ class Accelerator:
         result = frame
         if work.replacements:
             try:
-                result = self.plans.frame(self.plans.rebuild(work.analyzed, work.replacements))
+                result = self.plans.frame(self.plans.rebuild(work.optimized, work.replacements))
             except Exception as exc:  # noqa: BLE001
                 log.warning(
                     "accelerated plan refused, the query reads its tables whole: %s: %s", type(exc).__name__, exc
@@ -188,20 +186,17 @@ class Accelerator:
         indexes = self._indexes(work, {s.qualified(self.datasource) for s in scans})
         if not any(found.any for found in indexes.values()):
             return
-        work.analyzed = self.plans.analyzed(work.frame)
-        analyzed_paths = relation_paths(self.plans.json_tree(work.analyzed))
-        optimized_counts = Counter(s.key for s in scans)
+        counts = Counter(s.key for s in scans)
         for scan in scans:
             found = indexes.get(scan.qualified(self.datasource))
             if found is None or not found.any:
                 continue
-            paths = analyzed_paths.get(scan.key, [])
-            if optimized_counts[scan.key] != 1 or len(paths) != 1:
+            if counts[scan.key] != 1:
                 work.notes.append(
                     f"{scan.qualified(self.datasource)}: read in a shape not accelerated (a subquery, or read twice)"
                 )
                 continue
-            self._accelerate_scan(work, tree, scan, found, paths[0])
+            self._accelerate_scan(work, tree, scan, found)
 
     def _indexes(self, work: _Work, tables: set[str]) -> dict[str, TableIndexes]:
         found = {}
@@ -216,16 +211,14 @@ class Accelerator:
                 work.lookup_s += time.monotonic() - started
         return found
 
-    def _accelerate_scan(
-        self, work: _Work, tree: PlanNode, scan: TableScan, found: TableIndexes, analyzed_path: tuple[int, ...]
-    ) -> None:
-        relation = self.plans.node_at(work.analyzed, analyzed_path)
+    def _accelerate_scan(self, work: _Work, tree: PlanNode, scan: TableScan, found: TableIndexes) -> None:
+        relation = self.plans.node_at(work.optimized, scan.relation.path)
         if not self.plans.is_file_relation(relation):
             return
         if work.switches.covering and found.covering:
             replacement = self._covering(work, tree, scan, found.covering, relation)
             if replacement is not None:
-                work.replacements[analyzed_path] = replacement
+                work.replacements[scan.relation.path] = replacement
                 return
         if found.skipping is not None:
             try:
@@ -235,7 +228,7 @@ class Accelerator:
                 work.notes.append(f"{found.skipping.meta.index_name}: not read ({exc})")
                 return
             if replacement is not None:
-                work.replacements[analyzed_path] = replacement
+                work.replacements[scan.relation.path] = replacement
 
     # -- skipping ---------------------------------------------------------------------------------
 
@@ -254,8 +247,7 @@ class Accelerator:
             return None
         started = time.monotonic()
         try:
-            optimized_relation = self.plans.node_at(work.optimized, scan.relation.path)
-            listed = self.listings.files(optimized_relation)
+            listed = self.listings.files(relation)
             fields = [f for t in tests for f in t.fields]
             documents = self.lookup.skipping_documents(index.meta, fields, listed)
             selection = select_files(listed, documents, tests, work.switches.hybrid_scan)

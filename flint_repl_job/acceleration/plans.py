@@ -18,8 +18,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from py4j.protocol import Py4JJavaError
+
 from flint_repl_job.acceleration.expressions import Expr, expression_of
-from flint_repl_job.jvm import PlanJson
+from flint_repl_job.jvm import PlanJson, helper
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -141,16 +143,6 @@ def _table_of(relation: PlanNode) -> tuple[str, str, str] | None:
     if not ident.get("table") or not ident.get("database"):
         return None
     return str(ident.get("catalog") or SESSION_CATALOG), str(ident["database"]), str(ident["table"])
-
-
-def relation_paths(plan: PlanNode) -> dict[frozenset[int], list[tuple[int, ...]]]:
-    """Where each ``LogicalRelation`` is in ``plan``, by its attributes' ids."""
-    found: dict[frozenset[int], list[tuple[int, ...]]] = {}
-    for node in plan.walk():
-        if node.cls == "LogicalRelation":
-            key = frozenset(c.expr_id for c in relation_columns(node))
-            found.setdefault(key, []).append(node.path)
-    return found
 
 
 def referenced_ids(plan: PlanNode) -> set[int]:
@@ -331,7 +323,11 @@ class Plans:
     def restrict(self, relation: Any, paths: Sequence[str], keep: bool) -> Any:
         """The analysed plan of ``relation`` reading only ``paths`` (``keep``) or all but them:
         a filter on the scan's ``_metadata.file_path``, which Spark applies to its file listing
-        before it reads any file, with the relation's own output above it."""
+        before it reads any file, with the relation's own output above it. Built by the JVM
+        helper in one call where the JVM has it, through DataFrames otherwise (the same plan)."""
+        built = self._file_filter(relation, paths, keep)
+        if built is not None:
+            return built
         frame = self._rows(relation)
         path = frame.metadataColumn("_metadata").getField("file_path")
         listed = self.static("org.apache.commons.lang3.StringUtils.split")(_SEPARATOR.join(paths), _SEPARATOR)
@@ -339,6 +335,17 @@ class Plans:
         if not keep:
             condition = self.static("org.apache.spark.sql.functions.not")(condition)
         return frame.filter(condition).queryExecution().analyzed()
+
+    def _file_filter(self, relation: Any, paths: Sequence[str], keep: bool) -> Any | None:
+        builder = helper(self.spark, "FileFilter")
+        if builder is None:
+            return None
+        try:
+            return builder.restrict(relation, _SEPARATOR.join(paths), _SEPARATOR, keep)
+        except Py4JJavaError as exc:
+            if not str(exc.java_exception.getClass().getName()).endswith("FileFilter$Unsupported"):
+                raise
+            return None
 
     def replace_output(self, relation: Any, source: Any) -> Any:
         """A plan that reads ``source`` (an analysed plan with one column per column of
@@ -386,6 +393,5 @@ __all__ = [
     "plan_of",
     "referenced_ids",
     "relation_columns",
-    "relation_paths",
     "table_scans",
 ]

@@ -5,6 +5,9 @@
   bench, and queries over real tables (file scans, joins, aggregates, subqueries, literals of
   every type);
 * where the helper cannot be had, Spark's own writer answers;
+* the file filter the acceleration puts on a table's relation reads the same files and rows as
+  the one built through DataFrames, for the files kept and for the files left out, on a
+  partitioned and an unpartitioned table;
 * after :func:`reply_at_once`, every py4j connection of the JVM sends at once (``TCP_NODELAY``),
   those open before and those opened after.
 """
@@ -20,6 +23,8 @@ import pytest
 
 from bench.validation import WAREHOUSE_TOKEN, corpus
 from flint_repl_job import jvm
+from flint_repl_job.acceleration.listings import Listings
+from flint_repl_job.acceleration.plans import Plans, files_read
 from flint_repl_job.jvm import PlanJson, reply_at_once
 from tests import hostile
 
@@ -111,6 +116,50 @@ def test_without_the_helper_spark_writes_the_plan(spark: Any, monkeypatch: pytes
     monkeypatch.setattr(jvm, "_compile", lambda spark, name: None)
     plan = _parsed(spark, ["SELECT 1 AS one"])[0]
     assert PlanJson(spark)(plan) == plan.toJSON()
+
+
+@pytest.fixture(scope="module")
+def spread(spark: Any) -> Any:
+    """Two tables of several files each: one partitioned, one not."""
+    spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
+    frame = spark.range(0, 60, 1, 6).selectExpr("id", "cast(id % 2 AS int) AS k")
+    frame.write.format("parquet").mode("overwrite").saveAsTable("default.jh_files")
+    frame.write.format("parquet").mode("overwrite").partitionBy("k").saveAsTable("default.jh_files_part")
+    yield spark
+    spark.sql("DROP TABLE IF EXISTS default.jh_files")
+    spark.sql("DROP TABLE IF EXISTS default.jh_files_part")
+
+
+@pytest.mark.parametrize("table", ["default.jh_files", "default.jh_files_part"])
+@pytest.mark.parametrize("keep", [True, False])
+def test_the_file_filter_reads_what_the_filter_built_through_dataframes_reads(
+    spread: Any, table: str, keep: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spark = spread
+    plans = Plans(spark)
+    relation = plans.optimized(spark.table(table))
+    assert relation.getClass().getSimpleName() == "LogicalRelation"
+    listed = Listings(plans).files(relation)  # as the acceleration reads it: _metadata.file_path's form
+    chosen = sorted(listed)[:2]
+    assert len(listed) > 3
+
+    def run() -> tuple[list[tuple[Any, ...]], int]:
+        frame = plans.frame(plans.restrict(relation, chosen, keep))
+        return sorted(tuple(r) for r in frame.collect()), files_read(frame)
+
+    assert jvm.helper(spark, "FileFilter") is not None
+    by_helper = run()
+    monkeypatch.setattr(Plans, "_file_filter", lambda self, relation, paths, keep: None)
+    by_frames = run()
+    assert by_helper == by_frames
+    rows, read = by_helper
+    assert read == (len(chosen) if keep else len(listed) - len(chosen))
+    expected = {tuple(r) for r in spark.table(table).where(("" if keep else "NOT ") + _path_in(chosen)).collect()}
+    assert set(rows) == expected and rows
+
+
+def _path_in(paths: list[str]) -> str:
+    return "_metadata.file_path IN (" + ", ".join("'" + p.replace("'", "''") + "'" for p in paths) + ")"
 
 
 def _no_delay_flags(spark: Any) -> list[bool]:
