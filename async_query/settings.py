@@ -278,6 +278,12 @@ class Settings(BaseSettings):
     auth_cache_s: float = 60.0
     #: At most this many verified Authorization headers are remembered (least recently used go).
     auth_cache_entries: int = 10_000
+    #: Failed logins allowed from one client address within ``auth_failures_window_s`` seconds;
+    #: the next request from it that needs a check is refused (429) for ``auth_block_s`` seconds,
+    #: unchecked (0: no limit; docs/security.md, "Failed logins").
+    auth_failures_allowed: int = Field(default=10, ge=0)
+    auth_failures_window_s: float = Field(default=600.0, ge=0)
+    auth_block_s: float = Field(default=300.0, ge=0)
     #: How long ``cluster`` waits for the security plugin's answer (seconds).
     auth_cluster_timeout_s: float = 5.0
     #: The audit log (``<data_dir>/audit/audit.log``) is rotated past this size, keeping this many.

@@ -39,6 +39,9 @@ os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSeri
 # No warm pool unless a test asks for one (tests/e2e/test_warm_pool.py): an idle Spark job per
 # service would take CPU from every other test's jobs.
 os.environ.setdefault("ASYNC_QUERY_WARM_POOL_SIZE", "0")
+# No limit on failed logins unless a test asks for one (tests/integration/test_failed_logins.py):
+# the security tests fail logins from this one address far more often than the limit allows.
+os.environ.setdefault("ASYNC_QUERY_AUTH_FAILURES_ALLOWED", "0")
 REAL_CLUSTER = os.environ.get("OPENSEARCH_URL", "")
 
 

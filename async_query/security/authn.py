@@ -11,7 +11,9 @@ Three authenticators, one per ``ASYNC_QUERY_AUTH`` mode:
 A header that checked out is trusted for ``auth_cache_s`` seconds (:class:`CredentialCache`), so
 the costly check (an argon2 hash, or a round trip to the cluster) is paid once per client and
 interval, not per request. Concurrent requests with the same unverified header share one check.
-Failed checks are not remembered: a wrong password costs a full check every time.
+Failed checks are not remembered as answers (a wrong password costs a full check every time), but
+they are counted per client address: an address that fails too often is refused for a while
+without a check (:mod:`.throttle`).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from cachetools import TTLCache
 
 from async_query.security.errors import AuthUnavailableError, UnauthorizedError
 from async_query.security.principal import ANONYMOUS, DEFAULT_ADMIN_ROLES, Principal
+from async_query.security.throttle import FailedLogins
 from async_query.security.users import UserDirectory
 
 log = logging.getLogger(__name__)
@@ -48,8 +51,9 @@ HASH_CHECKS = 2
 class Authenticator(Protocol):
     mode: str
 
-    async def authenticate(self, authorization: bytes | None) -> Principal:
-        """The caller, or :class:`UnauthorizedError` / :class:`AuthUnavailableError`."""
+    async def authenticate(self, authorization: bytes | None, client: str | None = None) -> Principal:
+        """The caller, or :class:`UnauthorizedError` / :class:`AuthUnavailableError`
+        (:class:`TooManyFailedLoginsError` while ``client``, the caller's address, is refused)."""
         ...
 
     async def aclose(self) -> None: ...
@@ -93,7 +97,7 @@ class CredentialCache:
 class NoAuthentication:
     mode = "none"
 
-    async def authenticate(self, authorization: bytes | None) -> Principal:
+    async def authenticate(self, authorization: bytes | None, client: str | None = None) -> Principal:
         return ANONYMOUS
 
     async def aclose(self) -> None:
@@ -118,22 +122,31 @@ class _HeaderAuthentication:
 
     mode = ""
 
-    def __init__(self, cache: CredentialCache, admin_roles: Iterable[str]) -> None:
+    def __init__(
+        self, cache: CredentialCache, admin_roles: Iterable[str], failed_logins: FailedLogins | None = None
+    ) -> None:
         self.cache = cache
         self.admin_roles = frozenset(admin_roles)
+        #: Failed checks per client address (:mod:`.throttle`); None: not counted.
+        self.failed_logins = failed_logins or FailedLogins(0, 0, 0)
         self._pending: dict[bytes, asyncio.Future[Principal]] = {}
 
-    async def authenticate(self, authorization: bytes | None) -> Principal:
+    async def authenticate(self, authorization: bytes | None, client: str | None = None) -> Principal:
         if not authorization:
             raise UnauthorizedError()
         self._before_lookup()
         key = self.cache.key(authorization)
         found = self.cache.get(key)
         if found is not None:
-            return found
+            return found  # verified already: let in even from a refused address (.throttle)
         if len(authorization) > MAX_HEADER:
             raise UnauthorizedError()
-        return await self._once(key, lambda: self._verify_and_keep(key, authorization))
+        self.failed_logins.check(client)
+        try:
+            return await self._once(key, lambda: self._verify_and_keep(key, authorization))
+        except UnauthorizedError:
+            self.failed_logins.failed(client)
+            raise
 
     def _before_lookup(self) -> None:
         """A hook run before each cache lookup (``basic`` notices a changed users file here)."""
@@ -172,9 +185,13 @@ class BasicAuthentication(_HeaderAuthentication):
     mode = "basic"
 
     def __init__(
-        self, users: UserDirectory, cache: CredentialCache, admin_roles: Iterable[str] = DEFAULT_ADMIN_ROLES
+        self,
+        users: UserDirectory,
+        cache: CredentialCache,
+        admin_roles: Iterable[str] = DEFAULT_ADMIN_ROLES,
+        failed_logins: FailedLogins | None = None,
     ) -> None:
-        super().__init__(cache, admin_roles)
+        super().__init__(cache, admin_roles, failed_logins)
         self.users = users
         self._limiter: anyio.CapacityLimiter | None = None
 
@@ -213,8 +230,9 @@ class ClusterAuthentication(_HeaderAuthentication):
         admin_roles: Iterable[str] = DEFAULT_ADMIN_ROLES,
         verify: bool | ssl.SSLContext = True,
         timeout_s: float = 5.0,
+        failed_logins: FailedLogins | None = None,
     ) -> None:
-        super().__init__(cache, admin_roles)
+        super().__init__(cache, admin_roles, failed_logins)
         self.url = url.rstrip("/")
         self._verify_tls = verify
         self._timeout = timeout_s

@@ -42,3 +42,15 @@ class AuthUnavailableError(AsyncQueryError):
 
     http_status = 503
     error_type = SECURITY_ERROR_TYPE
+
+
+class TooManyFailedLoginsError(AsyncQueryError):
+    """The caller's address failed to log in too often lately: refused, unchecked, for a while
+    (:mod:`async_query.security.throttle`)."""
+
+    http_status = 429
+    error_type = SECURITY_ERROR_TYPE
+
+    def __init__(self, retry_after_s: int) -> None:
+        super().__init__(f"too many failed logins from this address: try again in {retry_after_s} s")
+        self.retry_after_s = retry_after_s

@@ -21,6 +21,7 @@ from async_query.security.errors import (
     UNAUTHORIZED_REASON,
     AuthUnavailableError,
     ForbiddenError,
+    TooManyFailedLoginsError,
     UnauthorizedError,
 )
 from async_query.security.principal import Principal
@@ -31,8 +32,8 @@ from query_core.ids import datasource_of
 
 ASYNC_BASE = "/_plugins/_async_query"
 DATASOURCE_BASE = "/_plugins/_query/_datasources"
-_REASONS = {401: UNAUTHORIZED_REASON, 403: FORBIDDEN_REASON, 503: "Service Unavailable"}
-_REFUSALS = (UnauthorizedError, ForbiddenError, AuthUnavailableError)
+_REASONS = {401: UNAUTHORIZED_REASON, 403: FORBIDDEN_REASON, 429: "Too Many Requests", 503: "Service Unavailable"}
+_REFUSALS = (UnauthorizedError, ForbiddenError, AuthUnavailableError, TooManyFailedLoginsError)
 _ASYNC_ACTIONS = {"GET": "query.get", "DELETE": "query.cancel"}
 _DATASOURCE_ACTIONS = {"POST": "datasource.create", "PUT": "datasource.update", "PATCH": "datasource.patch"}
 
@@ -119,7 +120,7 @@ class SecurityMiddleware:
             return
         entry = AuditEntry(scope)
         try:
-            principal = await self._authenticate(scope)
+            principal = await self._authenticate(scope, entry.remote)
         except _REFUSALS as exc:
             await self._refuse(exc, entry, send)
             return
@@ -143,7 +144,7 @@ class SecurityMiddleware:
             if not written:  # the app raised before answering (the server answers 500)
                 self.audit.write(entry.record(500))
 
-    async def _authenticate(self, scope: Scope) -> Principal:
+    async def _authenticate(self, scope: Scope, client: str | None) -> Principal:
         host = origin = authorization = None
         hosts = authorizations = 0
         for name, value in scope["headers"]:
@@ -160,7 +161,7 @@ class SecurityMiddleware:
             )
         if authorizations > 1:
             raise UnauthorizedError()
-        return await self.authenticator.authenticate(authorization)
+        return await self.authenticator.authenticate(authorization, client)
 
     async def _refuse(self, exc: AsyncQueryError, entry: AuditEntry, send: Send) -> None:
         status = exc.http_status
@@ -171,6 +172,8 @@ class SecurityMiddleware:
         headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
         if status == 401:
             headers.append((b"www-authenticate", CHALLENGE.encode()))
+        if isinstance(exc, TooManyFailedLoginsError):
+            headers.append((b"retry-after", str(exc.retry_after_s).encode()))
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": payload})
 

@@ -18,6 +18,7 @@ from async_query.security.authn import (
     NoAuthentication,
 )
 from async_query.security.job_user import JobUser, JobUserError, job_python
+from async_query.security.throttle import FailedLogins
 from async_query.security.users import UserDirectory, UsersFileError, read_users
 from async_query.settings import Settings
 from query_core.hosts import is_loopback_bind
@@ -63,10 +64,14 @@ def build_security(settings: Settings, insecure_no_auth: bool = False) -> Securi
     ``insecure_no_auth`` (``serve --insecure-no-auth``) also lifts the Host check of ``none``:
     whoever reaches the port is let in anyway."""
     cache = CredentialCache(settings.auth_cache_s, settings.auth_cache_entries)
+    failed_logins = FailedLogins(settings.auth_failures_allowed, settings.auth_failures_window_s, settings.auth_block_s)
     authenticator: Authenticator
     if settings.auth == "basic":
         authenticator = BasicAuthentication(
-            UserDirectory(settings.users_path, recheck_s=settings.users_recheck_s), cache, settings.admin_roles
+            UserDirectory(settings.users_path, recheck_s=settings.users_recheck_s),
+            cache,
+            settings.admin_roles,
+            failed_logins,
         )
     elif settings.auth == "cluster":
         if not settings.opensearch_url:
@@ -77,6 +82,7 @@ def build_security(settings: Settings, insecure_no_auth: bool = False) -> Securi
             settings.admin_roles,
             verify=cluster_tls(settings),
             timeout_s=settings.auth_cluster_timeout_s,
+            failed_logins=failed_logins,
         )
     else:
         authenticator = NoAuthentication()
