@@ -58,6 +58,7 @@ from query_core.flint import (
     Statement,
     VacuumIndex,
     check_catalog,
+    check_index_catalog,
     flint_index_name,
 )
 from query_core.flint.ast import CreateStatement
@@ -307,6 +308,8 @@ class FlintEngine:
             return self.not_here(statement)
         index_name = sanitize_index_name(statement.index_name.strip("`"))
         meta = self._require_meta(index_name)
+        if self.datasource:  # its name alone may be another datasource's (run() checked it)
+            check_index_catalog(meta, self.datasource)
         if not meta.auto_refresh:
             raise FlintIndexError(f"Index {index_name} is not refreshed automatically: there is no job to recover")
         self.streams.check(meta)

@@ -32,7 +32,7 @@ from query_core.flint.ast import (
 )
 from query_core.flint.naming import flint_index_name, latest_id
 from query_core.flint.parser import FlintSyntaxError, is_flint_statement, parse
-from query_core.flint.scope import ForeignCatalogError, check_catalog
+from query_core.flint.scope import ForeignCatalogError, check_catalog, check_index_catalog
 
 __all__ = [
     "AlterIndex",
@@ -62,6 +62,7 @@ __all__ = [
     "Statement",
     "VacuumIndex",
     "check_catalog",
+    "check_index_catalog",
     "flint_index_name",
     "is_flint_statement",
     "latest_id",

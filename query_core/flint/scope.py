@@ -16,12 +16,16 @@ from query_core.flint.ast import (
     CreateCoveringIndex,
     CreateMaterializedView,
     CreateSkippingIndex,
+    IndexKind,
     IndexStatement,
+    RecoverIndexJob,
     ShowCoveringIndexes,
     ShowFlintIndexes,
     ShowMaterializedViews,
     Statement,
 )
+from query_core.flint.index_meta import IndexMeta
+from query_core.flint.naming import FLINT_INDEX_PREFIX, sanitize_index_name
 
 
 class ForeignCatalogError(InvalidRequestError):
@@ -47,10 +51,48 @@ def catalogs_named(statement: Statement) -> Iterator[str]:
 
 
 def check_catalog(statement: Statement, datasource: str) -> None:
-    """Refuse (a 400) a Flint statement that names a catalog other than ``datasource``."""
+    """Refuse (a 400) a Flint statement that names a catalog other than ``datasource``, or
+    (``RECOVER INDEX JOB``) an index whose name is not of ``datasource``'s catalog."""
+    if isinstance(statement, RecoverIndexJob):
+        name = sanitize_index_name(statement.index_name.strip("`"))
+        if not name.startswith(sanitize_index_name(f"{FLINT_INDEX_PREFIX}{datasource}_")):
+            raise ForeignCatalogError(
+                f"index {name!r} is not of this query's datasource {datasource!r}: a Flint statement "
+                "reaches its own datasource's indexes only"
+            )
     for catalog in catalogs_named(statement):
         if catalog.lower() != datasource.lower():
             raise ForeignCatalogError(
                 f"catalog {catalog!r} is not this query's datasource {datasource!r}: a Flint statement "
                 "reaches its own datasource's indexes only"
             )
+
+
+def check_index_catalog(meta: IndexMeta, datasource: str) -> None:
+    """Refuse an index whose table (or materialized view) is in another catalog than
+    ``datasource``: what its metadata says, where its name alone is ambiguous (``lake_b``'s
+    index names begin with ``flint_lake_`` too)."""
+    qualified = meta.name if meta.kind is IndexKind.MV else meta.source
+    catalog = _first_part(qualified)
+    if catalog.lower() != datasource.lower():
+        raise ForeignCatalogError(
+            f"index {meta.index_name!r} is of catalog {catalog!r}, not this query's datasource {datasource!r}: "
+            "a Flint statement reaches its own datasource's indexes only"
+        )
+
+
+def _first_part(qualified: str) -> str:
+    """The first part of a dotted name whose parts may be back-quoted (``a``.b, `a.b`.c)."""
+    if not qualified.startswith("`"):
+        return qualified.split(".", 1)[0]
+    part, at = [], 1
+    while at < len(qualified):
+        if qualified[at] == "`":
+            if qualified[at + 1 : at + 2] == "`":
+                part.append("`")
+                at += 2
+                continue
+            break
+        part.append(qualified[at])
+        at += 1
+    return "".join(part)

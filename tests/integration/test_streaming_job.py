@@ -497,3 +497,32 @@ def test_an_aggregating_view_in_complete_mode_keeps_one_document_per_key(
     assert sorted(doc_id for doc_id, _ in store.admin.scan(index)) == ["0", "1", "2"]
     job.stop_event.set()
     assert jobs.join(job) == SessionState.DEAD
+
+
+def test_recover_of_an_index_of_another_catalog_is_refused_by_the_job(
+    lake: Lake, store: Store, opensearch_config: OpenSearchConfig, ds_name: str, tmp_path: Path
+) -> None:
+    # Datasource <ds>_default's index names begin as <ds>'s of database "default" do: the name
+    # passes, the index's metadata (its table in catalog <ds>) does not.
+    table = lake.table("foreign", "id BIGINT, name STRING, grp INT")
+    lake.append("foreign", rows(range(0, 2)))
+    statement = parse(f"CREATE INDEX cov ON {table} (id)")
+    assert statement is not None
+    FlintEngine(FlintContext(lake.spark, store, opensearch_config, ds_name, job_id="job-1")).run(statement)
+    index = f"flint_{ds_name}_default_foreign_cov_index"
+    before = index_state(store, ds_name, index)
+    assert before is not None and before.doc.state is F.ACTIVE
+
+    other = Jobs(lake.spark, store, opensearch_config, f"{ds_name}_default", tmp_path / "checkpoints")
+    try:
+        _, _, recover = other.start(f"RECOVER INDEX JOB {index}")
+        ended = wait_for(
+            lambda: statement_ended(store, other.ds, recover), timeout=TIMEOUT, what="the RECOVER to end"
+        )
+        assert ended["state"] == StatementState.FAILED.value, ended
+        assert f"is of catalog '{ds_name}', not this query's datasource '{ds_name}_default'" in ended["error"]
+    finally:
+        other.stop_all()
+    after = index_state(store, ds_name, index)
+    assert after is not None and after.doc == before.doc  # nothing moved
+    assert index_state(store, other.ds, index) is None

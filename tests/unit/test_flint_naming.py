@@ -14,17 +14,19 @@ from query_core.flint import (
     IndexRef,
     IndexStatement,
     QualifiedName,
+    RecoverIndexJob,
     flint_index_name,
     latest_id,
     parse,
 )
+from query_core.flint.index_meta import IndexMeta
 from query_core.flint.naming import (
     covering_index_name,
     mv_index_name,
     sanitize_index_name,
     skipping_index_name,
 )
-from query_core.flint.scope import ForeignCatalogError, catalogs_named, check_catalog
+from query_core.flint.scope import ForeignCatalogError, catalogs_named, check_catalog, check_index_catalog
 
 HTTP_LOGS = QualifiedName(("mys3", "default", "http_logs"))
 
@@ -126,3 +128,52 @@ def test_the_catalogs_a_flint_statement_names_and_another_is_refused(sql: str, n
             check_catalog(statement, "lake")
     else:
         check_catalog(statement, "lake")
+
+
+@pytest.mark.parametrize(
+    ("index_name", "allowed"),
+    [
+        ("flint_lake_db_t_skipping_index", True),
+        ("`flint_lake_db_t_c_index`", True),
+        ("FLINT_LAKE_db_t_skipping_index", True),
+        ("flint_other_db_t_skipping_index", False),
+        ("flint_lakes_db_t_skipping_index", False),
+        ("flint_lake", False),
+        ("other_index", False),
+    ],
+)
+def test_recover_reaches_only_an_index_named_after_its_own_datasource(index_name: str, allowed: bool) -> None:
+    statement = parse(f"RECOVER INDEX JOB {index_name}")
+    assert isinstance(statement, RecoverIndexJob)
+    if allowed:
+        check_catalog(statement, "lake")
+    else:
+        with pytest.raises(ForeignCatalogError, match="is not of this query's datasource 'lake'"):
+            check_catalog(statement, "lake")
+
+
+def _meta(kind: IndexKind, name: str, source: str) -> IndexMeta:
+    return IndexMeta(
+        index_name="flint_lake_b_db_t_skipping_index", kind=kind, name=name, source=source, indexed_columns=(), options={}
+    )
+
+
+@pytest.mark.parametrize(
+    ("meta", "allowed"),
+    [
+        (_meta(IndexKind.SKIPPING, "flint_lake_db_t_skipping_index", "lake.db.t"), True),
+        (_meta(IndexKind.COVERING, "c", "LAKE.db.t"), True),
+        (_meta(IndexKind.MV, "lake.db.mv", "SELECT * FROM lake_b.db.t"), True),
+        (_meta(IndexKind.MV, "`lake`.`db`.`mv`", "SELECT 1"), True),
+        # a name beginning as this datasource's (flint_lake_...) of another catalog (lake_b)
+        (_meta(IndexKind.SKIPPING, "flint_lake_b_db_t_skipping_index", "lake_b.db.t"), False),
+        (_meta(IndexKind.MV, "`lake.b`.db.mv", "SELECT 1"), False),
+        (_meta(IndexKind.MV, "lake_b.db.mv", "SELECT * FROM lake.db.t"), False),
+    ],
+)
+def test_an_index_is_this_datasource_s_by_what_its_metadata_says(meta: IndexMeta, allowed: bool) -> None:
+    if allowed:
+        check_index_catalog(meta, "lake")
+    else:
+        with pytest.raises(ForeignCatalogError, match="not this query's datasource 'lake'"):
+            check_index_catalog(meta, "lake")

@@ -53,8 +53,17 @@ STREAMING = {
         "flint_{ds}_db_t_idx_index",
     ),
     "alter_auto": ("ALTER MATERIALIZED VIEW db.mv WITH (auto_refresh = true)", "flint_{ds}_db_mv"),
-    "recover": ("RECOVER INDEX JOB flint_glue_db_t_idx_index", "flint_glue_db_t_idx_index"),
+    "recover": ("RECOVER INDEX JOB flint_{ds}_db_t_idx_index", "flint_{ds}_db_t_idx_index"),
 }
+
+
+def test_recover_of_another_datasource_s_index_is_refused_and_nothing_is_written(
+    client: httpx.Client, plugin: Plugin, store: Store, ds_name: str, launcher: RecordingLauncher
+) -> None:
+    resp = post(client, ds_name, "RECOVER INDEX JOB flint_glue_db_t_idx_index")
+    assert resp.status_code == 400, resp.text
+    assert f"is not of this query's datasource '{ds_name}'" in resp.json()["error"]["details"]
+    nothing_written(plugin, store, ds_name, launcher)
 
 
 @pytest.mark.parametrize(("query", "index"), list(STREAMING.values()), ids=list(STREAMING))
