@@ -76,8 +76,11 @@ def prepare(spark: Any) -> threading.Thread:
     from then on, and the plan writer compiled (a statement that needs it before waits for it)."""
 
     def run() -> None:
-        reply_at_once(spark)
-        helper(spark, "PlanJson")
+        try:
+            reply_at_once(spark)
+            helper(spark, "PlanJson")
+        except Exception as exc:  # noqa: BLE001 - the helpers are an optimisation: the job goes on without
+            log.warning("the JVM helpers were not prepared (%s); going on without them", type(exc).__name__)
 
     thread = threading.Thread(target=run, name="jvm-helpers", daemon=True)
     thread.start()
