@@ -99,6 +99,11 @@ class IndexMeta:
             return database, rest, self.name
         return database, None, rest
 
+    @property
+    def catalog(self) -> str:
+        """The catalog of the index's table (or view), as its qualified name says."""
+        return self._qualified_parts()[0]
+
     def belongs_to(self, catalog: str, database: str | None) -> bool:
         """True when the index's table (or view) is in ``catalog`` (and ``database`` if given)."""
         parts = self._qualified_parts()

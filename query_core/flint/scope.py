@@ -16,7 +16,6 @@ from query_core.flint.ast import (
     CreateCoveringIndex,
     CreateMaterializedView,
     CreateSkippingIndex,
-    IndexKind,
     IndexStatement,
     RecoverIndexJob,
     ShowCoveringIndexes,
@@ -71,28 +70,10 @@ def check_catalog(statement: Statement, datasource: str) -> None:
 def check_index_catalog(meta: IndexMeta, datasource: str) -> None:
     """Refuse an index whose table (or materialized view) is in another catalog than
     ``datasource``: what its metadata says, where its name alone is ambiguous (``lake_b``'s
-    index names begin with ``flint_lake_`` too)."""
-    qualified = meta.name if meta.kind is IndexKind.MV else meta.source
-    catalog = _first_part(qualified)
-    if catalog.lower() != datasource.lower():
+    index names begin with ``flint_lake_`` too). Compared in any case, as :func:`check_catalog`
+    compares the catalog a statement names."""
+    if meta.catalog.lower() != datasource.lower():
         raise ForeignCatalogError(
-            f"index {meta.index_name!r} is of catalog {catalog!r}, not this query's datasource {datasource!r}: "
-            "a Flint statement reaches its own datasource's indexes only"
+            f"index {meta.index_name!r} is of catalog {meta.catalog!r}, not this query's datasource "
+            f"{datasource!r}: a Flint statement reaches its own datasource's indexes only"
         )
-
-
-def _first_part(qualified: str) -> str:
-    """The first part of a dotted name whose parts may be back-quoted (``a``.b, `a.b`.c)."""
-    if not qualified.startswith("`"):
-        return qualified.split(".", 1)[0]
-    part, at = [], 1
-    while at < len(qualified):
-        if qualified[at] == "`":
-            if qualified[at + 1 : at + 2] == "`":
-                part.append("`")
-                at += 2
-                continue
-            break
-        part.append(qualified[at])
-        at += 1
-    return "".join(part)

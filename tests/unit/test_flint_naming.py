@@ -164,10 +164,8 @@ def _meta(kind: IndexKind, name: str, source: str) -> IndexMeta:
         (_meta(IndexKind.SKIPPING, "flint_lake_db_t_skipping_index", "lake.db.t"), True),
         (_meta(IndexKind.COVERING, "c", "LAKE.db.t"), True),
         (_meta(IndexKind.MV, "lake.db.mv", "SELECT * FROM lake_b.db.t"), True),
-        (_meta(IndexKind.MV, "`lake`.`db`.`mv`", "SELECT 1"), True),
         # a name beginning as this datasource's (flint_lake_...) of another catalog (lake_b)
         (_meta(IndexKind.SKIPPING, "flint_lake_b_db_t_skipping_index", "lake_b.db.t"), False),
-        (_meta(IndexKind.MV, "`lake.b`.db.mv", "SELECT 1"), False),
         (_meta(IndexKind.MV, "lake_b.db.mv", "SELECT * FROM lake.db.t"), False),
     ],
 )
