@@ -44,7 +44,7 @@ from query_core.validation import (
     check_flint,
     check_ppl,
 )
-from query_core.validation.allowlists import FUNCTION_OPTIONS, Provider, is_settable, provider_of_class
+from query_core.validation.allowlists import Provider, function_options, is_settable, provider_of_class
 from query_core.validation.elements import GrammarElement as E
 from query_core.validation.flint import source_table
 from query_core.validation.limits import StatementLimits, check_limits
@@ -395,9 +395,11 @@ class StatementGuard:
             return
         for nodes in _trees(tree):
             _stop_if(stop)
+            if not any(_options_call(node) for node in nodes):
+                continue  # no call that takes options: no tree to build
             for call, arguments in _calls(nodes):
-                name = ".".join(_parts(call.get("nameParts")))
-                known = FUNCTION_OPTIONS.get(name.rsplit(".", 1)[-1].lower())
+                name = _call_name(call)
+                known = function_options(name)
                 if known is None:
                     continue
                 if arguments is None:  # a tree that cannot be read: its options cannot be shown harmless
@@ -794,6 +796,15 @@ def _calls(nodes: list[dict[str, Any]]) -> Iterator[tuple[dict[str, Any], list[_
                 else []
             )
             yield node, arguments
+
+
+def _call_name(node: dict[str, Any]) -> str:
+    return ".".join(_parts(node.get("nameParts")))
+
+
+def _options_call(node: dict[str, Any]) -> bool:
+    """Whether ``node`` calls a function that takes an options map."""
+    return str(node.get("class", "")).endswith(".UnresolvedFunction") and function_options(_call_name(node)) is not None
 
 
 def _literal_map(argument: _Built) -> list[tuple[str, str]] | None:

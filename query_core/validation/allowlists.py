@@ -354,6 +354,12 @@ FUNCTION_OPTIONS: dict[str, FunctionOptions] = {
 }
 
 
+def function_options(name: str) -> FunctionOptions | None:
+    """The options entry of the function ``name`` (its last part, in any case: a qualified
+    ``system.builtin.from_xml`` is ``from_xml``); None for a function without an options map."""
+    return FUNCTION_OPTIONS.get(name.rsplit(".", 1)[-1].lower())
+
+
 # -- Flint WITH options and extra_options ---------------------------------------------------------------
 
 #: The ``WITH (...)`` options of Flint statements (case-sensitive, as the reference reads them).

@@ -54,13 +54,13 @@ class Checks:
         element = function_element(name, self.policy.function_table)
         if element is not None:
             self.element(element, name.lower())
-        if self.policy.denies(GrammarElement.DATA_SOURCE_OPTION) and _function_key(name) in allowlists.FUNCTION_OPTIONS:
+        if self.policy.denies(GrammarElement.DATA_SOURCE_OPTION) and allowlists.function_options(name) is not None:
             self.leave(f"the options of {name}")
 
     def function_options(self, name: str, options: Iterable[tuple[str, str]] | None) -> None:
         """The options map a call of ``name`` is given (None: not a map of literals, which cannot
         be read before it runs): each key must be one of the function's, in any case."""
-        known = allowlists.FUNCTION_OPTIONS.get(_function_key(name))
+        known = allowlists.function_options(name)
         if known is None:
             return
         if options is None:
@@ -242,8 +242,3 @@ def _flattened(value: Mapping[str, object], prefix: str = "") -> Iterable[tuple[
             yield from _flattened(item, f"{prefix}{key}.")
         else:
             yield f"{prefix}{key}", item
-
-
-def _function_key(name: str) -> str:
-    """A function's name as the options table keys it (``system.builtin.from_xml``: ``from_xml``)."""
-    return name.rsplit(".", 1)[-1].lower()
