@@ -362,16 +362,12 @@ class Settings(BaseSettings):
     @property
     def sessions_per_user(self) -> int:
         """``max_sessions_per_user``, or half of ``max_sessions`` rounded up."""
-        if self.max_sessions_per_user is not None:
-            return self.max_sessions_per_user
-        return max(1, -(-self.max_sessions // 2))
+        return _fair_share(self.max_sessions_per_user, self.max_sessions)
 
     @property
     def refreshing_jobs_per_user(self) -> int:
         """``max_refreshing_jobs_per_user``, or half of ``max_refreshing_jobs`` rounded up."""
-        if self.max_refreshing_jobs_per_user is not None:
-            return self.max_refreshing_jobs_per_user
-        return max(1, -(-self.max_refreshing_jobs // 2))
+        return _fair_share(self.max_refreshing_jobs_per_user, self.max_refreshing_jobs)
 
     @property
     def users_path(self) -> Path:
@@ -403,3 +399,8 @@ class Settings(BaseSettings):
             retry_seconds=self.opensearch_retry_seconds,
             request_timeout=self.opensearch_request_timeout_s,
         )
+
+
+def _fair_share(per_user: int | None, deployment: int) -> int:
+    """A user's limit: the one set, or half of the deployment's, rounded up (at least 1)."""
+    return per_user if per_user is not None else max(1, -(-deployment // 2))
