@@ -55,9 +55,19 @@ EXPECTED_TYPES = [
 ]  # fmt: skip
 
 
-def test_every_type_round_trips_exactly(e2e: tuple[Api, Plugin]) -> None:
+@pytest.fixture(scope="module")
+def session(e2e: tuple[Api, Plugin]) -> str:
+    """One interactive session (one job) for the tests of this module that need no session of
+    their own: each job start costs seconds of CPU, and the suite is bound by CPU."""
     api, _ = e2e
-    submitted, reply = api.run(EVERY_TYPE)
+    submitted, reply = api.run("SELECT 1")
+    assert reply["status"] == "SUCCESS", reply
+    return str(submitted["sessionId"])
+
+
+def test_every_type_round_trips_exactly(e2e: tuple[Api, Plugin], session: str) -> None:
+    api, _ = e2e
+    submitted, reply = api.run(EVERY_TYPE, session)
     assert reply["status"] == "SUCCESS", reply
     exact = json.loads(api.raw(submitted["queryId"]).text, parse_float=Decimal)
     assert [c["type"] for c in exact["schema"]] == EXPECTED_TYPES
@@ -66,9 +76,9 @@ def test_every_type_round_trips_exactly(e2e: tuple[Api, Plugin]) -> None:
     assert exact["total"] == exact["size"] == 1
 
 
-def test_second_query_runs_in_the_same_session_and_job(e2e: tuple[Api, Plugin]) -> None:
+def test_second_query_runs_in_the_same_session_and_job(e2e: tuple[Api, Plugin], session: str) -> None:
     api, plugin = e2e
-    first, reply1 = api.run("SELECT 1 AS one")
+    first, reply1 = api.run("SELECT 1 AS one", session)
     second, reply2 = api.run("SELECT 2 AS two", first["sessionId"])
     assert reply1["datarows"] == [[1]] and reply2["datarows"] == [[2]]
     assert second["sessionId"] == first["sessionId"]
@@ -77,13 +87,13 @@ def test_second_query_runs_in_the_same_session_and_job(e2e: tuple[Api, Plugin]) 
     assert statements[0].doc.job_id == statements[1].doc.job_id != ""  # type: ignore[union-attr]
 
 
-def test_five_million_rows_succeed_capped_and_the_session_stays_warm(e2e: tuple[Api, Plugin]) -> None:
+def test_five_million_rows_succeed_capped_and_the_session_stays_warm(e2e: tuple[Api, Plugin], session: str) -> None:
     """Five million rows, with the job's default driver memory and the default caps: the rows are
     streamed (collecting them would take the driver gigabytes, and their one document would pass
     the index's request limit), the result stops at the cap marked truncated, a page past the first
     document reads the capped-off end, and the session goes on, warm."""
     api, plugin = e2e
-    big, reply = api.run("SELECT id FROM range(5000000)", timeout=300)
+    big, reply = api.run("SELECT id FROM range(5000000)", session, timeout=300)
     assert reply["status"] == "SUCCESS", reply
     cap, page_rows = plugin.settings.max_result_rows, plugin.settings.result_chunk_rows
     assert reply["datarows"][:3] == [[0], [1], [2]] and reply["size"] == page_rows
@@ -98,21 +108,21 @@ def test_five_million_rows_succeed_capped_and_the_session_stays_warm(e2e: tuple[
     assert after["sessionId"] == big["sessionId"]
     jobs = {plugin.store.statements.get(api.datasource, q["queryId"]).doc.job_id for q in (big, after)}  # type: ignore[union-attr]
     assert len(jobs) == 1
-    session = plugin.store.sessions.get(api.datasource, big["sessionId"])
-    assert session is not None and session.doc.state == SessionState.RUNNING
+    found = plugin.store.sessions.get(api.datasource, big["sessionId"])
+    assert found is not None and found.doc.state == SessionState.RUNNING
 
 
-def test_syntax_error_comes_back_failed(e2e: tuple[Api, Plugin]) -> None:
+def test_syntax_error_comes_back_failed(e2e: tuple[Api, Plugin], session: str) -> None:
     api, _ = e2e
-    _, reply = api.run("SELEC 1 FROM")
+    _, reply = api.run("SELEC 1 FROM", session)
     assert reply["status"] == "FAILED"
     assert reply["error"].startswith("Syntax error"), reply["error"]
     assert "== SQL" not in reply["error"]
 
 
-def test_analysis_error_is_classified(e2e: tuple[Api, Plugin]) -> None:
+def test_analysis_error_is_classified(e2e: tuple[Api, Plugin], session: str) -> None:
     api, _ = e2e
-    _, reply = api.run("SELECT no_such_column FROM range(1)")
+    _, reply = api.run("SELECT no_such_column FROM range(1)", session)
     assert reply["status"] == "FAILED"
     assert reply["error"].startswith("Fail to analyze query. Cause:"), reply["error"]
 
@@ -121,10 +131,10 @@ def test_analysis_error_is_classified(e2e: tuple[Api, Plugin]) -> None:
 SLEEP_10_MIN = "SELECT count(*) AS n FROM range(10000000) a, range(10000000) b"
 
 
-def test_cancel_waiting_then_running_statement(e2e: tuple[Api, Plugin]) -> None:
+def test_cancel_waiting_then_running_statement(e2e: tuple[Api, Plugin], session: str) -> None:
     api, plugin = e2e
-    warm, _ = api.run("SELECT 1")
-    session = warm["sessionId"]
+    warm, _ = api.run("SELECT 1", session)
+    assert warm["sessionId"] == session
     long = api.submit(SLEEP_10_MIN, session)
     api.wait_status(long["queryId"], {"RUNNING"})
     queued = api.submit("SELECT 'never runs'", session)
@@ -151,9 +161,9 @@ def test_cancel_waiting_then_running_statement(e2e: tuple[Api, Plugin]) -> None:
         assert api.cancel(q["queryId"]).status_code == 400
 
 
-def test_running_statement_reports_progress(e2e: tuple[Api, Plugin]) -> None:
+def test_running_statement_reports_progress(e2e: tuple[Api, Plugin], session: str) -> None:
     api, plugin = e2e
-    warm, _ = api.run("SELECT 1")
+    warm, _ = api.run("SELECT 1", session)
     long = api.submit(SLEEP_10_MIN, warm["sessionId"])
 
     def progress() -> dict[str, Any] | None:
@@ -164,8 +174,8 @@ def test_running_statement_reports_progress(e2e: tuple[Api, Plugin]) -> None:
     seen = wait_for(progress, timeout=60, what="progress on GET")
     assert seen["tasksTotal"] >= 1 and seen["stagesTotal"] >= 1
     # the same beats carry the job's figures: the warm statement's outcome, pickup and run time
-    session = plugin.store.sessions.get(api.datasource, warm["sessionId"])
-    figures = session.doc.metrics if session is not None else None
+    found = plugin.store.sessions.get(api.datasource, warm["sessionId"])
+    figures = found.doc.metrics if found is not None else None
     assert figures is not None and figures.statements.get("success", 0) >= 1, figures
     assert sum(figures.pickup.counts) >= 1 and sum(figures.run.counts) >= 1
     assert figures.opensearch_calls.get("2xx", 0) > 0
