@@ -10,7 +10,8 @@ The archive is recorded once per directory by a short warm-up run of its own
 started meanwhile run without it. Only a warm-up that exits cleanly is adopted. A JVM that cannot
 use the archive (another JVM build, another class path) warns and starts without it, so the
 archive is only ever an optimisation. Its name carries the Spark version, the Java runtime and
-where pyspark's jars are, so an upgrade records a new one. See ``docs/job.md``.
+pyspark's jars (where they are, each one's size and time), so an upgrade or a reinstall in the
+same place records a new one. See ``docs/job.md``.
 """
 
 from __future__ import annotations
@@ -36,13 +37,29 @@ WARMUP_TIMEOUT_S = 600.0
 WarmupStarter = Callable[[list[str], Path], "subprocess.Popen[bytes]"]
 
 
-def _fingerprint() -> str:
+def fingerprint(jars: Path | None = None) -> str:
+    """The archive's name: Spark's version and a digest of the JVM and of the jars (pyspark's, or
+    those in ``jars``)."""
     import pyspark
 
     java = shutil.which("java", path=os.path.join(os.environ.get("JAVA_HOME", ""), "bin")) or shutil.which("java")
-    # The archive is valid for one JVM build and one class path (where pyspark's jars are).
-    raw = f"{pyspark.__version__}|{os.path.realpath(java) if java else ''}|{os.path.realpath(pyspark.__file__)}"
+    java_path = Path(os.path.realpath(java)) if java else None
+    jars = jars or Path(os.path.realpath(pyspark.__file__)).parent / "jars"
+    # The archive is valid for one JVM build and one class path, file for file: the JVM refuses it
+    # when a jar it was made from has another size or time (a reinstall in the same place), so
+    # those are part of its name, and a reinstall records a new one.
+    files = [java_path, java_path.parent.parent / "lib" / "server" / "libjvm.so"] if java_path else []
+    files += sorted(jars.glob("*.jar"))
+    raw = "|".join([pyspark.__version__, str(java_path), str(jars), *(_stamp(f) for f in files)])
     return f"spark-{pyspark.__version__}-{hashlib.sha1(raw.encode()).hexdigest()[:10]}"
+
+
+def _stamp(path: Path) -> str:
+    try:
+        found = path.stat()
+    except OSError:
+        return f"{path.name}:-"
+    return f"{path.name}:{found.st_size}:{found.st_mtime_ns}"
 
 
 class ClassArchive:
@@ -53,7 +70,7 @@ class ClassArchive:
         #: The warm-up's output (by default beside the archive; the local launcher keeps it with its
         #: logs, the archive's directory being the job user's).
         self.log_file = log_file or directory / "warmup.log"
-        name = _fingerprint()
+        name = fingerprint()
         self.path = directory / f"{name}.jsa"
         self._recording = directory / f"{name}.jsa.recording"
         self._claim_file = directory / f"{name}.jsa.claim"

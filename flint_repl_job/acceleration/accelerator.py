@@ -8,9 +8,9 @@ table's scan replaced:
 
 - **covering** (first, as the reference): a fresh covering index that holds every column the
   query uses of the table is read instead of the table, through the ``opensearch`` data source;
-- **skipping**: the scan gets a filter on ``_metadata.file_path`` that leaves out the files the
-  skipping index proves hold no matching row. Spark applies such a filter to its file listing
-  before it reads anything, so those files are never opened. The query's own filter stays.
+- **skipping**: the scan's file index answers only the files the skipping index does not prove
+  hold no matching row (the table's own index, its other files left out), so Spark plans the
+  scan over those files alone and never opens the others. The query's own filter stays.
 
 Everything else runs exactly as before: commands, queries over tables without a usable index,
 and any query whose acceleration fails (an index lookup failure logs a warning and the table is

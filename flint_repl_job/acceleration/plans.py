@@ -321,10 +321,11 @@ class Plans:
         return int(hashed.eval(None))
 
     def restrict(self, relation: Any, paths: Sequence[str], keep: bool) -> Any:
-        """The analysed plan of ``relation`` reading only ``paths`` (``keep``) or all but them:
-        a filter on the scan's ``_metadata.file_path``, which Spark applies to its file listing
-        before it reads any file, with the relation's own output above it. Built by the JVM
-        helper in one call where the JVM has it, through DataFrames otherwise (the same plan)."""
+        """The analysed plan of ``relation`` reading only ``paths`` (``keep``) or all but them,
+        with the relation's own output. Where the JVM has the helper, the same relation over the
+        table's file index answering only those files (one call); otherwise, built through
+        DataFrames, the relation under a filter on its ``_metadata.file_path``, which Spark
+        applies to its file listing before it reads any file (the same files read)."""
         built = self._file_filter(relation, paths, keep)
         if built is not None:
             return built

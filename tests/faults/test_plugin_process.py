@@ -155,7 +155,8 @@ def test_plugin_stopped_by_a_signal_stops_the_jobs_it_started(
     plugin = start_plugin(plugins, index, tmp_path, free_port())
     submitted = Api(plugin.url, DS).submit("SELECT 1")
     job_id, pid = session_job(store, tmp_path / "var", submitted["sessionId"])
-    assert is_job_process(pid, job_id)  # spark-submit is starting up
+    # spark-submit is starting up: while it execs its next program, /proc shows no environment.
+    wait_for(lambda: is_job_process(pid, job_id), timeout=10, what="the job's process")
 
     plugin.proc.send_signal(sig)
     plugin.proc.wait(timeout=30)

@@ -119,18 +119,21 @@ def test_without_the_helper_spark_writes_the_plan(spark: Any, monkeypatch: pytes
 
 
 @pytest.fixture(scope="module")
-def spread(spark: Any) -> Any:
-    """Two tables of several files each: one partitioned, one not."""
+def spread(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """Three tables of several files each: one partitioned, one not, and one whose directory's
+    name wants escaping in a URI (a space, a percent sign, a non-ASCII letter)."""
     spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
     frame = spark.range(0, 60, 1, 6).selectExpr("id", "cast(id % 2 AS int) AS k")
     frame.write.format("parquet").mode("overwrite").saveAsTable("default.jh_files")
     frame.write.format("parquet").mode("overwrite").partitionBy("k").saveAsTable("default.jh_files_part")
+    odd = tmp_path_factory.mktemp("files") / "a dir 100% é"
+    frame.write.format("parquet").option("path", str(odd)).saveAsTable("default.jh_files_odd")
     yield spark
-    spark.sql("DROP TABLE IF EXISTS default.jh_files")
-    spark.sql("DROP TABLE IF EXISTS default.jh_files_part")
+    for table in ("jh_files", "jh_files_part", "jh_files_odd"):
+        spark.sql(f"DROP TABLE IF EXISTS default.{table}")
 
 
-@pytest.mark.parametrize("table", ["default.jh_files", "default.jh_files_part"])
+@pytest.mark.parametrize("table", ["default.jh_files", "default.jh_files_part", "default.jh_files_odd"])
 @pytest.mark.parametrize("keep", [True, False])
 def test_the_file_filter_reads_what_the_filter_built_through_dataframes_reads(
     spread: Any, table: str, keep: bool, monkeypatch: pytest.MonkeyPatch
@@ -148,6 +151,9 @@ def test_the_file_filter_reads_what_the_filter_built_through_dataframes_reads(
         return sorted(tuple(r) for r in frame.collect()), files_read(frame)
 
     assert jvm.helper(spark, "FileFilter") is not None
+    restricted = plans.restrict(relation, chosen, keep)
+    assert restricted.relation().location().getClass().getSimpleName() == "KeptFiles"
+    assert restricted.output().toString() == relation.output().toString()  # the same attributes: name#id
     by_helper = run()
     monkeypatch.setattr(Plans, "_file_filter", lambda self, relation, paths, keep: None)
     by_frames = run()

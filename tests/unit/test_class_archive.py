@@ -3,12 +3,13 @@ jobs map it once adopted; a recording that did not end cleanly is thrown away (`
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
 from async_query.datasources import Datasource
 from async_query.launcher.base import JobRequest
-from async_query.launcher.class_archive import ClassArchive
+from async_query.launcher.class_archive import ClassArchive, fingerprint
 from async_query.launcher.local import XML_WALL, LocalLauncher
 from query_core.states import SessionType
 
@@ -66,3 +67,20 @@ def test_the_launcher_passes_its_java_options_and_the_archive_to_the_driver(tmp_
     with_archive = launcher.command(request, ["-XX:SharedArchiveFile=/a dir/x.jsa"])
     assert java_options_of(with_archive) == f'{wall} -XX:+UseSerialGC "-XX:SharedArchiveFile=/a dir/x.jsa"'
     assert launcher.class_archive.directory == (tmp_path / "var" / "jvm").resolve()
+
+
+def test_a_jar_replaced_in_the_same_place_names_another_archive(tmp_path: Path) -> None:
+    """The JVM refuses an archive whose jars changed size or time (a reinstall where the old one
+    was): the archive's name changes with them, so a new one is recorded."""
+    jars = tmp_path / "jars"
+    jars.mkdir()
+    (jars / "spark-core.jar").write_bytes(b"one")
+    (jars / "other.jar").write_bytes(b"two")
+    first = fingerprint(jars)
+    assert fingerprint(jars) == first  # stable while nothing changes
+    os.utime(jars / "other.jar", ns=(1_000_000_000, 1_000_000_000))  # the same bytes, written again
+    second = fingerprint(jars)
+    assert second != first
+    (jars / "other.jar").write_bytes(b"three")
+    os.utime(jars / "other.jar", ns=(1_000_000_000, 1_000_000_000))  # same time, another size
+    assert fingerprint(jars) not in {first, second}
