@@ -11,11 +11,12 @@ started meanwhile run without it. Only a warm-up that exits cleanly is adopted. 
 use the archive (another JVM build, another class path) warns and starts without it, so the
 archive is only ever an optimisation. Its name carries the Spark version, the Java runtime and
 pyspark's jars (where they are, each one's size and time), so an upgrade or a reinstall in the
-same place records a new one. See ``docs/job.md``.
+same place records a new one, which removes the old one once adopted. See ``docs/job.md``.
 """
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import logging
 import os
@@ -38,8 +39,9 @@ WarmupStarter = Callable[[list[str], Path], "subprocess.Popen[bytes]"]
 
 
 def fingerprint(jars: Path | None = None) -> str:
-    """The archive's name: Spark's version and a digest of the JVM and of the jars (pyspark's, or
-    those in ``jars``)."""
+    """The archive's name, ``spark-<version>-<place>-<files>``: Spark's version, a digest of where
+    the JVM and the jars (pyspark's, or those in ``jars``) are, and one of those files' sizes and
+    times."""
     import pyspark
 
     java = shutil.which("java", path=os.path.join(os.environ.get("JAVA_HOME", ""), "bin")) or shutil.which("java")
@@ -50,8 +52,12 @@ def fingerprint(jars: Path | None = None) -> str:
     # those are part of its name, and a reinstall records a new one.
     files = [java_path, java_path.parent.parent / "lib" / "server" / "libjvm.so"] if java_path else []
     files += sorted(jars.glob("*.jar"))
-    raw = "|".join([pyspark.__version__, str(java_path), str(jars), *(_stamp(f) for f in files)])
-    return f"spark-{pyspark.__version__}-{hashlib.sha1(raw.encode()).hexdigest()[:10]}"
+    place = _digest([str(java_path), str(jars)], 8)
+    return f"spark-{pyspark.__version__}-{place}-{_digest([_stamp(f) for f in files], 10)}"
+
+
+def _digest(parts: list[str], size: int) -> str:
+    return hashlib.sha1("|".join(parts).encode()).hexdigest()[:size]
 
 
 def _stamp(path: Path) -> str:
@@ -129,6 +135,19 @@ class ClassArchive:
             return False
         return False
 
+    def _remove_replaced(self) -> None:
+        """Remove the archives of earlier files in the same place (an upgrade or a reinstall):
+        the JVM refuses them now, and each is some 150 MB."""
+        place = self.path.name.rsplit("-", 2)[1]  # any version's: an upgrade replaces them too
+        for old in self.directory.glob(f"spark-*-{glob.escape(place)}-*.jsa"):
+            if old != self.path:
+                try:
+                    old.unlink()
+                except OSError as exc:
+                    log.warning("cannot remove the replaced class archive %s: %s", old, exc)
+                else:
+                    log.info("removed the class archive %s, replaced by %s", old.name, self.path.name)
+
     def _warm_up(self, start_warmup: WarmupStarter) -> None:
         options = [f"-XX:ArchiveClassesAtExit={self._recording}", "-Xlog:cds=off", "-Xlog:cds+dynamic=off"]
         try:
@@ -137,6 +156,7 @@ class ClassArchive:
             if code == 0 and self._recording.exists() and self._recording.stat().st_size > 0:
                 os.replace(self._recording, self.path)
                 log.info("local jobs now start from the class archive %s", self.path)
+                self._remove_replaced()
             else:
                 log.warning("the run recording the class archive ended with code %s; jobs start without it", code)
         except (OSError, subprocess.SubprocessError) as exc:

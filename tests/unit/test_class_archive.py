@@ -84,3 +84,23 @@ def test_a_jar_replaced_in_the_same_place_names_another_archive(tmp_path: Path) 
     (jars / "other.jar").write_bytes(b"three")
     os.utime(jars / "other.jar", ns=(1_000_000_000, 1_000_000_000))  # same time, another size
     assert fingerprint(jars) not in {first, second}
+
+
+def test_an_archive_adopted_removes_those_of_earlier_files_in_the_same_place(tmp_path: Path) -> None:
+    """An upgrade or a reinstall in the same place leaves an archive the JVM refuses (150 MB):
+    the new one, once adopted, removes it; archives of other places (other installations
+    sharing the directory) stay."""
+    directory = tmp_path / "jvm"
+    archive = ClassArchive(directory)
+    _, version, place, _ = archive.path.name.removesuffix(".jsa").split("-")
+    directory.mkdir()
+    replaced = [directory / f"spark-{version}-{place}-0000000000.jsa", directory / f"spark-4.0.0-{place}-1111111111.jsa"]
+    others = [directory / f"spark-{version}-00000000-2222222222.jsa", directory / "notes.txt"]
+    for path in replaced + others:
+        path.write_bytes(b"x")
+    assert archive.java_options(FakeWarmup(0)) == []
+    assert archive.recorder is not None
+    archive.recorder.join(timeout=30)
+    assert archive.path.exists()
+    assert not any(path.exists() for path in replaced)
+    assert all(path.exists() for path in others)
