@@ -40,8 +40,8 @@ WarmupStarter = Callable[[list[str], Path], "subprocess.Popen[bytes]"]
 
 def fingerprint(jars: Path | None = None) -> str:
     """The archive's name, ``spark-<version>-<place>-<files>``: Spark's version, a digest of where
-    the JVM and the jars (pyspark's, or those in ``jars``) are, and one of those files' sizes and
-    times."""
+    the JVM and the jars (pyspark's, or those in ``jars``) are, and a digest of each of those
+    files' size and time."""
     import pyspark
 
     java = shutil.which("java", path=os.path.join(os.environ.get("JAVA_HOME", ""), "bin")) or shutil.which("java")
