@@ -125,6 +125,18 @@ public final class FileFilter {
             return "KeptFiles(" + (keep ? "" : "all but ") + paths.size() + " files of " + base + ")";
         }
 
+        /** Equal for the same files of an equal index: two scans of one table pruned alike are the
+         *  same scan to Spark (an exchange over one is reused for the other, as for equal filters). */
+        public boolean equals(Object other) {
+            if (!(other instanceof KeptFiles)) return false;
+            KeptFiles that = (KeptFiles) other;
+            return keep == that.keep && paths.equals(that.paths) && base.equals(that.base);
+        }
+
+        public int hashCode() {
+            return (base.hashCode() * 31 + paths.hashCode()) * 2 + (keep ? 1 : 0);
+        }
+
         private static scala.collection.immutable.Seq seq(ArrayList items) {
             return scala.jdk.javaapi.CollectionConverters.asScala(items).toList();
         }

@@ -154,6 +154,10 @@ def test_the_file_filter_reads_what_the_filter_built_through_dataframes_reads(
     restricted = plans.restrict(relation, chosen, keep)
     assert restricted.relation().location().getClass().getSimpleName() == "KeptFiles"
     assert restricted.output().toString() == relation.output().toString()  # the same attributes: name#id
+    # The same files of the same table: the same scan to Spark (so an exchange over it is reused).
+    assert restricted.sameResult(plans.restrict(relation, list(reversed(chosen)), keep))
+    assert not restricted.sameResult(plans.restrict(relation, chosen[:1], keep))
+    assert not restricted.sameResult(plans.restrict(relation, chosen, not keep))
     by_helper = run()
     monkeypatch.setattr(Plans, "_file_filter", lambda self, relation, paths, keep: None)
     by_frames = run()
