@@ -781,14 +781,14 @@ def _calls(nodes: list[dict[str, Any]]) -> Iterator[tuple[dict[str, Any], list[_
     root = _built(nodes)
     if root is None:
         for node in nodes:
-            if str(node.get("class", "")).endswith(".UnresolvedFunction"):
+            if _is_call(node):
                 yield node, None
         return
     pending = [root]
     while pending:
         node, children = pending.pop()
         pending.extend(children)
-        if str(node.get("class", "")).endswith(".UnresolvedFunction"):
+        if _is_call(node):
             indices = node.get("arguments")
             arguments = (
                 [children[i] for i in indices if isinstance(i, int) and 0 <= i < len(children)]
@@ -798,19 +798,24 @@ def _calls(nodes: list[dict[str, Any]]) -> Iterator[tuple[dict[str, Any], list[_
             yield node, arguments
 
 
+def _is_call(node: dict[str, Any]) -> bool:
+    """Whether ``node`` is a function call (as parsed: not yet resolved)."""
+    return str(node.get("class", "")).endswith(".UnresolvedFunction")
+
+
 def _call_name(node: dict[str, Any]) -> str:
     return ".".join(_parts(node.get("nameParts")))
 
 
 def _options_call(node: dict[str, Any]) -> bool:
     """Whether ``node`` calls a function that takes an options map."""
-    return str(node.get("class", "")).endswith(".UnresolvedFunction") and function_options(_call_name(node)) is not None
+    return _is_call(node) and function_options(_call_name(node)) is not None
 
 
 def _literal_map(argument: _Built) -> list[tuple[str, str]] | None:
     """``map('k', 'v', ...)`` of literals as its pairs; None for anything else."""
     node, children = argument
-    if not str(node.get("class", "")).endswith(".UnresolvedFunction") or _parts(node.get("nameParts")) != ["map"]:
+    if not _is_call(node) or _parts(node.get("nameParts")) != ["map"]:
         return None
     values: list[str] = []
     for child, grandchildren in children:

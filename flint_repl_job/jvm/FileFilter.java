@@ -16,7 +16,6 @@ import java.util.ArrayList;
 import java.util.HashSet;
 import java.util.regex.Pattern;
 
-import org.apache.hadoop.fs.Path;
 import org.apache.spark.sql.execution.datasources.FileIndex;
 import org.apache.spark.sql.execution.datasources.FileStatusWithMetadata;
 import org.apache.spark.sql.execution.datasources.HadoopFsRelation;
@@ -78,8 +77,9 @@ public final class FileFilter {
             this.keep = keep;
         }
 
-        private boolean wanted(Path path) {
-            return paths.contains(spelled(path.toUri().toString())) == keep;
+        /** Whether the file at ``uri`` (as a path's URI or ``inputFiles`` writes it) is read. */
+        private boolean wanted(String uri) {
+            return paths.contains(spelled(uri)) == keep;
         }
 
         public scala.collection.immutable.Seq listFiles(
@@ -92,7 +92,7 @@ public final class FileFilter {
                 scala.collection.Iterator statuses = directory.files().iterator();
                 while (statuses.hasNext()) {
                     FileStatusWithMetadata status = (FileStatusWithMetadata) statuses.next();
-                    if (wanted(status.getPath())) kept.add(status);
+                    if (wanted(status.getPath().toUri().toString())) kept.add(status);
                 }
                 if (!kept.isEmpty()) directories.add(new PartitionDirectory(directory.values(), seq(kept)));
             }
@@ -103,7 +103,7 @@ public final class FileFilter {
             String[] all = base.inputFiles();
             ArrayList kept = new ArrayList();
             for (int i = 0; i < all.length; i++) {
-                if (paths.contains(spelled(all[i])) == keep) kept.add(all[i]);
+                if (wanted(all[i])) kept.add(all[i]);
             }
             return (String[]) kept.toArray(new String[kept.size()]);
         }
