@@ -124,8 +124,8 @@ class Settings(BaseSettings):
     local_job_user: str = ""
     #: Whether local jobs may run as root (``local_job_user=root``): refused unless this is set.
     local_job_allow_root: bool = False
-    #: The Python local jobs run; empty: this one if the job user can run it, else the system's
-    #: Python of the same version, given this installation's code by ``PYTHONPATH``.
+    #: The Python local jobs run (given this installation's code by ``PYTHONPATH``); empty: this
+    #: one, shown to the job user by a private view where it cannot reach it (docs/security.md).
     local_job_python: str = ""
 
     # -- sessions and jobs (passed to each job as spark.flint.job.* keys) ----------------------

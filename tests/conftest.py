@@ -65,6 +65,7 @@ LONGEST_FIRST = (
     "e2e/test_warm_pool.py",
     "e2e/test_embedded_default.py",
     "e2e/test_interactive.py",
+    "e2e/test_root_start.py",
     "faults/test_plugin_process.py",
     "faults/test_crash_storm.py",
     "e2e/test_catalog.py",

@@ -5,15 +5,15 @@
 // DataNucleus loads each table's parts lazily: about 1 ms of CPU a table, 2 s for a database of
 // 2,000. The read model needs only the table, its storage, SerDe, parameters, columns and partition
 // keys, which five queries read for the whole database (docs/catalog.md, "The metastore's bulk
-// reads"). This class starts the metastore (its main class and arguments follow) and, beside it,
-// answers on a loopback port of its own, to a caller that sends the token the service gave it:
+// reads"). LoopbackMetastore.java starts it beside the metastore; it answers on a loopback port of
+// its own, to a caller that sends the token the service gave it:
 //
 //   request:  one line of JSON, {"token": "...", "database": "...", "names": ["t1", ...]}
 //             (no names: every table of the database)
 //   reply:    one JSON document, {"tables": [...]} or {"error": "..."}, then the connection closes.
 //
-// It is compiled and started by Janino's SimpleCompiler, which Spark ships (the metastore's class
-// path is Spark's jars): nothing to build. Janino compiles a subset of Java: no generics, lambdas or
+// It is compiled by Janino, which Spark ships (the metastore's class path is Spark's jars): nothing
+// to build. Janino compiles a subset of Java: no generics, lambdas or
 // try-with-resources.
 package asyncquery.jvm;
 
@@ -55,25 +55,21 @@ public final class MetastoreTables implements Runnable {
         this.url = url;
     }
 
-    /** args: the metastore's main class, then its arguments. The port and token come from the
-     * environment (ASYNC_QUERY_TABLES_PORT, ASYNC_QUERY_TABLES_TOKEN), the database's JDBC URL
-     * from the metastore's own setting (javax.jdo.option.ConnectionURL). */
-    public static void main(String[] args) throws Exception {
+    /** Start answering on the loopback port named by ASYNC_QUERY_TABLES_PORT to callers that send
+     * the token of ASYNC_QUERY_TABLES_TOKEN, with the metastore database's JDBC URL from its own
+     * setting (javax.jdo.option.ConnectionURL); called by LoopbackMetastore as it starts. */
+    public static void startFromEnvironment() throws Exception {
         String port = System.getenv("ASYNC_QUERY_TABLES_PORT");
         String token = System.getenv("ASYNC_QUERY_TABLES_TOKEN");
         String url = System.getProperty("javax.jdo.option.ConnectionURL");
-        if (port != null && token != null && token.length() >= 16 && url != null) {
-            ServerSocket server = new ServerSocket(Integer.parseInt(port), 16, InetAddress.getLoopbackAddress());
-            Thread thread = new Thread(new MetastoreTables(server, token.getBytes(StandardCharsets.UTF_8), url));
-            thread.setName("metastore-tables");
-            thread.setDaemon(true);
-            thread.start();
+        if (port == null || token == null || token.length() < 16 || url == null) {
+            throw new IllegalStateException("no port, token or database URL for the bulk reads");
         }
-        // Hive loads classes by name through the context class loader: this one sees Spark's jars.
-        String[] rest = new String[args.length - 1];
-        System.arraycopy(args, 1, rest, 0, rest.length);
-        Class main = Class.forName(args[0]);
-        main.getMethod("main", new Class[] {String[].class}).invoke(null, new Object[] {rest});
+        ServerSocket server = new ServerSocket(Integer.parseInt(port), 16, InetAddress.getLoopbackAddress());
+        Thread thread = new Thread(new MetastoreTables(server, token.getBytes(StandardCharsets.UTF_8), url));
+        thread.setName("metastore-tables");
+        thread.setDaemon(true);
+        thread.start();
     }
 
     public void run() {

@@ -1,7 +1,7 @@
 """A Hive Metastore (Thrift) server: the catalog of a local datasource's Spark jobs.
 
-It runs from the jars PySpark ships (Hive 2.3's ``HiveMetaStore`` with an embedded Derby database),
-as a child process on a free loopback port. The jobs of its datasource connect to it
+It runs from the jars PySpark ships (Hive 2.3's metastore with an embedded Derby database), as a
+child process on a free port of the loopback address. The jobs of its datasource connect to it
 (``spark.sql.catalogImplementation=hive``, ``hive.metastore.uris``), so databases, tables, views
 and partitions created by one session are seen by the others and survive restarts. Each local
 datasource has its own (:mod:`async_query.embedded.catalogs`).
@@ -9,16 +9,22 @@ datasource has its own (:mod:`async_query.embedded.catalogs`).
 It runs as the job user (:mod:`async_query.security.job_user`): it creates and drops the table
 directories its jobs fill, so it owns what they own, its Derby database included; its log and pid
 file are the service's, in a directory of the service's (``files``), where the job user cannot
-replace them with links to files of the service's.
+replace them with links to files of the service's. Where the job user cannot pass to what it needs
+(Java, Spark's jars, its home), it runs in a private view (:mod:`async_query.security.views`).
 
-Two details matter:
+What matters:
 
+- Hive 2.3's own entry point listens on every interface and has no authentication short of
+  Kerberos: the metastore is started by ``LoopbackMetastore.java`` instead (compiled at start by
+  the Janino compiler in Spark's jars), Hive's same server bound to 127.0.0.1, which refuses a
+  connection whose socket belongs to another user than its own (the job user's jobs) and root
+  (the service). See docs/security.md, "What listens where".
 - Hive switches log4j to its asynchronous context selector unless told otherwise, and PySpark
   does not ship the LMAX disruptor that selector needs: ``hive.async.log.enabled=false``.
 - Beside Hive's Thrift port, the metastore answers the catalog read model's bulk reads of a
   database's tables on a loopback port of its own, to callers that hold the token the service
-  gave it (``MetastoreTables.java``, compiled at start by the Janino compiler in Spark's jars;
-  docs/catalog.md). A metastore that cannot start that way starts without it.
+  gave it (``MetastoreTables.java``, compiled as it starts; docs/catalog.md). A metastore whose
+  bulk reads cannot start serves without them.
 - Derby allows one process per database. A metastore left behind by a crashed service would hold
   the lock, so the pid of each metastore is recorded and a leftover one is stopped before a new one
   starts; on Linux the child also gets SIGTERM when the thread that started it ends
@@ -30,27 +36,32 @@ from __future__ import annotations
 import logging
 import os
 import secrets
-import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
+import urllib.parse
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
 from async_query.catalog.bulk import TablesEndpoint
-from async_query.security.job_user import JobUser, X, unreachable
+from async_query.security import views
+from async_query.security.job_user import JobUser, JobUserError
+from async_query.security.job_user import find_java as _find_java
 from query_core.errors import AsyncQueryError
 
 log = logging.getLogger(__name__)
 
+#: Hive's own entry point (a metastore of an earlier version of the service was started by it).
 MAIN_CLASS = "org.apache.hadoop.hive.metastore.HiveMetaStore"
+#: The metastore's start here: Hive's server bound to the loopback address, answering its own user
+#: and root only (``LoopbackMetastore.java``; docs/security.md, "What listens where").
+LOOPBACK_SOURCE = "LoopbackMetastore.java"
+LOOPBACK_CLASS = "asyncquery.jvm.LoopbackMetastore"
 #: Janino's compile-and-run entry point, and the class that starts the metastore with its bulk reads.
 JANINO_MAIN = "org.codehaus.janino.SimpleCompiler"
 TABLES_SOURCE = "MetastoreTables.java"
-TABLES_CLASS = "asyncquery.jvm.MetastoreTables"
 #: How long the metastore may take to listen (a first start creates the schema: ~5 s).
 START_TIMEOUT_S = 120.0
 STOP_GRACE_S = 10.0
@@ -72,13 +83,10 @@ def pyspark_jars() -> Path:
 
 
 def find_java() -> str:
-    home = os.environ.get("JAVA_HOME")
-    if home and (Path(home) / "bin" / "java").exists():
-        return str(Path(home) / "bin" / "java")
-    found = shutil.which("java")
-    if not found:
-        raise MetastoreError("Java 17 is needed for the embedded metastore (set JAVA_HOME or put java on the PATH)")
-    return found
+    try:
+        return _find_java()
+    except JobUserError as exc:
+        raise MetastoreError(f"the embedded metastore: {exc.message}") from None
 
 
 def free_port() -> int:
@@ -87,24 +95,24 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
-    """Linux: SIGTERM this process when the process that started it goes (a crashed service)."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        pr_set_pdeathsig = 1
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
-
-
 @dataclass(frozen=True)
 class _Launch:
-    """What a metastore was launched with (to launch it again without its bulk reads)."""
+    """What a metastore is launched with."""
 
     home: Path
     warehouse: str
     heap_mb: int
     user: JobUser
     files: Path
+
+    def view(self) -> views.View:
+        """What the metastore sees where the job user cannot pass: Java, Spark's jars, its home
+        and its warehouse (:mod:`async_query.security.views`)."""
+        reads = [Path(os.path.realpath(find_java())).parent.parent, pyspark_jars()]
+        writes = [self.home]
+        if self.warehouse.startswith("file:"):
+            writes.append(Path(urllib.parse.urlparse(self.warehouse).path))
+        return views.plan_view(self.user, reads, writes)
 
 
 class Metastore:
@@ -118,13 +126,11 @@ class Metastore:
         launched: float,
         files: Path | None = None,
         tables: TablesEndpoint | None = None,
-        launch: _Launch | None = None,
     ) -> None:
         self.proc = proc
         self.port = port
         #: Where it answers bulk reads of tables (None: it does not).
         self.tables = tables
-        self._launch = launch
         #: Its Derby home (the database is ``metastore_db`` in it).
         self.home = home
         #: Where its log (``metastore.log``) and pid file (``metastore.pid``) are.
@@ -169,10 +175,6 @@ class Metastore:
         use). Call from the thread that lives as long as the service: on Linux the child is
         stopped when that thread ends."""
         user = user or JobUser.resolve()
-        if user.switches:  # the nearest directory that exists: the job user must pass through it
-            nearest = next(p for p in (home.resolve(), *home.resolve().parents) if p.exists())
-            if not user.can_reach(nearest, X):
-                raise MetastoreError(unreachable(user, nearest))
         home = user.own(home.resolve())
         if files is None:
             if user.switches:
@@ -202,45 +204,39 @@ class Metastore:
             f"-Dhive.metastore.warehouse.dir={launch.warehouse}",
             f"-Dderby.system.home={home}",
         ]
+        cmd += [JANINO_MAIN, str(_place(home, LOOPBACK_SOURCE)), LOOPBACK_CLASS, str(port)]
         env = dict(os.environ)
         tables = None
         if bulk_reads:
             tables = TablesEndpoint(free_port(), secrets.token_urlsafe(24))
-            source = _place_source(home)
-            cmd += [JANINO_MAIN, str(source), TABLES_CLASS]
+            cmd.append(str(_place_source(home)))
             env.update(ASYNC_QUERY_TABLES_PORT=str(tables.port), ASYNC_QUERY_TABLES_TOKEN=tables.token)
-        cmd += [MAIN_CLASS, "-p", str(port)]
         out = os.open(files / "metastore.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         try:
-            proc = subprocess.Popen(
+            proc = views.spawn(
                 cmd,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
+                launch.user,
+                view=launch.view(),
                 cwd=home,
                 env=env,
-                preexec_fn=_die_with_parent,
-                **launch.user.popen_options(),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                die_with_parent=True,
             )
-        except OSError as exc:
+        except (OSError, JobUserError) as exc:
             raise MetastoreError(f"cannot start the metastore ({cmd[0]}): {exc}") from exc
         finally:
             os.close(out)
         (files / "metastore.pid").write_text(str(proc.pid))
-        return cls(proc, port, home, time.monotonic(), files, tables, launch)
+        return cls(proc, port, home, time.monotonic(), files, tables)
 
     def wait_ready(self) -> None:
-        """Return once the metastore accepts connections; raise (and stop it) if it cannot. One
-        that exits at start-up with its bulk reads is started again without them."""
-        try:
-            self._wait_listening(self.launched)
-        except MetastoreError as exc:
-            if self.tables is None or self._launch is None or self.proc.poll() is None:
-                raise
-            log.warning("the metastore did not start with its bulk reads (%s); starting it without them", exc)
-            again = self._spawn(self._launch, bulk_reads=False, port=self.port)  # its jobs have its address
-            self.proc, self.tables, self.launched = again.proc, None, again.launched
-            self._wait_listening(self.launched)
+        """Return once the metastore accepts connections; raise (and stop it) if it cannot. Its
+        bulk reads start before it listens: where they did not, it serves without them."""
+        self._wait_listening(self.launched)
+        if self.tables is not None and not _listening(self.tables.port):
+            log.warning("the metastore serves without its bulk reads%s", self._last_log_line())
+            self.tables = None
         self.started_s = time.monotonic() - self.launched
         log.info("metastore at %s (started in %.1f s; log %s)", self.uri, self.started_s, self.log_path)
 
@@ -249,11 +245,9 @@ class Metastore:
             code = self.proc.poll()
             if code is not None:
                 raise MetastoreError(f"the metastore exited with code {code} at start-up{self._last_log_line()}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                    return
-            except OSError:
-                time.sleep(0.1)
+            if _listening(self.port):
+                return
+            time.sleep(0.1)
         self.close()
         raise MetastoreError(f"the metastore did not listen within {START_TIMEOUT_S:.0f} s{self._last_log_line()}")
 
@@ -323,14 +317,19 @@ class Metastore:
 
 
 def _place_source(home: Path) -> Path:
-    """The bulk reads' source, written into the metastore's home (the job user's directory,
+    """The bulk reads' source, placed in the metastore's home (:func:`_place`)."""
+    return _place(home, TABLES_SOURCE)
+
+
+def _place(home: Path, name: str) -> Path:
+    """The Java source ``name``, written into the metastore's home (the job user's directory,
     where it reads it) as a new file: never through a link the job user may have left there."""
-    source = home / TABLES_SOURCE
+    source = home / name
     source.unlink(missing_ok=True)
     fd = os.open(source, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     os.fchmod(fd, 0o644)  # whatever the umask
     with open(fd, "w", encoding="utf-8") as out:
-        out.write(resources.files(__package__).joinpath(TABLES_SOURCE).read_text(encoding="utf-8"))
+        out.write(resources.files(__package__).joinpath(name).read_text(encoding="utf-8"))
     return source
 
 
@@ -341,7 +340,7 @@ def _stop_leftover(home: Path, files: Path) -> None:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
     except (OSError, ValueError):
         return
-    if MAIN_CLASS.encode() not in cmdline or str(home).encode() not in cmdline:
+    if not any(name.encode() in cmdline for name in (MAIN_CLASS, LOOPBACK_CLASS)) or str(home).encode() not in cmdline:
         return
     log.warning("stopping a metastore left running by an earlier service (pid %d)", pid)
     os.kill(pid, signal.SIGTERM)
@@ -351,6 +350,14 @@ def _stop_leftover(home: Path, files: Path) -> None:
             return
         time.sleep(0.1)
     os.kill(pid, signal.SIGKILL)
+
+
+def _listening(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
 
 
 def _running(pid: int) -> bool:

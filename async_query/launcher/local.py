@@ -24,10 +24,12 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import secrets
 import shutil
 import subprocess
 import sys
+import urllib.parse
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import ClassVar
@@ -39,8 +41,9 @@ from async_query.embedded.catalogs import LocalCatalogs, catalog_settings
 from async_query.launcher.base import JobDescription, JobRequest, Launcher
 from async_query.launcher.class_archive import ClassArchive
 from async_query.launcher.local_jobs import LocalJobs
+from async_query.security import views
 from async_query.security.files import private_dir
-from async_query.security.job_user import JobPython, JobUser, JobUserError, job_python, unreachable
+from async_query.security.job_user import JobPython, JobUser, JobUserError, installation_places, job_python
 from query_core.errors import LauncherError
 from query_core.jobconf import (
     APPLICATION_ID_ENV,
@@ -64,6 +67,9 @@ XML_WALL = (
     "-Djavax.xml.accessExternalStylesheet=",
 )
 EXECUTOR_JAVA_OPTIONS = "spark.executor.extraJavaOptions"
+#: Masters whose driver makes the job's RPC secret itself: ``local``, ``local[N]``, ``local[*]``,
+#: ``local[N,F]``, ``local-cluster[...]``.
+LOCAL_MASTER = re.compile(r"local(\[[^\]]*\])?|local-cluster\[[^\]]*\]")
 
 #: How long a cancelled job gets to stop on SIGTERM before it is killed (by default; the setting
 #: ``local_job_stop_grace_s``).
@@ -215,7 +221,14 @@ class LocalLauncher(Launcher):
         self._own_spark_submit = not spark_submit
         #: Who jobs run as, and the Python they run (raises JobUserError: root, or unreachable).
         self.job_user = job_user or (catalogs.user if catalogs is not None else JobUser.resolve())
-        self.python: JobPython = job_python(self.job_user, python)
+        self.python: JobPython = job_python(python)
+        #: What every job reads of this machine's software (shown through a private view where the
+        #: job user cannot pass: :mod:`async_query.security.views`).
+        installed, submit = installation_places(self.python), Path(os.path.realpath(self.spark_submit))
+        self.software = [*installed, submit.parent]
+        #: What the job user must be let in by its own modes: the software's places, and the
+        #: ``spark-submit`` it runs (not the directory that holds it, which it only passes).
+        self._must_read = [*installed, submit]
         #: Each datasource's catalog (by default Spark's in-memory one, per job, in its own warehouse).
         self.catalogs = catalogs or LocalCatalogs(self.data_dir, self.job_user, metastores=False)
         #: One catalog for every datasource's jobs instead, when given (a deployment's own metastore).
@@ -231,7 +244,8 @@ class LocalLauncher(Launcher):
         if class_archive is None or not archive_dir.exists():
             self.job_user.own(archive_dir)
         self.class_archive = ClassArchive(archive_dir, log_file=self.data_dir / "logs" / "class-archive.log")
-        self._archive_recordable = self.job_user.can_reach(archive_dir, 7)
+        #: Whether the job user may record the class archive there (through its view where it needs one).
+        self._archive_recordable = views.reaches(self.job_user, archive_dir, 7)
         #: How long a cancelled job gets to stop on SIGTERM before its process group is killed.
         self.stop_grace_s = stop_grace_s
         #: The jobs' processes (started here, or found again by their pid files).
@@ -293,7 +307,7 @@ class LocalLauncher(Launcher):
         for key, value in self._conf(request, tmp).items():
             if not dialect.holds_credential(key, value):
                 cmd += ["--conf", f"{key}={value}"]
-        cmd += ["--conf", "spark.ui.enabled=false", str(ENTRY_FILE), request.result_index]
+        cmd += [*_listening_conf(self.master(request)), str(ENTRY_FILE), request.result_index]
         return cmd
 
     def _conf(self, request: JobRequest, tmp: Path | None) -> dict[str, str]:
@@ -329,7 +343,7 @@ class LocalLauncher(Launcher):
         archive = self.class_archive.java_options(self._warmup_for(request) if self._archive_recordable else None)
         command = self.command(request, archive, tmp=tmp, properties_file=properties)
         try:
-            proc = self._spawn(command, env, tmp, self.log_path(request.session_id))
+            proc = self._spawn(command, env, tmp, self.log_path(request.session_id), request.datasource)
         except OSError as exc:
             self.job_user.remove(tmp)
             raise LauncherError(f"cannot start spark-submit ({self.spark_submit}): {exc}") from exc
@@ -367,20 +381,35 @@ class LocalLauncher(Launcher):
             env.update(HOME=str(tmp), USER=self.job_user.name, LOGNAME=self.job_user.name)
         return env
 
-    def _spawn(self, command: list[str], env: dict[str, str], tmp: Path, log_file: Path) -> subprocess.Popen[bytes]:
-        """Start ``command`` as the job user, in its own process group, its output appended to
-        ``log_file`` (a file of the service's, never followed if it is a link)."""
+    def view(self, tmp: Path, datasource: Datasource | None) -> views.View:
+        """What a job sees where the job user cannot pass to what it needs: this machine's
+        software, its own directory, the class archive, and its datasource's warehouse and
+        checkpoints (no other datasource's)."""
+        writes = [tmp, self.class_archive.directory]
+        if datasource is not None:
+            warehouse = self.warehouse_of(datasource)
+            writes.append(Path(self.checkpoints_of(datasource)))
+            if warehouse.startswith("file:") or "://" not in warehouse:
+                writes.append(Path(urllib.parse.urlparse(warehouse).path))
+        return views.plan_view(self.job_user, self.software, writes)
+
+    def _spawn(
+        self, command: list[str], env: dict[str, str], tmp: Path, log_file: Path, datasource: Datasource | None
+    ) -> subprocess.Popen[bytes]:
+        """Start ``command`` as the job user (through its private view where it needs one), in its
+        own process group, its output appended to ``log_file`` (a file of the service's, never
+        followed if it is a link)."""
         out = os.open(log_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         try:
-            return subprocess.Popen(
+            return views.spawn(
                 command,
-                stdin=subprocess.DEVNULL,
+                self.job_user,
+                view=self.view(tmp, datasource),
+                cwd=tmp,
+                env=env,
                 stdout=out,
                 stderr=subprocess.STDOUT,
-                env=env,
-                start_new_session=True,
-                cwd=tmp,
-                **self.job_user.popen_options(),
+                new_session=True,
             )
         finally:
             os.close(out)
@@ -397,11 +426,11 @@ class LocalLauncher(Launcher):
             cmd = [self.spark_submit, "--master", "local[1]", "--driver-java-options", options]
             for key, value in {**catalog, **job_files_conf(tmp)}.items():
                 cmd += ["--conf", f"{key}={value}"]
-            cmd += ["--conf", "spark.ui.enabled=false", str(WARMUP_FILE)]
+            cmd += [*_listening_conf("local[1]"), str(WARMUP_FILE)]
             env = {k: v for k, v in os.environ.items() if k in INHERITED_ENV or k.startswith(INHERITED_PREFIXES)}
             env.update(TZ="UTC", **self._user_env(tmp))
             env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-            return self._spawn(cmd, env, tmp, log_file)
+            return self._spawn(cmd, env, tmp, log_file, request.datasource)
 
         return start_warmup
 
@@ -425,13 +454,25 @@ class LocalLauncher(Launcher):
         return self.reach_problem()
 
     def reach_problem(self) -> str | None:
-        """What the job user cannot reach of what its jobs need (None: nothing)."""
-        user = self.job_user
-        if not user.can_reach(self.spark_submit, 5):
-            return f"the job user {user.name} cannot run {self.spark_submit}"
-        if not user.can_reach(self.data_dir / "tmp", 1):
-            return unreachable(user, self.data_dir)
+        """What keeps the job user from what its jobs need (None: nothing): a private view this
+        machine cannot make, or a place whose own modes refuse that user."""
+        try:
+            views.check(self.job_user, self.view(self.data_dir / "tmp", None), self._must_read)
+        except JobUserError as exc:
+            return exc.message
         return None
+
+
+
+def _listening_conf(master: str) -> list[str]:
+    """What a job's ports answer (docs/security.md, "What listens where"): no web UI; and on a local
+    master, Spark's RPC and block transfers only with the secret Spark makes for the job itself
+    (``spark.authenticate``; on a cluster's master the cluster's own secret applies, the
+    datasource's to set). They listen on the loopback address (``SPARK_LOCAL_IP``)."""
+    conf = ["--conf", "spark.ui.enabled=false"]
+    if LOCAL_MASTER.fullmatch(master):
+        conf += ["--conf", "spark.authenticate=true"]
+    return conf
 
 
 def _quoted(option: str) -> str:

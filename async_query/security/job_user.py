@@ -28,7 +28,6 @@ import shutil
 import site
 import stat
 import sys
-import sysconfig
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,10 +44,10 @@ JOB_UMASK = 0o077
 #: Directories of the service that the job user passes through to its own places (search, no read).
 PASS_THROUGH = 0o711
 JOB_DIR = 0o700
-#: Where Pythons of a given version are looked for when the job user cannot run this one.
-SYSTEM_BINS = ("/usr/bin", "/usr/local/bin", "/bin")
 #: The project's root (where ``flint_repl_job`` and ``query_core`` are).
 PROJECT_ROOT = job_package_dir().parent
+#: The packages a job imports from this installation (the plugin's own is not among them).
+JOB_PACKAGES = ("flint_repl_job", "query_core", "index_mappings")
 
 R, W, X = 4, 2, 1
 
@@ -116,12 +115,22 @@ class JobUser:
             return True
         try:
             target = Path(os.path.realpath(path))
-            for directory in reversed(target.parents):
-                if not self._has(directory.stat(), X):
-                    return False
-            return self._has(target.stat(), want)
+            return all(self.passes(directory) for directory in target.parents) and self.allows(target, want)
         except OSError:
             return False
+
+    def allows(self, path: Path | str, want: int = R) -> bool:
+        """Whether ``path``'s own modes give the job user the ``want`` bits (False where it cannot be
+        looked at); the directories above it are not looked at."""
+        try:
+            return self.uid == 0 or self._has(os.stat(path), want)
+        except OSError:
+            return False
+
+    def passes(self, directory: Path | str) -> bool:
+        """Whether the job user may pass through ``directory`` itself (its search bit), by its modes;
+        raises OSError where it cannot be looked at."""
+        return self.uid == 0 or self._has(os.stat(directory), X)
 
     def _has(self, st: os.stat_result, want: int) -> bool:
         if st.st_uid == self.uid:
@@ -131,10 +140,6 @@ class JobUser:
         else:
             bits = st.st_mode & 7
         return bits & want == want
-
-    def blocked(self, paths: list[Path], want: int = R) -> list[Path]:
-        """Those of ``paths`` the job user cannot reach (see :meth:`can_reach`)."""
-        return [path for path in paths if not self.can_reach(path, want)]
 
     # -- places of its own -------------------------------------------------------------------
 
@@ -178,16 +183,6 @@ class JobUser:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def unreachable(user: JobUser, data_dir: Path) -> str:
-    """What to do when the job user cannot pass through to ``data_dir`` (local jobs and metastores
-    run as that user, in places inside it)."""
-    return (
-        f"the job user {user.name} cannot pass through to the data directory {data_dir}: local jobs and "
-        "metastores run as that user (make the directories above it passable: chmod o+x, or choose "
-        "another ASYNC_QUERY_DATA_DIR)"
-    )
-
-
 def seal_data_dir(data_dir: Path, user: JobUser, job_places: set[str]) -> None:
     """Keep the service's data from the job user: the data directory becomes 0711 (passed through
     to the job's places, named by ``job_places``, never listed), and every other entry in it that
@@ -196,8 +191,6 @@ def seal_data_dir(data_dir: Path, user: JobUser, job_places: set[str]) -> None:
     user.pass_through(data_dir)
     if not user.switches:
         return
-    if not user.can_reach(data_dir, X):
-        log.warning("%s", unreachable(user, data_dir))
     me = os.geteuid()
     for entry in data_dir.iterdir():
         if entry.name in job_places:
@@ -215,7 +208,7 @@ def seal_data_dir(data_dir: Path, user: JobUser, job_places: set[str]) -> None:
             entry.chmod(private)
 
 
-# -- the job's Python ------------------------------------------------------------------------------
+# -- what a job runs: its Python and Java ----------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -233,39 +226,34 @@ def installation_paths() -> tuple[str, ...]:
     return tuple(dict.fromkeys([str(PROJECT_ROOT), *sites]))
 
 
-def job_python(user: JobUser, configured: str = "") -> JobPython:
-    """The Python local jobs run: ``configured`` (``local_job_python``) if set; else this one, if
-    the job user can run it; else a Python of the same version from the system's directories (a
-    service installed with a Python under a private home, as ``pyenv`` puts it under ``/root``),
-    given this installation's code by ``PYTHONPATH``. Raises :class:`JobUserError` when the job user
-    can run none, or cannot read the installation."""
-    paths = installation_paths()
+def job_python(configured: str = "") -> JobPython:
+    """The Python local jobs run: ``configured`` (``local_job_python``), given this installation's
+    code by ``PYTHONPATH`` unless it is this one; else this one. Where the job user cannot reach it,
+    jobs see it through a private view (:mod:`async_query.security.views`)."""
     if configured:
         same = os.path.realpath(configured) == os.path.realpath(sys.executable)
-        return _readable(user, JobPython(configured, () if same else paths))
-    stdlib = Path(sysconfig.get_paths()["stdlib"])
-    if user.can_reach(sys.executable, R | X) and user.can_reach(stdlib, R | X):
-        return _readable(user, JobPython(sys.executable))
-    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
-    for directory in SYSTEM_BINS:
-        candidate = Path(directory) / version
-        if candidate.exists() and user.can_reach(candidate, R | X):
-            log.info("local jobs run %s as %s (it cannot run %s)", candidate, user.name, sys.executable)
-            return _readable(user, JobPython(str(candidate), paths))
-    raise JobUserError(
-        f"the job user {user.name} cannot run this Python ({sys.executable}, below a directory it cannot enter) "
-        f"and no {version} was found in {', '.join(SYSTEM_BINS)}: install the service where that user can read it, "
-        f"or set ASYNC_QUERY_LOCAL_JOB_PYTHON to a {version} it can run"
-    )
+        return JobPython(configured, () if same else installation_paths())
+    return JobPython(sys.executable)
 
 
-def _readable(user: JobUser, python: JobPython) -> JobPython:
-    blocked = user.blocked([Path(python.executable)], R | X) + user.blocked(
-        [Path(p) for p in python.path or installation_paths()], R | X
-    )
-    if blocked:
-        raise JobUserError(
-            f"the job user {user.name} cannot read {', '.join(map(str, blocked))}: local jobs need this Python and "
-            "this installation's code (make the directories above them passable: chmod o+x)"
-        )
-    return python
+def find_java() -> str:
+    """The ``java`` of ``JAVA_HOME``, else the one on the ``PATH``."""
+    home = os.environ.get("JAVA_HOME")
+    if home and (Path(home) / "bin" / "java").exists():
+        return str(Path(home) / "bin" / "java")
+    found = shutil.which("java")
+    if not found:
+        raise JobUserError("Java 17 is needed (set JAVA_HOME or put java on the PATH)")
+    return found
+
+
+def installation_places(python: JobPython) -> list[Path]:
+    """What a local job reads of this machine's software: its Python (the environment and the
+    interpreter it was made from), this installation's packages, and Java's home."""
+    executable = Path(os.path.realpath(python.executable))
+    places = [Path(sys.prefix), Path(sys.base_prefix), executable.parent.parent]
+    places += [PROJECT_ROOT / package for package in JOB_PACKAGES]
+    places += [Path(p) for p in python.path]
+    with contextlib.suppress(JobUserError):
+        places.append(Path(os.path.realpath(find_java())).parent.parent)
+    return [place for place in dict.fromkeys(places) if place.exists()]

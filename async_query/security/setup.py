@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import httpx
 
+from async_query.security import views
 from async_query.security.audit import AuditLog
 from async_query.security.authn import (
     AUTHINFO,
@@ -17,7 +18,7 @@ from async_query.security.authn import (
     CredentialCache,
     NoAuthentication,
 )
-from async_query.security.job_user import JobUser, JobUserError, job_python
+from async_query.security.job_user import JobUser, JobUserError, installation_places, job_python
 from async_query.security.throttle import FailedLogins
 from async_query.security.users import UserDirectory, UsersFileError, read_users
 from async_query.settings import Settings
@@ -142,7 +143,8 @@ def _check_job_user(settings: Settings, checks: ServeChecks) -> JobUser | None:
     that user cannot run them; said out loud when jobs run as the service's own user."""
     try:
         user = JobUser.resolve(settings.local_job_user, settings.local_job_allow_root)
-        job_python(user, settings.local_job_python)
+        software = installation_places(job_python(settings.local_job_python))
+        views.check(user, views.plan_view(user, software, [settings.data_dir.resolve() / "tmp"]), software)
     except JobUserError as exc:
         checks.errors.append(exc.message)
         return None

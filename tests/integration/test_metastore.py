@@ -5,13 +5,20 @@ from __future__ import annotations
 
 import os
 import socket
+import stat
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from async_query.embedded.metastore import Metastore, MetastoreError
 from async_query.security.job_user import JobUser
+from tests.listeners import listeners
 from tests.support import wait_for
+
+#: A Python of the machine's, that any user may run; and a local user who is neither root nor the job user.
+SYSTEM_PYTHON = "/usr/bin/python3"
+OTHER_UID = 1
 
 
 def process_uid(pid: int) -> int:
@@ -81,3 +88,43 @@ def test_the_warm_up_reads_the_tables_held_in_batches_and_stops_quietly(tmp_path
     finally:
         metastore.close()
     assert metastore.warm_up(10) == 0  # stopped: gives up without raising
+
+
+#: One Thrift call by hand (``get_all_databases``, strict binary protocol), sent by a process of
+#: ``uid`` with the machine's own Python and its standard library alone: what comes back.
+THRIFT_CALL = """
+import socket, struct, sys
+name = b"get_all_databases"
+call = struct.pack(">I", 0x80010001) + struct.pack(">I", len(name)) + name + struct.pack(">I", 1) + b"\\x00"
+with socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=30) as s:
+    s.sendall(call)
+    sys.stdout.write(s.recv(4).hex())
+"""
+
+
+def thrift_call_as(uid: int, port: int) -> str:
+    done = subprocess.run(
+        [SYSTEM_PYTHON, "-I", "-c", THRIFT_CALL, str(port)], user=uid, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists(SYSTEM_PYTHON), reason="switching users needs root")
+def test_a_metastore_in_a_private_directory_listens_on_loopback_for_its_own_user_and_root_only(tmp_path: Path) -> None:
+    closed = tmp_path / "closed"  # as a data directory in a directory made by mktemp -d
+    closed.mkdir(mode=0o700)
+    metastore = Metastore.start(closed / "var" / "metastore", closed / "var" / "warehouse", files=tmp_path / "files")
+    try:
+        user = JobUser.resolve()
+        assert process_uid(metastore.proc.pid) == user.uid
+        assert stat.S_IMODE(closed.stat().st_mode) == 0o700  # shown to it by a private view, not opened
+        bound = {(found.address, found.port) for found in listeners(metastore.proc.pid)}
+        assert bound == {("127.0.0.1", metastore.port)} | ({("127.0.0.1", metastore.tables.port)} if metastore.tables else set())
+        reply = "80010002"  # a Thrift reply
+        assert thrift_call_as(0, metastore.port) == reply  # the service
+        assert thrift_call_as(user.uid, metastore.port) == reply  # its jobs
+        assert thrift_call_as(OTHER_UID, metastore.port) == ""  # any other local user: closed at once
+        assert metastore.proc.poll() is None
+    finally:
+        metastore.close()

@@ -7,16 +7,17 @@ from __future__ import annotations
 
 import os
 import stat
+import sys
 from pathlib import Path
 
 import pytest
 
 from async_query.datasources import Datasource
 from async_query.embedded.catalogs import LEGACY, LocalCatalogs
-from async_query.embedded.metastore import Metastore, MetastoreError
 from async_query.launcher.base import JobRequest, launcher_policy
 from async_query.launcher.local import LocalLauncher, properties_text
-from async_query.security.job_user import JobUser, JobUserError, job_python, seal_data_dir
+from async_query.security import views
+from async_query.security.job_user import PROJECT_ROOT, JobUser, JobUserError, job_python, seal_data_dir
 from query_core.errors import InvalidRequestError
 from query_core.states import SessionType
 from query_core.validation import validate_query
@@ -110,22 +111,26 @@ def test_the_data_directory_is_passable_and_everything_of_the_service_s_in_it_pr
     assert stat.S_IMODE((data / "warehouse").stat().st_mode) == 0o755, "the job's places are the catalogs' to set"
 
 
-@needs_root
-def test_a_metastore_the_job_user_cannot_pass_through_to_is_refused_with_what_to_do(tmp_path: Path) -> None:
-    closed = tmp_path / "closed"
-    closed.mkdir(mode=0o700)
-    with pytest.raises(MetastoreError, match=r"cannot pass through to the data directory .*closed.*chmod o\+x"):
-        Metastore.launch(closed / "var" / "metastore", closed / "var" / "warehouse", user=JobUser.resolve(), files=closed)
-
-
-def test_the_job_s_python_is_one_the_job_user_can_run_with_this_installation_s_code() -> None:
+def test_the_job_s_python_is_this_one_and_the_job_user_reaches_it_and_this_installation_s_code(tmp_path: Path) -> None:
+    """Through the jobs' private view where the job user cannot pass to it (a Python under a 0700
+    home): the launcher's own check says so before any job starts."""
     user = JobUser.resolve()
-    python = job_python(user)
-    assert user.can_reach(python.executable, 5)
-    assert all(user.can_reach(path, 5) for path in python.path)
-    if python.path:  # another interpreter than this one: it finds the project and its packages
-        assert any((Path(path) / "flint_repl_job").is_dir() for path in python.path)
-        assert any((Path(path) / "pyspark").is_dir() for path in python.path)
+    python = job_python()
+    assert python.executable == sys.executable and python.path == ()
+    launcher = LocalLauncher(tmp_path / "var", "aq", job_user=user)
+    assert launcher.reach_problem() is None
+    view = launcher.view(launcher.data_dir / "tmp", None)
+    places: list[str] = [sys.executable, launcher.spark_submit, str(PROJECT_ROOT / "flint_repl_job")]
+    for place in places:
+        assert views.reaches(user, place, 5), place
+        if not user.can_reach(place, 5):  # shown by the view
+            assert views.veil_of(user, os.path.realpath(place)) is not None and view.needed
+
+
+def test_a_configured_python_gets_this_installation_s_code_on_its_path() -> None:
+    configured = job_python("/usr/bin/python3")
+    assert configured.executable == "/usr/bin/python3"
+    assert str(PROJECT_ROOT) in configured.path
 
 
 # -- each datasource's catalog, and its roots ------------------------------------------------------

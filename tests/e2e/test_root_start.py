@@ -1,0 +1,228 @@
+"""README's first command, as root, from a clone in a private home (docs/security.md, "A private view").
+
+Where one works as root (containers, CI runners, cloud shells), a clone and its virtual environment
+sit under a 0700 home, and a data directory made by ``mktemp -d`` is 0700 too. The service must
+serve from there without opening those directories to anyone, its jobs and metastores still run
+as the unprivileged job user, and that user still reads nothing of the service's: the second
+wall's probe (tests/integration/test_job_wall.py), started by the service exactly as a Spark job,
+finds the users file and the sealing key out of reach, on this layout.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from async_query.api import BASE
+from async_query.security.job_user import PROJECT_ROOT, JobUser
+from tests.integration.test_job_wall import JOB_PLACES, probe_script
+from tests.integration.test_security import _answers
+from tests.listeners import listeners
+from tests.support import free_port, wait_for
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(os.geteuid() != 0, reason="the service switches users only when it runs as root"),
+]
+PASSWORD = "alice-Pa55word-1"
+#: Settings of the local jobs' JVM alone, kept from the test run's environment (a shared class
+#: archive, the quick-starting JIT tier): nothing that reaches the service's layout.
+JOB_JVM_SETTINGS = ("ASYNC_QUERY_LOCAL_JOB_CLASS_ARCHIVE_DIR", "ASYNC_QUERY_LOCAL_JOB_JAVA_OPTIONS", "JAVA_TOOL_OPTIONS")
+
+
+def project_files() -> list[str]:
+    """The checkout's files as a clone holds them (tracked, and new ones not ignored)."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=PROJECT_ROOT, capture_output=True, check=True
+    )
+    return [name for name in listed.stdout.decode().split("\0") if name and (PROJECT_ROOT / name).is_file()]
+
+
+class RootLayout:
+    """A clone under a 0700 home with its own virtual environment, and a data directory in another
+    0700 directory, as README's first command leaves them."""
+
+    def __init__(self, top: Path) -> None:
+        self.home = top / "root-home"
+        self.clone = self.home / "project"
+        self.private = top / "mktemp-d"
+        self.data_dir = self.private / "data"
+        for private in (self.home, self.private):
+            private.mkdir(mode=0o700)
+            private.chmod(0o700)
+        for name in project_files():
+            target = self.clone / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(PROJECT_ROOT / name, target)
+        self.venv_bin = self.clone / ".venv" / "bin"
+
+    def install(self) -> None:
+        """README's first command up to ``serve``: a virtual environment and ``pip install -e .``."""
+        python3 = shutil.which("python3") or "python3"
+        for command in ([python3, "-m", "venv", ".venv"], [str(self.venv_bin / "pip"), "install", "-q", "-e", "."]):
+            done = subprocess.run(command, cwd=self.clone, capture_output=True, text=True, timeout=900, check=False)
+            assert done.returncode == 0, (command, done.stdout[-2000:], done.stderr[-2000:])
+
+    def env(self, **extra: str) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("ASYNC_QUERY_", "OPENSEARCH_", "VIRTUAL_ENV"))}
+        env.update({k: os.environ[k] for k in JOB_JVM_SETTINGS if k in os.environ})
+        env.update(
+            ASYNC_QUERY_DATA_DIR=str(self.data_dir),
+            ASYNC_QUERY_AUTH="basic",
+            ASYNC_QUERY_WARM_POOL_SIZE="0",
+            ASYNC_QUERY_SPARK_MASTER="local[1]",
+            SPARK_LOCAL_IP="127.0.0.1",
+            **extra,
+        )
+        return env
+
+    def add_user(self) -> None:
+        done = subprocess.run(
+            [str(self.venv_bin / "async-query"), "user", "add", "alice", "--role", "all_access", "--password-stdin"],
+            input=PASSWORD,
+            text=True,
+            capture_output=True,
+            cwd=self.clone,
+            env=self.env(),
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+
+
+class Serve:
+    """``async-query serve --port N`` of the layout's environment, from the clone."""
+
+    def __init__(self, layout: RootLayout, log: Path, **extra: str) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = log
+        self.began = time.monotonic()
+        with log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                [str(layout.venv_bin / "async-query"), "serve", "--port", str(self.port)],
+                cwd=layout.clone,
+                env=layout.env(**extra),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        wait_for(lambda: _answers(self.url) or self.proc.poll() is not None, timeout=300, what="serve to answer")
+        assert self.proc.poll() is None, log.read_text()[-4000:]
+
+    def submit(self, query: str, datasource: str = "local") -> str:
+        body = {"datasource": datasource, "lang": "sql", "query": query}
+        reply = httpx.post(self.url + BASE, json=body, auth=("alice", PASSWORD), timeout=30)
+        assert reply.status_code == 201, reply.text
+        return str(reply.json()["queryId"])
+
+    def answer(self, query_id: str) -> dict[str, object]:
+        def done() -> dict[str, object] | None:
+            reply = httpx.get(f"{self.url}{BASE}/{query_id}", auth=("alice", PASSWORD), timeout=30).json()
+            return reply if reply["status"] in ("SUCCESS", "FAILED", "CANCELLED", "TIMEOUT") else None
+
+        return dict(wait_for(done, timeout=300, interval=0.2, what=f"query {query_id}"))
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+@pytest.fixture(scope="module")
+def layout(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RootLayout]:
+    made = RootLayout(tmp_path_factory.mktemp("root-start"))
+    made.install()
+    made.add_user()
+    yield made
+
+
+def test_readme_s_first_command_as_root_from_a_private_home_serves_with_jobs_still_walled(
+    layout: RootLayout, tmp_path: Path
+) -> None:
+    modes = {path: stat.S_IMODE(path.stat().st_mode) for path in (layout.home, layout.clone, layout.private)}
+    serve = Serve(layout, tmp_path / "serve.log")
+    try:
+        answered = serve.answer(serve.submit("SELECT 1 AS one"))
+        first_answer_s = time.monotonic() - serve.began
+    finally:
+        serve.stop()
+    assert answered["status"] == "SUCCESS" and answered["datarows"] == [[1]], (answered, serve.log.read_text()[-4000:])
+    print(f"serve to the first answer: {first_answer_s:.1f} s")
+
+    # The same layout, with a spark-submit that is the second wall's probe: started by the service
+    # exactly as a job (its user, view, environment, directory), it tries the service's files.
+    probe_dir = layout.home / "probe"  # behind the 0700 home too: shown to the job by its view
+    probe_dir.mkdir()
+    probe_dir.chmod(0o755)
+    results = tmp_path / "results"
+    results.mkdir()
+    results.chmod(0o777)
+    targets = tmp_path / "targets"
+    submit = probe_dir / "spark-submit"
+    submit.write_text(probe_script(layout.data_dir, targets, results))
+    submit.chmod(0o755)
+    users_file, key = layout.data_dir / "users.json", layout.data_dir / "datasources.key"
+    service_files = [
+        path
+        for path in layout.data_dir.rglob("*")
+        if path.is_file() and path.relative_to(layout.data_dir).parts[0] not in JOB_PLACES
+    ]
+    assert users_file in service_files and key in service_files
+    targets.write_text("\n".join(map(str, service_files)) + "\n")
+    probed = Serve(layout, tmp_path / "probe.log", ASYNC_QUERY_SPARK_SUBMIT=str(submit))
+    try:
+        probed.submit("SELECT 1")
+        [report] = wait_for(
+            lambda: [p for p in results.iterdir() if p.suffix != ".tmp"] or None, timeout=120, what="the probe's report"
+        )
+        lines = report.read_text().splitlines()
+    finally:
+        probed.stop()
+
+    assert lines[0] == f"uid {JobUser.resolve().uid} umask 0077", lines
+    assert "DONE" in lines, lines
+    assert [line for line in lines if line.startswith("READ ")] == [], "the job user read files of the service's"
+    assert sum(line.startswith("DENIED ") for line in lines) == len(service_files)
+    assert not [line for line in lines if line.startswith("LISTED ")], lines
+    for work in ("WROTE warehouse", "WROTE checkpoints", "WROTE tmp 600", "PYTHON OK"):
+        assert work in lines, lines
+    # Nothing of the operator's was opened to make it so.
+    assert {path: stat.S_IMODE(path.stat().st_mode) for path in modes} == modes
+
+
+def test_nothing_the_service_starts_listens_beyond_loopback(layout: RootLayout, tmp_path: Path) -> None:
+    """Every listening socket of the whole process tree (the index, each datasource's metastore and
+    bulk reads, the jobs' drivers, block managers and Python workers, anything added later), after
+    queries on two datasources: each on the loopback address, or in a network namespace of its own."""
+    serve = Serve(layout, tmp_path / "serve.log")
+    try:
+        created = httpx.post(
+            serve.url + "/_plugins/_query/_datasources",
+            json={"name": "lake", "connector": "local"},
+            auth=("alice", PASSWORD),
+            timeout=30,
+        )
+        assert created.status_code == 201, created.text
+        queries = [serve.submit("SELECT 1", datasource) for datasource in ("local", "lake")]
+        assert [serve.answer(query_id)["status"] for query_id in queries] == ["SUCCESS", "SUCCESS"]
+        found = listeners(serve.proc.pid)
+    finally:
+        serve.stop()
+    exposed = [listener for listener in found if not listener.loopback and not listener.own_namespace]
+    assert exposed == [], exposed
+    # What was looked at: the service's port, two metastores (each with its bulk reads), two jobs.
+    assert ("127.0.0.1", serve.port) in {(listener.address, listener.port) for listener in found}
+    metastores = {listener.pid for listener in found if "LoopbackMetastore" in listener.command}
+    jobs = {listener.pid for listener in found if "org.apache.spark.deploy.SparkSubmit" in listener.command}
+    assert len(metastores) == 2 and len(jobs) >= 2, found
