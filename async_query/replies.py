@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from async_query.dispatch import QueryKind
-from query_core.models import ResultDoc, SessionDoc, StatementDoc, Versioned
+from query_core.models import PoolJobDoc, ResultDoc, SessionDoc, StatementDoc, Versioned
 from query_core.states import StatementState, is_terminal
 from query_core.store.results import ResultPage
 
@@ -184,3 +184,45 @@ def reference_rows(result: ResultDoc) -> tuple[list[dict[str, str]], list[list[A
         row = json.loads(text.replace("'", '"'))
         rows.append([row.get(c["name"]) for c in schema])
     return schema, rows
+
+
+def session_view(session: SessionDoc) -> dict[str, Any]:
+    """A session as the session listing shows it (``docs/api.md``)."""
+    return session.model_dump(
+        by_alias=True,
+        mode="json",
+        include={
+            "session_id",
+            "session_type",
+            "state",
+            "data_source_name",
+            "application_id",
+            "job_id",
+            "last_update_time",
+            "job_start_time",
+            "error",
+            "running_statements",
+            "submitted_by",
+        },
+    )
+
+
+def pool_job_view(job: PoolJobDoc) -> dict[str, Any]:
+    """A warm pool job as the session listing shows it."""
+    return job.model_dump(
+        by_alias=True,
+        mode="json",
+        include={
+            "slot_id",
+            "pool_key",
+            "state",
+            "engine",
+            "application_id",
+            "job_id",
+            "job_start_time",
+            "last_update_time",
+            "session_id",
+            "data_source_name",
+            "error",
+        },
+    )

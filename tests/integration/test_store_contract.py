@@ -943,6 +943,24 @@ def test_a_scan_reads_every_document_or_only_the_fields_asked(store: Store) -> N
     assert chosen == {"d4": {"n": 4}, "d8": {"n": 8}}
 
 
+def test_a_scan_keeps_nested_fields_by_their_dotted_names(store: Store) -> None:
+    index = "query_execution_result_scanned"
+    docs: list[tuple[str | None, dict[str, Any]]] = [
+        ("q1", {"queryId": "q1", "lossless": {"total": 3, "datarows": "[[1],[2],[3]]"}}),
+        ("q2", {"queryId": "q2", "lossless": {"total": 10, "datarows": "[]"}, "chunks": {"rows": 25, "chunk_rows": [15]}}),
+        ("q3", {"queryId": "q3"}),
+    ]
+    store.admin.bulk_index(index, docs)
+    store.index.refresh(index)
+    fields = ["queryId", "lossless.total", "chunks.rows"]
+    narrow = dict(store.admin.scan(index, fields=fields, filters=(Terms("queryId", ("q1", "q2", "q3")),)))
+    assert narrow == {
+        "q1": {"queryId": "q1", "lossless": {"total": 3}},
+        "q2": {"queryId": "q2", "lossless": {"total": 10}, "chunks": {"rows": 25}},
+        "q3": {"queryId": "q3"},
+    }
+
+
 def test_the_twin_can_fail_on_purpose(ds_name: str) -> None:
     from query_core.errors import IndexUnavailableError
 
