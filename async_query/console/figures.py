@@ -17,10 +17,17 @@ def figures() -> list[dict[str, Any]]:
     families = []
     for family in text_string_to_metric_families(body.decode("utf-8")):
         samples = [
-            {"name": s.name, "labels": dict(s.labels), "value": s.value if math.isfinite(s.value) else str(s.value)}
+            {"name": s.name, "labels": dict(s.labels), "value": _number(s.value)}
             for s in family.samples
             if not s.name.endswith(("_bucket", "_created"))
         ]
         if samples:
             families.append({"name": family.name, "help": family.documentation, "type": family.type, "samples": samples})
-    return families
+    # the service's own figures first, then the process's and the runtime's
+    return sorted(families, key=lambda f: (not f["name"].startswith("async_query"), f["name"]))
+
+
+def _number(value: float) -> float | int | str:
+    if not math.isfinite(value):
+        return str(value)
+    return int(value) if value.is_integer() and abs(value) < 2**53 else value
