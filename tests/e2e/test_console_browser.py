@@ -205,11 +205,11 @@ def test_a_long_query_runs_with_progress_and_is_cancelled(console: Console) -> N
 def test_a_100000_row_result_is_paged_and_downloaded_as_the_api_holds_it(console: Console) -> None:
     page = console.page_of("alice")
     query_id = run(page, BIG_QUERY)
-    assert page.inner_text("#page-info") == "rows 1–100 of 100000"
+    assert page.inner_text("#page-info") == "rows 1\u2013100 of 100000"
     assert len(table_rows(page)) == 100
     page.click("#last-page")
     page.wait_for_selector("#results[data-offset='99900']")
-    assert page.inner_text("#page-info") == "rows 99901–100000 of 100000"
+    assert page.inner_text("#page-info") == "rows 99901\u2013100000 of 100000"
     assert table_rows(page)[-1] == ["99999", "row 99999 ü"]
     page.click("#prev-page")
     page.wait_for_selector("#results[data-offset='99800']")
