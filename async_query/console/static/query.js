@@ -108,7 +108,9 @@ export class QueryPage {
     this.root.dataset.queryId = queryId;
     const started = Date.now();
     this.cancelButton.disabled = false;
-    let delay = 150;
+    // Every 100 ms for the first seconds (a warm query answers in well under a second), then
+    // less and less often, up to once a second.
+    let delay = 100;
     while (generation === this.generation) {
       let reply;
       try {
@@ -127,7 +129,7 @@ export class QueryPage {
         return;
       }
       await sleep(delay);
-      delay = Math.min(1000, delay * 1.4);
+      if (Date.now() - started > 3000) delay = Math.min(1000, delay * 1.5);
     }
   }
 
