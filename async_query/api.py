@@ -10,12 +10,11 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, ConfigDict, Field, field_validator
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -27,7 +26,7 @@ from async_query.http_errors import error_response
 from async_query.http_limits import ConcurrencyLimit
 from async_query.metrics import MetricsMiddleware
 from async_query.ops_api import ops_router
-from async_query.replies import Page, pool_job_view, session_view, submitted_reply
+from async_query.replies import CreateAsyncQueryRequest, Page, pool_job_view, session_view, submitted_reply
 from async_query.security.errors import UnauthorizedError
 from async_query.security.middleware import SecurityMiddleware, audit_note, current_principal
 from async_query.security.principal import Principal
@@ -43,22 +42,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 BASE = "/_plugins/_async_query"
-
-
-class CreateAsyncQueryRequest(BaseModel):
-    """The POST body. Unknown fields are refused, as the reference refuses them."""
-
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
-
-    datasource: str = Field(min_length=1)
-    lang: Literal["sql", "ppl"]
-    query: str = Field(min_length=1)
-    session_id: str | None = Field(default=None, alias="sessionId")
-
-    @field_validator("lang", mode="before")
-    @classmethod
-    def _lower(cls, value: object) -> object:
-        return value.lower() if isinstance(value, str) else value
 
 
 def _is_json(content_type: str) -> bool:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import sys
 import time
 from collections.abc import Iterator
@@ -46,6 +45,7 @@ from bench.report import Figure, Target, run_standalone
 from bench.stats import percentile, summary
 from bench.streaming import _kill_leftover_jobs, index_server
 from query_core.store import Store, quiet_driver_logs
+from tests.browser import CHROMIUM_ARGS, chromium
 
 log = logging.getLogger(__name__)
 
@@ -57,16 +57,6 @@ USER, PASSWORD = "bench", "bench-Pa55word-1"
 ROUNDS = 20
 WAIT_MS = 240_000
 POLL_S = 0.002
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 
 class BenchError(RuntimeError):
@@ -135,8 +125,8 @@ def api_select(http: httpx.Client, query: str, session_id: str) -> float:
 
 
 def run(quick: bool, work: Path) -> tuple[list[Figure], dict[str, Any]]:
-    chromium = shutil.which("chromium") or "/usr/bin/chromium"
-    if not os.access(chromium, os.X_OK):
+    found = chromium()
+    if found is None:
         raise BenchError("Chromium is not installed (apt-get install chromium)")
     from playwright.sync_api import sync_playwright
 
@@ -144,7 +134,7 @@ def run(quick: bool, work: Path) -> tuple[list[Figure], dict[str, Any]]:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     rounds = 5 if quick else ROUNDS
     with system(work) as base_url, sync_playwright() as pw, httpx.Client(base_url=base_url, auth=(USER, PASSWORD), timeout=60) as http:
-        browser = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        browser = pw.chromium.launch(executable_path=found, args=CHROMIUM_ARGS)
         try:
             context = browser.new_context(viewport={"width": 1280, "height": 800})
             page = context.new_page()

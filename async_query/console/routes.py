@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field, field_validator
 from starlette.concurrency import run_in_threadpool
 
 from async_query.catalog.statements import Describe, ShowSchemas, ShowTables
@@ -25,7 +24,7 @@ from async_query.console.guard import CONSOLE, cookie_header
 from async_query.console.history import History
 from async_query.console.tokens import LOGIN_COOKIE, ConsoleTokens
 from async_query.datasources import Datasource
-from async_query.replies import Page, pool_job_view, session_view
+from async_query.replies import CreateAsyncQueryRequest, Page, pool_job_view, session_view
 from async_query.security.authz import check_datasource_access, require_admin
 from async_query.security.errors import ForbiddenError
 from async_query.security.middleware import AuditEntry, audit_note, current_principal
@@ -41,22 +40,6 @@ API = CONSOLE + "/api"
 #: Rows of one page of the results table, unless the page asks for another size.
 PAGE_ROWS = 100
 LIVE_SESSIONS = [SessionState.NOT_STARTED, SessionState.RUNNING]
-
-
-class ConsoleQuery(BaseModel):
-    """A query the console submits: the API's POST body."""
-
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
-
-    datasource: str = Field(min_length=1)
-    lang: Literal["sql", "ppl"]
-    query: str = Field(min_length=1)
-    session_id: str | None = Field(default=None, alias="sessionId")
-
-    @field_validator("lang", mode="before")
-    @classmethod
-    def _lower(cls, value: object) -> object:
-        return value.lower() if isinstance(value, str) else value
 
 
 class CatalogUnavailableError(AsyncQueryError):
@@ -116,7 +99,7 @@ def console_router(plugin: Plugin, tokens: ConsoleTokens, auth_mode: str) -> API
         return JSONResponse({"datasources": [{"name": ds.name} for ds in listed]})
 
     @router.post("/queries", status_code=201)
-    def submit(body: ConsoleQuery, request: Request, principal: Principal = caller) -> JSONResponse:
+    def submit(body: CreateAsyncQueryRequest, request: Request, principal: Principal = caller) -> JSONResponse:
         audit_action(request, "query.submit")
         audit_note(request, datasource=body.datasource)
         if len(body.query) > settings.max_query_chars:

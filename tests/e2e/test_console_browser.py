@@ -14,7 +14,6 @@ import csv
 import io
 import json
 import os
-import shutil
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -35,6 +34,7 @@ from query_core.flint.index_meta import IndexMeta
 from query_core.flint.naming import latest_id
 from query_core.models import FlintIndexStateDoc
 from query_core.states import FlintIndexState
+from tests.browser import CHROMIUM_ARGS, chromium
 from tests.conftest import REAL_CLUSTER
 from tests.e2e.conftest import e2e_service
 from tests.support import FAST_HASHER, seed, serve_http, wait_for
@@ -43,30 +43,12 @@ playwright = pytest.importorskip("playwright.sync_api", reason="Playwright is no
 
 pytestmark = pytest.mark.e2e
 
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 PASSWORDS = {"alice": "alice-Pa55word-1", "bob": "bob-Pa55word-22", "root": "root-Pa55word-333"}
 #: Runs for hours (a count over a cross join of two ranges), until cancelled.
 LONG_QUERY = "SELECT count(*) AS n FROM range(10000000) a, range(10000000) b"
 BIG_QUERY = "SELECT id, concat('row ', id, ' ü') AS name FROM range(100000)"
 SHOTS = os.environ.get("ASYNC_QUERY_CONSOLE_SCREENSHOTS", "")
 WAIT_MS = 180_000
-
-
-def chromium() -> str | None:
-    """Debian's Chromium (installed by .ci/run); never a browser downloaded at run time."""
-    for candidate in (os.environ.get("ASYNC_QUERY_CHROMIUM", ""), "/usr/bin/chromium", shutil.which("chromium") or ""):
-        if candidate and os.access(candidate, os.X_OK):
-            return candidate
-    return None
 
 
 def shot(page: Any, name: str) -> None:
