@@ -339,3 +339,14 @@ def test_a_request_without_the_csrf_token_is_refused(console: Console) -> None:
     assert forged.status == 403
     logged_out = page.request.delete(f"{console.url}/console/api/session")
     assert logged_out.status == 403  # a logout is a state change too
+
+
+def test_new_session_forgets_the_kept_one_and_sign_out_ends_the_login(console: Console) -> None:
+    page = console.page_of("alice")
+    page.click("#tab-query")
+    assert page.inner_text("#session-id") != "(new)"
+    page.click("#new-session")
+    assert page.inner_text("#session-id") == "(new)"
+    page.click("#logout")
+    page.wait_for_selector("#login")
+    assert page.request.get(f"{console.url}/console/api/me").status == 401

@@ -8,6 +8,7 @@ import { Editor } from './editor.js';
 
 export const PAGE_ROWS = 100;
 const TERMINAL = new Set(['SUCCESS', 'FAILED', 'CANCELLED', 'TIMEOUT']);
+const NUMERIC = /^(byte|short|integer|long|float|double|decimal)/;
 const sleep = (ms) => new Promise((resolve) => { setTimeout(resolve, ms); });
 
 function cellText(value) {
@@ -191,9 +192,11 @@ export class QueryPage {
     const id = encodeURIComponent(this.queryId);
     const button = (label, idName, target, disabled) => h('button', { id: idName, disabled, onclick: () => this.goto(target) }, label);
     const info = total ? `rows ${offset + 1}–${offset + rows.length} of ${total}${reply.truncated ? ' (cut at the cap)' : ''}` : 'no rows';
+    const schema = reply.schema || [];
+    const numeric = schema.map((c) => (NUMERIC.test(c.type) ? 'num' : null));
     const table = h('table', { id: 'result-table' },
-      h('thead', {}, h('tr', {}, (reply.schema || []).map((c) => h('th', { title: c.type }, c.name, h('span', { class: 'type' }, c.type))))),
-      h('tbody', {}, rows.map((row) => h('tr', {}, row.map((value) => h('td', {}, cellText(value)))))));
+      h('thead', {}, h('tr', {}, schema.map((c, i) => h('th', { title: c.type, class: numeric[i] }, c.name, h('span', { class: 'type' }, c.type))))),
+      h('tbody', {}, rows.map((row) => h('tr', {}, row.map((value, i) => h('td', { class: numeric[i] }, cellText(value)))))));
     clear(this.results,
       h('div', { class: 'toolbar' },
         button('« First', 'first-page', 0, offset === 0), button('‹ Prev', 'prev-page', Math.max(0, offset - PAGE_ROWS), offset === 0),
