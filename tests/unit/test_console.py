@@ -352,3 +352,11 @@ def test_a_console_that_is_off_is_not_found(make_plugin: PluginFactory) -> None:
     with serve_http(create_app(make_plugin(console_enabled=False))) as url:
         assert httpx.get(url + "/console").status_code == 404
         assert httpx.get(url + "/console/api/me").status_code == 404
+
+
+def test_the_console_is_one_route_in_the_metrics() -> None:
+    from async_query.metrics import route_of
+
+    for path in ("/console", "/console/static/app.js", "/console/api/queries/Wk9pbnhDeWMweWxvY2Fs"):
+        assert route_of(path) == "/console"
+    assert route_of("/consoles") == "other"
