@@ -202,6 +202,10 @@ def test_a_state_changing_request_without_the_csrf_token_is_refused_and_audited(
     assert launcher.started == []
     audit = [json.loads(line) for line in (plugin.settings.data_dir / "audit" / "audit.log").read_text().splitlines()]
     assert [a["status"] for a in audit if a["action"] == "console.csrf"] == [403] * 4
+    # a console request refused by the authentication is audited as the console's too
+    assert Browser(url).call("GET", "/history").status_code == 401
+    audit = [json.loads(line) for line in (plugin.settings.data_dir / "audit" / "audit.log").read_text().splitlines()]
+    assert (audit[-1]["action"], audit[-1]["status"], audit[-1]["path"]) == ("console", 401, "/console/api/history")
     # with the token, the same request goes through (and is audited as a submission)
     submitted = browser.submit("SELECT 1")
     audit = [json.loads(line) for line in (plugin.settings.data_dir / "audit" / "audit.log").read_text().splitlines()]
