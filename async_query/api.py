@@ -10,30 +10,29 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, ConfigDict, Field, field_validator
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from async_query import logs
+from async_query.console import ConsoleGuard, ConsoleTokens, console_router
 from async_query.datasource_api import datasource_router
 from async_query.http_errors import error_response
 from async_query.http_limits import ConcurrencyLimit
 from async_query.metrics import MetricsMiddleware
 from async_query.ops_api import ops_router
-from async_query.replies import Page, submitted_reply
+from async_query.replies import CreateAsyncQueryRequest, Page, pool_job_view, session_view, submitted_reply
 from async_query.security.errors import UnauthorizedError
 from async_query.security.middleware import SecurityMiddleware, audit_note, current_principal
 from async_query.security.principal import Principal
 from async_query.security.setup import Security, build_security
 from async_query.service import AsyncQueryService, SubmitRequest
 from query_core.errors import AsyncQueryError, InvalidRequestError
-from query_core.models import PoolJobDoc, SessionDoc
 from query_core.states import SessionState
 
 if TYPE_CHECKING:
@@ -43,22 +42,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 BASE = "/_plugins/_async_query"
-
-
-class CreateAsyncQueryRequest(BaseModel):
-    """The POST body. Unknown fields are refused, as the reference refuses them."""
-
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
-
-    datasource: str = Field(min_length=1)
-    lang: Literal["sql", "ppl"]
-    query: str = Field(min_length=1)
-    session_id: str | None = Field(default=None, alias="sessionId")
-
-    @field_validator("lang", mode="before")
-    @classmethod
-    def _lower(cls, value: object) -> object:
-        return value.lower() if isinstance(value, str) else value
 
 
 def _is_json(content_type: str) -> bool:
@@ -80,46 +63,6 @@ def _validation_details(exc: RequestValidationError) -> str:
         else:
             parts.append(f"{loc}: {err.get('msg', 'invalid')}")
     return "; ".join(parts) or "invalid request"
-
-
-def _session_view(session: SessionDoc) -> dict[str, Any]:
-    return session.model_dump(
-        by_alias=True,
-        mode="json",
-        include={
-            "session_id",
-            "session_type",
-            "state",
-            "data_source_name",
-            "application_id",
-            "job_id",
-            "last_update_time",
-            "job_start_time",
-            "error",
-            "running_statements",
-            "submitted_by",
-        },
-    )
-
-
-def _pool_job_view(job: PoolJobDoc) -> dict[str, Any]:
-    return job.model_dump(
-        by_alias=True,
-        mode="json",
-        include={
-            "slot_id",
-            "pool_key",
-            "state",
-            "engine",
-            "application_id",
-            "job_id",
-            "job_start_time",
-            "last_update_time",
-            "session_id",
-            "data_source_name",
-            "error",
-        },
-    )
 
 
 def page_asked(offset: int | None, size: int | None, max_size: int) -> Page:
@@ -313,6 +256,7 @@ def create_app(
     with the app)."""
     service, settings = plugin.service, plugin.settings
     guard = security if security is not None else build_security(settings)
+    console_tokens = ConsoleTokens(plugin.datasources.sealer.derived("console"), settings.console_session_s)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -340,6 +284,8 @@ def create_app(
         app.add_middleware(gateway.in_front_of)  # outside the request checks
     # Added last, so outermost: nothing is looked at before the caller is known.
     app.add_middleware(SecurityMiddleware, security=guard)
+    if settings.console_enabled:  # in front of it: the console's login cookie, CSRF and CSP (docs/console.md)
+        app.add_middleware(ConsoleGuard, tokens=console_tokens, audit=guard.audit)
     # Outside even that: it bounds everything, authentication included (docs/security.md).
     app.add_middleware(ConcurrencyLimit, limit=settings.http_max_concurrency)
     if settings.metrics_enabled:
@@ -364,6 +310,8 @@ def create_app(
         return error_response(500, type(exc).__name__, "an unexpected error occurred; see the service log")
 
     app.include_router(datasource_router(plugin.datasources, plugin.launchers.check))
+    if settings.console_enabled:
+        app.include_router(console_router(plugin, console_tokens, guard.mode))
     app.include_router(ops_router(settings, plugin.health, plugin.stats))  # before GET /{query_id}: it owns BASE/_health
 
     caller = Depends(current_principal)
@@ -397,7 +345,7 @@ def create_app(
             return error_response(400, "IllegalArgumentException", "size must be between 1 and 1000")
         found = service.sessions(datasource, states, size, principal)
         pool = service.pool_jobs(size, principal)
-        return JSONResponse({"sessions": [_session_view(s) for s in found], "poolJobs": [_pool_job_view(p) for p in pool]})
+        return JSONResponse({"sessions": [session_view(s) for s in found], "poolJobs": [pool_job_view(p) for p in pool]})
 
     @app.get(BASE + "/{query_id}")
     async def get_query(

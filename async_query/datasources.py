@@ -276,6 +276,8 @@ class DatasourceRegistry:
         self._configured = {d.name: d for d in configured}
         self._store = store
         self._sealer = sealer or Sealer.ephemeral()
+        #: The master key's holder, whose derived keys other parts use (the console's cookies).
+        self.sealer = self._sealer
         #: Stored datasources as read (None: there is none of that name), for ``cache_s`` seconds.
         self._cache: Cache[str, Datasource | _Missing] = Cache(entries, ttl_s=cache_s)
         #: The engine of datasources that name none (the service sets it from its settings).

@@ -63,6 +63,8 @@ OWNED_PREFIXES = (
     "/metrics",
     "/_plugins/_sql/stats",
     "/_plugins/_ppl/stats",
+    # The web console (docs/console.md): its page, assets and endpoints never reach the cluster.
+    "/console",
 )
 
 #: Hop-by-hop headers (RFC 9110 section 7.6.1, and the older names still seen): they describe one

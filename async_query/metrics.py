@@ -415,6 +415,8 @@ ROUTES = {
     "sql_stats": "/_plugins/_sql/stats",
     "ppl_stats": "/_plugins/_ppl/stats",
     "metrics": "/metrics",
+    # the web console's page, assets and endpoints, as one route (docs/console.md)
+    "console": "/console",
 }
 #: Any other path (unknown, or passed through in gateway mode).
 OTHER_ROUTE = "other"
@@ -437,6 +439,8 @@ def route_of(path: str) -> str:
     exact = _EXACT.get(path)
     if exact is not None:
         return exact
+    if path.startswith(ROUTES["console"]) and (len(path) == len(ROUTES["console"]) or path[len(ROUTES["console"])] == "/"):
+        return ROUTES["console"]
     for base, template in ((ASYNC_BASE + "/", ROUTES["query"]), (DATASOURCE_BASE + "/", ROUTES["datasource"])):
         if path.startswith(base):
             rest = path[len(base) :]

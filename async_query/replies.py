@@ -1,4 +1,6 @@
-"""Reply rendering: the JSON bodies of POST and GET, byte for byte as the wire contract has them.
+"""Reply rendering: the JSON bodies of POST and GET, byte for byte as the wire contract has them,
+and the POST's own body (:class:`CreateAsyncQueryRequest`, read alike by the REST layer and the
+console).
 
 GET replies are bytes, not dicts: a SUCCESS reply splices the result's stored rows (exact JSON
 text) without re-parsing them. Finished replies never change, so the service caches them.
@@ -8,12 +10,31 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from async_query.dispatch import QueryKind
-from query_core.models import ResultDoc, SessionDoc, StatementDoc, Versioned
+from query_core.models import PoolJobDoc, ResultDoc, SessionDoc, StatementDoc, Versioned
 from query_core.states import StatementState, is_terminal
 from query_core.store.results import ResultPage
+
+
+class CreateAsyncQueryRequest(BaseModel):
+    """The POST body. Unknown fields are refused, as the reference refuses them."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    datasource: str = Field(min_length=1)
+    lang: Literal["sql", "ppl"]
+    query: str = Field(min_length=1)
+    session_id: str | None = Field(default=None, alias="sessionId")
+
+    @field_validator("lang", mode="before")
+    @classmethod
+    def _lower(cls, value: object) -> object:
+        return value.lower() if isinstance(value, str) else value
+
 
 
 @dataclass(frozen=True)
@@ -184,3 +205,45 @@ def reference_rows(result: ResultDoc) -> tuple[list[dict[str, str]], list[list[A
         row = json.loads(text.replace("'", '"'))
         rows.append([row.get(c["name"]) for c in schema])
     return schema, rows
+
+
+def session_view(session: SessionDoc) -> dict[str, Any]:
+    """A session as the session listing shows it (``docs/api.md``)."""
+    return session.model_dump(
+        by_alias=True,
+        mode="json",
+        include={
+            "session_id",
+            "session_type",
+            "state",
+            "data_source_name",
+            "application_id",
+            "job_id",
+            "last_update_time",
+            "job_start_time",
+            "error",
+            "running_statements",
+            "submitted_by",
+        },
+    )
+
+
+def pool_job_view(job: PoolJobDoc) -> dict[str, Any]:
+    """A warm pool job as the session listing shows it."""
+    return job.model_dump(
+        by_alias=True,
+        mode="json",
+        include={
+            "slot_id",
+            "pool_key",
+            "state",
+            "engine",
+            "application_id",
+            "job_id",
+            "job_start_time",
+            "last_update_time",
+            "session_id",
+            "data_source_name",
+            "error",
+        },
+    )

@@ -352,6 +352,12 @@ class Settings(BaseSettings):
     #: Keep-alive connections to the cluster held for passed-through requests.
     gateway_max_connections: int = 64
 
+    # -- the web console (docs/console.md) ------------------------------------------------------
+    #: Serve the web console under ``/console`` (false: the path answers 404 like any unknown one).
+    console_enabled: bool = True
+    #: Seconds a console login lasts; the credential behind it is checked again on every request.
+    console_session_s: int = Field(default=8 * 3600, gt=0)
+
     @field_validator("admin_roles", "emr_execution_roles", "metrics_roles", mode="before")
     @classmethod
     def _split_roles(cls, value: object) -> object:

@@ -20,16 +20,23 @@ from __future__ import annotations
 
 import argparse
 import getpass
+import io
 import json
 import logging
 import os
 import sys
 import time
-import unicodedata
 from collections.abc import Callable, Sequence
 from decimal import Decimal
-from typing import Any, TextIO
+from typing import Any, Literal, TextIO
 from urllib.parse import urlsplit
+
+from rich import box
+from rich.cells import cell_len, set_cell_size
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TaskID, TaskProgressColumn, TextColumn
+from rich.table import Table
+from rich.text import Text
 
 from async_query_cli.client import (
     PASSWORD_ENV,
@@ -367,39 +374,73 @@ def _int(value: Any) -> int:
 
 
 class ProgressReporter:
-    """Shows a wait on ``stream``: a live bar when it is a terminal, else one line per status change."""
+    """Shows a wait on ``stream``: on a terminal a live line drawn by rich (status, a bar of Spark
+    tasks done, the counts, the stages, the time), else one line per status change."""
 
     def __init__(self, stream: TextIO, tty: bool | None = None) -> None:
         self.stream = stream
         self.tty = stream.isatty() if tty is None else tty
         self._last_status = ""
-        self._drawn = False
+        self._progress: Progress | None = None
+        self._task: TaskID | None = None
 
     def update(self, reply: Reply, elapsed: float) -> None:
         status = reply.status
         if self.tty:
-            line = render_progress(status, reply.body.get("progress"), elapsed)
-            self.stream.write("\r" + line + "\x1b[K")
-            self.stream.flush()
-            self._drawn = True
+            self._draw(status, reply.body.get("progress"), elapsed)
         elif status != self._last_status:
             self.stream.write(f"{status} after {format_elapsed(elapsed)}\n")
             self.stream.flush()
         self._last_status = status
 
+    def _draw(self, status: str, progress: Any, elapsed: float) -> None:
+        done, total, stages = _counts(progress)
+        if status == "SUCCESS" and total == 0:
+            done = total = 1
+        counts = f"{done}/{total} tasks" + (f" stage {stages}" if stages else "") if total else "-/- tasks"
+        shown, spent = status or "?", format_elapsed(elapsed)
+        if self._progress is None:
+            console = Console(file=self.stream, force_terminal=True, highlight=False, markup=False, emoji=False)
+            self._progress = Progress(
+                BarColumn(bar_width=24),
+                TextColumn("{task.fields[counts]}"),
+                TaskProgressColumn(show_speed=False),
+                TextColumn("{task.fields[status]} {task.fields[elapsed]}"),
+                console=console,
+                auto_refresh=False,
+            )
+            self._task = self._progress.add_task(
+                "query", total=total or None, completed=done, counts=counts, status=shown, elapsed=spent
+            )
+            self._progress.start()  # draws the first frame
+            return
+        assert self._task is not None
+        self._progress.update(self._task, total=total or None, completed=done, counts=counts, status=shown, elapsed=spent)
+        self._progress.refresh()
+
     def finish(self) -> None:
         """End the live line (idempotent), so that what follows starts on a fresh line."""
-        if self._drawn:
-            self.stream.write("\n")
-            self.stream.flush()
-            self._drawn = False
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
+            self._task = None
+
+
+def _counts(progress: Any) -> tuple[int, int, str]:
+    """(tasks done, tasks in all, "done/all" stages or "") of a GET reply's ``progress``."""
+    if not isinstance(progress, dict):
+        return 0, 0, ""
+    stages_total = _int(progress.get("stagesTotal"))
+    stages = f"{_int(progress.get('stagesCompleted'))}/{stages_total}" if stages_total else ""
+    return _int(progress.get("tasksCompleted")), _int(progress.get("tasksTotal")), stages
 
 
 # -- tables -----------------------------------------------------------------------------------
 
 
 def format_value(value: Any) -> str:
-    """A cell as text: NULL for null, JSON for nested values, control characters escaped."""
+    """A cell as text: NULL for null, JSON for nested values, control characters escaped, cut at
+    :data:`MAX_CELL` terminal columns (a wide character takes two)."""
     if value is None:
         return "NULL"
     if isinstance(value, bool):
@@ -411,35 +452,9 @@ def format_value(value: Any) -> str:
     else:
         text = str(value)
     text = text.replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
-    if display_width(text) > MAX_CELL:
-        text = _cut(text, MAX_CELL - 1) + "…"
+    if cell_len(text) > MAX_CELL:
+        text = set_cell_size(text, MAX_CELL - 1).rstrip() + "…"
     return text
-
-
-def display_width(text: str) -> int:
-    """Columns ``text`` takes in a terminal (wide East Asian characters take two, combining none)."""
-    width = 0
-    for char in text:
-        if unicodedata.combining(char):
-            continue
-        width += 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1
-    return width
-
-
-def _cut(text: str, width: int) -> str:
-    out, used = [], 0
-    for char in text:
-        w = 0 if unicodedata.combining(char) else 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1
-        if used + w > width:
-            break
-        out.append(char)
-        used += w
-    return "".join(out)
-
-
-def _pad(text: str, width: int, right: bool) -> str:
-    gap = " " * (width - display_width(text))
-    return gap + text if right else text + gap
 
 
 def extent_note(body: dict[str, Any]) -> str:
@@ -454,29 +469,40 @@ def extent_note(body: dict[str, Any]) -> str:
     return ""
 
 
+#: Columns joined by `` | `` under a ``-+-`` rule, no outer frame: the table shape of psql and of
+#: the reference's own command-line client.
+_BOX = box.Box("    \n  | \n -+ \n  | \n -+ \n -+ \n  | \n    \n", ascii=True)
+
+
 def render_table(schema: Sequence[dict[str, Any]], rows: Sequence[Sequence[Any]]) -> str:
-    """A result as an aligned text table (numbers right-aligned), with a row count."""
+    """A result as an aligned text table (numbers right-aligned, wide and combining characters
+    measured as a terminal shows them, by rich), with a row count."""
     names = [str(c.get("name", "")) for c in schema]
     if not names and rows:
         names = [f"col{i + 1}" for i in range(len(rows[0]))]
-    cells = [[format_value(v) for v in row] for row in rows]
-    numeric = [_is_numeric_column(rows, i) for i in range(len(names))]
-    widths = [display_width(n) for n in names]
-    for row in cells:
-        for i, cell in enumerate(row[: len(names)]):
-            widths[i] = max(widths[i], display_width(cell))
-    lines = [_join([_pad(n, w, False) for n, w in zip(names, widths, strict=True)])]
-    lines.append("-+-".join("-" * w for w in widths))
-    for row in cells:
-        lines.append(_join([_pad(row[i] if i < len(row) else "", w, numeric[i]) for i, w in enumerate(widths)]))
+    table = Table(box=_BOX, show_edge=False, pad_edge=False, padding=(0, 1), show_header=True, header_style=None)
+    for i, name in enumerate(names):
+        justify: Literal["left", "right"] = "right" if _is_numeric_column(rows, i) else "left"
+        table.add_column(Text(name, justify="left"), justify=justify, no_wrap=True)
+    for row in rows:
+        table.add_row(*(Text(format_value(row[i])) if i < len(row) else Text("") for i in range(len(names))))
+    lines = [_trimmed(line) for line in _rendered(table).splitlines()]
     count = len(rows)
     lines.append(f"({count} row{'' if count == 1 else 's'})")
     return "\n".join(lines)
 
 
-def _join(cells: list[str]) -> str:
-    """Cells joined by `` | ``, without trailing blanks or separators of empty last cells."""
-    line = " | ".join(cells).rstrip()
+def _rendered(table: Table) -> str:
+    """``table`` as plain text, as wide as it needs (never wrapped to a terminal's width)."""
+    out = io.StringIO()
+    console = Console(file=out, width=1_000_000, color_system=None, highlight=False, markup=False, emoji=False)
+    console.print(table, crop=False)
+    return out.getvalue()
+
+
+def _trimmed(line: str) -> str:
+    """A line without trailing blanks, nor the separators of empty last cells."""
+    line = line.rstrip()
     while line.endswith(" |"):
         line = line[:-2].rstrip()
     return line

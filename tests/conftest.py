@@ -70,6 +70,7 @@ LONGEST_FIRST = (
     "faults/test_crash_storm.py",
     "e2e/test_catalog.py",
     "e2e/test_catalog_read_model.py",
+    "e2e/test_console_browser.py",
     "faults/test_job_killed.py",
     "e2e/test_streaming_outage.py",
     "faults/test_index_outage.py",

@@ -380,6 +380,19 @@ class CatalogReadModel:
 
         return Answer(types, listing.show_flint_index_rows(listed, state_of, browse.extended))
 
+    def flint_indexes(self, datasource: Datasource) -> list[dict[str, Any]] | None:
+        """The datasource's Flint indexes with what the console shows of each (``docs/console.md``):
+        kind, table, state, refresh mode and interval, last refresh, error, and whatever else the
+        state document holds (a schedule, where there is one); None where SHOW FLINT INDEX is
+        left to the job (:meth:`_flint_indexes`)."""
+        if datasource.glue_backed and self.launcher_of(datasource).glue_region:
+            return None
+        found = []
+        for meta in listing.metas_in(self.store.admin, datasource.name, None):
+            read = self.store.index_states.get(datasource.name, latest_id(meta.index_name))
+            found.append(_index_view(meta, read.doc if read is not None else None))
+        return found
+
     def close(self) -> None:
         with self._lock:
             for catalog in self._catalogs.values():
@@ -394,3 +407,24 @@ def _weight(item: tuple[float, Any]) -> int:
     if isinstance(value, list):
         return 64 + sum(len(v) + 50 for v in value)
     return 64
+
+
+def _index_view(meta: IndexMeta, state: FlintIndexStateDoc | None) -> dict[str, Any]:
+    database, table, name = meta.listed_names()
+    extra = state.model_extra if state is not None and state.model_extra else {}
+    return {
+        "indexName": meta.index_name,
+        "kind": meta.kind.value,
+        "database": database,
+        "table": table,
+        "name": name,
+        "state": state.state.value if state is not None else "unavailable",
+        "refreshMode": "auto" if meta.auto_refresh else "manual",
+        "incremental": meta.incremental_refresh,
+        "refreshInterval": meta.options.get("refresh_interval"),
+        "schedulerMode": meta.options.get("scheduler_mode"),
+        "lastRefreshStart": (state.last_refresh_start_time or None) if state is not None else None,
+        "lastRefreshComplete": (state.last_refresh_complete_time or None) if state is not None else None,
+        "error": (state.error or None) if state is not None else None,
+        "more": {k: v for k, v in extra.items() if isinstance(v, str | int | float | bool)},
+    }

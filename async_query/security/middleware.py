@@ -32,6 +32,7 @@ from query_core.ids import datasource_of
 
 ASYNC_BASE = "/_plugins/_async_query"
 DATASOURCE_BASE = "/_plugins/_query/_datasources"
+CONSOLE_BASE = "/console"
 _REASONS = {401: UNAUTHORIZED_REASON, 403: FORBIDDEN_REASON, 429: "Too Many Requests", 503: "Service Unavailable"}
 _REFUSALS = (UnauthorizedError, ForbiddenError, AuthUnavailableError, TooManyFailedLoginsError)
 _ASYNC_ACTIONS = {"GET": "query.get", "DELETE": "query.cancel"}
@@ -85,6 +86,8 @@ def classify(method: str, path: str) -> tuple[str, str | None, str | None]:
         name = rest[1:]
         if "/" not in name and method in ("GET", "DELETE"):
             return ("datasource.get" if method == "GET" else "datasource.delete"), name[:MAX_FIELD], None
+    elif path == CONSOLE_BASE or path.startswith(CONSOLE_BASE + "/"):
+        return "console", None, None  # its endpoints name their own action (docs/console.md)
     return "other", None, None
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import hmac
 import logging
 import os
 import secrets
@@ -31,6 +32,12 @@ class Sealer:
 
     def __init__(self, secret: bytes) -> None:
         self._fernet = Fernet(base64.urlsafe_b64encode(hashlib.sha256(secret).digest()))
+        self._secret = secret
+
+    def derived(self, purpose: str) -> bytes:
+        """A 32-byte key of its own for ``purpose`` (the console's cookies), from the same master
+        key: processes that share the master key share it, and it never equals the sealing key."""
+        return hmac.digest(self._secret, b"async-query/" + purpose.encode("utf-8"), "sha256")
 
     @classmethod
     def ephemeral(cls) -> Sealer:

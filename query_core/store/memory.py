@@ -444,9 +444,27 @@ class MemoryAdmin(_MemorySide):
             items = [(doc_id, copy.deepcopy(src)) for doc_id, (src, _) in self._searchable(idx).items()]
         items = [(doc_id, src) for doc_id, src in items if _matches(src, filters)]
         if fields is not None:
-            wanted = set(fields)
-            items = [(doc_id, {k: v for k, v in src.items() if k in wanted}) for doc_id, src in items]
+            items = [(doc_id, _projected(src, fields)) for doc_id, src in items]
         yield from items
+
+
+def _projected(source: dict[str, Any], fields: Sequence[str]) -> dict[str, Any]:
+    """The parts of ``source`` that ``fields`` name (``a.b`` names ``b`` inside the object ``a``),
+    as a cluster's ``_source`` filtering keeps them."""
+    kept: dict[str, Any] = {}
+    for name in fields:
+        parts = name.split(".")
+        value: Any = source
+        for part in parts:
+            if not isinstance(value, dict) or part not in value:
+                break
+            value = value[part]
+        else:
+            target = kept
+            for part in parts[:-1]:
+                target = target.setdefault(part, {})
+            target[parts[-1]] = copy.deepcopy(value)
+    return kept
 
 
 # -- queries --------------------------------------------------------------------------------------

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Any
 
+from query_core.errors import IndexOperationError
 from query_core.models import ResultChunkDoc, ResultDoc
-from query_core.store.connector import DocumentConnector
+from query_core.store.connector import IndexConnector, Terms
 
 _DECODER = json.JSONDecoder()
 
@@ -32,8 +34,21 @@ class ResultPage:
     datarows: str
 
 
+#: What :meth:`ResultRepository.summaries` reads of each result: never its rows.
+_SUMMARY_FIELDS = ("queryId", "status", "updateTime", "queryRunTime", "lossless.total", "chunks.rows")
+
+
+@dataclass(frozen=True)
+class ResultSummary:
+    """A result without its rows: how many rows are stored, when it was written, how long it ran."""
+
+    rows: int | None
+    update_time: int
+    run_ms: int
+
+
 class ResultRepository:
-    def __init__(self, index: DocumentConnector) -> None:
+    def __init__(self, index: IndexConnector) -> None:
         self.index = index
 
     def put(self, result_index: str, doc: ResultDoc) -> None:
@@ -51,6 +66,24 @@ class ResultRepository:
     def get_chunk(self, result_index: str, query_id: str, chunk: int) -> ResultChunkDoc | None:
         found = self.index.get(result_index, chunk_id(query_id, chunk))
         return None if found is None else ResultChunkDoc.model_validate(found.source)
+
+    def summaries(self, result_index: str, query_ids: list[str]) -> dict[str, ResultSummary]:
+        """The results of those of ``query_ids`` that have one, read without their rows (a
+        search: a result written in the last second may be missing). The console's history."""
+        if not query_ids:
+            return {}
+        found: dict[str, ResultSummary] = {}
+        try:
+            scanned = self.index.admin.scan(
+                result_index, fields=_SUMMARY_FIELDS, filters=(Terms("queryId", tuple(query_ids)),)
+            )
+            for _, source in scanned:
+                query_id = source.get("queryId")
+                if isinstance(query_id, str):
+                    found[query_id] = _summary(source)
+        except IndexOperationError:  # no result index yet, or the index out of reach: no figures
+            return {}
+        return found
 
     def page(self, result_index: str, head: ResultDoc, offset: int, size: int, max_bytes: int) -> ResultPage:
         """Up to ``size`` rows of ``head``'s result from row ``offset``, reading only the documents
@@ -81,6 +114,17 @@ class ResultRepository:
         if found is None:
             raise LookupError(f"chunk {chunk} of the result of {query_id} is missing")
         return found.datarows
+
+
+def _summary(source: dict[str, Any]) -> ResultSummary:
+    rows: Any = None
+    chunks, lossless = source.get("chunks"), source.get("lossless")
+    if isinstance(chunks, dict) and isinstance(chunks.get("rows"), int):
+        rows = chunks["rows"]
+    elif isinstance(lossless, dict) and isinstance(lossless.get("total"), int):
+        rows = lossless["total"]
+    update, run = source.get("updateTime"), source.get("queryRunTime")
+    return ResultSummary(rows, update if isinstance(update, int) else 0, run if isinstance(run, int) else 0)
 
 
 def _documents(head: ResultDoc) -> list[tuple[int, int, int]]:

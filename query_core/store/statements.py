@@ -68,6 +68,15 @@ class StatementRepository(DocumentRepository[StatementDoc]):
     def find_unfinished(self, datasource: str, session_id: str, size: int = 1000) -> list[Versioned[StatementDoc]]:
         return self.search(datasource, Term("sessionId", session_id), Terms("state", _UNFINISHED), size=size)
 
+    def recent(
+        self, submitted_by: str | None, size: int = 500, datasource: str | None = None
+    ) -> list[Versioned[StatementDoc]]:
+        """Statements newest first, over every request index (or ``datasource``'s): ``submitted_by``'s
+        only, or everyone's when None (a search: it lags writes by up to a refresh). The console's
+        history (``docs/console.md``)."""
+        filters = (Term("submittedBy", submitted_by),) if submitted_by is not None else ()
+        return self.search(datasource, *filters, sort=(("submitTime", "desc"),), size=size)
+
     # -- the named operations ---------------------------------------------------------------
 
     def start(self, statement: Versioned[StatementDoc]) -> Versioned[StatementDoc] | None:

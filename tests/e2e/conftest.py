@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from async_query.api import create_app
-from async_query.datasources import DatasourceRegistry, local_datasource
+from async_query.datasources import Datasource, DatasourceRegistry, local_datasource
 from async_query.embedded.metastore import Metastore
 from async_query.launcher.local import LocalLauncher, catalog_settings
 from async_query.runtime import Plugin, build_plugin
@@ -77,18 +77,21 @@ def e2e_service(
     properties: dict[str, str] | None = None,
     spark_conf: dict[str, str] | None = None,
     index_auth: tuple[str, str] | None = None,
+    more_datasources: list[Datasource] | None = None,
+    allowed_roles: list[str] | None = None,
     **settings: Any,
 ) -> Plugin:
     """A service whose local jobs use ``catalog`` (default: each job its own in-memory catalog);
-    ``properties`` and ``spark_conf`` (its ``sparkConf``) are the datasource's; ``index_auth``
-    (user, password) reaches an index that wants a credential (the embedded one)."""
+    ``properties`` and ``spark_conf`` (its ``sparkConf``) are the datasource's, and so are
+    ``allowed_roles``; ``index_auth`` (user, password) reaches an index that wants a credential
+    (the embedded one); ``more_datasources`` are served beside it."""
     cfg = Settings(data_dir=tmp / "var", **settings)
     username, password = index_auth or (os.environ.get("OPENSEARCH_USERNAME", ""), os.environ.get("OPENSEARCH_PASSWORD", ""))
     opensearch = OpenSearchConfig(
         url=index_url, auth="basic" if username else "noauth", username=username, password=password
     )
     datasource = local_datasource(ds_name).model_copy(
-        update={"properties": properties or {}, "spark_conf": spark_conf or {}}
+        update={"properties": properties or {}, "spark_conf": spark_conf or {}, "allowed_roles": allowed_roles or []}
     )
     launcher = LocalLauncher(
         cfg.data_dir,
@@ -99,7 +102,8 @@ def e2e_service(
         class_archive=cfg.local_job_class_archive_dir,
     )
     store = Store.connect(opensearch)
-    return build_plugin(cfg, store, DatasourceRegistry([datasource], store), {"local": launcher}, opensearch)
+    registry = DatasourceRegistry([datasource, *(more_datasources or [])], store)
+    return build_plugin(cfg, store, registry, {"local": launcher}, opensearch)
 
 
 @contextmanager

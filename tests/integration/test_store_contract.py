@@ -943,6 +943,24 @@ def test_a_scan_reads_every_document_or_only_the_fields_asked(store: Store) -> N
     assert chosen == {"d4": {"n": 4}, "d8": {"n": 8}}
 
 
+def test_a_scan_keeps_nested_fields_by_their_dotted_names(store: Store) -> None:
+    index = "query_execution_result_scanned"
+    docs: list[tuple[str | None, dict[str, Any]]] = [
+        ("q1", {"queryId": "q1", "lossless": {"total": 3, "datarows": "[[1],[2],[3]]"}}),
+        ("q2", {"queryId": "q2", "lossless": {"total": 10, "datarows": "[]"}, "chunks": {"rows": 25, "chunk_rows": [15]}}),
+        ("q3", {"queryId": "q3"}),
+    ]
+    store.admin.bulk_index(index, docs)
+    store.index.refresh(index)
+    fields = ["queryId", "lossless.total", "chunks.rows"]
+    narrow = dict(store.admin.scan(index, fields=fields, filters=(Terms("queryId", ("q1", "q2", "q3")),)))
+    assert narrow == {
+        "q1": {"queryId": "q1", "lossless": {"total": 3}},
+        "q2": {"queryId": "q2", "lossless": {"total": 10}, "chunks": {"rows": 25}},
+        "q3": {"queryId": "q3"},
+    }
+
+
 def test_the_twin_can_fail_on_purpose(ds_name: str) -> None:
     from query_core.errors import IndexUnavailableError
 
@@ -952,3 +970,27 @@ def test_the_twin_can_fail_on_purpose(ds_name: str) -> None:
     with pytest.raises(IndexUnavailableError):
         store.sessions.create(session(ds_name))
     assert store.sessions.create(session(ds_name)) is not None
+
+
+def test_recent_statements_newest_first_by_submitter_and_result_summaries_without_rows(store: Store, ds_name: str) -> None:
+    from query_core.models import LosslessResult, ResultChunks
+
+    sid, now = new_id(ds_name), now_millis()
+    mine = [store.statements.create(statement(ds_name, sid, submitted_by="alice", submit_time=now - 3000 + i)) for i in range(3)]
+    store.statements.create(statement(ds_name, sid, submitted_by="bob", submit_time=now))
+    refresh(store, ds_name)
+    newest_first = [v.doc.query_id for v in reversed(mine)]
+    assert [v.doc.query_id for v in store.statements.recent("alice", datasource=ds_name)] == newest_first
+    assert [v.doc.submitted_by for v in store.statements.recent(None, datasource=ds_name)] == ["bob", "alice", "alice", "alice"]
+    assert store.statements.recent("carol", datasource=ds_name) == []
+    results = f"query_execution_result_{ds_name}"
+    small, big = mine[0].doc.query_id, mine[1].doc.query_id
+    rows = LosslessResult(schema=[], datarows="[[1],[2]]", total=2)
+    store.results.put(results, ResultDoc(query_id=small, status="SUCCESS", query_run_time=12, lossless=rows))
+    chunked = ResultChunks(rows=25, chunk_rows=[15])
+    store.results.put(results, ResultDoc(query_id=big, status="SUCCESS", lossless=rows.model_copy(update={"total": 10}), chunks=chunked))
+    store.index.refresh(results)
+    found = store.results.summaries(results, [small, big, mine[2].doc.query_id])
+    assert {query_id: summary.rows for query_id, summary in found.items()} == {small: 2, big: 25}
+    assert found[small].run_ms == 12 and found[small].update_time > 0
+    assert store.results.summaries(f"query_execution_result_{ds_name}_none", [small]) == {}
