@@ -7,9 +7,8 @@ model and the use cases. Nothing
 else builds them, and none of them builds another. :func:`build_runtime` adds what the embedded
 default runs beside the plugin.
 
-Without ``OPENSEARCH_URL`` the embedded default starts a local OpenSearch-compatible index server
-(``osmem-server`` behind a journaling proxy, a child process on a free loopback port that exits
-with this process), kept on disk under ``<data_dir>/index`` (journal and snapshots). When local
+Without ``OPENSEARCH_URL`` the embedded default starts a real OpenSearch node (a child JVM on a free
+loopback port, its jars fetched once into a cache), its data under ``<data_dir>/index``. When local
 datasources are served with the ``metastore`` catalog,
 each has a Hive Metastore child process of its own (:mod:`async_query.embedded.catalogs`); that of
 ``local`` is started at once, the others' when their first job is launched.
@@ -19,13 +18,15 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from async_query import metrics
 from async_query.catalog.keepwarm import CatalogKeepWarm
 from async_query.catalog.readmodel import CatalogReadModel
 from async_query.datasources import DatasourceRegistry, local_datasource
 from async_query.embedded.catalogs import LocalCatalogs
-from async_query.embedded.index import EmbeddedIndex
+from async_query.embedded.index import EmbeddedIndex, NodeOptions
+from async_query.embedded.node_jars import NodeJars
 from async_query.handlers import HandlerContext, Handlers
 from async_query.health import Health, Watched, WatchedLoop
 from async_query.job_figures import MetricsWorker
@@ -35,6 +36,7 @@ from async_query.launcher.registry import LauncherRegistry
 from async_query.liveness import LivenessChecker, Staleness
 from async_query.pool import PoolKeeper, Pools, SessionJobs
 from async_query.reads import QueryReads
+from async_query.security.accounts import index_user
 from async_query.security.job_user import JobUser
 from async_query.security.sealing import Sealer
 from async_query.service import AsyncQueryService
@@ -300,6 +302,15 @@ def _close_children(embedded: EmbeddedIndex | None, catalogs: LocalCatalogs | No
             catalogs.close()
 
 
+def start_embedded_index(settings: Settings, data_dir: Path) -> EmbeddedIndex:
+    """The embedded OpenSearch node of ``data_dir``: its jars resolved (fetched on a first start),
+    run as the index user (docs/durability.md)."""
+    job_user = JobUser.resolve(settings.local_job_user, settings.local_job_allow_root)
+    jars = NodeJars.resolve(settings.index_cache_dir, settings.index_repository, settings.index_jars_dir)
+    options = NodeOptions(heap_mb=settings.index_heap_mb, user=index_user(settings.local_index_user, job_user))
+    return EmbeddedIndex.start(data_dir / "index", jars, options)
+
+
 def build_runtime(settings: Settings, launchers: dict[str, Launcher] | None = None) -> Runtime:
     data_dir = settings.data_dir.resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -321,7 +332,7 @@ def build_runtime(settings: Settings, launchers: dict[str, Launcher] | None = No
                 catalogs.start("local")
         url = settings.opensearch_url
         if not url:
-            embedded = EmbeddedIndex.start(data_dir / "index", options=settings.journal_options())
+            embedded = start_embedded_index(settings, data_dir)
             url = embedded.url
         if catalogs is not None and catalogs.metastores:
             catalogs.wait_ready("local")

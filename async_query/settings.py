@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from async_query.embedded.index import JournalOptions
+from async_query.embedded.node_jars import DEFAULT_REPOSITORY
 from query_core.config import OpenSearchConfig
 
 
@@ -78,19 +78,20 @@ class Settings(BaseSettings):
     #: (``tmp/<jobId>/``), the audit log and the users file; private to the service's user
     #: (docs/security.md).
     data_dir: Path = Path("var")
-    #: The embedded index (``<data_dir>/index``) acknowledges a write once it is in its journal on
-    #: disk; a commit waits this long for more writes to share its sync (0: none, commits
-    #: still group the writes that arrive while the previous one syncs). See docs/durability.md.
-    index_commit_window_ms: float = 0.0
-    #: The embedded index takes a snapshot (and drops the journal it covers) once the journal has
-    #: grown to this fraction of the last snapshot's size, and at least to
-    #: ``index_compact_min_bytes``: snapshots cost in proportion to the write rate, and a restart
-    #: replays at most that much journal.
-    index_compact_ratio: float = 0.5
-    index_compact_min_bytes: int = 1 << 20
-    #: The embedded index's ``osmem-server`` in a network namespace of its own, out of every other
-    #: local process's reach, where the service may make one (as root); ``docs/security.md``.
-    index_isolate_network: bool = True
+    #: The embedded index (no ``OPENSEARCH_URL``): an OpenSearch 2.19 node under
+    #: ``<data_dir>/index``, its JVM's heap in MiB (docs/durability.md).
+    index_heap_mb: int = Field(default=512, ge=256)
+    #: The Maven repository the embedded index's jars are fetched from on first start (a mirror
+    #: of Maven Central's).
+    index_repository: str = DEFAULT_REPOSITORY
+    #: Where fetched jars are kept for every later start and data directory; empty:
+    #: ``$XDG_CACHE_HOME/async-query`` or ``~/.cache/async-query``.
+    index_cache_dir: Path | None = None
+    #: A directory that already holds the embedded index's jars (then nothing is fetched).
+    index_jars_dir: Path | None = None
+    #: The user the embedded index runs as when the service runs as root; empty: the system
+    #: user ``async-query-index``, made at first start where there is none (docs/security.md).
+    local_index_user: str = ""
     #: A JSON file of datasources; without it the one ``local`` datasource is served.
     datasources_file: Path | None = None
     #: Name of this deployment, the first part of job names (``<cluster>:interactive:<sid>``).
@@ -379,15 +380,6 @@ class Settings(BaseSettings):
     def users_path(self) -> Path:
         """The users file of ``basic`` authentication."""
         return self.users_file if self.users_file is not None else self.data_dir / "users.json"
-
-    def journal_options(self) -> JournalOptions:
-        """How the embedded index journals and compacts."""
-        return JournalOptions(
-            self.index_commit_window_ms,
-            self.index_compact_ratio,
-            self.index_compact_min_bytes,
-            self.index_isolate_network,
-        )
 
     def opensearch(self, url: str | None = None) -> OpenSearchConfig:
         """The connection to the index cluster (``url`` overrides, for the embedded server)."""

@@ -1,8 +1,8 @@
 """Shared fixtures.
 
-The index is a real HTTP server: ``osmem-server`` (one process for the whole run, a fresh clone per
-test), or the cluster at ``OPENSEARCH_URL`` when that is set (then each test gets its own
-datasource name, hence its own indexes).
+The index is a real OpenSearch node, one per test process, wiped for each test that asks for an
+empty cluster (``tests/node.py``), or the cluster at ``OPENSEARCH_URL`` when that is set (then each
+test gets its own datasource name, hence its own indexes).
 """
 
 from __future__ import annotations
@@ -20,11 +20,13 @@ import pytest
 
 from async_query.api import create_app
 from async_query.datasources import Datasource, DatasourceRegistry, local_datasource
+from async_query.embedded.index import EmbeddedIndex
 from async_query.launcher.base import Launcher
 from async_query.runtime import Plugin, build_plugin
 from async_query.settings import Settings
 from query_core.config import OpenSearchConfig
 from query_core.store import Store
+from tests import node
 from tests.support import RecordingLauncher, serve_http
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -44,7 +46,7 @@ os.environ.setdefault("ASYNC_QUERY_WARM_POOL_SIZE", "0")
 # No limit on failed logins unless a test asks for one (tests/integration/test_failed_logins.py):
 # the security tests fail logins from this one address far more often than the limit allows.
 os.environ.setdefault("ASYNC_QUERY_AUTH_FAILURES_ALLOWED", "0")
-REAL_CLUSTER = os.environ.get("OPENSEARCH_URL", "")
+REAL_CLUSTER = node.REAL_CLUSTER
 
 
 
@@ -140,35 +142,32 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.fixture(scope="session")
-def index_server() -> Iterator[Any]:
-    """One osmem-server for the run (None when testing against ``OPENSEARCH_URL``)."""
+def index_server() -> Iterator[EmbeddedIndex | None]:
+    """This test process's OpenSearch node (None when testing against ``OPENSEARCH_URL``)."""
     if REAL_CLUSTER:
         yield None
         return
-    from osmem_server import OsmemServer
-
-    server = OsmemServer.start(addr="127.0.0.1:0", japanese=False)
-    yield server
-    server.close()
+    yield node.start_node()
+    node.stop_node()
 
 
-def _empty_cluster(index_server: Any) -> Iterator[str]:
-    """An empty index cluster: a clone of the session's osmem server, or the real cluster."""
+def _empty_cluster(index_server: EmbeddedIndex | None) -> Iterator[str]:
+    """An empty cluster: this process's node wiped, or the real cluster."""
     if index_server is None:
         yield REAL_CLUSTER
         return
-    with index_server.clone() as clone:
-        yield clone.url
+    node.wipe(index_server)
+    yield index_server.url
 
 
 @pytest.fixture
-def index_url(index_server: Any) -> Iterator[str]:
+def index_url(index_server: EmbeddedIndex | None) -> Iterator[str]:
     """An empty index cluster for this test."""
     yield from _empty_cluster(index_server)
 
 
 @pytest.fixture(scope="module")
-def module_index_url(index_server: Any) -> Iterator[str]:
+def module_index_url(index_server: EmbeddedIndex | None) -> Iterator[str]:
     """An empty index cluster shared by a module (for tests whose Spark jobs are shared)."""
     yield from _empty_cluster(index_server)
 
@@ -181,14 +180,7 @@ def ds_name() -> str:
 
 @pytest.fixture
 def opensearch_config(index_url: str) -> OpenSearchConfig:
-    return OpenSearchConfig(
-        url=index_url,
-        auth="basic" if os.environ.get("OPENSEARCH_USERNAME") else "noauth",
-        username=os.environ.get("OPENSEARCH_USERNAME", ""),
-        password=os.environ.get("OPENSEARCH_PASSWORD", ""),
-        verify_certs=os.environ.get("OPENSEARCH_VERIFY_CERTS", "true").lower() != "false",
-        retry_seconds=5.0,
-    )
+    return node.index_config(index_url, retry_seconds=5.0)
 
 
 @pytest.fixture

@@ -1,30 +1,36 @@
-"""The embedded index: ``osmem-server`` behind a journaling proxy, kept on disk across restarts.
+"""The embedded index: one real OpenSearch 2.19 node, a child process of the service.
 
-``osmem-server`` holds documents in memory only. The index server process
-(:mod:`async_query.embedded.keeper`, a child of the service) puts a proxy in front of it, on the
-one URL every writer uses (the service, its Spark jobs and their executors): a write is
-acknowledged only once its effect is in a write-ahead journal on disk, and a read is answered only
-once every write it could have seen is. Snapshots compact the journal in the background, as often
-as the write rate calls for. A restart loads the last snapshot and replays the journal on top, so a
-crash (kill -9 of everything) loses nothing that was acknowledged. ``docs/durability.md`` tells
-the design and its reasons.
+Without ``OPENSEARCH_URL`` the service keeps its queries, sessions and results in an OpenSearch node
+of its own: a JVM started from OpenSearch's jars (resolved once into a cache:
+:mod:`async_query.embedded.node_jars`) by ``IndexNode.java``, its data under ``<data_dir>/index``,
+bound to the loopback address, a single node (no replicas, so every index is green; disk
+watermarks in absolute sizes that fit a laptop). Durability is the engine's own: a write is
+acknowledged once it is in the shard's translog on disk (``index.translog.durability: request``,
+OpenSearch's default), so kill -9 of everything loses nothing acknowledged. ``docs/durability.md``.
 
-The index server answers only requests that carry its credential (HTTP basic authentication): one
-generated at each start unless the caller hands the previous one back (a restart under running
-clients), given to the index server on its stdin (never on a command line), to the service's own
-connection and to its jobs (as their index password, which travels in their environment).
+Who may use it: every HTTP request must carry a credential generated at each start (basic
+authentication, user ``async-query``), checked inside the node before any handler runs; the node's
+transport port takes no request from another process. The credential reaches the node as one line
+on its standard input (never a command line, file or environment) and the service's jobs in their
+environment. Where the service runs as root the node runs as the index user
+(:mod:`async_query.security.accounts`), in a private view where that user cannot pass to what it
+needs (:mod:`async_query.security.views`). docs/security.md ("The embedded index").
+
+The node stops when its standard input closes (the service stopped it) and is killed with the
+service (``PR_SET_PDEATHSIG``); one that dies under a running service is started again on the same
+port with the same credential, so the service and its jobs ride it out.
 """
 
 from __future__ import annotations
 
 import base64
-import json
 import logging
 import os
 import secrets
 import signal
+import socket
 import subprocess
-import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,42 +38,30 @@ from typing import Any
 
 import httpx
 
-from async_query.embedded.osmem_process import ready_line
+from async_query.embedded.java import JANINO_MAIN, janino_classpath, place_source, write_file_for
+from async_query.embedded.node_jars import NodeJars
+from async_query.security import views
+from async_query.security.job_user import JobUser, JobUserError, find_java
 from query_core.config import OpenSearchConfig
 from query_core.errors import AsyncQueryError
 
 log = logging.getLogger(__name__)
 
-#: How long a start may take: loading a large snapshot and replaying the journal.
-STOP_TIMEOUT_S = 60.0
-
-
-@dataclass(frozen=True)
-class JournalOptions:
-    """How the index server journals and compacts (see :class:`async_query.settings.Settings`)."""
-
-    #: How long a commit waits for more writes to join its sync (0: none; commits still
-    #: group every write that arrives while the previous one syncs).
-    commit_window_ms: float = 0.0
-    #: Compact once the journal since the last snapshot reaches this fraction of the snapshot...
-    compact_ratio: float = 0.5
-    #: ...and at least this many bytes.
-    compact_min_bytes: int = 1 << 20
-    #: ``osmem-server`` in a network namespace of its own, where this process may make one
-    #: (off: its private URL is reachable from the host, for tests and benches that read it).
-    isolate_network: bool = True
-
-    def arguments(self) -> list[str]:
-        return [
-            f"--commit-window-ms={self.commit_window_ms}",
-            f"--compact-ratio={self.compact_ratio}",
-            f"--compact-min-bytes={self.compact_min_bytes}",
-            *([] if self.isolate_network else ["--no-isolate-network"]),
-        ]
-
-
 #: The user name of the embedded index's credential.
 INDEX_USER = "async-query"
+SOURCE = "IndexNode.java"
+MAIN_CLASS = "asyncquery.jvm.IndexNode"
+#: How long the node may take to answer green (a first start, a large translog to replay).
+START_TIMEOUT_S = 300.0
+STOP_TIMEOUT_S = 60.0
+#: A node that died is started again after this long, and again (doubling) while it keeps dying.
+RESTART_BACKOFF_S = (1.0, 30.0)
+#: Environment variables the node inherits: what Java needs, no secret of the service's.
+NODE_ENV = ("PATH", "LANG", "LANGUAGE", "TZ", "JAVA_HOME", "JAVA_TOOL_OPTIONS")
+
+
+class IndexStartError(AsyncQueryError):
+    """The embedded index could not be started."""
 
 
 @dataclass(frozen=True)
@@ -86,29 +80,38 @@ class IndexCredential:
         return "Basic " + base64.b64encode(f"{self.username}:{self.password}".encode()).decode()
 
 
+@dataclass(frozen=True)
+class NodeOptions:
+    """How the node runs (from :class:`async_query.settings.Settings`)."""
+
+    heap_mb: int = 512
+    #: The user it runs as (None: the service's own).
+    user: JobUser | None = None
+    #: Extra JVM options (the tests' quick-start JIT, say).
+    java_options: tuple[str, ...] = ()
+    #: Disk watermarks: free space below which shards stop being placed, then move, then indexes
+    #: turn read-only (absolute sizes: a laptop's disk, not a server's percentage).
+    watermarks: tuple[str, str, str] = ("1gb", "512mb", "256mb")
+
+
 class EmbeddedIndex:
-    """The index server process serving ``directory``; :attr:`url` is the one to hand out, with
+    """The running node serving ``directory``; :attr:`url` is the one to hand out, with
     :attr:`credential` (:meth:`config` makes a connection of both)."""
 
-    def __init__(
-        self, process: subprocess.Popen[bytes], ready: dict[str, Any], directory: Path, credential: IndexCredential
-    ) -> None:
-        self.process = process
+    def __init__(self, directory: Path, jars: NodeJars, options: NodeOptions, credential: IndexCredential, port: int) -> None:
         self.directory = directory
+        self.jars = jars
+        self.options = options
         self.credential = credential
-        self.url: str = ready["url"]
-        #: ``osmem-server`` itself, behind the proxy: a write made there is not journaled (tests
-        #: and benches only; reachable from the host only when not :attr:`isolated`).
-        self.private_url: str = ready["osmem_url"]
-        #: Whether ``osmem-server`` runs in a network namespace of its own.
-        self.isolated: bool = bool(ready.get("isolated", False))
-        self.osmem_pid: int = ready["osmem_pid"]
-        self.replayed: dict[str, Any] = ready.get("replayed", {})
-        self._closed = False
-
-    @property
-    def port(self) -> int:
-        return int(self.url.rsplit(":", 1)[1])
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}"
+        self.transport_port = _free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+        #: How many times the node was started again after it died.
+        self.restarts = 0
+        self._closing = threading.Event()
+        self._lock = threading.Lock()
+        self._watcher: threading.Thread | None = None
 
     @property
     def auth(self) -> tuple[str, str]:
@@ -127,72 +130,239 @@ class EmbeddedIndex:
     def start(
         cls,
         directory: Path,
+        jars: NodeJars,
+        options: NodeOptions | None = None,
+        *,
         port: int = 0,
-        options: JournalOptions | None = None,
         credential: IndexCredential | None = None,
+        watch: bool = True,
     ) -> EmbeddedIndex:
-        """Start the index server on ``directory`` (its snapshot loaded, its journal replayed).
-        ``port`` 0 takes a free one; a fixed port lets a restarted server keep its clients, and
-        so does handing it the previous server's ``credential`` (default: a new one)."""
-        credential = credential or IndexCredential.generate()
+        """Start the node on ``directory`` and return once it answers green. ``port`` 0 takes a
+        free one; a fixed port and the previous ``credential`` let clients keep theirs. With
+        ``watch``, a node that dies is started again (:meth:`close` ends that)."""
         directory = directory.resolve()
-        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        node = cls(directory, jars, options or NodeOptions(), credential or IndexCredential.generate(), port or _free_port())
+        node._prepare()
         began = time.monotonic()
-        command = [sys.executable, "-m", "async_query.embedded.keeper", f"--dir={directory}", f"--port={port}"]
-        command += (options or JournalOptions()).arguments()
-        command.append(f"--log-level={logging.getLevelName(logging.getLogger().getEffectiveLevel())}")
-        process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        assert process.stdin is not None
-        try:  # the credential's first and only way in: a line on the index server's stdin
-            process.stdin.write(json.dumps({"authorization": credential.header()}).encode() + b"\n")
-            process.stdin.flush()
+        node._launch()
+        node._wait_green(began)
+        log.info("embedded index: OpenSearch at %s (%s) ready in %.1f s", node.url, directory, time.monotonic() - began)
+        if watch:
+            node._watcher = threading.Thread(target=node._watch, name="index-watch", daemon=True)
+            node._watcher.start()
+        return node
+
+    # -- start --------------------------------------------------------------------------------
+
+    def _prepare(self) -> None:
+        """The node's directory (its user's, 0700), its settings and its source, written by the
+        service into it; a node left running on it by an earlier service is stopped first."""
+        user = self.options.user
+        if user is not None:
+            user.own(self.directory)
+        else:
+            self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        _stop_leftover(self.directory)
+        for sub in ("data", "logs", "tmp", "config"):
+            (self.directory / sub).mkdir(exist_ok=True, mode=0o700)
+            if user is not None and user.switches:
+                os.chown(self.directory / sub, user.uid, user.gid, follow_symlinks=False)
+        owner = user or JobUser.resolve(str(os.geteuid()))
+        place_source(self.directory, SOURCE, owner)
+        write_file_for(self.directory / "node.yml", self._settings(), owner)
+
+    def _settings(self) -> str:
+        low, high, flood = self.options.watermarks
+        lines = {
+            "cluster.name": "async-query",
+            "node.name": "embedded",
+            "path.data": str(self.directory / "data"),
+            "path.logs": str(self.directory / "logs"),
+            "network.host": "127.0.0.1",
+            "http.port": str(self.port),
+            "transport.port": str(self.transport_port),
+            "discovery.type": "single-node",
+            "cluster.default_number_of_replicas": "0",
+            "cluster.routing.allocation.disk.watermark.low": low,
+            "cluster.routing.allocation.disk.watermark.high": high,
+            "cluster.routing.allocation.disk.watermark.flood_stage": flood,
+            "action.destructive_requires_name": "true",
+        }
+        return "".join(f"{key}: {_yaml(value)}\n" for key, value in lines.items())
+
+    def command(self) -> list[str]:
+        java = [
+            find_java(),
+            f"-Xms{self.options.heap_mb}m",
+            f"-Xmx{self.options.heap_mb}m",
+            "-XX:+ExitOnOutOfMemoryError",
+            f"-Djava.io.tmpdir={self.directory / 'tmp'}",
+            "-Dfile.encoding=UTF-8",
+            "-Dlog4j2.disable.jmx=true",
+            "-Dopensearch.index.max_number_of_shards_per_index=1024",
+            *self.options.java_options,
+            "-cp",
+            os.pathsep.join([self.jars.classpath, *janino_classpath()]),
+        ]
+        return [*java, JANINO_MAIN, str(self.directory / SOURCE), MAIN_CLASS, str(self.directory), str(self.directory / "node.yml")]
+
+    def _launch(self) -> None:
+        user = self.options.user or JobUser.resolve(str(os.geteuid()))
+        java_home = Path(os.path.realpath(find_java())).parent.parent
+        reads = [self.jars.directory, java_home, *map(Path, janino_classpath())]
+        view = views.plan_view(user, reads, [self.directory])
+        try:
+            views.check(user, view, reads)
+        except JobUserError as exc:
+            raise IndexStartError(f"cannot start the embedded index: {exc.message}") from exc
+        out = os.open(self._log_path(), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            self.process = views.spawn(
+                self.command(),
+                user,
+                view=view,
+                cwd=self.directory,
+                env={k: v for k, v in os.environ.items() if k in NODE_ENV},
+                stdin=subprocess.PIPE,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                die_with_parent=signal.SIGKILL,
+                ignore_interrupt=True,
+            )
+        except (OSError, JobUserError) as exc:
+            raise IndexStartError(f"cannot start the embedded index: {exc}") from exc
+        finally:
+            os.close(out)
+        _pid_file(self.directory).write_text(str(self.process.pid))
+        assert self.process.stdin is not None
+        try:  # the credential's one way in
+            self.process.stdin.write((self.credential.header() + "\n").encode())
+            self.process.stdin.flush()
         except OSError:
-            pass  # it exited already: the wait below says so
-        ready = _wait_ready(process)
-        embedded = cls(process, ready, directory, credential)
-        log.info("embedded index server at %s (%s) ready in %.1f s", embedded.url, directory, time.monotonic() - began)
-        return embedded
+            pass  # it exited already: the wait says why
 
-    def stats(self) -> dict[str, Any]:
-        """The index server's figures: journal, snapshots, compactions, last replay."""
-        return dict(httpx.get(f"{self.url}/_embedded/journal", auth=self.auth, timeout=30).json())
+    def _log_path(self) -> Path:
+        """The node's output: ``<directory>.log`` beside its directory, a file of the service's."""
+        return self.directory.with_name(self.directory.name + ".log")
 
-    def compact(self) -> dict[str, Any]:
-        """Compact now (snapshot, drop the journal it covers); returns the figures after."""
-        return dict(httpx.post(f"{self.url}/_embedded/compact", auth=self.auth, timeout=600).json())
+    def _wait_green(self, began: float) -> None:
+        with httpx.Client(base_url=self.url, auth=self.auth, timeout=5) as client:
+            while time.monotonic() - began < START_TIMEOUT_S:
+                assert self.process is not None
+                if self.process.poll() is not None:
+                    raise IndexStartError(f"the embedded index exited with code {self.process.returncode} at start{self._last_lines()}")
+                try:
+                    reply = client.get("/_cluster/health", params={"wait_for_status": "green", "timeout": "1s"})
+                    if reply.status_code == 200:
+                        return
+                except httpx.HTTPError:
+                    pass
+                time.sleep(0.2)
+        self.kill()
+        raise IndexStartError(f"the embedded index did not answer within {START_TIMEOUT_S:.0f} s{self._last_lines()}")
+
+    def _last_lines(self) -> str:
+        try:
+            lines = [line for line in self._log_path().read_text(errors="replace").splitlines() if line.strip()]
+        except OSError:
+            return ""
+        shown = [line for line in lines if "ERROR" in line or "Exception" in line] or lines
+        return f" (log: {self._log_path()}; {shown[-1].strip()[:300]})" if shown else f" (log: {self._log_path()})"
+
+    # -- watch, stop --------------------------------------------------------------------------
+
+    def _watch(self) -> None:
+        """Start the node again whenever it dies under a running service."""
+        backoff = RESTART_BACKOFF_S[0]
+        while not self._closing.is_set():
+            process = self.process
+            assert process is not None
+            code = process.wait()
+            if self._closing.is_set():
+                return
+            log.error("the embedded index exited with code %s; starting it again%s", code, self._last_lines())
+            if self._closing.wait(backoff):
+                return
+            try:
+                with self._lock:
+                    if self._closing.is_set():
+                        return
+                    self._launch()
+                self._wait_green(time.monotonic())
+                self.restarts += 1
+                backoff = RESTART_BACKOFF_S[0]
+                log.info("embedded index: started again at %s", self.url)
+            except AsyncQueryError as exc:
+                log.error("%s", exc)
+                backoff = min(backoff * 2, RESTART_BACKOFF_S[1])
+
+    def problem(self) -> str | None:
+        """The health check: None while the node runs, else what is wrong."""
+        process = self.process
+        if process is None or process.poll() is not None:
+            return "the embedded index is not running (it is being started again)"
+        return None
 
     def close(self) -> None:
-        """Stop the index server: every acknowledged write is already durable (idempotent)."""
-        if self._closed:
+        """Stop the node (its standard input closed: it closes its shards and exits); every write
+        it acknowledged is already durable. Idempotent."""
+        self._closing.set()
+        with self._lock:
+            process = self.process
+        if process is None:
             return
-        self._closed = True
-        if self.process.stdin is not None:
-            self.process.stdin.close()
+        if process.stdin is not None and not process.stdin.closed:
+            try:
+                process.stdin.close()
+            except OSError:
+                pass
         try:
-            self.process.wait(timeout=STOP_TIMEOUT_S)
+            process.wait(timeout=STOP_TIMEOUT_S)
         except subprocess.TimeoutExpired:
-            log.warning("the embedded index server did not stop in %.0f s; killing it", STOP_TIMEOUT_S)
-            self.kill()
-        if self.process.stdout is not None:
-            self.process.stdout.close()
+            log.warning("the embedded index did not stop in %.0f s; killing it", STOP_TIMEOUT_S)
+            process.kill()
+            process.wait()
+        _pid_file(self.directory).unlink(missing_ok=True)
 
     def kill(self) -> None:
-        """SIGKILL the index server and ``osmem-server``: a crash, for tests."""
-        self._closed = True
-        for pid in (self.process.pid, self.osmem_pid):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        self.process.wait()
-
-
-def _wait_ready(process: subprocess.Popen[bytes]) -> dict[str, Any]:
-    """The index server's first stdout line (its URLs), or an error once it exited or timed out."""
-    found = ready_line(process, name="index-start")
-    if found is None:
-        if process.poll() is None:
+        """SIGKILL the node, as a crash would (tests; the watcher starts it again unless closed)."""
+        process = self.process
+        if process is not None and process.poll() is None:
             process.kill()
-        process.wait()
-        raise AsyncQueryError(f"cannot start the embedded index server (exit code {process.returncode}; see its log)")
-    return found
+            process.wait()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _yaml(value: str) -> str:
+    """A YAML scalar, quoted (paths may hold anything)."""
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _pid_file(directory: Path) -> Path:
+    """The node's pid: ``<directory>.pid`` beside its directory, a file of the service's."""
+    return directory.with_name(directory.name + ".pid")
+
+
+def _stop_leftover(directory: Path) -> None:
+    """Stop a node of ``directory`` left running by a service that did not stop it (it holds the
+    data's lock)."""
+    try:
+        pid = int(_pid_file(directory).read_text())
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (OSError, ValueError):
+        return
+    if MAIN_CLASS.encode() not in cmdline or str(directory).encode() not in cmdline:
+        return
+    log.warning("stopping an embedded index left running by an earlier service (pid %d)", pid)
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + STOP_TIMEOUT_S
+    while time.monotonic() < deadline and Path(f"/proc/{pid}").exists():
+        stat = Path(f"/proc/{pid}/stat").read_text() if Path(f"/proc/{pid}/stat").exists() else ""
+        if stat.rpartition(")")[2].split()[:1] in (["Z"], ["X"]):
+            return
+        time.sleep(0.1)

@@ -42,10 +42,10 @@ import subprocess
 import time
 import urllib.parse
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 from async_query.catalog.bulk import TablesEndpoint
+from async_query.embedded.java import JANINO_MAIN, place_source, pyspark_jars
 from async_query.security import views
 from async_query.security.job_user import JobUser, JobUserError
 from async_query.security.job_user import find_java as _find_java
@@ -59,8 +59,6 @@ MAIN_CLASS = "org.apache.hadoop.hive.metastore.HiveMetaStore"
 #: and root only (``LoopbackMetastore.java``; docs/security.md, "What listens where").
 LOOPBACK_SOURCE = "LoopbackMetastore.java"
 LOOPBACK_CLASS = "asyncquery.jvm.LoopbackMetastore"
-#: Janino's compile-and-run entry point, and the class that starts the metastore with its bulk reads.
-JANINO_MAIN = "org.codehaus.janino.SimpleCompiler"
 TABLES_SOURCE = "MetastoreTables.java"
 #: How long the metastore may take to listen (a first start creates the schema: ~5 s).
 START_TIMEOUT_S = 120.0
@@ -74,12 +72,6 @@ WARMUP_PASSES = 5
 
 class MetastoreError(AsyncQueryError):
     """The embedded metastore could not be started."""
-
-
-def pyspark_jars() -> Path:
-    import pyspark
-
-    return Path(pyspark.__file__).resolve().parent / "jars"
 
 
 def find_java() -> str:
@@ -204,12 +196,12 @@ class Metastore:
             f"-Dhive.metastore.warehouse.dir={launch.warehouse}",
             f"-Dderby.system.home={home}",
         ]
-        cmd += [JANINO_MAIN, str(_place(home, LOOPBACK_SOURCE)), LOOPBACK_CLASS, str(port)]
+        cmd += [JANINO_MAIN, str(place_source(home, LOOPBACK_SOURCE, launch.user)), LOOPBACK_CLASS, str(port)]
         env = dict(os.environ)
         tables = None
         if bulk_reads:
             tables = TablesEndpoint(free_port(), secrets.token_urlsafe(24))
-            cmd.append(str(_place_source(home)))
+            cmd.append(str(_place_source(home, launch.user)))
             env.update(ASYNC_QUERY_TABLES_PORT=str(tables.port), ASYNC_QUERY_TABLES_TOKEN=tables.token)
         out = os.open(files / "metastore.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         try:
@@ -221,7 +213,7 @@ class Metastore:
                 env=env,
                 stdout=out,
                 stderr=subprocess.STDOUT,
-                die_with_parent=True,
+                die_with_parent=signal.SIGTERM,
             )
         except (OSError, JobUserError) as exc:
             raise MetastoreError(f"cannot start the metastore ({cmd[0]}): {exc}") from exc
@@ -316,21 +308,9 @@ class Metastore:
             pass
 
 
-def _place_source(home: Path) -> Path:
-    """The bulk reads' source, placed in the metastore's home (:func:`_place`)."""
-    return _place(home, TABLES_SOURCE)
-
-
-def _place(home: Path, name: str) -> Path:
-    """The Java source ``name``, written into the metastore's home (the job user's directory,
-    where it reads it) as a new file: never through a link the job user may have left there."""
-    source = home / name
-    source.unlink(missing_ok=True)
-    fd = os.open(source, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    os.fchmod(fd, 0o644)  # whatever the umask
-    with open(fd, "w", encoding="utf-8") as out:
-        out.write(resources.files(__package__).joinpath(name).read_text(encoding="utf-8"))
-    return source
+def _place_source(home: Path, owner: JobUser) -> Path:
+    """The bulk reads' source, placed in the metastore's home."""
+    return place_source(home, TABLES_SOURCE, owner)
 
 
 def _stop_leftover(home: Path, files: Path) -> None:

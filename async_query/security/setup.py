@@ -186,7 +186,10 @@ def _check_users_file(settings: Settings, checks: ServeChecks, job_user: JobUser
 
 def probe_cluster(settings: Settings) -> str | None:
     """For ``cluster``: ask ``authinfo`` without credentials. A security plugin refuses (401) or
-    names its anonymous user (200); a 404 or 400 means there is none. Returns the problem, if any."""
+    names its anonymous user (200); a 404 or 400 means there is none. A cluster that refuses
+    strangers without a security plugin (one that wants the service's own credential, as this
+    service's embedded index does) is asked again with that credential: a security plugin names
+    the service's user, anything else answers 404 or 400. Returns the problem, if any."""
     try:
         with httpx.Client(
             base_url=settings.opensearch_url,
@@ -195,6 +198,8 @@ def probe_cluster(settings: Settings) -> str | None:
             trust_env=False,
         ) as client:
             reply = client.get(AUTHINFO)
+            if reply.status_code == 401 and settings.opensearch_username:
+                reply = client.get(AUTHINFO, auth=(settings.opensearch_username, settings.opensearch_password))
     except httpx.HTTPError as exc:
         log.warning("cannot reach %s to check its security plugin: %s", settings.opensearch_url, type(exc).__name__)
         return None

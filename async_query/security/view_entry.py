@@ -21,6 +21,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import signal
 import sys
 import warnings  # noqa: F401  (os.execvp imports it, once this interpreter's library may be out of reach)
 
@@ -90,9 +91,11 @@ def become(plan: dict[str, object]) -> None:
     os.setresgid(gid, gid, gid)
     os.setresuid(uid, uid, uid)
     os.umask(int(plan.get("umask", 0o077)))  # type: ignore[call-overload]
-    signal = int(plan.get("pdeathsig", 0))  # type: ignore[call-overload]
-    if signal:  # after the switch of users, which clears it
-        _check(_libc.prctl(PR_SET_PDEATHSIG, signal), "prctl")
+    death = int(plan.get("pdeathsig", 0))  # type: ignore[call-overload]
+    if death:  # after the switch of users, which clears it
+        _check(_libc.prctl(PR_SET_PDEATHSIG, death), "prctl")
+    if plan.get("ignore_interrupt"):  # kept across exec: a terminal's Ctrl-C is the service's to handle
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     os.chdir(str(plan.get("cwd") or "/"))
 
 

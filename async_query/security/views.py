@@ -68,7 +68,7 @@ class View:
     def needed(self) -> bool:
         return bool(self.veils)
 
-    def plan(self, user: JobUser, cwd: Path | str, *, die_with_parent: bool = False) -> str:
+    def plan(self, user: JobUser, cwd: Path | str, *, die_with_parent: int = 0, ignore_interrupt: bool = False) -> str:
         """The plan :mod:`.view_entry` reads (JSON; paths and ids only)."""
         return json.dumps(
             {
@@ -78,7 +78,8 @@ class View:
                 "gid": user.gid,
                 "umask": JOB_UMASK,
                 "cwd": str(cwd),
-                "pdeathsig": int(signal.SIGTERM) if die_with_parent else 0,
+                "pdeathsig": int(die_with_parent),
+                "ignore_interrupt": ignore_interrupt,
             }
         )
 
@@ -116,9 +117,12 @@ def plan_view(user: JobUser, reads: Iterable[Path | str], writes: Iterable[Path 
     return View(tuple(sorted(veils)), tuple(shown))
 
 
-def entry_command(view: View, user: JobUser, command: list[str], cwd: Path | str, *, die_with_parent: bool) -> list[str]:
+def entry_command(
+    view: View, user: JobUser, command: list[str], cwd: Path | str, *, die_with_parent: int = 0, ignore_interrupt: bool = False
+) -> list[str]:
     """``command`` as it is run through the view's entry (as root, which leaves root there)."""
-    return [sys.executable, "-I", "-S", str(ENTRY), view.plan(user, cwd, die_with_parent=die_with_parent), "--", *command]
+    plan = view.plan(user, cwd, die_with_parent=die_with_parent, ignore_interrupt=ignore_interrupt)
+    return [sys.executable, "-I", "-S", str(ENTRY), plan, "--", *command]
 
 
 def spawn(
@@ -132,14 +136,17 @@ def spawn(
     stdout: int | IO[Any] | None = None,
     stderr: int | IO[Any] | None = None,
     new_session: bool = False,
-    die_with_parent: bool = False,
+    die_with_parent: int = 0,
+    ignore_interrupt: bool = False,
 ) -> subprocess.Popen[bytes]:
     """Start ``command`` as ``user`` with a umask of 077: through a private view where ``view``
-    is needed (checked to be possible on this machine first), else directly."""
+    is needed (checked to be possible on this machine first), else directly. ``die_with_parent``:
+    the signal it gets when the thread that started it ends (Linux; 0: none); ``ignore_interrupt``:
+    SIGINT ignored (a terminal's Ctrl-C reaches the whole process group: the service handles it)."""
     if view.needed:
         available()
         return subprocess.Popen(
-            entry_command(view, user, command, cwd, die_with_parent=die_with_parent),
+            entry_command(view, user, command, cwd, die_with_parent=die_with_parent, ignore_interrupt=ignore_interrupt),
             stdin=stdin,
             stdout=stdout,
             stderr=stderr,
@@ -155,17 +162,20 @@ def spawn(
         env=dict(env),
         cwd=cwd,
         start_new_session=new_session,
-        preexec_fn=_die_with_parent if die_with_parent else None,
+        preexec_fn=(lambda: _in_child(die_with_parent, ignore_interrupt)) if die_with_parent or ignore_interrupt else None,
         **user.popen_options(),
     )
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
-    """Linux: SIGTERM this process when the thread that started it goes (a crashed service)."""
-    if sys.platform.startswith("linux"):
+def _in_child(death: int, ignore_interrupt: bool) -> None:  # pragma: no cover - runs in the child between fork and exec
+    """Linux: ``death`` to this process when the thread that started it goes (a crashed service);
+    SIGINT ignored where asked."""
+    if death and sys.platform.startswith("linux"):
         import ctypes
 
-        ctypes.CDLL(None, use_errno=True).prctl(view_entry.PR_SET_PDEATHSIG, signal.SIGTERM)
+        ctypes.CDLL(None, use_errno=True).prctl(view_entry.PR_SET_PDEATHSIG, death)
+    if ignore_interrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 @functools.cache
@@ -179,7 +189,7 @@ def _probe() -> str | None:
         shown.mkdir()
         shown.chmod(0o755)  # whatever the umask
         probe = JobUser("probe", 65534, 65534, frozenset({65534}))
-        command = entry_command(plan_view(probe, [shown]), probe, ["ls", str(shown)], "/", die_with_parent=False)
+        command = entry_command(plan_view(probe, [shown]), probe, ["ls", str(shown)], "/")
         done = subprocess.run(command, capture_output=True, timeout=30, cwd="/", check=False)
         if done.returncode == 0:
             return None
@@ -210,7 +220,7 @@ def check(user: JobUser, view: View, reads: Iterable[Path | str]) -> None:
     (a view shows a place; it never opens one)."""
     if view.needed:
         available()
-    refused = [str(place) for place in reads if not reaches(user, place, R | X)]
+    refused = [str(place) for place in reads if not reaches(user, place, R | X if os.path.isdir(place) else R)]
     if refused:
         raise JobUserError(
             f"the job user {user.name} may not read {', '.join(refused)} (their own modes refuse it): install the "

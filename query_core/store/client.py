@@ -63,10 +63,6 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 _TRANSIENT_STATUS = frozenset({429, 502, 503, 504})
-#: The request header that marks a write as one a crash may lose (a heartbeat), with its value.
-DURABILITY_HEADER = "X-Async-Query-Durability"
-LIVENESS = "liveness"
-LIVENESS_HEADERS = {DURABILITY_HEADER: LIVENESS}
 
 
 def quiet_driver_logs() -> None:
@@ -529,11 +525,6 @@ class IndexClient(_ClusterSide):
         meanwhile is no longer at that version either: that too is a :class:`VersionConflictError`."""
         return self._update_if(index, doc_id, partial, version, None)
 
-    def update_liveness_if(self, index: str, doc_id: str, partial: dict[str, Any], version: Version) -> Version:
-        """:meth:`update_if`, marked as a liveness write (:data:`DURABILITY_HEADER`): the embedded
-        index answers it without waiting for its journal; any other cluster ignores the mark."""
-        return self._update_if(index, doc_id, partial, version, LIVENESS_HEADERS)
-
     def _update_if(
         self, index: str, doc_id: str, partial: dict[str, Any], version: Version, headers: dict[str, str] | None
     ) -> Version:
@@ -677,8 +668,15 @@ class ClusterAdmin(_ClusterSide):
         self._call(f"put mapping {index}", lambda: self._client.indices.put_mapping(index=index, body={"_meta": meta}))
 
     def delete_all(self, index: str) -> int:
+        """Every document of ``index`` deleted. A delete by query sees what a search sees, so the
+        index is refreshed first: a document written a moment ago is deleted too."""
+        self._call(f"refresh {index}", partial(self._client.indices.refresh, index=index))
         call = partial(
-            self._client.delete_by_query, index=index, body={"query": {"match_all": {}}}, conflicts="proceed"
+            self._client.delete_by_query,
+            index=index,
+            body={"query": {"match_all": {}}},
+            conflicts="proceed",
+            refresh=True,
         )
         return int(self._call(f"delete_by_query {index}", call).get("deleted", 0))
 

@@ -154,12 +154,6 @@ class DocumentConnector(Connection, Protocol):
         """Partial update applied only while the document is at ``version``."""
         ...
 
-    def update_liveness_if(self, index: str, doc_id: str, partial: dict[str, Any], version: Version) -> Version:
-        """:meth:`update_if` of a write that only says its writer is alive (a heartbeat): an index
-        that journals its writes may answer it before it is durable, and a crash may lose it
-        (``docs/durability.md``); everything else is as :meth:`update_if`."""
-        ...
-
     def delete_if(self, index: str, doc_id: str, version: Version) -> None:
         """Delete applied only while the document is at ``version``."""
         ...
@@ -208,8 +202,8 @@ class IndexAdmin(Connection, Protocol):
         ...
 
     def delete_all(self, index: str) -> int:
-        """Delete every document of ``index`` (as of the last refresh; the index and its mapping
-        stay); returns how many."""
+        """Delete every document of ``index``, those written a moment ago included (the index and
+        its mapping stay); returns how many."""
         ...
 
     def scan(

@@ -113,12 +113,10 @@ class DocumentRepository(Generic[D]):
         )
         return Versioned(doc, version.seq_no, version.primary_term)
 
-    def _move(self, current: Versioned[D], state: Any, *, liveness: bool = False, **fields: Any) -> Versioned[D]:
+    def _move(self, current: Versioned[D], state: Any, **fields: Any) -> Versioned[D]:
         """The one conditional write that changes a document: ``state`` (its current one for a
         write that only changes fields) must be a move the transition table allows. Private: every
-        caller above the store uses a named operation of a repository, built on this write. ``liveness``:
-        a write that only says the writer is alive, which a crash of the index may lose
-        (:meth:`~query_core.store.connector.IndexConnector.update_liveness_if`); never a state change.
+        caller above the store uses a named operation of a repository, built on this write.
 
         Raises :class:`~query_core.errors.InvalidTransitionError` or
         :class:`~query_core.errors.VersionConflictError`, and :class:`UnknownFieldError` for a
@@ -131,10 +129,7 @@ class DocumentRepository(Generic[D]):
         updated = doc.model_copy(update={**fields, "state": state})
         changed = _aliases(doc, fields) | {"state"}
         partial = {k: v for k, v in updated.to_source().items() if k in changed}
-        if liveness and state != doc.state:
-            raise ValueError(f"{what}: a state change is never a liveness write")
-        write = self.index.update_liveness_if if liveness else self.index.update_if
-        version = write(self.index_for(doc.data_source_name), self.doc_id(doc), partial, _version_of(current))
+        version = self.index.update_if(self.index_for(doc.data_source_name), self.doc_id(doc), partial, _version_of(current))
         return Versioned(updated, version.seq_no, version.primary_term)
 
     def _change(

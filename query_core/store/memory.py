@@ -265,10 +265,6 @@ class MemoryIndex(_MemorySide):
             idx = self._product_index(index)
             return self._write(idx, f"put {index}/{doc_id}", doc_id, copy.deepcopy(source))
 
-    def update_liveness_if(self, index: str, doc_id: str, partial: dict[str, Any], version: Version) -> Version:
-        """As :meth:`update_if` (memory has no durability to spare)."""
-        return self.update_if(index, doc_id, partial, version)
-
     def update_if(self, index: str, doc_id: str, partial: dict[str, Any], version: Version) -> Version:
         try:
             with self._lock:
@@ -424,14 +420,16 @@ class MemoryAdmin(_MemorySide):
             return len(docs)
 
     def delete_all(self, index: str) -> int:
-        """Every document a search sees (as of the last refresh, as a cluster's delete by query)."""
+        """Every document, those not yet refreshed included (the cluster's is refreshed first)."""
         with self._lock:
             self._enter("delete_all")
             idx = self._existing(index, "delete_by_query")
+            self._refresh(idx)
             doomed = [doc_id for doc_id in self._searchable(idx) if doc_id in idx.docs]
             for doc_id in doomed:
                 idx.next_seq()
                 del idx.docs[doc_id]
+            self._refresh(idx)
             return len(doomed)
 
     def scan(

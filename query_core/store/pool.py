@@ -96,13 +96,12 @@ class PoolJobRepository(DocumentRepository[PoolJobDoc]):
             return None
 
     def beat(self, slot: Versioned[PoolJobDoc], interval_ms: int) -> Versioned[PoolJobDoc] | None:
-        """An idle job's heartbeat; None when the slot moved on (a claim won): the caller re-reads.
-        A liveness write, as a session's heartbeat is (``docs/durability.md``)."""
+        """An idle job's heartbeat; None when the slot moved on (a claim won): the caller re-reads."""
         if slot.doc.state != _P.IDLE:
             return None
         try:
             return self._move(
-                slot, _P.IDLE, liveness=True, last_update_time=now_millis(), heartbeat_interval_millis=interval_ms
+                slot, _P.IDLE, last_update_time=now_millis(), heartbeat_interval_millis=interval_ms
             )
         except VersionConflictError:
             return None

@@ -93,10 +93,6 @@ class SessionRepository(DocumentRepository[SessionDoc]):
         it (``fields``: running statements, the interval until the next beat, figures), its state
         kept. An ended session takes no heartbeat (:class:`~query_core.errors.InvalidTransitionError`).
 
-        A liveness write: the embedded index answers it without waiting for its journal (a beat a
-        crash loses is sent again by a live job, and a job the crash killed has nothing to report;
-        ``docs/durability.md``).
-
         With ``job_id``, only while the session is that job's (:func:`check_job_owns`, on every
         attempt: :class:`SessionLostError` otherwise). None when the session is gone.
         """
@@ -105,7 +101,7 @@ class SessionRepository(DocumentRepository[SessionDoc]):
             if job_id is not None:
                 check_job_owns(current.doc, job_id, excluded)
             landed = now_millis() if at is None else at
-            return self._move(current, current.doc.state, liveness=True, last_update_time=landed, **fields)
+            return self._move(current, current.doc.state, last_update_time=landed, **fields)
 
         return self._change(session, beat)
 
@@ -163,18 +159,16 @@ class SessionRepository(DocumentRepository[SessionDoc]):
         self, session: Versioned[SessionDoc], statement_id: str, keep: int
     ) -> Versioned[SessionDoc] | None:
         """Append ``statement_id`` to the session's pending list (the real-time signal its job
-        reads by id), keeping the last ``keep`` ids; None when the session has ended.
-
-        A liveness write: the list only hastens a pickup the job also makes by searching for its
-        session's waiting statements, and the statement itself is written durably first, so a
-        crash that loses the append delays the statement by a search interval and loses nothing
-        (``docs/durability.md``)."""
+        reads by id), keeping the last ``keep`` ids; None when the session has ended. The list
+        only hastens a pickup the job also makes by searching for its session's waiting statements,
+        and the statement itself is written first: an append that fails delays the statement by a
+        search interval and loses nothing."""
 
         def append(current: Versioned[SessionDoc]) -> Versioned[SessionDoc] | None:
             if is_terminal(current.doc.state):
                 return None
             ids = [*current.doc.pending_statement_ids, statement_id][-keep:]
-            return self._move(current, current.doc.state, liveness=True, pending_statement_ids=ids)
+            return self._move(current, current.doc.state, pending_statement_ids=ids)
 
         return self._change(session, append)
 

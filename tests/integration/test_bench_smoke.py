@@ -25,6 +25,7 @@ from query_core.ids import request_index
 from query_core.states import SessionState
 from query_core.store import Store
 from tests.conftest import PluginFactory
+from tests.node import index_env
 from tests.support import RecordingLauncher, serve_http
 
 
@@ -218,7 +219,8 @@ def test_flint_refresh_bench_prints_its_figures(
     from bench.flint_refresh import main
 
     table = "default.bench_refresh_events"
-    monkeypatch.setenv("OPENSEARCH_URL", index_url)
+    for key, value in index_env(index_url).items():
+        monkeypatch.setenv(key, value)
     assert main(["--rows", "1500", "--partitions", "2", "--table", table], spark=spark) == 0
     out = capsys.readouterr().out
     assert "covering index refresh: 1,500 documents" in out

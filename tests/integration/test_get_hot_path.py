@@ -23,6 +23,7 @@ from query_core.realtime import ReadNotServed, RealtimeReader
 from query_core.states import SessionState
 from query_core.store import Store
 from tests.conftest import PluginFactory
+from tests.node import index_config
 from tests.support import RecordingLauncher, client_of, driver
 
 # -- the lean reader --------------------------------------------------------------------------
@@ -30,7 +31,7 @@ from tests.support import RecordingLauncher, client_of, driver
 
 def test_the_lean_reader_answers_as_the_driver_does(store: Store, index_url: str) -> None:
     store.index.create("lean-read", "a", {"type": "x", "n": 1})
-    reader = RealtimeReader(OpenSearchConfig(url=index_url))
+    reader = RealtimeReader(index_config(index_url))
     found = reader.get("lean-read", "a")
     through_driver = driver(store).get(index="lean-read", id="a")
     assert found is not None

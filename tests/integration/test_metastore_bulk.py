@@ -16,6 +16,7 @@ from async_query.catalog.bulk import BulkReadError, TablesEndpoint, read_tables
 from async_query.catalog.readers import HiveMetastoreReader
 from async_query.embedded import metastore as metastore_module
 from async_query.embedded.metastore import Metastore
+from async_query.security.job_user import JobUser
 from bench.browse import spark_like_table
 
 DB = "lake"
@@ -142,7 +143,7 @@ def test_a_caller_without_the_token_is_refused_and_the_reader_falls_back_to_thri
 def test_a_metastore_whose_bulk_reads_cannot_start_starts_without_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def broken_source(home: Path) -> Path:
+    def broken_source(home: Path, owner: JobUser) -> Path:
         source = home / metastore_module.TABLES_SOURCE
         source.unlink(missing_ok=True)
         source.write_text("this is not Java")

@@ -35,6 +35,7 @@ from query_core.errors import UnknownDatasourceError
 from query_core.ids import new_id
 from query_core.states import StatementState
 from tests.conftest import PluginFactory
+from tests.node import index_env
 from tests.support import (
     FAST_HASHER,
     ClusterUser,
@@ -541,7 +542,7 @@ def test_serve_refuses_an_unusable_auth_setup(tmp_path: Path, env: dict[str, str
 def test_serve_refuses_cluster_auth_on_a_cluster_without_security_plugin(tmp_path: Path, index_url: str) -> None:
     done = subprocess.run(
         [*_entry_point(), "serve", "--port", str(free_port())],
-        env=_serve_env(tmp_path, ASYNC_QUERY_AUTH="cluster", OPENSEARCH_URL=index_url),
+        env=_serve_env(tmp_path, ASYNC_QUERY_AUTH="cluster", **index_env(index_url)),
         capture_output=True,
         text=True,
         timeout=60,
@@ -601,7 +602,7 @@ def test_serve_over_tls(tmp_path: Path, index_url: str) -> None:
     UsersFile(users_file, FAST_HASHER).add("alice", PASSWORDS["alice"], ["all_access"])
     port = free_port()
     env = _serve_env(
-        tmp_path, ASYNC_QUERY_AUTH="basic", ASYNC_QUERY_USERS_FILE=str(users_file), OPENSEARCH_URL=index_url
+        tmp_path, ASYNC_QUERY_AUTH="basic", ASYNC_QUERY_USERS_FILE=str(users_file), **index_env(index_url)
     )
     log = (tmp_path / "serve.log").open("wb")
     argv = [*_entry_point(), "serve", "--port", str(port), "--tls-cert", str(cert), "--tls-key", str(key)]

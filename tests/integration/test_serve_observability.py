@@ -16,6 +16,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from async_query.api import BASE
+from tests.node import index_env
 from tests.support import free_port, wait_for
 
 
@@ -26,7 +27,7 @@ def test_serve_logs_json_lines_about_queries_and_answers_metrics(tmp_path: Path,
         ASYNC_QUERY_LOCAL_CATALOG="in-memory",
         ASYNC_QUERY_SPARK_SUBMIT=shutil.which("true") or "/bin/true",
         ASYNC_QUERY_WARM_POOL_SIZE="0",
-        OPENSEARCH_URL=index_url,
+        **index_env(index_url),
     )
     port = free_port()
     script = Path(sys.executable).parent / "async-query"

@@ -230,7 +230,7 @@ def test_a_write_whose_reply_is_lost_is_retried_and_a_create_finding_its_own_doc
         client._source_is = lambda index, doc_id, source: True  # type: ignore[method-assign]
         client._client.get = lambda **kw: {**created, "found": True}  # type: ignore[method-assign]
         version = client.create("requests", "q1", {"type": "statement"})
-        liveness = client.update_liveness_if("requests", "q1", {"lastUpdateTime": 9}, version)
+        liveness = client.update_if("requests", "q1", {"lastUpdateTime": 9}, version)
         client.close()
     assert version == Version(4, 1) and liveness == Version(5, 1)
     assert [h.split(b"\r\n", 1)[0] for h in heads] == [

@@ -96,7 +96,7 @@ def test_this_machine_makes_views_and_a_child_that_cannot_enter_one_says_why_in_
     home, code, _, _ = closed_tree(tmp_path)
     missing = views.View((str(home),), (views.Place(str(code)), views.Place(str(tmp_path / "gone"))))
     done = subprocess.run(
-        views.entry_command(missing, NOBODY, ["true"], "/", die_with_parent=False), capture_output=True, check=False
+        views.entry_command(missing, NOBODY, ["true"], "/"), capture_output=True, check=False
     )
     assert done.returncode == 125
     assert done.stderr.decode().count("\n") == 1 and "cannot enter the job's private view" in done.stderr.decode()
