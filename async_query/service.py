@@ -96,15 +96,16 @@ class AsyncQueryService:
         size: int = 100,
         principal: Principal = ANONYMOUS,
     ) -> list[SessionDoc]:
-        """Sessions, most recently active first (a search: it lags writes by up to a refresh);
-        a non-admin's own only (filtered in the search, so ``size`` counts theirs)."""
+        """Sessions, most recently active first (a search, of the indexes refreshed first: a session
+        started a moment ago is listed); a non-admin's own only (filtered in the search, so ``size``
+        counts theirs)."""
         if datasource is not None:
             self.datasources.get(datasource)
         wanted = states or list(SessionState)
         mine = None if principal.is_admin else principal.name
-        return [v.doc for v in self._sessions.find(datasource, wanted, size=size, submitted_by=mine)]
+        return [v.doc for v in self._sessions.find(datasource, wanted, size=size, submitted_by=mine, fresh=True)]
 
     def pool_jobs(self, size: int = 100, principal: Principal = ANONYMOUS) -> list[PoolJobDoc]:
         """The warm pools' live jobs, most recently active first (a search), for admins: they
         belong to no user until a session claims one."""
-        return [v.doc for v in self._pool.live(size)] if principal.is_admin else []
+        return [v.doc for v in self._pool.live(size, fresh=True)] if principal.is_admin else []

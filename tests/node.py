@@ -30,6 +30,8 @@ from query_core.config import OpenSearchConfig
 REAL_CLUSTER = os.environ.get("OPENSEARCH_URL", "")
 #: This process's node (None until a test needs it, or when testing against ``OPENSEARCH_URL``).
 _node: EmbeddedIndex | None = None
+#: URLs that reach this process's node another way (a fault injector's port in front of it).
+_aliases: set[str] = set()
 
 
 def node_options(heap_mb: int = 512) -> NodeOptions:
@@ -70,9 +72,14 @@ def _set(node: EmbeddedIndex, settings: dict[str, Any]) -> None:
         reply.raise_for_status()
 
 
+def alias(url: str) -> None:
+    """``url`` reaches this process's node (through a fault injector): its clients send its credential."""
+    _aliases.add(url.rstrip("/"))
+
+
 def index_auth(url: str = "") -> tuple[str, str] | None:
     """The basic authentication a client of ``url`` (default: this process's node) sends."""
-    if _node is not None and (not url or url.rstrip("/") == _node.url):
+    if _node is not None and (not url or url.rstrip("/") in {_node.url, *_aliases}):
         return _node.auth
     if os.environ.get("OPENSEARCH_USERNAME"):
         return os.environ["OPENSEARCH_USERNAME"], os.environ.get("OPENSEARCH_PASSWORD", "")
@@ -103,3 +110,9 @@ def index_env(url: str) -> dict[str, str]:
     if auth is not None:
         env.update(OPENSEARCH_USERNAME=auth[0], OPENSEARCH_PASSWORD=auth[1])
     return env
+
+
+def auth_fields(url: str) -> dict[str, Any]:
+    """The :class:`OpenSearchConfig` fields of the credential ``url`` wants (none: empty)."""
+    auth = index_auth(url)
+    return {} if auth is None else {"auth": "basic", "username": auth[0], "password": auth[1]}

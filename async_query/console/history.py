@@ -38,7 +38,7 @@ class History:
         status holds ``text`` (case-insensitive), at most ``size``."""
         owner = None if principal.is_admin else principal.name
         needle = text.strip().lower()
-        picked = [v.doc for v in self.store.statements.recent(owner, size=SCANNED) if _matches(v.doc, needle)][:size]
+        picked = [v.doc for v in self.store.statements.recent(owner, size=SCANNED, fresh=True) if _matches(v.doc, needle)][:size]
         summaries = self._summaries(picked)
         return [_entry(doc, summaries.get(doc.query_id)) for doc in picked]
 

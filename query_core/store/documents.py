@@ -97,10 +97,16 @@ class DocumentRepository(Generic[D]):
         *filters: Filter,
         sort: tuple[tuple[str, SortOrder], ...] = (),
         size: int = 1000,
+        fresh: bool = False,
     ) -> list[Versioned[D]]:
-        """Documents of this kind matching ``filters`` (a search: it lags writes by up to a refresh)."""
+        """Documents of this kind matching ``filters`` (a search: it lags writes by up to a refresh,
+        unless ``fresh``: the index is refreshed first, for a listing a person reads right after
+        they wrote; never on a hot path)."""
         query = Query((Term("type", self.doc_type), *filters), sort, size)
-        hits = self.index.search(self.index_for(datasource), query)
+        index = self.index_for(datasource)
+        if fresh:
+            self.index.refresh(index)
+        hits = self.index.search(index, query)
         return [found for found in map(self.parse, hits) if found is not None]
 
     # -- writes -----------------------------------------------------------------------------

@@ -53,10 +53,11 @@ class PoolJobRepository(DocumentRepository[PoolJobDoc]):
         found = self.index.get_many(DEPLOYMENT_INDEX, [slot_id(pool_key, n) for n in range(size)])
         return [self.parse(f) for f in found]
 
-    def live(self, size: int = 1000) -> list[Versioned[PoolJobDoc]]:
-        """The slots whose job is live, of every pool (a search: it lags writes by up to a refresh;
-        for sweeps and listings)."""
-        return self.search(None, Terms("state", tuple(s.value for s in LIVE)), sort=(("lastUpdateTime", "desc"),), size=size)
+    def live(self, size: int = 1000, fresh: bool = False) -> list[Versioned[PoolJobDoc]]:
+        """The slots whose job is live, of every pool (a search: it lags writes by up to a refresh
+        unless ``fresh``; for sweeps and listings)."""
+        live = Terms("state", tuple(s.value for s in LIVE))
+        return self.search(None, live, sort=(("lastUpdateTime", "desc"),), size=size, fresh=fresh)
 
     # -- the named operations ---------------------------------------------------------------
 

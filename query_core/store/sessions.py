@@ -35,10 +35,11 @@ class SessionRepository(DocumentRepository[SessionDoc]):
         job_id: str | None = None,
         submitted_by: str | None = None,
         session_type: SessionType | None = None,
+        fresh: bool = False,
     ) -> list[Versioned[SessionDoc]]:
         """Sessions in ``states`` (of one job if ``job_id`` is given, started by one user if
         ``submitted_by`` is, of one type if ``session_type`` is), most recently active first; every request index's when
-        ``datasource`` is None (a search: refresh-delayed; for limits, listings and sweeps)."""
+        ``datasource`` is None (a search: refresh-delayed unless ``fresh``; for listings and sweeps)."""
         filters: list[Filter] = [Terms("state", tuple(s.value for s in states))]
         if job_id is not None:
             filters.append(Term("jobId", job_id))
@@ -46,7 +47,7 @@ class SessionRepository(DocumentRepository[SessionDoc]):
             filters.append(Term("submittedBy", submitted_by))
         if session_type is not None:
             filters.append(Term("sessionType", session_type.value))
-        return self.search(datasource, *filters, sort=(("lastUpdateTime", "desc"),), size=size)
+        return self.search(datasource, *filters, sort=(("lastUpdateTime", "desc"),), size=size, fresh=fresh)
 
     # -- the named operations ---------------------------------------------------------------
 

@@ -69,13 +69,13 @@ class StatementRepository(DocumentRepository[StatementDoc]):
         return self.search(datasource, Term("sessionId", session_id), Terms("state", _UNFINISHED), size=size)
 
     def recent(
-        self, submitted_by: str | None, size: int = 500, datasource: str | None = None
+        self, submitted_by: str | None, size: int = 500, datasource: str | None = None, fresh: bool = False
     ) -> list[Versioned[StatementDoc]]:
         """Statements newest first, over every request index (or ``datasource``'s): ``submitted_by``'s
-        only, or everyone's when None (a search: it lags writes by up to a refresh). The console's
-        history (``docs/console.md``)."""
+        only, or everyone's when None (a search: it lags writes by up to a refresh unless ``fresh``).
+        The console's history (``docs/console.md``)."""
         filters = (Term("submittedBy", submitted_by),) if submitted_by is not None else ()
-        return self.search(datasource, *filters, sort=(("submitTime", "desc"),), size=size)
+        return self.search(datasource, *filters, sort=(("submitTime", "desc"),), size=size, fresh=fresh)
 
     # -- the named operations ---------------------------------------------------------------
 

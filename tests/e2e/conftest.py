@@ -5,7 +5,6 @@ A Spark job takes seconds to start, so one service (and its sessions) is shared 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,6 +22,7 @@ from async_query.settings import Settings
 from query_core.config import OpenSearchConfig
 from query_core.store import Store
 from tests.conftest import REAL_CLUSTER
+from tests.node import index_config
 from tests.support import serve_http, wait_for
 
 BASE = "/_plugins/_async_query"
@@ -86,10 +86,10 @@ def e2e_service(
     ``allowed_roles``; ``index_auth`` (user, password) reaches an index that wants a credential
     (the embedded one); ``more_datasources`` are served beside it."""
     cfg = Settings(data_dir=tmp / "var", **settings)
-    username, password = index_auth or (os.environ.get("OPENSEARCH_USERNAME", ""), os.environ.get("OPENSEARCH_PASSWORD", ""))
-    opensearch = OpenSearchConfig(
-        url=index_url, auth="basic" if username else "noauth", username=username, password=password
-    )
+    if index_auth is not None:
+        opensearch = OpenSearchConfig(url=index_url, auth="basic", username=index_auth[0], password=index_auth[1])
+    else:
+        opensearch = index_config(index_url)
     datasource = local_datasource(ds_name).model_copy(
         update={"properties": properties or {}, "spark_conf": spark_conf or {}, "allowed_roles": allowed_roles or []}
     )

@@ -15,10 +15,10 @@ from async_query.api import create_app
 from async_query.embedded.metastore import Metastore
 from async_query.gateway import Gateway, GatewayLimits, service_credentials
 from async_query.launcher.local import catalog_settings
-from query_core.config import OpenSearchConfig
 from tests.conftest import REAL_CLUSTER
 from tests.e2e.conftest import TERMINAL, e2e_service
 from tests.integration.test_datasources import S3_CONNECTION
+from tests.node import index_config
 from tests.support import serve_http, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(bool(REAL_CLUSTER), reason="writes a .kibana-style index")]
@@ -41,7 +41,7 @@ def dashboards(
     """What Dashboards' server holds: one endpoint, the service in gateway mode over the index."""
     catalog = catalog_settings(metastore.home / "warehouse", metastore.uri)
     plugin = e2e_service(module_index_url, tmp_path_factory.mktemp("dashboards"), "local", catalog)
-    cluster = OpenSearchConfig(url=module_index_url)
+    cluster = index_config(module_index_url)
     gateway = Gateway.for_cluster(cluster, service_credentials(cluster), GatewayLimits())
     try:
         with serve_http(create_app(plugin, gateway=gateway)) as url, httpx.Client(base_url=url, timeout=60) as client:

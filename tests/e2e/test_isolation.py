@@ -27,10 +27,10 @@ from async_query.security.job_user import JobUser
 from async_query.security.principal import Principal
 from async_query.service import SubmitRequest
 from async_query.settings import Settings
-from query_core.config import OpenSearchConfig
 from query_core.errors import InvalidRequestError
 from query_core.ids import datasource_of
 from query_core.store import Store
+from tests.node import index_config
 from tests.support import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -43,7 +43,7 @@ TERMINAL = {"SUCCESS", "FAILED", "CANCELLED", "TIMEOUT"}
 @pytest.fixture(scope="module")
 def plugin(module_index_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plugin]:
     settings = Settings(data_dir=tmp_path_factory.mktemp("isolation") / "var")
-    opensearch = OpenSearchConfig(url=module_index_url, auth="noauth")
+    opensearch = index_config(module_index_url)
     catalogs = LocalCatalogs(settings.data_dir, JobUser.resolve(), heap_mb=256)
     launcher = LocalLauncher(
         settings.data_dir,

@@ -18,9 +18,9 @@ from async_query.datasources import Datasource, DatasourceRegistry
 from async_query.launcher.local import LocalLauncher
 from async_query.runtime import build_plugin
 from async_query.settings import Settings
-from query_core.config import OpenSearchConfig
 from query_core.store import Store
 from tests.e2e.conftest import Api
+from tests.node import index_config
 from tests.support import free_port, serve_http, wait_for
 
 pytestmark = pytest.mark.e2e
@@ -84,7 +84,7 @@ def test_a_datasource_with_a_master_runs_its_sessions_on_that_cluster(
     cluster: Standalone, module_index_url: str, tmp_path: Path
 ) -> None:
     settings = Settings(data_dir=tmp_path / "var")
-    opensearch = OpenSearchConfig(url=module_index_url)
+    opensearch = index_config(module_index_url)
     datasource = Datasource(name=DS, connector="local", properties={"master": cluster.url})
     launcher = LocalLauncher(
         settings.data_dir,

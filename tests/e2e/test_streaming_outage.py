@@ -1,7 +1,7 @@
-"""A streaming job rides out a restart of the index server under it: the embedded index (osmem
-behind its journal, on a fixed port) is stopped gracefully and started again from its journal
-while the stream runs; the job keeps retrying its index calls, and rows inserted after the restart
-reach the index, with no duplicate and no missing document."""
+"""A streaming job rides out a restart of the index under it: the embedded index (an OpenSearch node
+on a fixed port) is stopped gracefully and started again on its data while the stream runs; the job
+keeps retrying its index calls, and rows inserted after the restart reach the index, with no
+duplicate and no missing document."""
 
 from __future__ import annotations
 
@@ -14,12 +14,14 @@ import pytest
 from async_query.api import create_app
 from async_query.embedded.index import EmbeddedIndex
 from async_query.embedded.metastore import Metastore
+from async_query.embedded.node_jars import NodeJars
 from async_query.launcher.local import catalog_settings
 from query_core.flint.naming import latest_id
 from query_core.states import FlintIndexState, SessionState
 from tests.conftest import REAL_CLUSTER
 from tests.e2e.conftest import TERMINAL, Api, e2e_service
 from tests.faults.procs import kill_all_jobs
+from tests.node import node_options
 from tests.support import free_port, serve_http, wait_for
 
 pytestmark = [
@@ -35,7 +37,7 @@ INDEX = "flint_local_default_outage_events_outage_pages_index"
 def index(tmp_path: Path) -> Iterator[list[EmbeddedIndex]]:
     """The embedded index on a fixed port; the test replaces the list's one server when it restarts it."""
     port = free_port()
-    servers = [EmbeddedIndex.start(tmp_path / "index", port=port)]
+    servers = [EmbeddedIndex.start(tmp_path / "index", NodeJars.resolve(), node_options(), port=port, watch=False)]
     yield servers
     servers[-1].close()
 
@@ -77,9 +79,11 @@ def test_a_stream_resumes_after_the_index_server_restarts(
 
             wait_for(lambda: pages() == sorted(rows), timeout=120, what="the first rows")
 
-            index[0].close()  # a graceful stop: the journal holds every document
-            port = int(index[0].url.rsplit(":", 1)[1])
-            index.append(EmbeddedIndex.start(tmp_path / "index", port=port, credential=index[0].credential))
+            index[0].close()  # a graceful stop
+            again = EmbeddedIndex.start(
+                tmp_path / "index", NodeJars.resolve(), node_options(), port=index[0].port, credential=index[0].credential
+            )
+            index.append(again)
 
             ok(api, "INSERT INTO " + TABLE + " VALUES ('/c', 3)", sid)
             rows.append(("/c", 3))

@@ -14,13 +14,14 @@ from async_query.runtime import Plugin, build_plugin
 from async_query.settings import Settings
 from query_core.store import Store
 from tests.conftest import REAL_CLUSTER
+from tests.node import auth_fields
 
 
 def fault_service(index_url: str, tmp: Path, ds_name: str = "local", **settings: Any) -> Plugin:
     """A service with a LocalLauncher (``local[2]``) whose index connection follows ``settings``
     (``opensearch_retry_seconds`` included, unlike ``tests.e2e.conftest.e2e_service``)."""
     cfg = Settings(data_dir=tmp / "var", spark_master="local[2]", **settings)
-    opensearch = cfg.opensearch(index_url)
+    opensearch = cfg.opensearch(index_url).model_copy(update=auth_fields(index_url))
     datasource = local_datasource(ds_name)
     launcher = LocalLauncher(
         cfg.data_dir,

@@ -1,5 +1,6 @@
-"""Real processes for fault tests: Spark jobs found by their pid files, an index server on a fixed
-port that can be paused or restarted, and the plugin as its own ``async-query serve`` process.
+"""Real processes for fault tests: Spark jobs found by their pid files, the index on a fixed port
+that can go away (paused, or stopped and back), and the plugin as its own ``async-query serve``
+process.
 
 Every helper here cleans up what it started; the tests call them from ``finally`` blocks and
 fixtures so that a failing test leaves no process behind.
@@ -7,15 +8,19 @@ fixtures so that a failing test leaves no process behind.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from tests import node
 from tests.support import free_port, wait_for
 
 VENV_BIN = Path(sys.executable).parent
@@ -99,44 +104,97 @@ def kill_all_jobs(data_dir: Path) -> None:
 
 
 class FixedPortIndex:
-    """``osmem-server`` on a port that stays the same across restarts, so clients keep their URL.
+    """The test process's OpenSearch node behind a port of its own that can go away: an outage as
+    the index's clients see it, without restarting the node (whose own crashes and restarts are
+    tested in tests/integration/test_embedded_index.py).
 
-    osmem keeps documents in memory: :meth:`restart` loses them all. :meth:`pause` (SIGSTOP) and
-    :meth:`resume` (SIGCONT) make an outage that keeps them.
+    :meth:`stop` closes the port and every connection through it (connection refused, as a
+    stopped server); :meth:`start` listens again on the same port, the documents as they were
+    (``empty=True``: every index gone, as a cluster restored empty). :meth:`pause` keeps the port
+    and the connections but forwards nothing (requests hang, as a server stopped with SIGSTOP);
+    :meth:`resume` lets them through.
     """
 
     def __init__(self) -> None:
+        self.node = node.start_node()
         self.port = free_port()
-        self.server: Any = None
-        self.paused = False
+        self._listener: socket.socket | None = None
+        self._connections: list[socket.socket] = []
+        self._flowing = threading.Event()
+        self._flowing.set()
+        self._lock = threading.Lock()
+        node.alias(self.url)
         self.start()
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self) -> None:
-        from osmem_server import OsmemServer
+    @property
+    def paused(self) -> bool:
+        return not self._flowing.is_set()
 
-        self.server = OsmemServer.start(addr=f"127.0.0.1:{self.port}", japanese=False)
+    def config(self, **overrides: Any) -> Any:
+        """A connection through this port, with the node's credential."""
+        return node.index_config(self.url, **overrides)
+
+    def start(self, empty: bool = False) -> None:
+        if empty:
+            node.wipe(self.node)
+        listener = socket.create_server(("127.0.0.1", self.port))
+        self._listener = listener
+        threading.Thread(target=self._accept, args=(listener,), daemon=True, name="outage-accept").start()
 
     def stop(self) -> None:
-        if self.server is not None:
-            self.resume()
-            self.server.close(grace=5.0)
-            self.server = None
+        self.resume()
+        with self._lock:
+            listener, self._listener = self._listener, None
+            connections, self._connections = self._connections, []
+        if listener is not None:
+            listener.close()
+        for conn in connections:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+            conn.close()
 
     def pause(self) -> None:
-        os.kill(self.server.process.pid, signal.SIGSTOP)
-        self.paused = True
+        self._flowing.clear()
 
     def resume(self) -> None:
-        if self.paused and self.server is not None:
-            os.kill(self.server.process.pid, signal.SIGCONT)
-        self.paused = False
+        self._flowing.set()
 
     def close(self) -> None:
         self.stop()
+
+    def _accept(self, listener: socket.socket) -> None:
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return
+            try:
+                upstream = socket.create_connection(("127.0.0.1", self.node.port))
+            except OSError:
+                client.close()
+                continue
+            with self._lock:
+                self._connections += [client, upstream]
+            for source, sink in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(source, sink), daemon=True, name="outage-pump").start()
+
+    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while True:
+                data = source.recv(65536)
+                if not data:
+                    break
+                self._flowing.wait()
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            with contextlib.suppress(OSError):
+                sink.shutdown(socket.SHUT_WR)
 
 
 # -- the plugin as a process -----------------------------------------------------------------------

@@ -1,12 +1,11 @@
-"""The index server goes away during a run: paused (SIGSTOP, memory kept) or stopped and restarted.
-
-osmem-server keeps its documents in memory, so a restart loses them all; the tests are built
-around that honestly:
+"""The index goes away during a run: paused (it takes connections and answers nothing) or stopped
+(nothing listens) and back (tests/faults/procs.py, FixedPortIndex):
 
 - A *pause* is the outage after which state must survive: the job keeps retrying its index calls
   and carries on; every statement accepted with 201 reaches a terminal state.
 - A *stop* shows the plugin answering 503 in the error shape (promptly, never 500) while nothing
-  listens, and a *restart* on the same port shows it working again, on an empty index.
+  listens, and once it is back on the same port, the service and its running job carry on with
+  the documents as they were; an index that came back empty gets its mappings back.
 """
 
 from __future__ import annotations
@@ -31,6 +30,7 @@ from query_core.store import Store
 from tests.e2e.conftest import TERMINAL, Api
 from tests.faults.conftest import close_service, fault_service
 from tests.faults.procs import FixedPortIndex, is_job_process, job_pid, kill_all_jobs
+from tests.node import auth_fields, index_auth
 from tests.support import RecordingLauncher, serve_http, wait_for
 
 DS = "local"
@@ -229,13 +229,14 @@ def test_plugin_answers_503_while_the_index_server_is_down_and_recovers_when_it_
     # A POST refused for want of the index started no Spark job.
     assert sorted((plugin.settings.data_dir / "jobs").glob("*.pid")) == jobs_before
 
-    index.start()  # same port, empty: every document is gone
-    gone = assert_error_shape(api.raw(long["queryId"]), 400)
-    assert gone["error"]["type"] == "AsyncQueryNotFoundException", gone
+    index.start()  # the same port, and every document as it was
+    still = api.raw(long["queryId"])
+    assert still.status_code == 200 and still.json()["status"] == "RUNNING", still.text
+    assert api.http.delete(f"{BASE}/{long['queryId']}").status_code == 204
+    api.wait_status(long["queryId"], {"CANCELLED"}, timeout=120)
     again, result = api.run("SELECT 'back' AS x", sid, timeout=120)
-    assert again["sessionId"] != sid  # the old session's document is gone with the index
+    assert again["sessionId"] == sid  # the session and its job outlived the outage
     assert result["status"] == "SUCCESS" and result["datarows"] == [["back"]], result
-    outage.sessions.append(again["sessionId"])
 
 
 def test_request_index_gets_its_mappings_back_after_the_index_server_lost_it(tmp_path: Path) -> None:
@@ -244,7 +245,7 @@ def test_request_index_gets_its_mappings_back_after_the_index_server_lost_it(tmp
     plugin = None
     try:
         settings = Settings(data_dir=tmp_path / "var", opensearch_retry_seconds=RETRY_S)
-        opensearch = settings.opensearch(index.url)
+        opensearch = settings.opensearch(index.url).model_copy(update=auth_fields(index.url))
         store = Store.connect(opensearch)
         datasource = local_datasource()
         plugin = build_plugin(
@@ -256,7 +257,7 @@ def test_request_index_gets_its_mappings_back_after_the_index_server_lost_it(tmp
                 reply = http.post(BASE, json={"datasource": DS, "lang": "sql", "query": "SELECT 1"})
                 assert reply.status_code == 201, reply.text
                 submitted = reply.json()
-                mapping = httpx.get(f"{index.url}/{request_index(DS)}/_mapping", timeout=10).json()
+                mapping = httpx.get(f"{index.url}/{request_index(DS)}/_mapping", auth=index_auth(index.url), timeout=10).json()
                 mappings = mapping[request_index(DS)]["mappings"]
                 assert str(mappings.get("dynamic")).lower() == "false", mappings
                 assert mappings["properties"]["sessionId"]["type"] == "keyword", mappings
@@ -275,7 +276,7 @@ def test_request_index_gets_its_mappings_back_after_the_index_server_lost_it(tmp
 
             submit_and_check()  # the index as the product creates it
             index.stop()
-            index.start()  # same port, nothing in it
+            index.start(empty=True)  # same port, nothing in it: a cluster restored empty
             submit_and_check()
     finally:
         if plugin is not None:

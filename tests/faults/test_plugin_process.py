@@ -19,7 +19,6 @@ import pytest
 from async_query.api import BASE
 from async_query.launcher.base import JobRunState
 from async_query.launcher.local import LocalLauncher
-from query_core.config import OpenSearchConfig
 from query_core.states import SessionState
 from query_core.store import Store
 from tests.e2e.conftest import TERMINAL, Api
@@ -32,6 +31,7 @@ from tests.faults.procs import (
     kill_all_jobs,
     plugin_env,
 )
+from tests.node import index_env
 from tests.support import free_port, wait_for
 
 pytestmark = pytest.mark.e2e
@@ -54,7 +54,7 @@ def index() -> Iterator[FixedPortIndex]:
 
 @pytest.fixture
 def store(index: FixedPortIndex) -> Iterator[Store]:
-    s = Store.connect(OpenSearchConfig(url=index.url))
+    s = Store.connect(index.config())
     yield s
     s.close()
 
@@ -76,7 +76,7 @@ def start_plugin(
 ) -> PluginProcess:
     env = plugin_env()
     env.update(
-        OPENSEARCH_URL=index.url,
+        **index_env(index.url),
         ASYNC_QUERY_DATA_DIR=str(tmp_path / "var"),
         ASYNC_QUERY_SPARK_MASTER="local[2]",
         ASYNC_QUERY_LOCAL_CATALOG="in-memory",

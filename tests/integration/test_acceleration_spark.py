@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import os
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -29,6 +28,7 @@ from flint_repl_job.indexes.engine import FlintContext, FlintEngine
 from query_core.config import OpenSearchConfig
 from query_core.flint import parse
 from query_core.store import Store
+from tests.node import index_config
 
 pytestmark = pytest.mark.spark
 
@@ -108,13 +108,7 @@ def append(spark: Any, name: str, rows: list[tuple[Any, ...]]) -> None:
 
 @pytest.fixture(scope="module")
 def env(spark: Any, module_index_url: str) -> Iterator[Env]:
-    cfg = OpenSearchConfig(
-        url=module_index_url,
-        auth="basic" if os.environ.get("OPENSEARCH_USERNAME") else "noauth",
-        username=os.environ.get("OPENSEARCH_USERNAME", ""),
-        password=os.environ.get("OPENSEARCH_PASSWORD", ""),
-        retry_seconds=2.0,
-    )
+    cfg = index_config(module_index_url, retry_seconds=2.0)
     store = Store.connect(cfg)
     engine = FlintEngine(FlintContext(spark, store, cfg, DS))
     executor = SparkExecutor(spark, DS, engine)

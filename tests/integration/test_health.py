@@ -18,6 +18,7 @@ from query_core.errors import DocumentExistsError, IndexUnavailableError
 from query_core.ids import request_index
 from query_core.store import IndexClient, Store
 from tests.faults.procs import FixedPortIndex
+from tests.node import auth_fields
 from tests.support import RecordingLauncher, serve_http
 
 HEALTH = f"{BASE}/_health"
@@ -33,7 +34,7 @@ def index() -> Iterator[FixedPortIndex]:
 @pytest.fixture
 def plugin(index: FixedPortIndex, tmp_path: Path) -> Iterator[Plugin]:
     settings = Settings(data_dir=tmp_path / "var", opensearch_retry_seconds=0.5, health_cache_s=0, health_timeout_s=2)
-    opensearch = settings.opensearch(index.url)
+    opensearch = settings.opensearch(index.url).model_copy(update=auth_fields(index.url))
     store = Store.connect(opensearch)
     registry = DatasourceRegistry([local_datasource()], store)
     made = build_plugin(settings, store, registry, {"local": RecordingLauncher()}, opensearch)
