@@ -146,6 +146,7 @@ class EmbeddedIndex:
         began = time.monotonic()
         node._launch()
         node._wait_green(began)
+        node._apply_cluster_settings()
         log.info("embedded index: OpenSearch at %s (%s) ready in %.1f s", node.url, directory, time.monotonic() - began)
         if watch:
             node._watcher = threading.Thread(target=node._watch, name="index-watch", daemon=True)
@@ -182,7 +183,6 @@ class EmbeddedIndex:
             "http.port": str(self.port),
             "transport.port": str(self.transport_port),
             "discovery.type": "single-node",
-            "cluster.default_number_of_replicas": "0",
             "cluster.routing.allocation.disk.watermark.low": low,
             "cluster.routing.allocation.disk.watermark.high": high,
             "cluster.routing.allocation.disk.watermark.flood_stage": flood,
@@ -260,6 +260,14 @@ class EmbeddedIndex:
                 time.sleep(0.2)
         self.kill()
         raise IndexStartError(f"the embedded index did not answer within {START_TIMEOUT_S:.0f} s{self._last_lines()}")
+
+    def _apply_cluster_settings(self) -> None:
+        """What a single node needs of the cluster's own settings (kept in its state, applied at
+        each start): no replica for an index that names none (every index green)."""
+        with httpx.Client(base_url=self.url, auth=self.auth, timeout=30) as client:
+            reply = client.put("/_cluster/settings", json={"persistent": {"cluster.default_number_of_replicas": 0}})
+            if reply.status_code != 200:
+                raise IndexStartError(f"the embedded index refused its cluster settings: {reply.status_code} {reply.text[:300]}")
 
     def _last_lines(self) -> str:
         try:
