@@ -19,7 +19,8 @@ keys without the prefix:
   used when the writer creates the index (its mapping is derived from the DataFrame's schema).
 
 Each task (partition) bulk-writes its rows in batches, in parallel with the other tasks. Writing
-with ``mode("overwrite")`` empties the index first.
+with ``mode("overwrite")`` empties the index first. Once every task is done the driver refreshes the
+index, so that a search sees the whole write at once (a batch, a micro-batch).
 
 Structured Streaming writes micro-batches with the same options and the same code
 (``frame.writeStream.format("opensearch").options(...).option("checkpointLocation", ...).start()``):
@@ -311,6 +312,17 @@ class _IndexWrite:
         return Written(written)
 
 
+def _make_searchable(options: dict[str, str], index: str) -> None:
+    """Refresh ``index`` once a write is committed: a search (a query the index accelerates, a scan of
+    what it holds) sees every document written, as soon as the refresh or micro-batch is done,
+    not up to a refresh interval later."""
+    client = IndexClient(connection(options))
+    try:
+        client.refresh(index)
+    finally:
+        client.close()
+
+
 def _documents(messages: list[WriterCommitMessage | None]) -> int:
     """The documents the tasks reported (a failed task reports None)."""
     return sum(m.documents for m in messages if isinstance(m, Written))
@@ -323,6 +335,7 @@ class OpenSearchWriter(_IndexWrite, DataSourceWriter):
         super().__init__(options, index, schema, empty=overwrite)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        _make_searchable(self.options, self.index)
         log.info("wrote %d documents to %s", _documents(messages), self.index)
 
 
@@ -344,6 +357,7 @@ class OpenSearchStreamWriter(_IndexWrite, DataSourceStreamWriter):
         super().__init__(options, index, schema, empty=False)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+        _make_searchable(self.options, self.index)
         log.info("micro-batch %d: wrote %d documents to %s", batchId, _documents(messages), self.index)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803

@@ -50,7 +50,7 @@ class Newcomer:
     def serve(self) -> PluginProcess:
         plugin = PluginProcess(free_port(), self.env, self.tmp / f"serve-{len(self.plugins) + 1}.log", own_group=True)
         self.plugins.append(plugin)
-        plugin.wait_ready(timeout=120)
+        plugin.wait_ready(timeout=240)
         return plugin
 
     def cli(self, *args: str) -> subprocess.CompletedProcess[str]:

@@ -171,7 +171,7 @@ def test_alter_off_then_on_again_loses_and_duplicates_nothing(api: Api, svc: Plu
     before = state_of(svc, COVERING)
     ok(api, f"ALTER INDEX pages ON {TABLE} WITH (auto_refresh = false)")
     assert state_of(svc, COVERING).state is FlintIndexState.ACTIVE
-    stopped = svc.store.sessions.find(DS, [SessionState.DEAD], job_id=before.job_id)
+    stopped = svc.store.sessions.find(DS, [SessionState.DEAD], job_id=before.job_id, fresh=True)
     assert stopped and stopped[0].doc.error == ""  # the job stopped its stream itself
     assert svc.stream_stopper.cancelled == 0
 
@@ -226,7 +226,7 @@ def test_drop_stops_the_stream_and_vacuum_removes_index_and_checkpoint(api: Api,
     job_id = state_of(svc, MV).job_id
     ok(api, "DROP MATERIALIZED VIEW stream_counts")
     assert state_of(svc, MV).state is FlintIndexState.DELETED
-    [ended] = svc.store.sessions.find(DS, list(SessionState), job_id=job_id)
+    [ended] = svc.store.sessions.find(DS, list(SessionState), job_id=job_id, fresh=True)
     assert ended.doc.state is SessionState.DEAD and ended.doc.error == ""
     pid = job_pid(svc.settings.data_dir, job_id)
     wait_for(lambda: not group_members(pid), timeout=60, what="the streaming job to exit")

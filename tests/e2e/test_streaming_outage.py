@@ -90,7 +90,7 @@ def test_a_stream_resumes_after_the_index_server_restarts(
             wait_for(lambda: pages() == sorted(rows), timeout=120, interval=0.2, what="the row after the restart")
             state = plugin.store.index_states.get(DS, latest_id(INDEX))
             assert state is not None and state.doc.state is FlintIndexState.REFRESHING
-            live = plugin.store.sessions.find(DS, [SessionState.RUNNING], job_id=state.doc.job_id)
+            live = plugin.store.sessions.find(DS, [SessionState.RUNNING], job_id=state.doc.job_id, fresh=True)
             assert len(live) == 1
     finally:
         plugin.close()

@@ -151,6 +151,8 @@ class FixedPortIndex:
             listener, self._listener = self._listener, None
             connections, self._connections = self._connections, []
         if listener is not None:
+            with contextlib.suppress(OSError):  # wakes the accepting thread: a close alone would not
+                listener.shutdown(socket.SHUT_RDWR)
             listener.close()
         for conn in connections:
             with contextlib.suppress(OSError):
@@ -204,7 +206,7 @@ class PluginProcess:
     """``async-query serve`` as a child process, with its output in a log file.
 
     ``own_group`` starts it as the leader of a process group of its own (with its children: the
-    embedded index server, ``osmem-server``, the metastore), which :meth:`kill_group` kills at once.
+    embedded OpenSearch node, the metastore), which :meth:`kill_group` kills at once.
     """
 
     def __init__(self, port: int, env: dict[str, str], log_path: Path, own_group: bool = False) -> None:

@@ -1,5 +1,5 @@
-"""kill -9 of the whole service on the embedded default (the service, its index server and
-``osmem-server``, the metastore and every Spark job) at a random moment of a POST storm: after the
+"""kill -9 of the whole service on the embedded default (the service, its OpenSearch node, the
+metastore and every Spark job) at a random moment of a POST storm: after the
 restart, every query the service acknowledged with a 201 is readable and ends in a terminal state,
 and every query a client saw ``SUCCESS`` still answers ``SUCCESS``.
 

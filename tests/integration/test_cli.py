@@ -140,7 +140,7 @@ def _statement_ids(plugin: Plugin) -> list[str]:
     """Statement ids in the request index, found by the session documents' pending lists."""
     ids: list[str] = []
     for datasource in plugin.datasources.all():
-        for session in plugin.store.sessions.find(datasource.name, list(SessionState)):
+        for session in plugin.store.sessions.find(datasource.name, list(SessionState), fresh=True):
             ids.extend(session.doc.pending_statement_ids)
     return ids
 

@@ -1,9 +1,10 @@
-"""Gateway mode over real HTTP: the service in front of a real index server (osmem), and, where a
+"""Gateway mode over real HTTP: the service in front of a real OpenSearch node, and, where a
 test must see exactly what arrives upstream or make the cluster misbehave, in front of a small real
 HTTP server (:class:`Upstream`) or a socket that refuses or never answers.
 
-The calls OpenSearch Dashboards makes are sent with the bodies it sends, once directly to an index
-server and once through the gateway to another one, empty alike, and must come back the same.
+The calls OpenSearch Dashboards makes are sent with the bodies it sends, once through the gateway
+and once directly to the cluster, emptied of what the first round made, and must come back the
+same.
 """
 
 from __future__ import annotations
@@ -239,7 +240,7 @@ SEARCH = {
 
 @dataclass(frozen=True)
 class Names:
-    """The indexes a test writes: fixed names on a fresh osmem clone, names of the test's own on
+    """The indexes a test writes: fixed names on the test process's wiped node, names of the test's own on
     a shared real cluster (where ``.kibana_1`` may be a real Dashboards' index)."""
 
     kibana: str = ".kibana_1"
@@ -784,7 +785,7 @@ def test_serve_gateway_on_the_embedded_default(tmp_path: Path) -> None:
             return False
 
     try:
-        wait_for(ready, timeout=60, interval=0.1, what="serve --gateway to answer")
+        wait_for(ready, timeout=240, interval=0.1, what="serve --gateway to answer")
         with httpx.Client(base_url=url, timeout=30) as client:
             root = client.get("/").json()
             assert root["version"]["distribution"] == "opensearch" and "tagline" in root

@@ -1,5 +1,5 @@
-"""Health and the index call figures against a real index server that goes away and comes back
-(osmem-server on a fixed port: a restart keeps the URL, and loses the documents)."""
+"""Health and the index call figures against a real index that goes away and comes back (the test
+process's node behind a port that can close: tests/faults/procs.py, FixedPortIndex)."""
 
 from __future__ import annotations
 

@@ -11,7 +11,6 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from osmem_server import OsmemServer
 
 import index_mappings
 from query_core.config import OpenSearchConfig
@@ -19,6 +18,7 @@ from query_core.errors import IndexUnavailableError, InvalidRequestError
 from query_core.ids import new_id, request_index
 from query_core.models import ResultDoc, SessionDoc, StatementDoc, Versioned
 from query_core.store import Store
+from tests.faults.procs import FixedPortIndex
 from tests.support import driver, free_port
 
 
@@ -152,16 +152,11 @@ def _in_thread(fn: Callable[[], Any]) -> tuple[threading.Thread, dict[str, Any]]
 
 
 def test_retry_on_transient_failure_survives_a_server_restart(retry_events: _RetryEvents) -> None:
-    port = free_port()
-    addr = f"127.0.0.1:{port}"
-    server = OsmemServer.start(addr=addr, japanese=False)
-    restarted: OsmemServer | None = None
-    store = Store.connect(
-        OpenSearchConfig(url=f"http://{addr}", retry_seconds=30, retry_attempts=1000, request_timeout=5)
-    )
+    index = FixedPortIndex()
+    store = Store.connect(index.config(retry_seconds=30, retry_attempts=1000, request_timeout=5))
     try:
         assert store.index.ping()
-        server.close()
+        index.stop()
         assert not store.index.ping()
 
         doc = statement("local", new_id("local"))
@@ -169,46 +164,43 @@ def test_retry_on_transient_failure_survives_a_server_restart(retry_events: _Ret
         assert retry_events.retrying.wait(timeout=10), "the call did not retry"
         assert thread.is_alive() and not outcome
 
-        restarted = OsmemServer.start(addr=addr, japanese=False)
+        index.start(empty=True)  # back, as a cluster restored empty
         thread.join(timeout=20)
         assert not thread.is_alive()
         assert "error" not in outcome, outcome.get("error")
         assert isinstance(outcome["value"], Versioned)
         found = store.statements.get("local", doc.statement_id)
         assert found is not None and found.doc == doc
-        # the index it created on the new server has our mappings
-        index = request_index("local")
-        props = driver(store).indices.get_mapping(index=index)[index]["mappings"]["properties"]
+        # the index it created on the empty cluster has our mappings
+        index_name = request_index("local")
+        props = driver(store).indices.get_mapping(index=index_name)[index_name]["mappings"]["properties"]
         assert props["submitTime"]["type"] == "date"
     finally:
         store.close()
-        server.close()
-        if restarted is not None:
-            restarted.close()
+        index.close()
 
 
 def test_a_connection_lost_on_either_side_makes_the_next_write_check_its_index_again(ds_name: str) -> None:
     """The documents and the index administration share one connection: a call of either that
-    finds the server gone makes the next document write check its index again (a restarted
-    in-memory server lost it), so the index is made with our mappings, not the cluster's guesses."""
-    addr = f"127.0.0.1:{free_port()}"
-    server = OsmemServer.start(addr=addr, japanese=False)
-    cfg = OpenSearchConfig(url=f"http://{addr}", retry_seconds=0.5, retry_attempts=2, request_timeout=2)
-    store = Store.connect(cfg)
-    index = request_index(ds_name)
+    finds the cluster gone makes the next document write check its index again (a cluster that
+    comes back restored empty lost it), so the index is made with our mappings, not the cluster's
+    guesses."""
+    index = FixedPortIndex()
+    store = Store.connect(index.config(retry_seconds=0.5, retry_attempts=2, request_timeout=2))
+    name = request_index(ds_name)
     try:
-        for lose in (lambda: store.admin.index_exists("flint_gone"), lambda: store.index.get(index, "gone")):
+        for lose in (lambda: store.admin.index_exists("flint_gone"), lambda: store.index.get(name, "gone")):
             store.sessions.create(session(ds_name))  # the index is known from here on
-            server.close()
+            index.stop()
             with pytest.raises(IndexUnavailableError):
                 lose()
-            server = OsmemServer.start(addr=addr, japanese=False)
+            index.start(empty=True)
             store.statements.create(statement(ds_name, new_id(ds_name)))
-            props = driver(store).indices.get_mapping(index=index)[index]["mappings"]["properties"]
+            props = driver(store).indices.get_mapping(index=name)[name]["mappings"]["properties"]
             assert props["submitTime"]["type"] == "date"  # a guess would map the millis as a long
     finally:
         store.close()
-        server.close()
+        index.close()
 
 
 def test_retries_are_bounded_in_time(retry_events: _RetryEvents) -> None:

@@ -5,11 +5,12 @@ from __future__ import annotations
 import datetime as dt
 from decimal import Decimal
 from typing import Any
-from urllib.parse import urlsplit
 
 import pytest
 
+from flint_repl_job.opensearch_source import source_options
 from query_core.store import Store
+from tests.node import index_config
 from tests.support import client_of
 
 pytestmark = pytest.mark.spark
@@ -17,8 +18,7 @@ INDEX = "flint_local_default_sales_items_index"
 
 
 def options(index_url: str, **extra: str) -> dict[str, str]:
-    url = urlsplit(index_url)
-    return {"host": url.hostname or "127.0.0.1", "port": str(url.port), "scheme": url.scheme, "index": INDEX, **extra}
+    return {**source_options(index_config(index_url)), "index": INDEX, **extra}
 
 
 def rows(n: int) -> list[tuple[Any, ...]]:

@@ -7,13 +7,14 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from flint_repl_job.opensearch_source import source_options
 from query_core.store import Store
+from tests.node import index_config
 from tests.support import client_of
 
 pytestmark = pytest.mark.spark
@@ -25,8 +26,7 @@ KEYED = "key STRING, v BIGINT"
 
 
 def options(index_url: str, **extra: str) -> dict[str, str]:
-    url = urlsplit(index_url)
-    return {"host": url.hostname or "127.0.0.1", "port": str(url.port), "scheme": url.scheme, "index": INDEX, **extra}
+    return {**source_options(index_config(index_url)), "index": INDEX, **extra}
 
 
 def put_file(directory: Path, name: str, table: pa.Table) -> None:

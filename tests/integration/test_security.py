@@ -570,7 +570,7 @@ def test_serve_with_basic_auth_keeps_its_files_private(tmp_path: Path) -> None:
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_for(lambda: _answers(url) or proc.poll() is not None, timeout=60, what="serve to answer")
+        wait_for(lambda: _answers(url) or proc.poll() is not None, timeout=240, what="serve to answer")
         assert proc.poll() is None, (tmp_path / "serve.log").read_text()
         assert_refused(httpx.get(f"{url}{BASE}/_sessions"), 401)
         body = {"datasource": "local", "lang": "sql", "query": "SELECT 1"}

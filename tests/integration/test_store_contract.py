@@ -1,5 +1,5 @@
-"""The store's contract, run against both connectors: the index server (osmem-server, or the
-cluster at ``OPENSEARCH_URL``) and the in-memory twin (``docs/documents.md``).
+"""The store's contract, run against both connectors: a real OpenSearch node (or the cluster at
+``OPENSEARCH_URL``) and the in-memory twin, which it holds to the real engine (``docs/documents.md``).
 
 The repositories: create-only writes, conditional writes and their conflicts, refused moves,
 searches after a refresh, the named state operations. The connector's two interfaces, every call

@@ -2,7 +2,7 @@
 
 The executor is this product's own class (it runs statements on Spark); a small stand-in with the
 same three calls takes its place, so that statements finish, hang or fail to report progress on
-demand. The index is a real osmem-server clone.
+demand. The index is the test process's OpenSearch node (tests/node.py), wiped for each test.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The batch and streaming runners, and the choice of runner by job type, without Spark.
 
 As in ``test_job_loop``, the executor is a stand-in for this product's own ``SparkExecutor``;
-the index is a real osmem-server clone.
+the index is the test process's OpenSearch node (tests/node.py).
 """
 
 from __future__ import annotations
