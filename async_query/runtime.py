@@ -213,7 +213,12 @@ def build_plugin(
             reads,
             store.sessions,
             store.pool,
-            StatementLimits(settings.max_query_chars, settings.max_statement_depth, settings.max_ppl_chars),
+            StatementLimits(
+                settings.max_query_chars,
+                settings.max_statement_depth,
+                settings.max_ppl_chars,
+                settings.max_statement_tokens,
+            ),
         ),
         catalog=catalog,
         health=health,

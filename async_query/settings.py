@@ -314,6 +314,10 @@ class Settings(BaseSettings):
     max_statement_depth: int = 128
     #: The longest PPL query text: PPL is parsed in Python, about 10 ms of CPU a kilobyte.
     max_ppl_chars: int = 100_000
+    #: What reading a statement may cost, in tokens (a separator inside a string, and a comment
+    #: opened inside another as deep as it opens, count too; PPL gets a fifth): more is a 400 at
+    #: POST, before any parser reads it, and the job refuses it too (docs/validation.md).
+    max_statement_tokens: int = Field(default=25_000, gt=0)
     #: Seconds a statement may spend being parsed and analyzed in the job before any Spark work of
     #: its own starts; past it, it fails alone and its session goes on (0: no limit).
     statement_prepare_timeout_s: int = 120
