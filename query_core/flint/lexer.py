@@ -131,12 +131,13 @@ class BracketedComment:
     nested_weight: int
 
 
-def bracketed_comment(sql: str, start: int) -> BracketedComment:
+def bracketed_comment(sql: str, start: int, max_weight: int | None = None) -> BracketedComment:
     """The bracketed comment opening at ``start`` (``sql[start:start + 2] == "/*"``), as Spark's
     lexer reads it: comments nest, but ``/*+`` inside a comment opens nothing (Spark's rule for a
     nested comment refuses a hint's start), and nothing else inside is read (quotes, ``--``).
 
-    Linear in the comment's length: each ``find`` result is kept until the scan passes it."""
+    Linear in the comment's length: each ``find`` result is kept until the scan passes it. Past
+    ``max_weight`` it stops early, as if the comment were unclosed (the caller refuses it anyway)."""
     size = len(sql)
     depth, deepest, weight = 1, 1, 0
     pos = start + 2
@@ -148,18 +149,17 @@ def bracketed_comment(sql: str, start: int) -> BracketedComment:
                 closing = size + 1
         if opening < pos:
             opening = _nested_open(sql, pos, size)
-        if closing > size:  # unclosed: it runs to the end; count what opens before the end
-            while opening <= size:
-                depth += 1
-                deepest = max(deepest, depth)
-                weight += depth
-                opening = _nested_open(sql, opening + 2, size)
-            return BracketedComment(-1, deepest, weight)
+        if closing > size:  # unclosed: it runs to the end; what opens before the end nests
+            opens = sql.count("/*", pos) - sql.count("/*+", pos)
+            weight += opens * depth + opens * (opens + 1) // 2
+            return BracketedComment(-1, max(deepest, depth + opens), weight)
         if opening < closing:
             depth += 1
             deepest = max(deepest, depth)
             weight += depth
             pos = opening + 2
+            if max_weight is not None and weight > max_weight:
+                return BracketedComment(-1, deepest, weight)
         else:
             depth -= 1
             pos = closing + 2

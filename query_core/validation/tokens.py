@@ -99,7 +99,8 @@ def scan_counted(sql: str, budget: int | None = None) -> Scanned:
         stopped = _scan_from(sql, offset, scanned, limit)
         if stopped is None or scanned.over_budget:
             break
-        comment = bracketed_comment(sql, stopped)  # a nested or unclosed comment, scanned here
+        # A nested or unclosed comment, scanned here (no further than the budget).
+        comment = bracketed_comment(sql, stopped, limit - scanned.cost - len(scanned.tokens))
         scanned.cost += 1 + comment.nested_weight
         if comment.depth > 1:
             scanned.nested_comments.append((stopped, comment.depth))

@@ -306,3 +306,24 @@ def test_validation_bench_on_the_test_session(spark: Any, tmp_path: Path) -> Non
     figures, details = job_bench(spark, statements, warehouse)
     assert details["guard_ms"]["n"] == 10
     assert not spark.catalog.tableExists(f"default.{TABLES[0]}")
+
+
+def test_the_validation_bench_s_worst_cases_are_what_they_are_named(tmp_path: Path) -> None:
+    """The hostile worst cases POST is timed on: those at the budget are within it (allowed by the
+    limits: what the budget lets through is what Spark then reads), the attack and the megabyte
+    IN list are refused by their cost, and every case is timed for both profiles."""
+    from bench.validation import post_worst_bench, worst_cases
+
+    figures, details = post_worst_bench(str(tmp_path / "warehouse"), rounds=1)
+    cases = details["post_worst_cases"]
+    assert len(cases) == 2 * len(worst_cases())
+    for name in worst_cases():
+        outcome = cases[f"{name} [LOCAL]"]["outcome"]
+        if "at the budget" in name:
+            assert outcome == "allowed", (name, outcome)
+        if name.startswith(("IN list, ", "comments nested 2,000")):
+            assert "costs too much to read" in outcome, (name, outcome)
+    assert [f.name for f in figures] == [
+        "POST: hostile worst cases, slowest, LOCAL profile",
+        "POST: hostile worst cases, slowest, S3GLUE profile",
+    ]
