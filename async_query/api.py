@@ -30,6 +30,7 @@ from async_query.replies import Page, submitted_reply
 from async_query.security.errors import UnauthorizedError
 from async_query.security.middleware import SecurityMiddleware, audit_note, current_principal
 from async_query.security.principal import Principal
+from async_query.security.proxies import with_client_addresses
 from async_query.security.setup import Security, build_security
 from async_query.service import AsyncQueryService, SubmitRequest
 from query_core.errors import AsyncQueryError, InvalidRequestError
@@ -344,7 +345,9 @@ def create_app(
     app.add_middleware(ConcurrencyLimit, limit=settings.http_max_concurrency)
     if settings.metrics_enabled:
         app.add_middleware(MetricsMiddleware)  # outside even that: refusals are counted too
-    app.add_middleware(_WithoutTrailingSlash)  # outermost: every layer reads one spelling of a path
+    app.add_middleware(_WithoutTrailingSlash)  # every layer reads one spelling of a path
+    # Outermost: every layer reads one client address, the peer's unless a trusted proxy names another.
+    app.add_middleware(with_client_addresses, trusted_proxies=settings.trusted_proxies)
 
     @app.exception_handler(AsyncQueryError)
     async def on_product_error(request: Request, exc: AsyncQueryError) -> JSONResponse:
@@ -364,7 +367,9 @@ def create_app(
         return error_response(500, type(exc).__name__, "an unexpected error occurred; see the service log")
 
     app.include_router(datasource_router(plugin.datasources, plugin.launchers.check))
-    app.include_router(ops_router(settings, plugin.health, plugin.stats))  # before GET /{query_id}: it owns BASE/_health
+    app.include_router(
+        ops_router(settings, plugin.health, plugin.stats)
+    )  # before GET /{query_id}: it owns BASE/_health
 
     caller = Depends(current_principal)
 
@@ -397,7 +402,9 @@ def create_app(
             return error_response(400, "IllegalArgumentException", "size must be between 1 and 1000")
         found = service.sessions(datasource, states, size, principal)
         pool = service.pool_jobs(size, principal)
-        return JSONResponse({"sessions": [_session_view(s) for s in found], "poolJobs": [_pool_job_view(p) for p in pool]})
+        return JSONResponse(
+            {"sessions": [_session_view(s) for s in found], "poolJobs": [_pool_job_view(p) for p in pool]}
+        )
 
     @app.get(BASE + "/{query_id}")
     async def get_query(

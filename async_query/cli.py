@@ -23,6 +23,7 @@ def _serve(args: argparse.Namespace) -> int:
     from async_query.http_limits import uvicorn_limits
     from async_query.runtime import build_runtime
     from async_query.security.files import PRIVATE_UMASK, private_dir
+    from async_query.security.proxies import SERVER_OPTIONS
     from async_query.security.setup import build_security, probe_cluster, serve_checks
     from async_query.settings import Settings
     from query_core.errors import AsyncQueryError
@@ -37,7 +38,9 @@ def _serve(args: argparse.Namespace) -> int:
         return _fail(
             "invalid settings: " + "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         )
-    checks = serve_checks(settings, args.host, args.insecure_no_auth, tls=bool(args.tls_cert), tls_key=args.tls_key or "")
+    checks = serve_checks(
+        settings, args.host, args.insecure_no_auth, tls=bool(args.tls_cert), tls_key=args.tls_key or ""
+    )
     for warning in checks.warnings:
         print(warning, file=sys.stderr, flush=True)
     if checks.errors:
@@ -82,6 +85,8 @@ def _serve(args: argparse.Namespace) -> int:
             ssl_keyfile=args.tls_key,
             # Connections, head and body time, head size (docs/security.md, "Resource limits").
             **uvicorn_limits(settings),
+            # No X-Forwarded-For believed but from the trusted proxies (docs/security.md, "Client addresses").
+            **SERVER_OPTIONS,
             # JSON lines: uvicorn's own lines go through the root's JSON handler too.
             log_config=None if args.log_format == "json" else uvicorn.config.LOGGING_CONFIG,
         )
@@ -93,7 +98,9 @@ def _serve(args: argparse.Namespace) -> int:
 def _gateway(settings: Settings, cluster: OpenSearchConfig, policy: PassPolicy) -> Gateway:
     from async_query.gateway import Gateway, GatewayLimits
 
-    limits = GatewayLimits(settings.gateway_connect_timeout_s, settings.gateway_read_timeout_s, settings.gateway_max_connections)
+    limits = GatewayLimits(
+        settings.gateway_connect_timeout_s, settings.gateway_read_timeout_s, settings.gateway_max_connections
+    )
     return Gateway.for_cluster(cluster, policy, limits)
 
 

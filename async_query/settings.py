@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -286,6 +287,11 @@ class Settings(BaseSettings):
     auth_block_s: float = Field(default=300.0, ge=0)
     #: How long ``cluster`` waits for the security plugin's answer (seconds).
     auth_cluster_timeout_s: float = 5.0
+    #: The proxies in front of the service whose ``X-Forwarded-For`` (and ``X-Forwarded-Proto``)
+    #: are believed: addresses or networks, comma separated (``10.0.0.5, 10.1.0.0/16``). Empty:
+    #: proxy headers are ignored, and a request's client is its connection's peer, for the
+    #: failed-login limit and the audit log alike (docs/security.md, "Client addresses").
+    trusted_proxies: Annotated[list[str], NoDecode] = Field(default_factory=list)
     #: The audit log (``<data_dir>/audit/audit.log``) is rotated past this size, keeping this many.
     audit_max_bytes: int = 100_000_000
     audit_backups: int = 5
@@ -356,11 +362,23 @@ class Settings(BaseSettings):
     #: Keep-alive connections to the cluster held for passed-through requests.
     gateway_max_connections: int = 64
 
-    @field_validator("admin_roles", "emr_execution_roles", "metrics_roles", mode="before")
+    @field_validator("admin_roles", "emr_execution_roles", "metrics_roles", "trusted_proxies", mode="before")
     @classmethod
     def _split_roles(cls, value: object) -> object:
         if isinstance(value, str):
             return [r.strip() for r in value.split(",") if r.strip()]
+        return value
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _proxy_addresses(cls, value: list[str]) -> list[str]:
+        for entry in value:
+            try:
+                ipaddress.ip_network(entry, strict=True)
+            except ValueError:
+                raise ValueError(
+                    f"{entry!r} is not an IP address or network (such as 10.0.0.5 or 10.1.0.0/16)"
+                ) from None
         return value
 
     @property

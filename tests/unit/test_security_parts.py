@@ -336,3 +336,13 @@ def test_a_malformed_users_file_is_refused_with_a_reason(tmp_path: Path) -> None
         path.write_text(content)
         with pytest.raises(UsersFileError, match=reason):
             UsersFile(path).users()
+
+
+def test_trusted_proxies_are_addresses_or_networks() -> None:
+    """``ASYNC_QUERY_TRUSTED_PROXIES`` names proxies exactly: a host name, a network with host
+    bits, or ``*`` is refused at start rather than silently trusting something else."""
+    assert Settings().trusted_proxies == []
+    assert Settings(trusted_proxies="10.0.0.5, 10.1.0.0/16, ::1").trusted_proxies == ["10.0.0.5", "10.1.0.0/16", "::1"]
+    for bad in ("*", "10.0.0.1/8", "proxy.local", "10.0.0.5,nope"):
+        with pytest.raises(ValueError, match="is not an IP address or network"):
+            Settings(trusted_proxies=bad)
