@@ -367,9 +367,7 @@ def create_app(
         return error_response(500, type(exc).__name__, "an unexpected error occurred; see the service log")
 
     app.include_router(datasource_router(plugin.datasources, plugin.launchers.check))
-    app.include_router(
-        ops_router(settings, plugin.health, plugin.stats)
-    )  # before GET /{query_id}: it owns BASE/_health
+    app.include_router(ops_router(settings, plugin.health, plugin.stats))  # before GET /{query_id}: it owns BASE/_health
 
     caller = Depends(current_principal)
 
@@ -402,9 +400,7 @@ def create_app(
             return error_response(400, "IllegalArgumentException", "size must be between 1 and 1000")
         found = service.sessions(datasource, states, size, principal)
         pool = service.pool_jobs(size, principal)
-        return JSONResponse(
-            {"sessions": [_session_view(s) for s in found], "poolJobs": [_pool_job_view(p) for p in pool]}
-        )
+        return JSONResponse({"sessions": [_session_view(s) for s in found], "poolJobs": [_pool_job_view(p) for p in pool]})
 
     @app.get(BASE + "/{query_id}")
     async def get_query(

@@ -38,9 +38,7 @@ def _serve(args: argparse.Namespace) -> int:
         return _fail(
             "invalid settings: " + "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         )
-    checks = serve_checks(
-        settings, args.host, args.insecure_no_auth, tls=bool(args.tls_cert), tls_key=args.tls_key or ""
-    )
+    checks = serve_checks(settings, args.host, args.insecure_no_auth, tls=bool(args.tls_cert), tls_key=args.tls_key or "")
     for warning in checks.warnings:
         print(warning, file=sys.stderr, flush=True)
     if checks.errors:
@@ -98,9 +96,7 @@ def _serve(args: argparse.Namespace) -> int:
 def _gateway(settings: Settings, cluster: OpenSearchConfig, policy: PassPolicy) -> Gateway:
     from async_query.gateway import Gateway, GatewayLimits
 
-    limits = GatewayLimits(
-        settings.gateway_connect_timeout_s, settings.gateway_read_timeout_s, settings.gateway_max_connections
-    )
+    limits = GatewayLimits(settings.gateway_connect_timeout_s, settings.gateway_read_timeout_s, settings.gateway_max_connections)
     return Gateway.for_cluster(cluster, policy, limits)
 
 

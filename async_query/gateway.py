@@ -7,7 +7,8 @@ received, still percent-encoded), query string, headers less the hop-by-hop ones
 both bodies streamed (a large ``_bulk`` or search reply is never held whole), ``HEAD`` and chunked
 replies included. ``Host`` is rewritten for the cluster; the caller's forwarding headers
 (``X-Forwarded-*``, ``Forwarded``, ``X-Real-IP``) are dropped and ``X-Forwarded-For`` names the
-client as the service read it (its peer, or what a trusted proxy said: docs/security.md); ``Content-Length`` is kept when the
+client as the service read it (its peer, or what a trusted proxy said: docs/security.md);
+``Content-Length`` is kept when the
 caller sent one (otherwise the body goes upstream chunked). Replies pass through as raw bytes, so a
 compressed reply stays compressed. The ASGI server stamps its own ``Date``, so the cluster's is
 dropped rather than sent twice.

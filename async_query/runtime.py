@@ -37,7 +37,7 @@ from async_query.pool import PoolKeeper, Pools, SessionJobs
 from async_query.reads import QueryReads
 from async_query.security.job_user import JobUser
 from async_query.security.sealing import Sealer
-from async_query.service import AsyncQueryService
+from async_query.service import AsyncQueryService, StorageBound
 from async_query.settings import Settings
 from async_query.stats import Stats
 from async_query.stream_watch import StreamWatcher
@@ -219,6 +219,8 @@ def build_plugin(
                 settings.max_ppl_chars,
                 settings.max_statement_tokens,
             ),
+            store.usage,
+            StorageBound(settings.max_user_index_bytes, settings.result_retention_days),
         ),
         catalog=catalog,
         health=health,

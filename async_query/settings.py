@@ -324,6 +324,10 @@ class Settings(BaseSettings):
     #: opened inside another as deep as it opens, count too; PPL gets a fifth): more is a 400 at
     #: POST, before any parser reads it, and the job refuses it too (docs/validation.md).
     max_statement_tokens: int = Field(default=25_000, gt=0)
+    #: What one user's statements and results may hold in the index, in bytes, counted over the
+    #: results' retention (``result_retention_days``): a POST past it is a 429 (0: no bound;
+    #: docs/security.md, "What one user may store").
+    max_user_index_bytes: int = Field(default=1 << 30, ge=0)
     #: Seconds a statement may spend being parsed and analyzed in the job before any Spark work of
     #: its own starts; past it, it fails alone and its session goes on (0: no limit).
     statement_prepare_timeout_s: int = 120
