@@ -465,7 +465,7 @@ def job_hostile_bench(spark: Any, warehouse: str) -> tuple[list[Figure], dict[st
             Target("<=", 5.0),
             f"{slow_case[:50]}; {len(corpus)} cases",
         ),
-        Figure(SECTION, "job: prepare, hostile corpus, p50", round(percentile(list(corpus.values()), 50), 3), "s"),
+        Figure(SECTION, "job: prepare, hostile corpus, p50", round(percentile(list(corpus.values()), 50) * 1e3, 1), "ms"),
         Figure(
             SECTION,
             "job: prepare, worst cases, slowest",
