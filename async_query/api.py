@@ -30,6 +30,7 @@ from async_query.replies import CreateAsyncQueryRequest, Page, pool_job_view, se
 from async_query.security.errors import UnauthorizedError
 from async_query.security.middleware import SecurityMiddleware, audit_note, current_principal
 from async_query.security.principal import Principal
+from async_query.security.proxies import with_client_addresses
 from async_query.security.setup import Security, build_security
 from async_query.service import AsyncQueryService, SubmitRequest
 from query_core.errors import AsyncQueryError, InvalidRequestError
@@ -290,7 +291,9 @@ def create_app(
     app.add_middleware(ConcurrencyLimit, limit=settings.http_max_concurrency)
     if settings.metrics_enabled:
         app.add_middleware(MetricsMiddleware)  # outside even that: refusals are counted too
-    app.add_middleware(_WithoutTrailingSlash)  # outermost: every layer reads one spelling of a path
+    app.add_middleware(_WithoutTrailingSlash)  # every layer reads one spelling of a path
+    # Outermost: every layer reads one client address, the peer's unless a trusted proxy names another.
+    app.add_middleware(with_client_addresses, trusted_proxies=settings.trusted_proxies)
 
     @app.exception_handler(AsyncQueryError)
     async def on_product_error(request: Request, exc: AsyncQueryError) -> JSONResponse:

@@ -23,6 +23,7 @@ def _serve(args: argparse.Namespace) -> int:
     from async_query.http_limits import uvicorn_limits
     from async_query.runtime import build_runtime
     from async_query.security.files import PRIVATE_UMASK, private_dir
+    from async_query.security.proxies import SERVER_OPTIONS
     from async_query.security.setup import build_security, probe_cluster, serve_checks
     from async_query.settings import Settings
     from query_core.errors import AsyncQueryError
@@ -82,6 +83,8 @@ def _serve(args: argparse.Namespace) -> int:
             ssl_keyfile=args.tls_key,
             # Connections, head and body time, head size (docs/security.md, "Resource limits").
             **uvicorn_limits(settings),
+            # No X-Forwarded-For believed but from the trusted proxies (docs/security.md, "Client addresses").
+            **SERVER_OPTIONS,
             # JSON lines: uvicorn's own lines go through the root's JSON handler too.
             log_config=None if args.log_format == "json" else uvicorn.config.LOGGING_CONFIG,
         )

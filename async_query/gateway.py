@@ -5,7 +5,10 @@ Dashboards talks to one OpenSearch endpoint. In gateway mode the service answers
 under them, its metrics and stats) and passes every other request to the index cluster, unchanged: method, path (as
 received, still percent-encoded), query string, headers less the hop-by-hop ones, status and body,
 both bodies streamed (a large ``_bulk`` or search reply is never held whole), ``HEAD`` and chunked
-replies included. ``Host`` is rewritten for the cluster; ``Content-Length`` is kept when the
+replies included. ``Host`` is rewritten for the cluster; the caller's forwarding headers
+(``X-Forwarded-*``, ``Forwarded``, ``X-Real-IP``) are dropped and ``X-Forwarded-For`` names the
+client as the service read it (its peer, or what a trusted proxy said: docs/security.md);
+``Content-Length`` is kept when the
 caller sent one (otherwise the body goes upstream chunked). Replies pass through as raw bytes, so a
 compressed reply stays compressed. The ASGI server stamps its own ``Date``, so the cluster's is
 dropped rather than sent twice.
@@ -50,6 +53,7 @@ import httpx
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from async_query.http_errors import error_response
+from async_query.security.proxies import FORWARDING_HEADERS, client_address
 from async_query.settings import Settings
 from query_core.config import OpenSearchConfig
 
@@ -85,8 +89,10 @@ HOP_BY_HOP = frozenset(
     }
 )
 #: Also not passed upstream: the gateway sets ``Host`` for the cluster and ``Authorization`` as
-#: the policy says; ``Expect: 100-continue`` was answered to the caller by the ASGI server.
-_NOT_UPSTREAM = HOP_BY_HOP | {b"host", b"authorization", b"expect"}
+#: the policy says; ``Expect: 100-continue`` was answered to the caller by the ASGI server; the
+#: caller's forwarding headers name whatever addresses it likes, so ``X-Forwarded-For`` is the
+#: gateway's own (the client's address, as the trusted proxies let it be read).
+_NOT_UPSTREAM = HOP_BY_HOP | FORWARDING_HEADERS | {b"host", b"authorization", b"expect"}
 #: Also not passed back: the ASGI server adds its own ``Date``.
 _NOT_DOWNSTREAM = HOP_BY_HOP | {b"date"}
 
@@ -315,7 +321,7 @@ class Gateway:
     async def _forward(self, scope: Scope, receive: Receive, authorization: str | None) -> httpx.Response:
         """Send the request upstream; returns the reply with its body still to stream."""
         pool = self._pool or await self.open()
-        headers, length, chunked = _upstream_headers(scope["headers"], self._host, authorization)
+        headers, length, chunked = _upstream_headers(scope["headers"], self._host, authorization, client_address(scope))
         content: bytes | AsyncIterator[bytes] | None = None
         if chunked or (length is not None and length > SMALL_BODY):
             content = _body_stream(receive)
@@ -374,10 +380,11 @@ class Gateway:
 
 
 def _upstream_headers(
-    raw: Iterable[tuple[bytes, bytes]], host: bytes, authorization: str | None
+    raw: Iterable[tuple[bytes, bytes]], host: bytes, authorization: str | None, client: str | None = None
 ) -> tuple[list[tuple[bytes, bytes]], int | None, bool]:
     """The headers to send upstream, the body's length (None: not given) and whether it comes
-    chunked (``Transfer-Encoding`` wins over ``Content-Length``, as HTTP/1.1 has it)."""
+    chunked (``Transfer-Encoding`` wins over ``Content-Length``, as HTTP/1.1 has it). The
+    request's ``client`` address goes as ``X-Forwarded-For``, in place of any the caller sent."""
     listed = _connection_listed(raw)
     out: list[tuple[bytes, bytes]] = [(b"host", host)]
     length: int | None = None
@@ -396,6 +403,8 @@ def _upstream_headers(
         out = [(n, v) for n, v in out if n.lower() != b"content-length"]
     if authorization is not None:
         out.append((b"authorization", authorization.encode("latin-1")))
+    if client:
+        out.append((b"x-forwarded-for", client.encode("latin-1")))
     return out, length, chunked
 
 

@@ -39,7 +39,7 @@ from async_query.reads import QueryReads
 from async_query.security.accounts import index_user
 from async_query.security.job_user import JobUser
 from async_query.security.sealing import Sealer
-from async_query.service import AsyncQueryService
+from async_query.service import AsyncQueryService, StorageBound
 from async_query.settings import Settings
 from async_query.stats import Stats
 from async_query.stream_watch import StreamWatcher
@@ -215,7 +215,14 @@ def build_plugin(
             reads,
             store.sessions,
             store.pool,
-            StatementLimits(settings.max_query_chars, settings.max_statement_depth, settings.max_ppl_chars),
+            StatementLimits(
+                settings.max_query_chars,
+                settings.max_statement_depth,
+                settings.max_ppl_chars,
+                settings.max_statement_tokens,
+            ),
+            store.usage,
+            StorageBound(settings.max_user_index_bytes, settings.result_retention_days),
         ),
         catalog=catalog,
         health=health,

@@ -12,6 +12,8 @@ submitter or an admin, the session listing shows a user their own sessions (docs
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from async_query import metrics
 from async_query.datasources import DatasourceRegistry
 from async_query.dispatch import classify
@@ -25,10 +27,19 @@ from async_query.security.principal import ANONYMOUS, Principal
 from query_core.flint import check_catalog
 from query_core.models import PoolJobDoc, SessionDoc
 from query_core.states import SessionState
-from query_core.store import PoolJobRepository, SessionRepository
+from query_core.store import PoolJobRepository, SessionRepository, UsageRepository
 from query_core.validation import StatementLimits, check_limits, validate_query
 
-__all__ = ["AsyncQueryService", "SubmitRequest", "Submitted"]
+__all__ = ["AsyncQueryService", "StorageBound", "SubmitRequest", "Submitted"]
+
+
+@dataclass(frozen=True)
+class StorageBound:
+    """What one user's statements and results may hold in the index (bytes; 0: no bound), counted
+    over the last ``window_days`` (docs/security.md, "What one user may store")."""
+
+    max_bytes: int = 0
+    window_days: float = 60.0
 
 
 class AsyncQueryService:
@@ -43,6 +54,8 @@ class AsyncQueryService:
         sessions: SessionRepository,
         pool: PoolJobRepository,
         limits: StatementLimits,
+        usage: UsageRepository | None = None,
+        storage: StorageBound | None = None,
     ) -> None:
         self.datasources = datasources
         self.launchers = launchers
@@ -52,6 +65,9 @@ class AsyncQueryService:
         self._pool = pool
         #: A statement's size and nesting depth, checked before any parser reads it.
         self.limits = limits
+        self._usage = usage
+        #: What one user may store in the index; each statement is charged against it at POST.
+        self.storage = storage or StorageBound()
 
     def submit(self, request: SubmitRequest) -> Submitted:
         """Refuse a caller outside the datasource's ``allowedRoles`` (a 403), classify the query,
@@ -66,11 +82,19 @@ class AsyncQueryService:
             check_catalog(classified.statement, datasource.name)  # its own indexes only
         policy = launcher_policy(datasource, self.launchers.for_datasource(datasource))
         validate_query(policy, request.lang, request.query, classified.statement, tokens=tokens)
+        self._charge(request)  # the last check: a statement refused before is not counted
         submitted = self.handlers[classified.kind].submit(request, classified)
         self.reads.submitted(submitted, request.submitted_by)
         self.handlers.submitted(submitted)
         metrics.query_submitted(datasource.name, submitted.kind.value)
         return submitted
+
+    def _charge(self, request: SubmitRequest) -> None:
+        """Count the statement against its submitter's bound (a 429 past it, a 400 for a statement
+        larger than the bound itself), in one conditional write (docs/security.md)."""
+        bound = self.storage
+        if self._usage is not None and bound.max_bytes:
+            self._usage.charge_statement(request.submitted_by, request.query, bound.max_bytes, bound.window_days)
 
     def get(self, query_id: str, principal: Principal = ANONYMOUS) -> bytes:
         """GET's reply, for the query's submitter or an admin (:meth:`QueryReads.get`)."""

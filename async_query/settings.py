@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -287,6 +288,11 @@ class Settings(BaseSettings):
     auth_block_s: float = Field(default=300.0, ge=0)
     #: How long ``cluster`` waits for the security plugin's answer (seconds).
     auth_cluster_timeout_s: float = 5.0
+    #: The proxies in front of the service whose ``X-Forwarded-For`` (and ``X-Forwarded-Proto``)
+    #: are believed: addresses or networks, comma separated (``10.0.0.5, 10.1.0.0/16``). Empty:
+    #: proxy headers are ignored, and a request's client is its connection's peer, for the
+    #: failed-login limit and the audit log alike (docs/security.md, "Client addresses").
+    trusted_proxies: Annotated[list[str], NoDecode] = Field(default_factory=list)
     #: The audit log (``<data_dir>/audit/audit.log``) is rotated past this size, keeping this many.
     audit_max_bytes: int = 100_000_000
     audit_backups: int = 5
@@ -315,6 +321,14 @@ class Settings(BaseSettings):
     max_statement_depth: int = 128
     #: The longest PPL query text: PPL is parsed in Python, about 10 ms of CPU a kilobyte.
     max_ppl_chars: int = 100_000
+    #: What reading a statement may cost, in tokens (a separator inside a string, and a comment
+    #: opened inside another as deep as it opens, count too; PPL gets a fifth): more is a 400 at
+    #: POST, before any parser reads it, and the job refuses it too (docs/validation.md).
+    max_statement_tokens: int = Field(default=25_000, gt=0)
+    #: What one user's statements and results may hold in the index, in bytes, counted over the
+    #: results' retention (``result_retention_days``): a POST past it is a 429 (0: no bound;
+    #: docs/security.md, "What one user may store").
+    max_user_index_bytes: int = Field(default=1 << 30, ge=0)
     #: Seconds a statement may spend being parsed and analyzed in the job before any Spark work of
     #: its own starts; past it, it fails alone and its session goes on (0: no limit).
     statement_prepare_timeout_s: int = 120
@@ -359,11 +373,23 @@ class Settings(BaseSettings):
     #: Seconds a console login lasts; the credential behind it is checked again on every request.
     console_session_s: int = Field(default=8 * 3600, gt=0)
 
-    @field_validator("admin_roles", "emr_execution_roles", "metrics_roles", mode="before")
+    @field_validator("admin_roles", "emr_execution_roles", "metrics_roles", "trusted_proxies", mode="before")
     @classmethod
     def _split_roles(cls, value: object) -> object:
         if isinstance(value, str):
             return [r.strip() for r in value.split(",") if r.strip()]
+        return value
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _proxy_addresses(cls, value: list[str]) -> list[str]:
+        for entry in value:
+            try:
+                ipaddress.ip_network(entry, strict=True)
+            except ValueError:
+                raise ValueError(
+                    f"{entry!r} is not an IP address or network (such as 10.0.0.5 or 10.1.0.0/16)"
+                ) from None
         return value
 
     @property

@@ -13,11 +13,22 @@ check on Spark's own parse, per statement), on a corpus of distinct statements o
   in a local Spark session (``local[2]``, in this process), tables created first so that the
   catalog lookups are real; next to Spark's own parse-and-analyze (``spark.sql``, not executed) of
   the same text, for scale.
+* **POST, hostile worst cases**: the statements of up to a megabyte (100 KB of PPL) that cost
+  validation the most (:func:`worst_cases`: an 880 KB IN list, comments nested 2,000 deep or a
+  megabyte of nested comments, strings of separators, a megabyte of parentheses, ...; and
+  statements just within the token budget), each through what POST does before it writes
+  anything (the limits, the classification, the check, with the ``LOCAL`` and the ``S3GLUE``
+  profile): the CPU time of the slowest, against the target of 0.5 s.
+* **job, hostile corpus**: every statement of ``tests/hostile.py``, and the worst cases, run by
+  the job's executor (:class:`flint_repl_job.executor.SparkExecutor`, the ``LOCAL`` policy) as a
+  job runs a statement: its prepare time, from the start to its Spark work starting (its check,
+  Spark's parse and analysis) or to its refusal; the slowest against the target of 5 s.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import random
 import sys
 import tempfile
@@ -247,10 +258,231 @@ def job_bench(spark: Any, statements: list[str], warehouse: str) -> tuple[list[F
     }
 
 
+# -- hostile statements -----------------------------------------------------------------------------
+
+
+def worst_cases(max_tokens: int | None = None) -> dict[str, tuple[str, str]]:
+    """Named statements (language, text) that cost validation the most: up to the statement
+    size limit (1 MB; PPL 100 KB), and just within the token budget (allowed: what the budget
+    lets through is what Spark then analyzes)."""
+    from query_core.validation.limits import DEFAULT_MAX_CHARS, DEFAULT_MAX_PPL_CHARS, DEFAULT_MAX_TOKENS
+
+    mb, ppl_kb = DEFAULT_MAX_CHARS - 64, DEFAULT_MAX_PPL_CHARS - 64
+    budget = (max_tokens or DEFAULT_MAX_TOKENS) - 64
+
+    def fill(head: str, unit: str, tail: str = "", size: int = mb) -> str:
+        return head + unit * ((size - len(head) - len(tail)) // len(unit)) + tail
+
+    return {
+        "IN list, 880 KB": ("sql", "SELECT * FROM range(1) WHERE id IN (" + ",".join(["1"] * 440_000) + ")"),
+        "IN list, 1 MB": ("sql", fill("SELECT * FROM range(1) WHERE id IN (1", ",1", ")")),
+        "comments nested 2,000 deep (8 KB)": ("sql", "SELECT 1 " + "/*" * 2000 + " x " + "*/" * 2000),
+        "comments nested 2 deep, 1 MB": ("sql", fill("SELECT 1 ", "/*/**/*/ ")),
+        "comments nested 32 deep, 1 MB": ("sql", fill("SELECT 1 ", "/*" * 32 + "x" + "*/" * 32 + " ")),
+        "unclosed comment nesting, 1 MB": ("sql", fill("SELECT 1 ", "/*")),
+        "line comments, 1 MB": ("sql", fill("SELECT 1 ", "--x\n")),
+        "comments, 1 MB": ("sql", fill("SELECT 1 ", "/**/")),
+        "string of separators, 1 MB": ("sql", fill("SELECT length('", ",", "')")),
+        "string of text, 1 MB": ("sql", fill("SELECT length('", "a", "')")),
+        "EXECUTE IMMEDIATE of an IN list, 1 MB": ("sql", fill("EXECUTE IMMEDIATE 'SELECT 1 IN (1", ",1", ")'")),
+        "parentheses, 1 MB": ("sql", "SELECT " + "(" * (mb // 2 - 8) + "1" + ")" * (mb // 2 - 8)),
+        "select list, 1 MB": ("sql", fill("SELECT a", "+a", " FROM t")),
+        "one word, 1 MB": ("sql", fill("SELECT ", "a")),
+        "dereference chain, 1 MB": ("sql", fill("SELECT a", ".a", " FROM t")),
+        "adjacent strings, 1 MB": ("sql", fill("SELECT ", "'a' ")),
+        "whitespace, 1 MB": ("sql", fill("SELECT ", " ", "1")),
+        "IN list at the budget": (
+            "sql",
+            "SELECT * FROM range(1) WHERE id IN (" + ",".join(["1"] * (budget // 2)) + ")",
+        ),
+        "select list at the budget": (
+            "sql",
+            "SELECT " + ",".join(f"id+{i}" for i in range(budget // 4)) + " FROM range(1)",
+        ),
+        "function calls at the budget": ("sql", "SELECT " + ",".join(["abs(id)"] * (budget // 5)) + " FROM range(1)"),
+        "CASE at the budget": (
+            "sql",
+            "SELECT CASE " + " ".join(f"WHEN id = {i} THEN {i}" for i in range(budget // 8)) + " END FROM range(1)",
+        ),
+        "windows at the budget": (
+            "sql",
+            "SELECT " + ", ".join(["sum(id) OVER (PARTITION BY id ORDER BY id)"] * (budget // 14)) + " FROM range(1)",
+        ),
+        "PPL eval, 100 KB": ("ppl", fill("source = t | eval c0 = a", ", c = a", size=ppl_kb)),
+        "PPL IN list, 100 KB": ("ppl", fill("source = t | where a in (1", ",1", ")", size=ppl_kb)),
+        "PPL string, 100 KB": ("ppl", fill("source = t | where a = '", "x", "'", size=ppl_kb)),
+        "PPL eval at the budget": (
+            "ppl",
+            "source = t | eval " + ", ".join(f"c{i} = a" for i in range(budget // 5 // 4)),
+        ),
+    }
+
+
+def _post_cpu(lang: str, text: str, policy: Any, limits: StatementLimits) -> tuple[float, str]:
+    """What POST does with a statement before writing anything (``AsyncQueryService.submit``: the
+    limits, the classification, the check): its CPU seconds, and the outcome."""
+    from async_query.dispatch import classify
+    from query_core.errors import InvalidRequestError
+
+    began = time.thread_time()
+    try:
+        tokens = check_limits(text, lang, limits)
+        classified = classify(lang, text)
+        validate_query(policy, lang, text, classified.statement, tokens=tokens)
+        outcome = "allowed"
+    except InvalidRequestError as exc:
+        outcome = f"400: {exc.message[:90]}"
+    return time.thread_time() - began, outcome
+
+
+def post_worst_bench(warehouse: str, rounds: int = 3) -> tuple[list[Figure], dict[str, Any]]:
+    limits = StatementLimits()
+    profiles = {
+        "LOCAL": policy_for({}, Profile.LOCAL, warehouse, warehouse + "-checkpoints"),
+        "S3GLUE": policy_for({}, Profile.S3GLUE),
+    }
+    details: dict[str, Any] = {}
+    slowest: dict[str, tuple[float, str]] = {}
+    for name, (lang, text) in worst_cases().items():
+        for profile, policy in profiles.items():
+            samples = []
+            outcome = ""
+            for _ in range(rounds):
+                cpu, outcome = _post_cpu(lang, text, policy, limits)
+                samples.append(cpu)
+            cpu = sorted(samples)[len(samples) // 2]
+            details[f"{name} [{profile}]"] = {"chars": len(text), "cpu_s": round(cpu, 4), "outcome": outcome}
+            if cpu > slowest.get(profile, (-1.0, ""))[0]:
+                slowest[profile] = (cpu, name)
+    figures = [
+        Figure(
+            SECTION,
+            f"POST: hostile worst cases, slowest, {profile} profile",
+            round(cpu, 3),
+            "s",
+            Target("<", 0.5),
+            f"CPU; {name}; {len(details) // len(profiles)} cases up to 1 MB, median of {rounds}",
+        )
+        for profile, (cpu, name) in slowest.items()
+    ]
+    return figures, {"post_worst_cases": details}
+
+
+def _prepare_s(executor: Any, query_id: str, text: str, lang: str, timeout: float = 60.0) -> tuple[float, str]:
+    """How long the job's executor takes to prepare ``text`` (its check, Spark's parse and
+    analysis) or to refuse it; the statement then runs to its end (or is abandoned past
+    ``timeout``) before the next one starts."""
+    began = time.monotonic()
+    running = executor.start(query_id, text, lang)
+    while not running.prepared.wait(0.002) and not running.future.done():
+        if time.monotonic() - began > timeout:
+            executor.abandon(running)
+            return time.monotonic() - began, f"abandoned after {timeout:g} s"
+    took = time.monotonic() - began
+    error = running.future.exception(timeout=600)
+    return took, "ran" if error is None else f"{type(error).__name__}: {str(error)[:90]}"
+
+
+def job_hostile_bench(spark: Any, warehouse: str) -> tuple[list[Figure], dict[str, Any]]:
+    """The hostile corpus (tests/hostile.py) and :func:`worst_cases`, prepared by the job's
+    executor as a job prepares a statement."""
+    import os
+
+    from flint_repl_job.executor import SparkExecutor
+    from flint_repl_job.flint_statements import flint_statement
+    from tests import hostile
+    from tests.support import Listener
+
+    base = Path(warehouse).parent / "hostile"
+    cp, outside = base / "checkpoints", base / "outside"
+    (outside / "keep").mkdir(parents=True, exist_ok=True)
+    cp.mkdir(parents=True, exist_ok=True)
+    (outside / "secret.txt").write_text("the secret")
+    Path(warehouse).mkdir(parents=True, exist_ok=True)
+    link = Path(warehouse) / "hostile_link"
+    if not link.exists():
+        os.symlink(outside, link)
+    listener = Listener()
+    for sql in (
+        "CREATE TABLE IF NOT EXISTS default.wh_ok (a INT) USING parquet",
+        "CREATE TABLE IF NOT EXISTS default.wh_part (a INT, k INT) USING parquet PARTITIONED BY (k)",
+        "CREATE TABLE IF NOT EXISTS default.stored_jdbc USING jdbc "
+        "OPTIONS (url 'jdbc:derby:memory:hostile;create=true', dbtable 'SYS.SYSTABLES')",
+        "CREATE OR REPLACE VIEW default.over_stored_jdbc AS SELECT * FROM default.stored_jdbc",
+    ):
+        spark.sql(sql)
+    policy = policy_for({}, Profile.LOCAL, Path(warehouse).as_uri(), str(cp))
+    executor = SparkExecutor(spark, "", None, policy, limits=StatementLimits())
+    # Hostile statements fail by design, and those at the budget make Spark's code generator give
+    # up: both loudly, in the JVM's log and in PySpark's own logger.
+    spark.sparkContext.setLogLevel("OFF")
+    pyspark_log = logging.getLogger("SQLQueryContextLogger")
+    pyspark_level = pyspark_log.level
+    pyspark_log.setLevel(logging.CRITICAL)
+    places = {"wh": warehouse, "cp": cp, "outside": outside, "link": link, "port": listener.port}
+    corpus: dict[str, float] = {}
+    details: dict[str, Any] = {}
+    try:
+        _prepare_s(executor, "warm-up", "SELECT * FROM range(1) WHERE id IN (" + ",".join(["1"] * 5_000) + ")", "sql")
+        for i, case in enumerate(hostile.ALL):
+            text = case.fill(**places)
+            statement = flint_statement(text) if case.lang == "sql" else None
+            if statement is not None:  # run by the Flint engine: its prepare is its check
+                began = time.monotonic()
+                try:
+                    executor.guard.check_flint(statement)
+                    outcome = "allowed"
+                except Exception as exc:  # noqa: BLE001 - a refusal is an outcome here
+                    outcome = f"{type(exc).__name__}: {str(exc)[:90]}"
+                took = time.monotonic() - began
+            else:
+                took, outcome = _prepare_s(executor, f"hostile-{i}", text, case.lang)
+            corpus[case.id] = took
+            details[f"corpus {i}: {case.id}"] = {"prepare_s": round(took, 3), "outcome": outcome}
+        worst: dict[str, float] = {}
+        for i, (name, (lang, text)) in enumerate(worst_cases().items()):
+            took, outcome = _prepare_s(executor, f"worst-{i}", text, lang)
+            worst[name] = took
+            details[name] = {"prepare_s": round(took, 3), "outcome": outcome}
+    finally:
+        executor.close()
+        spark.sparkContext.setLogLevel("ERROR")
+        pyspark_log.setLevel(pyspark_level)
+        listener.close()
+        for table in ("wh_ok", "wh_part", "wh_new", "wh_loc", "wh_csv", "wh_ctas", "wh_tbl"):
+            spark.sql(f"DROP TABLE IF EXISTS default.{table}")
+        spark.sql("DROP VIEW IF EXISTS default.over_stored_jdbc")
+        spark.sql("DROP TABLE IF EXISTS default.stored_jdbc")
+        link.unlink(missing_ok=True)
+    slow_case = max(corpus, key=corpus.__getitem__)
+    slow_worst = max(worst, key=worst.__getitem__)
+    figures = [
+        Figure(
+            SECTION,
+            "job: prepare, hostile corpus, slowest",
+            round(corpus[slow_case], 3),
+            "s",
+            Target("<=", 5.0),
+            f"{slow_case[:50]}; {len(corpus)} cases",
+        ),
+        Figure(SECTION, "job: prepare, hostile corpus, p50", round(percentile(list(corpus.values()), 50) * 1e3, 1), "ms"),
+        Figure(
+            SECTION,
+            "job: prepare, worst cases, slowest",
+            round(worst[slow_worst], 3),
+            "s",
+            Target("<=", 5.0),
+            f"{slow_worst}; {len(worst)} cases",
+        ),
+    ]
+    return figures, {"job_hostile": details}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.validation", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="100 statements instead of 1,000")
     parser.add_argument("--skip-spark", action="store_true", help="only the POST figures")
+    parser.add_argument("--skip-corpus", action="store_true", help="without the hostile statements")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"JSON output (default: {DEFAULT_OUT})")
     args = parser.parse_args(argv)
     statements = corpus(100 if args.quick else 1_000)
@@ -261,6 +493,10 @@ def main(argv: list[str] | None = None) -> int:
         figures, details = post_bench(statements, warehouse)
         report.add(figures)
         report.details[SECTION] = details
+        if not args.skip_corpus:
+            figures, worst_details = post_worst_bench(warehouse)
+            report.add(figures)
+            report.details[SECTION].update(worst_details)
         if not args.skip_spark:
             from bench.ppl import spark_session
 
@@ -268,6 +504,10 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 report.meta["spark"] = spark.version
                 figures, job_details = job_bench(spark, statements, warehouse)
+                if not args.skip_corpus:
+                    more, hostile_details = job_hostile_bench(spark, warehouse)
+                    figures += more
+                    job_details.update(hostile_details)
             finally:
                 spark.stop()
             report.add(figures)

@@ -71,6 +71,7 @@ class JobConfig:
     max_statement_chars: int = DEFAULTS.max_statement_chars
     max_statement_depth: int = DEFAULTS.max_statement_depth
     max_ppl_chars: int = DEFAULTS.max_ppl_chars
+    max_statement_tokens: int = DEFAULTS.max_statement_tokens
     #: A statement parsed and analyzed longer than this (seconds; 0: no limit) fails alone.
     statement_prepare_timeout_s: int = DEFAULTS.statement_prepare_timeout_s
     #: A warm pool job's slot ("": a job started for its session), and how long it waits for a claim.
@@ -86,8 +87,10 @@ class JobConfig:
 
     @property
     def statement_limits(self) -> StatementLimits:
-        """How long and how deeply nested a statement may be."""
-        return StatementLimits(self.max_statement_chars, self.max_statement_depth, self.max_ppl_chars)
+        """How long, how costly to read and how deeply nested a statement may be."""
+        return StatementLimits(
+            self.max_statement_chars, self.max_statement_depth, self.max_ppl_chars, self.max_statement_tokens
+        )
 
     @property
     def result_limits(self) -> ResultLimits:
@@ -145,6 +148,7 @@ class JobConfig:
             max_statement_chars=conf.max_statement_chars,
             max_statement_depth=conf.max_statement_depth,
             max_ppl_chars=conf.max_ppl_chars,
+            max_statement_tokens=conf.max_statement_tokens,
             statement_prepare_timeout_s=conf.statement_prepare_timeout_s,
             pool_slot=conf.pool_slot,
             pool_idle_limit_ms=conf.pool_idle_limit_ms,

@@ -203,7 +203,9 @@ class ResultAssembler:
         first = self.first
         chunks = None
         if self.written or self.truncated:
-            chunks = ResultChunks(rows=self.rows, chunk_rows=list(self.written), truncated=self.truncated)
+            chunks = ResultChunks(
+                rows=self.rows, chunk_rows=list(self.written), truncated=self.truncated, bytes=self.bytes
+            )
         return Assembled(first.references, "[" + ",".join(first.texts) + "]", len(first.texts), chunks)
 
 

@@ -26,6 +26,7 @@ from query_core.errors import AsyncQueryError, IndexUnavailableError
 from query_core.models import ResultDoc, StatementDoc, StatementProgress, Versioned, now_millis
 from query_core.states import StatementState, is_terminal
 from query_core.store import Store
+from query_core.store.usage import result_bytes
 
 log = logging.getLogger(__name__)
 
@@ -248,6 +249,7 @@ class StatementRunner:
         Returns the state the statement ended in: ``state``, or the terminal state it was found in
         (``cancelled``, say)."""
         state, result, error = self._write_result(state, result, error)
+        self._count_usage(statement, result)
         self._report_catalog(result.query_id, state)
         if statement is None:
             return Outcome(state, error)
@@ -255,6 +257,15 @@ class StatementRunner:
         if not settled.applied and is_terminal(settled.state):
             return Outcome(settled.state, "" if settled.state == StatementState.CANCELLED else error)
         return Outcome(state, error)
+
+    def _count_usage(self, statement: Versioned[StatementDoc] | None, result: ResultDoc) -> None:
+        """Add what the result's documents hold to its submitter's usage (docs/security.md, "What
+        one user may store"); a charge that cannot be written is logged, never the statement's error."""
+        submitter = statement.doc.submitted_by if statement is not None else None
+        try:
+            self.store.usage.charge(submitter, result_bytes(result))
+        except AsyncQueryError as exc:
+            log.warning("result of %s not counted in its submitter's usage: %s", result.query_id, exc)
 
     def _report_catalog(self, query_id: str, state: StatementState) -> None:
         """Record what the statement changed in the catalog, and that the session holds temporary

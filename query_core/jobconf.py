@@ -300,6 +300,12 @@ class JobConf:
         INTEGER,
         "a statement nested more deeply is refused before it is parsed (docs/validation.md)",
     )
+    max_statement_tokens: int = _setting(
+        PREFIX_JOB + "maxStatementTokens",
+        25_000,
+        INTEGER,
+        "a statement that costs more tokens to read is refused before it is parsed (docs/validation.md)",
+    )
     statement_prepare_timeout_s: int = _setting(
         PREFIX_JOB + "statementPrepareTimeoutSec",
         120,

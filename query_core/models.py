@@ -250,6 +250,9 @@ class ResultChunks(_Doc):
     chunk_rows: list[int] = Field(default_factory=list)
     #: The query had more rows than the caps let through: the stored rows are its first ones.
     truncated: bool = False
+    #: The UTF-8 bytes of the stored rows, over every document of the result (0: not recorded,
+    #: as by older jobs): what the result holds in the index, for its submitter's usage.
+    bytes: int = 0
 
 
 class ResultChunkDoc(_Doc):

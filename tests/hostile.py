@@ -314,6 +314,19 @@ DEPTH = [
     _case("source = t | eval a = " + " + ".join(["1"] * 20_000), LIMIT, lang="ppl"),
     # Wide, not deep: past the size PPL's parser may read.
     _case("source = t | eval " + ", ".join(f"c{i} = a + {i}" for i in range(20_000)), LIMIT, lang="ppl"),
+    # Comments nest as brackets do, and Spark's lexer spends more on each the deeper it opens: 8 KB
+    # of them held a job's core for its whole prepare limit.
+    _case("SELECT 1 " + "/*" * 2000 + " x " + "*/" * 2000, LIMIT),
+    _case("SELECT 1 " + "/*" * 200 + " x " + "*/" * 200, LIMIT),
+    _case("SELECT 1 " + "/*" * 1000, LIMIT),
+    _case("SELECT 1 " + "/*/*/**/*/*/ " * 70_000, LIMIT),
+    # Too costly to read: 880 KB of IN list, and what a string holds for Spark to read.
+    _case("SELECT * FROM range(1) WHERE id IN (" + ",".join(["1"] * 440_000) + ")", LIMIT),
+    _case("EXECUTE IMMEDIATE 'SELECT * FROM range(1) WHERE id IN (" + ",".join(["1"] * 60_000) + ")'", LIMIT),
+    _case("SELECT from_json('[]', '" + "array<" * 200 + "int" + ">" * 200 + "')", LIMIT),
+    _case("SELECT a" + ".a" * 2000 + " FROM (SELECT 1 AS a)", LIMIT),
+    # A hint's start opens no comment inside one, as in Spark: what follows the first */ is read.
+    _case("SELECT 1 /* /*+ */ , * FROM text.`{outside}/secret.txt` -- */", E.FILE),
 ]
 
 #: What keeps working: warehouse tables, INSERT, the Dashboards statements, options, SET.

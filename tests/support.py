@@ -20,6 +20,7 @@ from argon2 import PasswordHasher
 from opensearchpy import OpenSearch
 
 from async_query.launcher.base import JobDescription, JobRequest, JobRunState, Launcher
+from async_query.security.proxies import SERVER_OPTIONS
 from query_core.models import FlintIndexStateDoc, SessionDoc, StatementDoc, Versioned, now_millis
 from query_core.states import SessionState
 from query_core.store import DocumentRepository, IndexClient, Store
@@ -160,8 +161,10 @@ class _PromptServer(uvicorn.Server):
 @contextmanager
 def serve_http(app: object, **options: Any) -> Iterator[str]:
     """Serve an ASGI app on a free loopback port in a thread (``options``: more of
-    ``uvicorn.Config``'s); yields its base URL."""
+    ``uvicorn.Config``'s; without them, as ``serve`` runs it: no proxy headers believed but those
+    the app's settings trust); yields its base URL."""
     port = free_port()
+    options = {**SERVER_OPTIONS, **options}
     config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", access_log=False, **options)  # type: ignore[arg-type]
     server = _PromptServer(config)
     thread = threading.Thread(target=server.run, daemon=True)

@@ -325,6 +325,7 @@ def job_conf(
         max_statement_chars=settings.max_query_chars,
         max_statement_depth=settings.max_statement_depth,
         max_ppl_chars=settings.max_ppl_chars,
+        max_statement_tokens=settings.max_statement_tokens,
         statement_prepare_timeout_s=settings.statement_prepare_timeout_s,
         max_result_rows=settings.max_result_rows,
         max_result_bytes=settings.max_result_bytes,

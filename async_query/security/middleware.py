@@ -25,6 +25,7 @@ from async_query.security.errors import (
     UnauthorizedError,
 )
 from async_query.security.principal import Principal
+from async_query.security.proxies import client_address
 from async_query.security.setup import CHALLENGE, Security
 from query_core.errors import AsyncQueryError, MalformedIdError
 from query_core.hosts import loopback_host, loopback_origin
@@ -47,8 +48,7 @@ class AuditEntry:
     def __init__(self, scope: Scope) -> None:
         self.method: str = scope["method"]
         self.path: str = scope["path"]
-        client = scope.get("client")
-        self.remote: str | None = client[0] if client else None
+        self.remote: str | None = client_address(scope)
         self.user: str | None = None
         self.action, self.datasource, self.query_id = classify(self.method, self.path)
 

@@ -4,7 +4,7 @@ The reference lexes with ANTLR over an upper-casing character stream (``SparkSql
 opensearch-spark); this module reproduces the parts that decide what a statement *is*:
 
 * whitespace, ``-- ...`` and (nested) ``/* ... */`` comments are skipped, but ``/*+`` opens a hint,
-  which is not a comment;
+  which is not a comment (and inside a comment opens nothing);
 * string literals in single or double quotes with backslash escapes, and raw ``r'...'`` strings,
   are single tokens, so nothing inside them (a ``WITH (``, a ``;``, a keyword) is ever seen;
 * back-quoted identifiers, with ````` doubled inside;
@@ -118,6 +118,66 @@ def _is_hex(text: str, length: int) -> bool:
     return len(text) == length and all(c in "0123456789abcdefABCDEF" for c in text)
 
 
+@dataclass(frozen=True, slots=True)
+class BracketedComment:
+    """What :func:`bracketed_comment` found."""
+
+    #: Where the comment ends (past its ``*/``); -1 when it runs to the end of the text.
+    end: int
+    #: How deeply comments nest in it (1: none inside).
+    depth: int
+    #: The sum, over the comments opened inside it, of the depth each was opened at: what Spark's
+    #: lexer spends on it grows with it (docs/validation.md, "Limits").
+    nested_weight: int
+
+
+def bracketed_comment(sql: str, start: int, max_weight: int | None = None) -> BracketedComment:
+    """The bracketed comment opening at ``start`` (``sql[start:start + 2] == "/*"``), as Spark's
+    lexer reads it: comments nest, but ``/*+`` inside a comment opens nothing (Spark's rule for a
+    nested comment refuses a hint's start), and nothing else inside is read (quotes, ``--``).
+
+    Linear in the comment's length: each ``find`` result is kept until the scan passes it. Past
+    ``max_weight`` it stops early, as if the comment were unclosed (the caller refuses it anyway)."""
+    size = len(sql)
+    depth, deepest, weight = 1, 1, 0
+    pos = start + 2
+    opening = closing = -1
+    while True:
+        if closing < pos:
+            closing = sql.find("*/", pos)
+            if closing < 0:
+                closing = size + 1
+        if opening < pos:
+            opening = _nested_open(sql, pos, size)
+        if closing > size:  # unclosed: it runs to the end; what opens before the end nests
+            opens = sql.count("/*", pos) - sql.count("/*+", pos)
+            weight += opens * depth + opens * (opens + 1) // 2
+            return BracketedComment(-1, max(deepest, depth + opens), weight)
+        if opening < closing:
+            depth += 1
+            deepest = max(deepest, depth)
+            weight += depth
+            pos = opening + 2
+            if max_weight is not None and weight > max_weight:
+                return BracketedComment(-1, deepest, weight)
+        else:
+            depth -= 1
+            pos = closing + 2
+            if depth == 0:
+                return BracketedComment(pos, deepest, weight)
+
+
+def _nested_open(sql: str, pos: int, size: int) -> int:
+    """The next ``/*`` from ``pos`` that opens a nested comment (not ``/*+``); ``size + 1`` if none."""
+    while True:
+        found = sql.find("/*", pos)
+        if found < 0:
+            return size + 1
+        if not sql.startswith("+", found + 2):
+            return found
+        pos = found + 2
+
+
 class _Scanner:
     def __init__(self, sql: str) -> None:
         self.sql = sql
@@ -158,21 +218,9 @@ class _Scanner:
         return self._take(TokenKind.UNRECOGNIZED, pos + 1)
 
     def _comment_end(self, pos: int) -> int | None:
-        """End of the bracketed comment opening at ``pos``; comments nest, as in Spark."""
-        depth = 0
-        sql = self.sql
-        while pos < len(sql):
-            if sql.startswith("/*", pos):
-                depth += 1
-                pos += 2
-            elif sql.startswith("*/", pos):
-                depth -= 1
-                pos += 2
-                if depth == 0:
-                    return pos
-            else:
-                pos += 1
-        return None
+        """End of the bracketed comment opening at ``pos`` (:func:`bracketed_comment`)."""
+        end = bracketed_comment(self.sql, pos).end
+        return None if end < 0 else end
 
     def _take(self, kind: TokenKind, end: int) -> RawToken:
         start, line, column = self.pos, self.line, self.pos - self.line_start + 1

@@ -46,6 +46,7 @@ from query_core.store.pool import PoolJobRepository
 from query_core.store.results import ResultRepository
 from query_core.store.sessions import SessionRepository
 from query_core.store.statements import Settled, StatementRepository
+from query_core.store.usage import UsageRepository
 
 __all__ = [
     "CatalogChangeRepository",
@@ -69,6 +70,7 @@ __all__ = [
     "Store",
     "Term",
     "Terms",
+    "UsageRepository",
     "Version",
     "quiet_driver_logs",
     "retry_on_conflict",
@@ -90,7 +92,9 @@ class Store:
         self.admin: IndexAdmin = index.admin
         self.request_index = request_index
         self.results = ResultRepository(index)
-        self.statements = StatementRepository(index, request_index, self.results)
+        #: What each user's statements and results hold in the index (deployment-wide).
+        self.usage = UsageRepository(index)
+        self.statements = StatementRepository(index, request_index, self.results, self.usage)
         self.sessions = SessionRepository(index, request_index)
         self.index_states = IndexStateRepository(index, request_index)
         self.datasources = DatasourceRepository(index)

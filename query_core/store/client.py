@@ -305,12 +305,13 @@ class ProductIndexes:
         template = {"index_patterns": [_TEMPLATE_PATTERNS[kind]], "priority": 100, "template": body}
 
         def put_if_missing() -> None:
-            # Also when an older version's template lacks fields added since.
+            # Also when an older version's template lacks fields added since, or maps one
+            # otherwise (statement text was full-text indexed before: docs/documents.md).
             try:
                 current = _template_mappings(self._client.indices.get_index_template(name=name))
             except os_exc.NotFoundError:
                 current = None
-            if current is None or _lacks_fields(current, body):
+            if current is None or _differs(current, body):
                 self._client.indices.put_index_template(name=name, body=template)
 
         try:
@@ -822,10 +823,20 @@ def _template_mappings(found: dict[str, Any]) -> dict[str, Any]:
     return dict(templates[0].get("index_template", {}).get("template", {}).get("mappings", {}))
 
 
-def _lacks_fields(mappings: dict[str, Any], wanted: dict[str, Any]) -> bool:
-    """Whether ``mappings`` lack a field of ``wanted`` (a create-index body)."""
+def _differs(mappings: dict[str, Any], wanted: dict[str, Any]) -> bool:
+    """Whether ``mappings`` lack a field of ``wanted`` (a create-index body), or map one otherwise:
+    a parameter of ours missing or of another value (compared as text: a cluster may give
+    ``false`` back as ``"false"``; parameters it adds are not ours to judge)."""
     have = mappings.get("properties", {})
-    return any(name not in have for name in wanted.get("mappings", {}).get("properties", {}))
+    return any(
+        not isinstance(have.get(name), dict)
+        or any(_as_text(have[name].get(key)) != _as_text(value) for key, value in spec.items())
+        for name, spec in wanted.get("mappings", {}).get("properties", {}).items()
+    )
+
+
+def _as_text(value: Any) -> str:
+    return json.dumps(value, sort_keys=True).lower().replace('"', "") if isinstance(value, dict) else str(value).lower()
 
 
 #: Index settings the cluster assigns itself; an index created from a snapshot gets new ones.

@@ -8,12 +8,13 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from query_core.errors import InvalidTransitionError
+from query_core.errors import AsyncQueryError, InvalidTransitionError
 from query_core.models import ResultDoc, StatementDoc, Versioned
 from query_core.states import StatementState, check_answered, is_terminal
 from query_core.store.connector import DocumentConnector, Range, Term, Terms
 from query_core.store.documents import DocumentRepository
 from query_core.store.results import ResultRepository
+from query_core.store.usage import UsageRepository, result_bytes
 
 log = logging.getLogger(__name__)
 
@@ -43,9 +44,17 @@ class StatementRepository(DocumentRepository[StatementDoc]):
     model = StatementDoc
     doc_type = "statement"
 
-    def __init__(self, index: DocumentConnector, request_index: str | None, results: ResultRepository) -> None:
+    def __init__(
+        self,
+        index: DocumentConnector,
+        request_index: str | None,
+        results: ResultRepository,
+        usage: UsageRepository | None = None,
+    ) -> None:
         super().__init__(index, request_index)
         self.results = results
+        #: Where the results written here are counted, against their submitter (docs/security.md).
+        self.usage = usage
         self.end_listeners: list[EndListener] = []
 
     def doc_id(self, doc: StatementDoc) -> str:
@@ -123,7 +132,7 @@ class StatementRepository(DocumentRepository[StatementDoc]):
         cancel is never overwritten), and its result document is never read.
         """
         if result is not None:
-            self.results.put(*result)
+            self._put_result(statement.doc, *result)
         found: list[Versioned[StatementDoc]] = []
 
         def end(current: Versioned[StatementDoc]) -> Versioned[StatementDoc] | None:
@@ -146,10 +155,19 @@ class StatementRepository(DocumentRepository[StatementDoc]):
         """Create a statement the plugin answered itself, already ``success``: its result is
         written first, and no job ever sees it waiting (docs/catalog.md)."""
         check_answered(doc.state, self.describe(doc))
-        self.results.put(result_index, result)
+        self._put_result(doc, result_index, result)
         version = self.index.create(self.index_for(doc.data_source_name), self.doc_id(doc), doc.to_source())
         self._ended(doc)
         return Versioned(doc, version.seq_no, version.primary_term)
+
+    def _put_result(self, doc: StatementDoc, result_index: str, result: ResultDoc) -> None:
+        """Write a result the plugin made itself, and count it in its submitter's usage."""
+        self.results.put(result_index, result)
+        if self.usage is not None:
+            try:
+                self.usage.charge(doc.submitted_by, result_bytes(result))
+            except AsyncQueryError as exc:  # counting must not fail the statement
+                log.warning("result of %s not counted in its submitter's usage: %s", result.query_id, exc)
 
     def _ended(self, doc: StatementDoc) -> None:
         for listener in self.end_listeners:

@@ -7,8 +7,10 @@ quotes (``'it''s'``), raw ``r'...'`` strings, back-quoted names with doubled bac
 words, and operators. Text Spark's lexer would refuse (an unterminated string, name or comment)
 is an ``ERROR`` token: the checks leave such a statement to the job, which refuses it.
 
-One regular expression scans the whole text, so a kilobyte takes tens of microseconds, and
-nothing here recurses, whatever the text.
+One regular expression cuts the text into pieces, so a kilobyte takes tens of microseconds;
+nothing here recurses, and the scan is linear in the text's length whatever it holds (nested
+comments included). :func:`scan_counted` also counts what reading the statement costs, and stops
+once that passes a budget (:mod:`query_core.validation.limits`).
 """
 
 from __future__ import annotations
@@ -16,12 +18,13 @@ from __future__ import annotations
 import functools
 import json
 import re
+from dataclasses import dataclass, field
 from importlib import resources
 from typing import NamedTuple
 
-from query_core.flint.lexer import TokenKind, string_value
+from query_core.flint.lexer import TokenKind, bracketed_comment, string_value
 
-__all__ = ["ERROR", "Tok", "TokenKind", "is_keyword", "literal_value", "scan"]
+__all__ = ["ERROR", "Scanned", "Tok", "TokenKind", "is_keyword", "literal_value", "scan", "scan_counted"]
 
 #: The kind of a token Spark's lexer would refuse.
 ERROR = "ERROR"
@@ -41,9 +44,9 @@ class Tok(NamedTuple):
         return self.text.upper() if self.kind == TokenKind.WORD else self.text
 
 
-#: Every token (and every run of whitespace and every comment) is one match, so ``findall`` cuts
-#: the whole text in one call; a nested comment, which no regular expression matches, is found
-#: by :func:`_comment_end` instead.
+#: Every token (and every run of whitespace and every comment) is one match, so ``finditer`` cuts
+#: the text with no loop of ours per character; a nested comment, which no regular expression matches, is found
+#: by :func:`query_core.flint.lexer.bracketed_comment` instead.
 _PIECES = re.compile(
     r"""
     \s+
@@ -65,36 +68,74 @@ _SPACE = frozenset(" \t\r\n\f\v")
 _WORD_START = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
 
 
+@dataclass
+class Scanned:
+    """A statement's tokens, with what :func:`scan_counted` counted on the way."""
+
+    tokens: list[Tok] = field(default_factory=list)
+    #: What the statement costs to read, in tokens (docs/validation.md, "Limits"): each token
+    #: and each comment counts one, each separator inside a string one more, and each comment
+    #: opened inside another as many as the depth it opens at.
+    cost: int = 0
+    #: Where each comment that holds others starts, and how deeply comments nest in it.
+    nested_comments: list[tuple[int, int]] = field(default_factory=list)
+    #: The scan stopped once ``cost`` passed its budget: ``tokens`` are only the first ones.
+    over_budget: bool = False
+
+
 def scan(sql: str) -> list[Tok]:
     """The tokens of ``sql``, comments and whitespace left out. Never raises."""
-    tokens: list[Tok] = []
+    return scan_counted(sql).tokens
+
+
+def scan_counted(sql: str, budget: int | None = None) -> Scanned:
+    """:func:`scan`, counting the cost of reading ``sql`` and where comments nest on the way; it
+    stops once the cost passes ``budget`` (then :attr:`Scanned.over_budget`). Linear in the
+    text's length, whatever it holds."""
+    scanned = Scanned()
     offset = 0
+    limit = len(sql) + 1 if budget is None else budget
     while offset < len(sql):
-        stopped = _scan_from(sql, offset, tokens)
-        if stopped is None:
+        stopped = _scan_from(sql, offset, scanned, limit)
+        if stopped is None or scanned.over_budget:
             break
-        closed = _comment_end(sql, stopped)  # a nested or unclosed comment, scanned here
-        if closed < 0:
-            tokens.append(Tok(ERROR, sql[stopped:], stopped, len(sql)))
+        # A nested or unclosed comment, scanned here (no further than the budget).
+        comment = bracketed_comment(sql, stopped, limit - scanned.cost - len(scanned.tokens))
+        scanned.cost += 1 + comment.nested_weight
+        if comment.depth > 1:
+            scanned.nested_comments.append((stopped, comment.depth))
+        if scanned.cost + len(scanned.tokens) > limit:
+            scanned.over_budget = True
             break
-        offset = closed
-    return tokens
+        if comment.end < 0:
+            scanned.tokens.append(Tok(ERROR, sql[stopped:], stopped, len(sql)))
+            break
+        offset = comment.end
+    scanned.cost += len(scanned.tokens)
+    return scanned
 
 
-def _scan_from(sql: str, offset: int, tokens: list[Tok]) -> int | None:
-    """Append the tokens of ``sql[offset:]``; where a comment no piece matched starts, stop and
-    return its position (None: the end was reached)."""
+def _scan_from(sql: str, offset: int, scanned: Scanned, limit: int) -> int | None:
+    """Append the tokens of ``sql[offset:]`` to ``scanned``; where a comment no piece matched
+    starts, stop and return its position (None: the end was reached, or the budget passed).
+
+    The pieces are matched lazily (``finditer``): a scan that stops at a nested comment, and
+    starts again past it, reads no piece twice."""
+    tokens = scanned.tokens
     append, new = tokens.append, tuple.__new__  # ``Tok(...)`` would cost three times as much
     word, integer, decimal, punct = TokenKind.WORD, TokenKind.INTEGER, TokenKind.DECIMAL, TokenKind.PUNCT
-    pos = offset
-    for piece in _PIECES.findall(sql, offset):
-        start, pos = pos, pos + len(piece)
+    string, backquoted = TokenKind.STRING, TokenKind.BACKQUOTED
+    extra = scanned.cost  # comments and separators in strings; tokens are counted by their list
+    for match in _PIECES.finditer(sql, offset):
+        piece = match.group()
         first = piece[0]
         if first in _SPACE:
             continue
+        start, pos = match.span()
         if first in _WORD_START:
             if first in "rR" and len(piece) > 1 and piece[1] in "'\"":
-                append(new(Tok, (TokenKind.STRING, piece, start, pos)))
+                append(new(Tok, (string, piece, start, pos)))
+                extra += _separators(piece)
             elif "." in piece:
                 append(new(Tok, (decimal, piece, start, pos)))
             else:
@@ -102,38 +143,44 @@ def _scan_from(sql: str, offset: int, tokens: list[Tok]) -> int | None:
         elif first in _OPENERS:
             if len(piece) == 1:  # an unterminated string or name: Spark refuses the text
                 append(Tok(ERROR, sql[start:], start, len(sql)))
-                return None
-            append(new(Tok, (TokenKind.BACKQUOTED if first == "`" else TokenKind.STRING, piece, start, pos)))
+                break
+            if first == "`":
+                append(new(Tok, (backquoted, piece, start, pos)))
+            else:
+                append(new(Tok, (string, piece, start, pos)))
+                extra += _separators(piece)
         elif first == "-" and piece.startswith("--"):
-            continue
+            extra += 1
         elif first == "/" and piece.startswith("/*") and piece != "/*+":
             if len(piece) >= 4 and piece.endswith("*/"):
-                continue
-            return start
+                extra += 1
+            else:
+                scanned.cost = extra
+                return start
         elif first == "." and len(piece) > 1:
             append(new(Tok, (decimal, piece, start, pos)))
         elif first.isspace():
             continue
         else:
             append(new(Tok, (punct, piece, start, pos)))
+        if len(tokens) + extra > limit:
+            scanned.over_budget = True
+            break
+    scanned.cost = extra
     return None
 
 
-def _comment_end(sql: str, start: int) -> int:
-    """The end of the (nested) ``/* ... */`` comment opened at ``start``; -1 when unclosed."""
-    depth, pos = 0, start
-    while True:
-        opening, closing = sql.find("/*", pos), sql.find("*/", pos)
-        if closing < 0:
-            return -1
-        if 0 <= opening < closing:
-            depth += 1
-            pos = opening + 2
-        else:
-            depth -= 1
-            pos = closing + 2
-            if depth == 0:
-                return pos
+#: Characters that separate the parts of what a string may hold and Spark may read when it
+#: analyzes the statement: a statement (``EXECUTE IMMEDIATE``), a schema, JSON, a regular expression.
+STRING_SEPARATORS = ",;:()[]{}<>|"
+_NOT_SEPARATORS = {ord(c): None for c in STRING_SEPARATORS}
+
+
+def _separators(piece: str) -> int:
+    """How many separators a string's text holds."""
+    if len(piece) < 4:
+        return 0 if len(piece) < 3 or piece[1] not in STRING_SEPARATORS else 1
+    return len(piece) - len(piece.translate(_NOT_SEPARATORS))
 
 
 def literal_value(token: Tok) -> str | None:

@@ -114,7 +114,10 @@ def test_hostile_statements_past_the_plugin_are_refused_by_the_job_and_do_nothin
         ): "Data source option (from_xml: rowValidationXSDPath) is not allowed.",
         "SET spark.sql.runSQLOnFiles=true": "SET/RESET of a protected key (spark.sql.runSQLOnFiles) is not allowed.",
         f"SELECT * FROM text.`{outside}/secret.txt`": "File is not allowed.",
-        "SELECT " + "(" * 20_000 + "1" + ")" * 20_000: "The statement is nested too deeply",
+        "SELECT " + "(" * 2_000 + "1" + ")" * 2_000: "The statement is nested too deeply",
+        # Comments nested 2,000 deep: 8 KB that held a job's core for its whole prepare limit.
+        "SELECT 1 " + "/*" * 2000 + " x " + "*/" * 2000: "The statement costs too much to read",
+        "SELECT 1 " + "/*" * 200 + " x " + "*/" * 200: "The statement is nested too deeply",
         (
             "CREATE INDEX by_a ON default.t (a) WITH (auto_refresh = true, "
             f"checkpoint_location = '{cp}/x?/{climb}{outside.relative_to('/')}/keep', "

@@ -308,3 +308,53 @@ def test_validation_bench_on_the_test_session(spark: Any, tmp_path: Path) -> Non
     figures, details = job_bench(spark, statements, warehouse)
     assert details["guard_ms"]["n"] == 10
     assert not spark.catalog.tableExists(f"default.{TABLES[0]}")
+
+
+def test_the_validation_bench_s_worst_cases_are_what_they_are_named(tmp_path: Path) -> None:
+    """The hostile worst cases POST is timed on: those at the budget are within it (allowed by the
+    limits: what the budget lets through is what Spark then reads), the attack and the megabyte
+    IN list are refused by their cost, and every case is timed for both profiles."""
+    from bench.validation import post_worst_bench, worst_cases
+
+    figures, details = post_worst_bench(str(tmp_path / "warehouse"), rounds=1)
+    cases = details["post_worst_cases"]
+    assert len(cases) == 2 * len(worst_cases())
+    for name in worst_cases():
+        outcome = cases[f"{name} [LOCAL]"]["outcome"]
+        if "at the budget" in name:
+            assert outcome == "allowed", (name, outcome)
+        if name.startswith(("IN list, ", "comments nested 2,000")):
+            assert "costs too much to read" in outcome, (name, outcome)
+    assert [f.name for f in figures] == [
+        "POST: hostile worst cases, slowest, LOCAL profile",
+        "POST: hostile worst cases, slowest, S3GLUE profile",
+    ]
+
+
+def test_the_index_memory_bench_writes_as_a_run_and_reads_a_process_tree(store: Store) -> None:
+    """``bench.index_memory``'s parts on the test's index: a run's documents (the statement with
+    its text, the result with ``queryText``, the failure's error cut as the job cuts it, the
+    usage), the previous mapping, and the resident memory of a process tree."""
+    import os
+
+    from bench.index_memory import (
+        DATASOURCE,
+        MAX_ERROR_CHARS,
+        RESULT_INDEX,
+        previous_mapping,
+        process_tree,
+        tree_rss,
+        write_like_a_run,
+    )
+
+    text = "SELECT " + " ".join(f"w{i}" for i in range(2_000))
+    write_like_a_run(store, text, fails=True)
+    store.index.refresh(request_index(DATASOURCE))
+    [found] = [f for f in store.statements.search(DATASOURCE, size=10) if f.doc.query == text]
+    assert found.doc.state.value == "failed" and len(found.doc.error) == MAX_ERROR_CHARS
+    result = store.results.get(RESULT_INDEX, found.doc.query_id)
+    assert result is not None and result.query_text == text and result.error == found.doc.error
+    assert store.usage.held("bench", 60) > 2 * len(text)
+    assert previous_mapping("request_index")["mappings"]["properties"]["query"] == {"type": "text"}
+    assert previous_mapping("result_index")["mappings"]["properties"]["queryText"] == {"type": "text"}
+    assert os.getpid() in process_tree(os.getpid()) and tree_rss(os.getpid()) > 10_000_000

@@ -251,7 +251,7 @@ def test_a_statement_stuck_in_the_parser_is_abandoned_and_the_next_one_runs(spar
     from query_core.validation import StatementLimits
 
     executor = SparkExecutor(
-        spark, "", None, local_policy(places), limits=StatementLimits(10_000_000, 10_000), prepare_timeout_s=0.2
+        spark, "", None, local_policy(places), limits=StatementLimits(10_000_000, 10_000, max_tokens=10_000_000), prepare_timeout_s=0.2
     )
     # Seconds of parsing and analysis (a 100,000-value IN list), and no Spark job of its own.
     slow = "SELECT * FROM range(1) WHERE id IN (" + ", ".join(map(str, range(100_000))) + ")"
@@ -279,7 +279,7 @@ def test_an_abandoned_statement_s_check_ends_at_its_next_step(spark: Any, places
     from flint_repl_job.result_stream import QueryCancelledError
     from query_core.validation import StatementLimits
 
-    guard = StatementGuard(spark, local_policy(places), StatementLimits(10_000_000, 10_000))
+    guard = StatementGuard(spark, local_policy(places), StatementLimits(10_000_000, 10_000, max_tokens=10_000_000))
     stop = threading.Event()
     stop.set()
     with pytest.raises(QueryCancelledError):

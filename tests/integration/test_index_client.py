@@ -242,3 +242,49 @@ def test_client_errors_are_not_retried(store: Store, ds_name: str, retry_events:
         driver_error = store.admin.create_index(request_index(ds_name) + "-Bad-Name", {})  # upper case is refused
         assert driver_error is None
     assert retry_events.count == 0
+
+
+# -- statement text: stored, not full-text indexed (docs/documents.md) ------------------------------
+
+
+def _stored_only(spec: dict[str, Any]) -> bool:
+    return spec["type"] == "text" and str(spec.get("index")).lower() == "false"
+
+
+def test_statement_text_and_errors_are_stored_not_indexed(store: Store, ds_name: str) -> None:
+    index = request_index(ds_name)
+    store.statements.create(statement(ds_name, new_id(ds_name)))
+    props = driver(store).indices.get_mapping(index=index)[index]["mappings"]["properties"]
+    assert _stored_only(props["query"]) and _stored_only(props["error"]), props
+    results = f"query_execution_result_{ds_name}"
+    store.results.put(results, ResultDoc(query_id=new_id(ds_name), query_text="SELECT 1", status="SUCCESS"))
+    props = driver(store).indices.get_mapping(index=results)[results]["mappings"]["properties"]
+    assert _stored_only(props["queryText"]) and _stored_only(props["error"]), props
+
+
+def test_an_index_and_a_template_of_an_older_version_keep_working_and_the_template_is_replaced(
+    store: Store, ds_name: str, opensearch_config: OpenSearchConfig
+) -> None:
+    """An index made when statement text was full-text indexed keeps its mapping (a text field
+    cannot be changed in place) and takes the product's documents as before; an older template
+    (``query`` indexed) is replaced, so that an index the cluster creates from now on stores text."""
+    old = request_index(ds_name)
+    before = index_mappings.load("request_index")
+    before["mappings"]["properties"]["query"] = {"type": "text"}
+    before["mappings"]["properties"]["error"] = {"type": "text"}
+    assert store.admin.create_index(old, before)
+    template = "async-query-request-index"
+    older = {"index_patterns": [".query_execution_request_*"], "priority": 100, "template": before}
+    driver(store).indices.put_index_template(name=template, body=older)
+    fresh = Store.connect(opensearch_config)  # a new process: templates and indexes checked again
+    try:
+        written = statement(ds_name, new_id(ds_name))
+        fresh.statements.create(written)
+        found = fresh.statements.get(ds_name, written.statement_id)
+        assert found is not None and found.doc.query == "SELECT 1"
+        kept = driver(store).indices.get_mapping(index=old)[old]["mappings"]["properties"]["query"]
+        assert kept == {"type": "text"}  # unchanged: docs/documents.md says how to move it
+        [replaced] = driver(store).indices.get_index_template(name=template)["index_templates"]
+        assert _stored_only(replaced["index_template"]["template"]["mappings"]["properties"]["query"])
+    finally:
+        fresh.close()

@@ -992,3 +992,32 @@ def test_recent_statements_newest_first_by_submitter_and_result_summaries_withou
     assert {query_id: summary.rows for query_id, summary in found.items()} == {small: 2, big: 25}
     assert found[small].run_ms == 12 and found[small].update_time > 0
     assert store.results.summaries(f"query_execution_result_{ds_name}_none", [small]) == {}
+
+
+# -- what each user stores (docs/security.md, "What one user may store") ------------------------------
+
+
+def test_a_user_s_usage_is_charged_in_conditional_writes_read_by_id_and_bounded(store: Store) -> None:
+    from query_core.store.usage import UserStorageExceededError
+
+    user = "user-" + new_id("usage")  # the deployment-wide index is shared by every test
+    assert store.usage.held(user, 60) == 0
+    assert store.usage.charge(user, 400, limit=1_000) == 400
+    assert store.usage.charge(user, 500, limit=1_000) == 900
+    with pytest.raises(UserStorageExceededError):
+        store.usage.charge(user, 200, limit=1_000)
+    assert store.usage.held(user, 60) == 900  # read by id: no refresh between the writes and this
+    assert store.usage.charge(user, 5_000) == 5_900  # a result, counted whatever the bound
+    start = threading.Barrier(8)
+
+    def charge() -> None:
+        start.wait()
+        for _ in range(5):
+            store.usage.charge(user, 10)
+
+    threads = [threading.Thread(target=charge) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert store.usage.held(user, 60) == 5_900 + 8 * 5 * 10  # no charge lost to a race

@@ -132,11 +132,16 @@ def test_a_denied_statement_is_a_400_and_nothing_is_written_or_started(
 @pytest.mark.parametrize(
     ("lang", "query", "message"),
     [
-        ("sql", "SELECT " + "(" * 20_000 + "1" + ")" * 20_000, "nested too deeply"),
-        ("sql", "SELECT " + " + ".join(["1"] * 20_000), "nested too deeply"),
-        ("ppl", "source = t | eval a = " + " + ".join(["1"] * 20_000), "nested too deeply"),
-        ("ppl", "source = t | where " + " or ".join(["a = 1"] * 5_000), "nested too deeply"),
+        ("sql", "SELECT " + "(" * 2_000 + "1" + ")" * 2_000, "nested too deeply"),
+        ("sql", "SELECT " + " + ".join(["1"] * 2_000), "nested too deeply"),
+        ("sql", "SELECT 1 " + "/*" * 200 + " x " + "*/" * 200, "nested too deeply"),
+        ("ppl", "source = t | eval a = " + " + ".join(["1"] * 1_000), "nested too deeply"),
+        ("ppl", "source = t | where " + " or ".join(["a = 1"] * 500), "nested too deeply"),
         ("sql", "SELECT '" + "x" * 3_000 + "'", "longer than 2048 characters"),
+        # Past the budget on reading it: the attack's nested comments, a 880 KB IN list.
+        ("sql", "SELECT 1 " + "/*" * 2_000 + " x " + "*/" * 2_000, "costs too much to read"),
+        ("sql", "SELECT * FROM t WHERE a IN (" + ",".join(["1"] * 440_000) + ")", "costs too much to read"),
+        ("ppl", "source = t | where a in (" + ",".join(["1"] * 10_000) + ")", "tokens allowed for PPL"),
     ],
 )
 def test_a_statement_past_its_limits_is_a_400_before_any_parser_reads_it(

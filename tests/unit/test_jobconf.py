@@ -64,6 +64,7 @@ PRODUCT_KEYS = {
     "spark.flint.job.maxStatementChars",
     "spark.flint.job.maxStatementDepth",
     "spark.flint.job.maxPplChars",
+    "spark.flint.job.maxStatementTokens",
     "spark.flint.job.statementPrepareTimeoutSec",
     "spark.flint.job.reportCatalogChanges",
     "spark.flint.job.poolSlot",
@@ -115,6 +116,7 @@ EVERYTHING = JobConf(
     max_statement_chars=5_000,
     max_statement_depth=40,
     max_ppl_chars=3_000,
+    max_statement_tokens=900,
     statement_prepare_timeout_s=9,
     max_result_rows=500,
     max_result_bytes=65_536,
@@ -258,7 +260,7 @@ def test_the_exclude_list_ignores_blanks() -> None:
 def test_the_job_config_defaults_are_the_contract_defaults() -> None:
     defaulted = [f for f in dataclasses.fields(JobConfig) if f.default is not dataclasses.MISSING]
     shared = [f for f in defaulted if f.name in {row.field for row in SETTINGS}]
-    assert len(shared) == 27
+    assert len(shared) == 28
     for f in shared:
         assert f.default == getattr(DEFAULTS, f.name), f.name
 
@@ -302,6 +304,7 @@ def plugin_settings() -> Settings:
         result_chunk_bytes=4_096,
         max_query_chars=5_000,
         max_statement_depth=40,
+        max_statement_tokens=900,
         statement_prepare_timeout_s=9,
     )
 
@@ -351,7 +354,7 @@ def test_what_the_plugin_sends_is_what_the_job_reads() -> None:
         assert cfg.query_execution_timeout_s == 60
         assert cfg.query_wait_timeout_ms == 7_000
         assert cfg.loop_frequency_ms == 50
-        assert cfg.statement_limits == StatementLimits(5_000, 40)
+        assert cfg.statement_limits == StatementLimits(5_000, 40, max_tokens=900)
         assert cfg.statement_prepare_timeout_s == 9
         assert cfg.heartbeat_running_ms == 500
         assert cfg.heartbeat_idle_ms == 9_000

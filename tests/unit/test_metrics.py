@@ -138,8 +138,9 @@ def test_a_post_get_delete_cycle_moves_exactly_its_counters(http: httpx.Client, 
     assert figures.moved_any("async_query_launcher_call_duration_seconds_count") == {
         frozenset({"launcher": LAUNCHER, "operation": "start", "outcome": "ok"}.items()): 1
     }
-    # the session's slot, the session and the statement are created; nothing failed or was retried
-    assert figures.moved("async_query_index_calls_total", operation="create", outcome="2xx") == 3
+    # the session's slot, the session, the statement and the submitter's usage (its first
+    # statement) are created; nothing failed or was retried
+    assert figures.moved("async_query_index_calls_total", operation="create", outcome="2xx") == 4
     assert not {labels for labels in figures.moved_any("async_query_index_calls_total") if ("outcome", "2xx") not in labels}
     assert not figures.moved_any("async_query_index_retries_total")
     # the reference's names, cumulative ones

@@ -336,3 +336,15 @@ def test_a_malformed_users_file_is_refused_with_a_reason(tmp_path: Path) -> None
         path.write_text(content)
         with pytest.raises(UsersFileError, match=reason):
             UsersFile(path).users()
+
+
+def test_trusted_proxies_are_addresses_or_networks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``ASYNC_QUERY_TRUSTED_PROXIES`` names proxies exactly: a host name, a network with host
+    bits, or ``*`` is refused at start rather than silently trusting something else."""
+    assert Settings().trusted_proxies == []
+    monkeypatch.setenv("ASYNC_QUERY_TRUSTED_PROXIES", "10.0.0.5, 10.1.0.0/16, ::1")
+    assert Settings().trusted_proxies == ["10.0.0.5", "10.1.0.0/16", "::1"]
+    for bad in ("*", "10.0.0.1/8", "proxy.local", "10.0.0.5,nope"):
+        monkeypatch.setenv("ASYNC_QUERY_TRUSTED_PROXIES", bad)
+        with pytest.raises(ValueError, match="is not an IP address or network"):
+            Settings()

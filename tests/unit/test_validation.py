@@ -739,13 +739,17 @@ def test_a_statement_longer_than_its_limit_is_refused() -> None:
         validate_query(LOCAL, "sql", "SELECT '" + "x" * 200 + "'", limits=StatementLimits(max_chars=100))
 
 
-def test_ppl_has_a_size_limit_of_its_own_that_sql_does_not() -> None:
-    """A wide PPL statement (an eval of 20,000 terms) is refused before PPL's parser reads it; SQL
-    of the same length is not: its check reads tokens, at a twentieth of PPL's parse."""
+def test_ppl_has_a_size_limit_and_a_token_budget_of_its_own() -> None:
+    """A wide PPL statement (an eval of 20,000 terms) is refused before PPL's parser reads it; one
+    of 2,000 terms is past PPL's token budget (a fifth of SQL's: its parser is Python's), and SQL
+    of as many terms is not."""
     wide = "source = t | eval " + ", ".join(f"c{i} = a + {i}" for i in range(20_000))
     with pytest.raises(StatementLimitError, match="The PPL statement is longer than 100000 characters"):
         validate_query(LOCAL, "ppl", wide, limits=StatementLimits())
-    validate_query(LOCAL, "sql", "SELECT " + ", ".join(f"a + {i} AS c{i}" for i in range(20_000)), limits=StatementLimits())
+    terms = "source = t | eval " + ", ".join(f"c{i} = a + {i}" for i in range(2_000))
+    with pytest.raises(StatementLimitError, match="more than the 5000 tokens allowed for PPL"):
+        validate_query(LOCAL, "ppl", terms, limits=StatementLimits())
+    validate_query(LOCAL, "sql", "SELECT " + ", ".join(f"a + {i} AS c{i}" for i in range(2_000)), limits=StatementLimits())
 
 
 @settings(max_examples=300, deadline=None)
