@@ -378,7 +378,8 @@ class CatalogReadModel:
             found = self.store.index_states.get(datasource.name, latest_id(meta.index_name))
             return found.doc if found is not None else None
 
-        return Answer(types, listing.show_flint_index_rows(listed, state_of, browse.extended))
+        schedules = self.store.schedules.of_many([m.index_name for m in listed]) if browse.extended else {}
+        return Answer(types, listing.show_flint_index_rows(listed, state_of, browse.extended, schedules))
 
     def close(self) -> None:
         with self._lock:
