@@ -12,9 +12,11 @@ submitter or an admin, the session listing shows a user their own sessions (docs
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from async_query import metrics
 from async_query.datasources import DatasourceRegistry
-from async_query.dispatch import classify
+from async_query.dispatch import Classified, classify
 from async_query.handlers import Handlers, SubmitRequest, Submitted
 from async_query.launcher.base import launcher_policy
 from async_query.launcher.registry import LauncherRegistry
@@ -30,6 +32,9 @@ from query_core.validation import StatementLimits, check_limits, validate_query
 
 __all__ = ["AsyncQueryService", "SubmitRequest", "Submitted"]
 
+#: Routes a classified statement of a datasource, for a caller, by its index's refresh mode.
+Route = Callable[[Classified, str, Principal], Classified]
+
 
 class AsyncQueryService:
     """POST, GET, DELETE and the session listing."""
@@ -43,6 +48,7 @@ class AsyncQueryService:
         sessions: SessionRepository,
         pool: PoolJobRepository,
         limits: StatementLimits,
+        route: Route | None = None,
     ) -> None:
         self.datasources = datasources
         self.launchers = launchers
@@ -52,6 +58,9 @@ class AsyncQueryService:
         self._pool = pool
         #: A statement's size and nesting depth, checked before any parser reads it.
         self.limits = limits
+        #: The kind that runs a classified statement, given how its index is refreshed (a
+        #: scheduled index's CREATE is batch; :mod:`async_query.scheduler.modes`); None: its class's.
+        self.route = route
 
     def submit(self, request: SubmitRequest) -> Submitted:
         """Refuse a caller outside the datasource's ``allowedRoles`` (a 403), classify the query,
@@ -66,6 +75,8 @@ class AsyncQueryService:
             check_catalog(classified.statement, datasource.name)  # its own indexes only
         policy = launcher_policy(datasource, self.launchers.for_datasource(datasource))
         validate_query(policy, request.lang, request.query, classified.statement, tokens=tokens)
+        if self.route is not None and classified.statement is not None:
+            classified = self.route(classified, datasource.name, request.principal)
         submitted = self.handlers[classified.kind].submit(request, classified)
         self.reads.submitted(submitted, request.submitted_by)
         self.handlers.submitted(submitted)

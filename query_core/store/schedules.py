@@ -132,7 +132,7 @@ class ScheduleRepository(DocumentRepository[ScheduleDoc]):
 
         def enable(current: Versioned[ScheduleDoc]) -> Versioned[ScheduleDoc]:
             fields = {**terms.fields(), **_fresh(at), "next_run_time": next_run, "enabled_time": at}
-            return self._move(current, _S.ENABLED, **fields, failures=0, last_error="")
+            return self._move(current, _S.ENABLED, **fields, failures=0, last_error="", refreshed_digest="")
 
         enabled = self._create_or_change(doc, enable)
         assert enabled is not None  # enable never gives up
@@ -184,6 +184,32 @@ class ScheduleRepository(DocumentRepository[ScheduleDoc]):
 
     # -- the scheduler's moves ----------------------------------------------------------------
 
+    def activate(
+        self,
+        current: Versioned[ScheduleDoc],
+        scheduled_query: str,
+        interval: str,
+        interval_millis: int,
+        next_run: int,
+        now: int | None = None,
+    ) -> Versioned[ScheduleDoc] | None:
+        """A pending schedule whose index now exists, enabled (``pending → enabled``) with the
+        ``REFRESH`` its runs submit and the interval its index was made with, the first run due
+        at ``next_run``."""
+        if current.doc.state != _S.PENDING:
+            return None
+        at = now if now is not None else now_millis()
+        return self._once(
+            current,
+            _S.ENABLED,
+            scheduled_query=scheduled_query,
+            interval=interval,
+            interval_millis=interval_millis,
+            enabled_time=at,
+            next_run_time=next_run,
+            last_update_time=at,
+        )
+
     def claim(
         self,
         current: Versioned[ScheduleDoc],
@@ -234,7 +260,13 @@ class ScheduleRepository(DocumentRepository[ScheduleDoc]):
         elif outcome == "failed":
             fields["failures"] = doc.failures + 1
         return self._once(
-            current, _S.ENABLED, **fields, run=ScheduleRun(), next_run_time=next_run, last_end_time=at, last_update_time=at
+            current,
+            _S.ENABLED,
+            **fields,
+            run=ScheduleRun(),
+            next_run_time=next_run,
+            last_end_time=at,
+            last_update_time=at,
         )
 
     def pass_turn(
@@ -256,7 +288,9 @@ class ScheduleRepository(DocumentRepository[ScheduleDoc]):
 
     # -- helpers ------------------------------------------------------------------------------
 
-    def _once(self, current: Versioned[ScheduleDoc], state: ScheduleState, **fields: Any) -> Versioned[ScheduleDoc] | None:
+    def _once(
+        self, current: Versioned[ScheduleDoc], state: ScheduleState, **fields: Any
+    ) -> Versioned[ScheduleDoc] | None:
         try:
             return self._move(current, state, **fields)
         except VersionConflictError:
