@@ -193,7 +193,7 @@ def build_plugin(
         else None
     )
     refresh_stopper = RefreshStopper(store, registry.stop_job, stream_stopper.stop)
-    schedules = ScheduleOperations(store, settings.scheduler_policy, refresh_stopper.stop)
+    schedules = ScheduleOperations(store, settings.scheduler_policy, refresh_stopper)
     context = HandlerContext(
         settings=settings,
         store=store,

@@ -113,9 +113,10 @@ class IndexDmlOperations:
 
     def _drop(self, datasource: str, index_name: str, before: Versioned[FlintIndexStateDoc] | None) -> None:
         """Stop the job refreshing the index; its schedule, if any, is disabled."""
-        self._stop_refresh(datasource, before)
         if self.schedules is not None:
-            self.schedules.dropped(index_name)
+            self.schedules.dropped(datasource, index_name, before)
+        else:
+            self._stop_refresh(datasource, before)
 
     def _alter(
         self, datasource: str, index_name: str, before: Versioned[FlintIndexStateDoc] | None, provided: dict[str, str]

@@ -26,7 +26,8 @@ from typing import Any
 
 from async_query.scheduler.owners import owner_of
 from async_query.security.principal import Principal
-from query_core.errors import InvalidRequestError
+from async_query.streams import RefreshStopper
+from query_core.errors import AsyncQueryError, InvalidRequestError
 from query_core.flint.index_meta import IndexMeta
 from query_core.flint.metas import flint_meta
 from query_core.flint.refresh_options import manual_refresh_options
@@ -38,9 +39,6 @@ from query_core.store import ScheduleTerms, Store
 
 log = logging.getLogger(__name__)
 
-#: Stops the job refreshing an index, as its state document (read before the operation) names it.
-StopRefresh = Callable[[str, Versioned[FlintIndexStateDoc] | None], None]
-
 
 class ScheduleOperations:
     """ALTER, RECOVER, DROP and a datasource's end, for scheduled indexes (see the module's
@@ -50,13 +48,14 @@ class ScheduleOperations:
         self,
         store: Store,
         policy: SchedulerPolicy,
-        stop_refresh: StopRefresh,
+        refreshes: RefreshStopper,
         clock: Callable[[], int] = now_millis,
         wake: Callable[[], None] = lambda: None,
     ) -> None:
         self.store = store
         self.policy = policy
-        self.stop_refresh = stop_refresh
+        #: Stops the job refreshing an index (a stream, or a scheduled run).
+        self.refreshes = refreshes
         self.clock = clock
         self.wake = wake
 
@@ -78,7 +77,7 @@ class ScheduleOperations:
         terms = self._terms(datasource, index_name, raw, options, owner)
 
         def work() -> None:
-            self.stop_refresh(datasource, before)  # the stream it had, if any
+            self.refreshes.stop(datasource, before)  # the stream it had, if any
             self._put_options(index_name, options)
             self.store.schedules.enable(terms, next_run=self.clock())
 
@@ -114,7 +113,7 @@ class ScheduleOperations:
         before = transaction.current()
 
         def work() -> None:
-            self.stop_refresh(datasource, before)
+            self.stop_runs(datasource, index_name, before)
             self._put_options(index_name, options)
             self.store.schedules.disable(index_name, reason)
 
@@ -140,9 +139,26 @@ class ScheduleOperations:
         log.info("index %s recovered: its scheduled refresh runs again", index_name)
         self.wake()
 
-    def dropped(self, index_name: str) -> None:
-        """DROP of an index: its schedule (if any) disabled. VACUUM removes it."""
+    def dropped(self, datasource: str, index_name: str, before: Versioned[FlintIndexStateDoc] | None) -> None:
+        """DROP of an index: the job refreshing it stopped, its schedule (if any) disabled.
+        VACUUM removes the schedule."""
+        self.stop_runs(datasource, index_name, before)
         self.store.schedules.disable(index_name, "the index was dropped")
+
+    def stop_runs(self, datasource: str, index_name: str, before: Versioned[FlintIndexStateDoc] | None) -> None:
+        """Stop the job refreshing the index as its state document named it before the operation,
+        and its scheduled run's job, which may not have reached the index yet."""
+        self.refreshes.stop(datasource, before)
+        current = self.store.schedules.of(index_name)
+        if current is None or current.doc.state != ScheduleState.RUNNING or not current.doc.run.job_id:
+            return
+        job_id = current.doc.run.job_id
+        if before is not None and before.doc.job_id == job_id:
+            return  # stopped above
+        try:
+            self.refreshes.stop_job(datasource, job_id)
+        except AsyncQueryError as exc:
+            log.warning("cannot stop job %s of the scheduled refresh of %s: %s", job_id, index_name, exc)
 
     def datasource_ended(self, datasource: str, index_name: str, deleted: bool) -> None:
         """The reference's housekeeping of a scheduled index whose datasource was deleted (the
@@ -156,7 +172,7 @@ class ScheduleOperations:
         before = transaction.current()
 
         def work() -> None:
-            self.stop_refresh(datasource, before)
+            self.stop_runs(datasource, index_name, before)
             self.store.schedules.disable(index_name, f"datasource {datasource} was deleted")
 
         transaction.run("drop", work)
