@@ -408,6 +408,10 @@ class LocalLauncher(Launcher):
     def describe(self, job_id: str) -> JobDescription:
         return self.jobs.describe(job_id)
 
+    def live_jobs(self) -> list[str]:
+        """The local jobs running now (their ids), whichever plugin process started them."""
+        return self.jobs.live()
+
     def cancel(self, job_id: str) -> None:
         self.jobs.cancel(job_id)
 
