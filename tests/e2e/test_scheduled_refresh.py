@@ -7,7 +7,8 @@ index launch each tick once; an ALTER of the interval takes effect at the next t
 manual refresh, DROP and VACUUM end it.
 
 The tests run in order on one index (each tick a Spark job: they share what they can). The
-interval is short (a test setting allows it) and the scheduler looks every half second.
+interval is short (a test setting allows it) and the scheduler looks every half second. The
+source is fingerprinted through the catalog (its files): a tick that finds it unchanged starts no job.
 """
 
 from __future__ import annotations
@@ -38,14 +39,16 @@ T = TypeVar("T")
 DS = "local"
 TABLE = f"{DS}.default.scheduled_events"
 INDEX = f"flint_{DS}_default_scheduled_events_pages_index"
-INTERVAL_MS = 15_000
+INTERVAL_MS = 10_000
 SETTINGS: dict[str, Any] = {
     "external_scheduler_enabled": True,
-    "external_scheduler_interval": "15 seconds",
+    "external_scheduler_interval": "10 seconds",
     "external_scheduler_min_interval": "5 seconds",
     "external_scheduler_test_intervals": True,
     "external_scheduler_tick_s": 0.5,
     "liveness_cache_s": 0.5,
+    # A run's job beats every 2 s however idle: its death is confirmed within seconds.
+    "heartbeat_idle_ms": 2_000,
 }
 #: A run: a JVM's start, then the refresh (the machine may be busy with other tests' jobs).
 RUN_S = 150
@@ -207,18 +210,20 @@ def test_rows_added_to_the_source_appear_after_the_next_tick_with_no_job_running
     created = ok(api, f"CREATE INDEX pages ON {TABLE} (page, n) WITH (auto_refresh = true)")
     assert set(created) == {"queryId"}
     built = until(settled_after(svc, 1), "the index's first scheduled run (its build)")
-    assert (built.interval, built.owner) == ("15 seconds", "")
+    assert (built.interval, built.owner) == ("10 seconds", "")
     assert indexed(svc) == set(first)
     state = svc.store.index_states.get(DS, latest_id(INDEX))
     assert state is not None and state.doc.state is FlintIndexState.ACTIVE  # idle between runs, no stream
 
-    # Between ticks no refresh job runs: once the run's job has exited, until the next tick.
+    # Between ticks no refresh job runs: once the run's job has exited, and through the next tick,
+    # which finds the source unchanged (no job is started for it).
     until(lambda: not refresh_jobs_running(svc), "the first run's job to exit", timeout=30)
-    quiet_until = schedule(svc).next_run_time - 1_000
-    while time.time() * 1000 < quiet_until:
+    while (doc := schedule(svc)).last_outcome != "unchanged":
         assert refresh_jobs_running(svc) == [], "a job ran between ticks"
-        assert schedule(svc).state == ScheduleState.ENABLED
-        time.sleep(0.5)
+        assert doc.state == ScheduleState.ENABLED and doc.runs == built.runs
+        assert time.time() * 1000 < built.next_run_time + 2 * INTERVAL_MS, "no tick came"
+        time.sleep(0.2)
+    assert refresh_jobs_running(svc) == [] and schedule(svc).runs == built.runs
 
     added = events.insert(1)
     written = time.monotonic()
@@ -262,13 +267,13 @@ def test_the_schedule_survives_a_restart_two_processes_run_each_tick_once_and_al
     runs = schedule(first).runs
     assert runs == len(refresh_statements(first))
 
-    ok(api, f"ALTER INDEX pages ON {TABLE} WITH (auto_refresh = true, refresh_interval = '8 seconds')")
+    ok(api, f"ALTER INDEX pages ON {TABLE} WITH (auto_refresh = true, refresh_interval = '5 seconds')")
     altered = schedule(first)
-    assert (altered.interval, altered.interval_millis) == ("8 seconds", 8_000)
+    assert (altered.interval, altered.interval_millis) == ("5 seconds", 5_000)
     # The next tick after the ALTER comes one new interval after the one before it.
     tick = altered.next_run_time
     passed = until(ticked_after(first, tick), "the tick after the ALTER")
-    assert (passed.next_run_time - tick) % 8_000 == 0
+    assert (passed.next_run_time - tick) % 5_000 == 0
 
     added = events.insert(1)
     until(lambda: set(added) <= indexed(first), "the row, after a restart, at a tick of the new interval")
@@ -284,7 +289,7 @@ def test_alter_to_manual_refresh_drop_and_vacuum_end_the_schedule(deployment: De
     stopped = schedule(svc)
     assert stopped.state == ScheduleState.DISABLED
     added = events.insert(1)
-    looked = time.time() * 1000 + 2 * 8_000
+    looked = time.time() * 1000 + 2 * 5_000
     for _, plugin in deployment.services:  # both schedulers ran a round past two ticks
         until(round_after(plugin, looked), "a scheduler round past two ticks", 60)
     assert schedule(svc).runs == stopped.runs and not set(added) & indexed(svc)
