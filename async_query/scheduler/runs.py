@@ -135,14 +135,14 @@ class ScheduledRuns:
 
     def _start(self, current: Versioned[ScheduleDoc], now: int) -> int | None:
         doc = current.doc
-        datasource = self.datasources.find(doc.data_source_name)
-        if datasource is None or datasource.status != "ACTIVE":
-            self.operations.datasource_ended(doc.data_source_name, doc.index_name, deleted=datasource is None)
-            return None
         meta = self._meta(doc.index_name)
         if meta is None or not is_scheduled(meta.options):
             why = "no longer exists" if meta is None else "is no longer refreshed by the scheduler"
             self.store.schedules.disable(doc.index_name, f"index {doc.index_name} {why}")
+            return None
+        datasource = self.datasources.find(doc.data_source_name)
+        if datasource is None or datasource.status != "ACTIVE":
+            self.operations.datasource_ended(doc.data_source_name, doc.index_name, deleted=datasource is None)
             return None
         next_run = following_tick(doc.next_run_time, doc.interval_millis, now)
         digest = self.probe.fingerprint(datasource, source_tables(meta)) if self.probe is not None else None

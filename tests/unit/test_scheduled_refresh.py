@@ -524,11 +524,24 @@ def test_a_disabled_datasource_alters_its_scheduled_indexes_to_manual_and_a_dele
     assert f"datasource {DS} is disabled" in schedule(plugin.store).last_error
     assert flint_meta(plugin.store.admin, INDEX)["options"]["auto_refresh"] == "false"  # type: ignore[index]
     assert refreshes(launcher) == []
+    meta = flint_meta(plugin.store.admin, INDEX) or {}
+    plugin.store.admin.put_mapping_meta(INDEX, {**meta, "options": {**meta["options"], **SCHEDULED}})
     plugin.store.schedules.enable(ScheduleTerms(DS, INDEX, "1 minute", MINUTE), next_run=clock.now)
     plugin.datasources.find = lambda name: None  # type: ignore[method-assign]
     tick(plugin)
     assert index_state(plugin.store)[0] == FlintIndexState.DELETED
     assert schedule(plugin.store).state == ScheduleState.DISABLED
+
+
+def test_a_schedule_whose_index_is_gone_is_disabled_at_its_tick(
+    plugin: Plugin, launcher: RecordingLauncher, clock: Clock
+) -> None:
+    scheduled_index(plugin, clock)
+    plugin.store.admin.delete_index(INDEX)
+    tick(plugin)
+    gone = schedule(plugin.store)
+    assert gone.state == ScheduleState.DISABLED and f"index {INDEX} no longer exists" in gone.last_error
+    assert refreshes(launcher) == []
 
 
 def test_a_pending_schedule_whose_create_made_no_index_is_removed_after_a_grace(
