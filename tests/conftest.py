@@ -66,6 +66,7 @@ LONGEST_FIRST = (
     "e2e/test_streaming.py",
     "e2e/test_flint_indexes.py",
     "e2e/test_warm_pool.py",
+    "e2e/test_scheduled_refresh.py",
     "e2e/test_embedded_default.py",
     "e2e/test_interactive.py",
     "faults/test_plugin_process.py",

@@ -29,7 +29,8 @@ from async_query.scheduler.operations import ScheduleOperations
 from async_query.security.principal import ANONYMOUS, Principal
 from async_query.streams import RefreshStopper
 from query_core.errors import InvalidRequestError
-from query_core.flint import AlterIndex, DropIndex, RecoverIndexJob, flint_index_name
+from query_core.flint import AlterIndex, DropIndex, RecoverIndexJob, check_index_catalog, flint_index_name
+from query_core.flint.index_meta import IndexMeta
 from query_core.flint.metas import flint_meta
 from query_core.flint.naming import sanitize_index_name
 from query_core.flint.refresh_options import manual_refresh_options
@@ -103,6 +104,9 @@ class IndexDmlOperations:
         if self.schedules is None:
             raise InvalidRequestError("this service has no scheduler: the statement is a streaming job's")
         if isinstance(statement, RecoverIndexJob):
+            found = IndexMeta.from_meta(index_name, meta)
+            if found is not None:  # its name may be another datasource's: its table decides
+                check_index_catalog(found, datasource)
             self.schedules.recover(datasource, index_name, meta, owner)
         elif statement.options.auto_refresh:
             self.schedules.alter_to_auto(datasource, index_name, meta, dict(statement.options.raw), owner)

@@ -79,13 +79,13 @@ def scheduled(plugin: Plugin, clock: Clock) -> Plugin:
 # -- playing the jobs' parts ---------------------------------------------------------------------
 
 
-def make_index(store: Store, options: dict[str, str], name: str = INDEX) -> None:
+def make_index(store: Store, options: dict[str, str], name: str = INDEX, source: str = TABLE) -> None:
     """What a CREATE's job leaves: the index with its ``_meta``, its state ``active``."""
     meta = {
         "version": "1.0.0",
         "name": "by_a",
         "kind": "covering",
-        "source": TABLE,
+        "source": source,
         "indexedColumns": [{"columnName": "a", "columnType": "int"}],
         "options": {"auto_refresh": "false", "incremental_refresh": "false", **options},
         "latestId": latest_id(name),
@@ -511,6 +511,18 @@ def test_recover_enables_a_scheduled_index_again_and_forgets_its_failures(
     doc = schedule(plugin.store)
     assert (doc.state, doc.failures, doc.next_run_time, doc.owner) == (ScheduleState.ENABLED, 0, clock.now, "ana")
     assert len(launcher.started) == 1  # the plugin's own work
+
+
+def test_recover_of_a_scheduled_index_whose_table_is_another_catalog_s_is_refused(
+    plugin: Plugin, client: httpx.Client
+) -> None:
+    # Its name begins as this datasource's indexes' do; its table is in catalog local_x.
+    make_index(plugin.store, SCHEDULED, source="local_x.default.t")
+    recovered = post(client, f"RECOVER INDEX JOB {INDEX}")
+    assert finished(plugin, recovered.json()["queryId"]) == StatementState.FAILED
+    statement = plugin.store.statements.get(DS, recovered.json()["queryId"])
+    assert statement is not None and "is of catalog 'local_x'" in statement.doc.error
+    assert plugin.store.schedules.of(INDEX) is None
 
 
 def test_a_disabled_datasource_alters_its_scheduled_indexes_to_manual_and_a_deleted_one_drops_them(
