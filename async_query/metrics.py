@@ -188,6 +188,20 @@ STREAMING_HOUSEKEEPER_FAILURES = Counter(
     "Rounds or streams the streaming housekeeper could not handle",
     registry=REGISTRY,
 )
+SCHEDULED_RUNS = Counter(
+    "async_query_scheduled_runs",
+    "Turns of scheduled refreshes, by datasource and outcome: launched, then success or failed; or "
+    "skipped (the previous run still ran), unchanged (no source table changed), waiting (no refresh share)",
+    ["datasource", "outcome"],
+    registry=REGISTRY,
+)
+SCHEDULED_RUN_LAG = Histogram(
+    "async_query_scheduled_run_lag_seconds",
+    "From when a scheduled refresh fell due to its launch, by datasource",
+    ["datasource"],
+    buckets=(0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 900.0, 3600.0),
+    registry=REGISTRY,
+)
 HEALTHY = Gauge(
     "async_query_health_check_ok",
     "1 when the health check passes, 0 when it fails (index, metastore, launchers, housekeeping)",
@@ -241,6 +255,13 @@ def pool_claimed(datasource: str, outcome: str) -> None:
 
 def streaming_housekeeper_failed() -> None:
     STREAMING_HOUSEKEEPER_FAILURES.inc()
+
+
+def scheduled_run(datasource: str, outcome: str, lag_s: float | None = None) -> None:
+    """A scheduled refresh's turn: launched (``lag_s`` after it fell due), or how it ended."""
+    SCHEDULED_RUNS.labels(datasource, outcome).inc()
+    if lag_s is not None:
+        SCHEDULED_RUN_LAG.labels(datasource).observe(max(0.0, lag_s))
 
 
 class _Launcher(Protocol):

@@ -2,8 +2,8 @@
 
 :func:`build_plugin` wires the plugin's parts over an index (a :class:`Store`), its datasources
 and launchers: the launcher registry, the warm pools, liveness, the workers (cancel supervision,
-housekeeping, stream watching and stopping, the pools' keeper, metrics), the handlers, the read
-model and the use cases. Nothing
+housekeeping, stream watching and stopping, the pools' keeper, the refresh scheduler, metrics),
+the handlers, the read model and the use cases. Nothing
 else builds them, and none of them builds another. :func:`build_runtime` adds what the embedded
 default runs beside the plugin.
 
@@ -17,6 +17,7 @@ each has a Hive Metastore child process of its own (:mod:`async_query.embedded.c
 from __future__ import annotations
 
 import logging
+import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,6 +37,12 @@ from async_query.launcher.registry import LauncherRegistry
 from async_query.liveness import LivenessChecker, Staleness
 from async_query.pool import PoolKeeper, Pools, SessionJobs
 from async_query.reads import QueryReads
+from async_query.scheduler.modes import RefreshModes
+from async_query.scheduler.operations import ScheduleOperations
+from async_query.scheduler.owners import Owners
+from async_query.scheduler.probe import SourceProbe
+from async_query.scheduler.runs import RunTimes, ScheduledRuns
+from async_query.scheduler.worker import RefreshScheduler
 from async_query.security.accounts import index_user
 from async_query.security.job_user import JobUser
 from async_query.security.sealing import Sealer
@@ -43,9 +50,10 @@ from async_query.service import AsyncQueryService, StorageBound
 from async_query.settings import Settings
 from async_query.stats import Stats
 from async_query.stream_watch import StreamWatcher
-from async_query.streams import StreamStopper
+from async_query.streams import RefreshStopper, StreamStopper
 from async_query.workers import CancelSupervisor, Housekeeper, Lease, StreamingHousekeeper, Worker
 from query_core.config import OpenSearchConfig
+from query_core.flint.scheduling import interval_ms
 from query_core.ids import DEPLOYMENT_INDEX, request_index
 from query_core.models import StatementDoc
 from query_core.store import Store
@@ -79,6 +87,8 @@ class Plugin:
     #: The warm pools, and their keeper (refills, scale-down, the stop of their jobs).
     pools: Pools
     pool_keeper: PoolKeeper
+    #: Runs the scheduled refreshes (docs/flint.md, "Scheduled refresh").
+    scheduler: RefreshScheduler
     #: The catalog read model of the browse statements (None: turned off; docs/catalog.md).
     catalog: CatalogReadModel | None = None
     #: Refreshes the read model's recently browsed listings before they expire (None: not kept warm).
@@ -94,6 +104,7 @@ class Plugin:
             self.streaming_housekeeper,
             self.stream_watcher,
             self.pool_keeper,
+            self.scheduler,
         ]
         if self.catalog_keeper is not None:
             loops.append(self.catalog_keeper)
@@ -114,7 +125,13 @@ class Plugin:
         self.metrics_worker.stop()
         self.pool_keeper.close()  # before the launchers: it stops the idle jobs it started
         self.health.close()
-        for worker in (self.supervisor, self.housekeeper, self.streaming_housekeeper, self.stream_watcher):
+        for worker in (
+            self.scheduler,
+            self.supervisor,
+            self.housekeeper,
+            self.streaming_housekeeper,
+            self.stream_watcher,
+        ):
             worker.stop()
         if self.catalog_keeper is not None:
             self.catalog_keeper.stop()
@@ -177,6 +194,8 @@ def build_plugin(
         if settings.catalog_read_model
         else None
     )
+    refresh_stopper = RefreshStopper(store, registry.stop_job, stream_stopper.stop)
+    schedules = ScheduleOperations(store, settings.scheduler_policy, refresh_stopper)
     context = HandlerContext(
         settings=settings,
         store=store,
@@ -188,9 +207,28 @@ def build_plugin(
         stream_stopper=stream_stopper,
         jobs=jobs,
         catalog=catalog,
+        schedules=schedules,
     )
     handlers = Handlers(context, settings.reply_cache_entries * 10)
     reads = QueryReads(settings, store, datasources, handlers)
+    service = AsyncQueryService(
+        datasources,
+        registry,
+        handlers,
+        reads,
+        store.sessions,
+        store.pool,
+        StatementLimits(
+            settings.max_query_chars,
+            settings.max_statement_depth,
+            settings.max_ppl_chars,
+            settings.max_statement_tokens,
+        ),
+        store.usage,
+        StorageBound(settings.max_user_index_bytes, settings.result_retention_days),
+        route=RefreshModes(store, settings.scheduler_policy).route,
+    )
+    scheduler = _scheduler(settings, store, datasources, service, liveness, schedules, catalog)
     store.index.write_listeners.append(reads.session_cache.forget)
     watched = _watched(store, datasources, registry, housekeeper, streaming_housekeeper)
     health = Health(watched, settings.health_timeout_s, settings.health_cache_s)
@@ -208,32 +246,42 @@ def build_plugin(
         stream_watcher=StreamWatcher(store, liveness, settings.stream_watch_interval_s),
         handlers=handlers,
         reads=reads,
-        service=AsyncQueryService(
-            datasources,
-            registry,
-            handlers,
-            reads,
-            store.sessions,
-            store.pool,
-            StatementLimits(
-                settings.max_query_chars,
-                settings.max_statement_depth,
-                settings.max_ppl_chars,
-                settings.max_statement_tokens,
-            ),
-            store.usage,
-            StorageBound(settings.max_user_index_bytes, settings.result_retention_days),
-        ),
+        service=service,
         catalog=catalog,
         health=health,
         metrics_worker=MetricsWorker(store, settings.metrics_interval_s, health=health),
         pools=pools,
         pool_keeper=keeper,
+        scheduler=scheduler,
         catalog_keeper=CatalogKeepWarm(catalog) if catalog is not None and settings.catalog_keep_warm_s > 0 else None,
     )
     if settings.metrics_enabled:
         _count_for_metrics(plugin)
     return plugin
+
+
+def _scheduler(
+    settings: Settings,
+    store: Store,
+    datasources: DatasourceRegistry,
+    service: AsyncQueryService,
+    liveness: LivenessChecker,
+    schedules: ScheduleOperations,
+    catalog: CatalogReadModel | None,
+) -> RefreshScheduler:
+    """The scheduled refreshes' loop: runs submitted through ``service`` as their owners, their
+    sources fingerprinted where the catalog read model can locate them."""
+    times = RunTimes(
+        int(settings.external_scheduler_tick_s * 1000), interval_ms(settings.external_scheduler_max_backoff)
+    )
+    probe = SourceProbe(catalog.table_location) if catalog is not None else None
+    owners = Owners.from_settings(settings)
+    runs = ScheduledRuns(
+        store, datasources, service.submit, liveness, owners, schedules, times, secrets.token_hex(8), probe
+    )
+    scheduler = RefreshScheduler(store, runs, settings.external_scheduler_tick_s)
+    schedules.wake = scheduler.wake
+    return scheduler
 
 
 def _watched(

@@ -12,11 +12,12 @@ submitter or an admin, the session listing shows a user their own sessions (docs
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from async_query import metrics
 from async_query.datasources import DatasourceRegistry
-from async_query.dispatch import classify
+from async_query.dispatch import Classified, classify
 from async_query.handlers import Handlers, SubmitRequest, Submitted
 from async_query.launcher.base import launcher_policy
 from async_query.launcher.registry import LauncherRegistry
@@ -41,6 +42,9 @@ class StorageBound:
     max_bytes: int = 0
     window_days: float = 60.0
 
+#: Routes a classified statement of a datasource, for a caller, by its index's refresh mode.
+Route = Callable[[Classified, str, Principal], Classified]
+
 
 class AsyncQueryService:
     """POST, GET, DELETE and the session listing."""
@@ -56,6 +60,7 @@ class AsyncQueryService:
         limits: StatementLimits,
         usage: UsageRepository | None = None,
         storage: StorageBound | None = None,
+        route: Route | None = None,
     ) -> None:
         self.datasources = datasources
         self.launchers = launchers
@@ -68,6 +73,9 @@ class AsyncQueryService:
         self._usage = usage
         #: What one user may store in the index; each statement is charged against it at POST.
         self.storage = storage or StorageBound()
+        #: The kind that runs a classified statement, given how its index is refreshed (a
+        #: scheduled index's CREATE is batch; :mod:`async_query.scheduler.modes`); None: its class's.
+        self.route = route
 
     def submit(self, request: SubmitRequest) -> Submitted:
         """Refuse a caller outside the datasource's ``allowedRoles`` (a 403), classify the query,
@@ -82,6 +90,8 @@ class AsyncQueryService:
             check_catalog(classified.statement, datasource.name)  # its own indexes only
         policy = launcher_policy(datasource, self.launchers.for_datasource(datasource))
         validate_query(policy, request.lang, request.query, classified.statement, tokens=tokens)
+        if self.route is not None and classified.statement is not None:
+            classified = self.route(classified, datasource.name, request.principal)
         self._charge(request)  # the last check: a statement refused before is not counted
         submitted = self.handlers[classified.kind].submit(request, classified)
         self.reads.submitted(submitted, request.submitted_by)

@@ -13,6 +13,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from async_query.embedded.node_jars import DEFAULT_REPOSITORY
 from query_core.config import OpenSearchConfig
+from query_core.flint.scheduling import MIN_SCHEDULED_INTERVAL_MS, IntervalError, SchedulerPolicy, interval_ms
 
 
 class SparkEngineConfig(BaseModel):
@@ -240,6 +241,26 @@ class Settings(BaseSettings):
     #: deleted by housekeeping; the launcher forgets jobs that finished that long ago.
     job_files_retention_days: float = 7.0
 
+    # -- scheduled refresh (docs/flint.md, "Scheduled refresh") ---------------------------------
+    #: Auto-refresh indexes are refreshed by the service's scheduler, an incremental refresh as a
+    #: batch job every ``refresh_interval`` (``scheduler_mode = 'external'``, the default), unless
+    #: they ask for a stream of their own (``'internal'``) or for an interval below
+    #: ``external_scheduler_min_interval``; off: every auto-refresh index streams.
+    external_scheduler_enabled: bool = True
+    #: The interval of a scheduled index that names none (Spark's units: ``5 minutes``, ``1 hour``).
+    external_scheduler_interval: str = "5 minutes"
+    #: The shortest interval the scheduler runs: an index asking for a shorter one streams, and
+    #: ``scheduler_mode = 'external'`` with one is refused. At least a minute (a run starts a Spark
+    #: job) unless ``external_scheduler_test_intervals`` is set.
+    external_scheduler_min_interval: str = "1 minute"
+    #: Let ``external_scheduler_min_interval`` go below a minute: for tests only.
+    external_scheduler_test_intervals: bool = False
+    #: Each plugin process looks for due and ended runs at least this often (seconds), and when the
+    #: soonest run falls due.
+    external_scheduler_tick_s: float = Field(default=5.0, gt=0)
+    #: After repeated failures a run waits twice as long each time, up to this.
+    external_scheduler_max_backoff: str = "1 hour"
+
     # -- the catalog read model (docs/catalog.md) -----------------------------------------------
     #: Answer OpenSearch Dashboards' browse statements from the catalog read model (false: all go to Spark).
     catalog_read_model: bool = True
@@ -391,6 +412,31 @@ class Settings(BaseSettings):
                     f"{entry!r} is not an IP address or network (such as 10.0.0.5 or 10.1.0.0/16)"
                 ) from None
         return value
+
+    @model_validator(mode="after")
+    def _scheduler_intervals(self) -> Settings:
+        """The scheduler's intervals read as intervals; the lower bound at least a minute (but in tests)."""
+        policy = self.scheduler_policy
+        try:
+            lowest, default = policy.min_interval_ms, interval_ms(policy.default_interval)
+            interval_ms(self.external_scheduler_max_backoff)
+        except IntervalError as exc:
+            raise ValueError(exc.message) from None
+        if lowest < MIN_SCHEDULED_INTERVAL_MS and not self.external_scheduler_test_intervals:
+            raise ValueError(
+                f"external_scheduler_min_interval {policy.min_interval!r} is below a minute: a scheduled run starts "
+                "a Spark job (external_scheduler_test_intervals allows it, for tests)"
+            )
+        if default < lowest:
+            raise ValueError("external_scheduler_interval is below external_scheduler_min_interval")
+        return self
+
+    @property
+    def scheduler_policy(self) -> SchedulerPolicy:
+        """The external scheduler, as statements are dispatched and jobs run them."""
+        return SchedulerPolicy(
+            self.external_scheduler_enabled, self.external_scheduler_interval, self.external_scheduler_min_interval
+        )
 
     @property
     def sessions_per_user(self) -> int:

@@ -19,8 +19,8 @@ import time
 from collections.abc import Callable
 
 from query_core.errors import AsyncQueryError
-from query_core.models import SessionDoc, Versioned
-from query_core.states import SessionState, is_terminal
+from query_core.models import FlintIndexStateDoc, SessionDoc, Versioned
+from query_core.states import FlintIndexState, SessionState, SessionType, is_terminal
 from query_core.store import Store
 
 log = logging.getLogger(__name__)
@@ -86,3 +86,46 @@ class StreamStopper:
             reason += f" (the cancel failed: {exc.message})"
         log.warning("streaming session %s: %s", doc.session_id, reason)
         self.end_session(session, SessionState.DEAD, reason)
+
+
+class RefreshStopper:
+    """Stops the job that refreshes an index, as its state document names it (DROP, ALTER to
+    manual refresh, ALTER to the scheduler, a disabled datasource): a stream through
+    ``stop_stream`` (:meth:`StreamStopper.stop`), a batch refresh (a scheduled run) through
+    ``stop_job(datasource, job_id)``, its launcher, bounded in time."""
+
+    def __init__(
+        self,
+        store: Store,
+        stop_job: Callable[[str, str], None],
+        stop_stream: Callable[[Versioned[SessionDoc]], object],
+    ) -> None:
+        self.store = store
+        self.stop_job = stop_job
+        self.stop_stream = stop_stream
+
+    def stop(self, datasource: str, before: Versioned[FlintIndexStateDoc] | None) -> None:
+        """Stop the job the state document names, if its session is live.
+
+        A job with no session document at all (started by the reference plugin, say) is asked to
+        stop too when the index was ``refreshing``, on a best-effort basis: its state is unknown
+        here. A job whose sessions all ended is left alone.
+        """
+        if before is None or not before.doc.job_id:
+            return
+        state = before.doc
+        sessions = self.store.sessions.find(datasource, list(SessionState), job_id=state.job_id)
+        live = [s for s in sessions if not is_terminal(s.doc.state)]
+        streaming = [s for s in live if s.doc.session_type == SessionType.STREAMING]
+        if streaming:
+            for session in streaming:
+                self.stop_stream(session)
+            log.info("stopped the stream of job %s refreshing %s", state.job_id, state.index_name or state.latest_id)
+        elif live:
+            self.stop_job(datasource, state.job_id)
+            log.info("stopped job %s refreshing index %s", state.job_id, state.index_name or state.latest_id)
+        elif not sessions and state.state == FlintIndexState.REFRESHING:
+            try:
+                self.stop_job(datasource, state.job_id)
+            except AsyncQueryError as exc:
+                log.warning("cannot stop job %s (no session of it is known): %s", state.job_id, exc)

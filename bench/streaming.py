@@ -663,8 +663,9 @@ def index_server() -> Iterator[str]:
 
 
 @contextmanager
-def system(work: Path) -> Iterator[tuple[Plugin, str]]:
-    """The index, the metastore and the service on real HTTP; everything stopped after."""
+def system(work: Path, **overrides: Any) -> Iterator[tuple[Plugin, str]]:
+    """The index, the metastore and the service on real HTTP (its settings the defaults, but
+    ``overrides``); everything stopped after."""
     with ExitStack() as stack:
         url = stack.enter_context(index_server())
         began = time.perf_counter()
@@ -672,7 +673,7 @@ def system(work: Path) -> Iterator[tuple[Plugin, str]]:
         metastore = Metastore.start(home, home / "warehouse", files=work / "metastore-files")
         stack.callback(metastore.close)
         print(f"   metastore up in {time.perf_counter() - began:.1f} s", file=sys.stderr, flush=True)
-        settings = Settings(data_dir=work / "service", inactivity_limit_ms=INACTIVITY_LIMIT_MS)
+        settings = Settings(**{"data_dir": work / "service", "inactivity_limit_ms": INACTIVITY_LIMIT_MS, **overrides})
         opensearch = settings.opensearch(url)
         catalog = catalog_settings(home / "warehouse", metastore.uri)
         launcher = LocalLauncher(settings.data_dir, settings.cluster_name, "local[2]", catalog_conf=catalog)

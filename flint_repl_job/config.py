@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from flint_repl_job.result_stream import ResultLimits
 from query_core.config import OpenSearchConfig, auth_kind
+from query_core.flint.scheduling import SchedulerPolicy
 from query_core.jobconf import (
     APPLICATION_ID_ENV,
     DEFAULTS,
@@ -79,6 +80,8 @@ class JobConfig:
     pool_idle_limit_ms: int | None = DEFAULTS.pool_idle_limit_ms
     #: Record each statement's catalog changes in the datasource's change log (docs/catalog.md).
     report_catalog_changes: bool = True
+    #: How auto-refresh indexes are refreshed: by the service's scheduler, or by a stream.
+    scheduler: SchedulerPolicy = DEFAULTS.scheduler_policy
     #: Results stop at these caps and are written in documents of this size (docs/results.md).
     max_result_rows: int = DEFAULTS.max_result_rows
     max_result_bytes: int = DEFAULTS.max_result_bytes
@@ -153,6 +156,7 @@ class JobConfig:
             pool_slot=conf.pool_slot,
             pool_idle_limit_ms=conf.pool_idle_limit_ms,
             report_catalog_changes=conf.report_catalog_changes,
+            scheduler=conf.scheduler_policy,
             max_result_rows=conf.max_result_rows,
             max_result_bytes=conf.max_result_bytes,
             result_chunk_rows=conf.result_chunk_rows,

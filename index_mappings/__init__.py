@@ -1,7 +1,9 @@
-"""Mappings and settings of the two indexes, the single source for code and tests.
+"""Mappings and settings of the product's own indexes, the single source for code and tests.
 
 ``request_index.json`` describes ``.query_execution_request_<datasource>`` and ``result_index.json``
-describes ``query_execution_result_<datasource>``; :func:`load` returns the create-index body.
+describes ``query_execution_result_<datasource>``, ``datasource_index.json`` the datasources created
+over REST and ``scheduler_index.json`` the schedules of scheduled refresh
+(``.async-query-scheduler``); :func:`load` returns the create-index body.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from functools import cache
 from importlib import resources
 from typing import Any, Literal
 
-IndexKind = Literal["request_index", "result_index", "datasource_index"]
+IndexKind = Literal["request_index", "result_index", "datasource_index", "scheduler_index"]
 
 
 @cache

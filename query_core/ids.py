@@ -52,8 +52,8 @@ def datasource_of(any_id: str) -> str:
 
 
 #: The index names this product reads and writes (docs/documents.md): one request index and one
-#: result index per datasource, the datasources created over REST, and one deployment-wide index
-#: of lock documents (its name sorts with the request indexes, but no datasource can own it:
+#: result index per datasource, the datasources created over REST, the schedules of scheduled
+#: refresh, and one deployment-wide index of lock documents (its name sorts with the request indexes, but no datasource can own it:
 #: datasource names start with a letter).
 REQUEST_INDEX_PREFIX = ".query_execution_request_"
 REQUEST_INDEX_PATTERN = REQUEST_INDEX_PREFIX + "*"
@@ -61,6 +61,8 @@ RESULT_INDEX_PREFIX = "query_execution_result"
 RESULT_INDEX_PATTERN = RESULT_INDEX_PREFIX + "*"
 DATASOURCE_INDEX = ".ql-datasources"
 DEPLOYMENT_INDEX = REQUEST_INDEX_PREFIX + "_deployment"
+#: The schedules of scheduled refresh, one document per Flint index (the reference's name).
+SCHEDULER_INDEX = ".async-query-scheduler"
 
 
 def index_kind(index: str) -> IndexKind:
@@ -71,6 +73,8 @@ def index_kind(index: str) -> IndexKind:
         return "request_index"
     if index == DATASOURCE_INDEX:
         return "datasource_index"
+    if index == SCHEDULER_INDEX:
+        return "scheduler_index"
     return "result_index"
 
 

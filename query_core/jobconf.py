@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
+from query_core.flint.scheduling import SchedulerPolicy
 from query_core.ids import request_index
 from query_core.states import SessionType
 from query_core.validation.elements import FunctionTable, element_named
@@ -345,6 +346,24 @@ class JobConf:
         BOOLEAN,
         "record what each statement changes in the catalog in the datasource's catalog change log (docs/catalog.md)",
     )
+    external_scheduler_enabled: bool = _setting(
+        PREFIX_JOB + "externalScheduler.enabled",
+        False,
+        BOOLEAN,
+        "auto-refresh indexes are refreshed by the service's scheduler unless they stream (docs/flint.md)",
+    )
+    external_scheduler_interval: str = _setting(
+        PREFIX_JOB + "externalScheduler.interval",
+        "5 minutes",
+        STRING,
+        "the interval of a scheduled index that names none",
+    )
+    external_scheduler_min_interval: str = _setting(
+        PREFIX_JOB + "externalScheduler.minInterval",
+        "5 minutes",
+        STRING,
+        "the shortest interval the scheduler runs (shorter ones stream; the reference's threshold is its interval)",
+    )
 
     @property
     def validation_policy(self) -> ValidationPolicy:
@@ -354,6 +373,13 @@ class JobConf:
             function_table=FunctionTable(self.validation_functions),
             warehouse_root=self.validation_warehouse_root,
             checkpoint_root=self.validation_checkpoint_root,
+        )
+
+    @property
+    def scheduler_policy(self) -> SchedulerPolicy:
+        """The service's external scheduler, as it decides how an auto-refresh index is refreshed."""
+        return SchedulerPolicy(
+            self.external_scheduler_enabled, self.external_scheduler_interval, self.external_scheduler_min_interval
         )
 
     @property

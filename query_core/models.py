@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from query_core.states import FlintIndexState, PoolJobState, SessionState, SessionType, StatementState
+from query_core.states import FlintIndexState, PoolJobState, ScheduleState, SessionState, SessionType, StatementState
 
 
 def now_millis() -> int:
@@ -222,6 +223,77 @@ class PoolJobDoc(_Doc):
     claim: PoolClaim | None = None
     claim_time: int = 0
     error: str = ""
+
+
+class RunOutcome(StrEnum):
+    """How a scheduled run's turn ended (``lastOutcome`` of a schedule; the metrics' ``outcome``)."""
+
+    #: The refresh job finished its statement ``success``.
+    SUCCESS = "success"
+    #: The refresh failed, was killed, or could not be submitted (the owner may not, say).
+    FAILED = "failed"
+    #: The previous run still ran at the tick: this one was not launched.
+    SKIPPED = "skipped"
+    #: The source tables had not changed since the last successful run: nothing to refresh.
+    UNCHANGED = "unchanged"
+    #: No refresh share (the user's or the deployment's) was free: it waits for the next tick.
+    WAITING = "waiting"
+
+
+class ScheduleRun(_Doc):
+    """The run a schedule has claimed (``claim_time`` 0: none): its tick, who claimed it, and
+    the query it submitted once launched."""
+
+    #: The tick (epoch ms) it is the run of, and when and by which plugin process it was claimed.
+    due_time: int = 0
+    claim_time: int = 0
+    claimed_by: str = ""
+    #: The ``REFRESH`` query, its batch session and job, once submitted.
+    query_id: str = ""
+    session_id: str = ""
+    job_id: str = ""
+    #: The source tables' fingerprint as the claim saw them ("": unknown).
+    source_digest: str = ""
+
+
+class ScheduleDoc(_Doc):
+    """A Flint index's schedule (doc id = the index name), in the scheduler index
+    ``.async-query-scheduler`` as the reference keeps its jobs there; every move passes the
+    table in ``states.py`` (docs/documents.md)."""
+
+    type: Literal["schedule"] = "schedule"
+    version: str = "1.0"
+    index_name: str
+    data_source_name: str
+    state: ScheduleState = ScheduleState.PENDING
+    #: What a run submits, in the reference's fields (filled in when the schedule is enabled).
+    scheduled_query: str = ""
+    query_lang: str = "sql"
+    #: The interval as written (``'5 minutes'``) and in milliseconds.
+    interval: str = ""
+    interval_millis: int = 0
+    #: Whose runs they are: the user whose statement turned the schedule on ("": the anonymous
+    #: caller of ``none``), and the roles they held then (what ``cluster`` authentication can
+    #: still vouch for; ``basic`` reads the user's current roles at each run).
+    owner: str = ""
+    owner_roles: list[str] = Field(default_factory=list)
+    enabled_time: int = 0
+    #: When the next run is due, when the last was launched and when its turn ended (epoch ms).
+    next_run_time: int = 0
+    last_run_time: int = 0
+    last_end_time: int = 0
+    #: How the last turn ended, and why ("" when it succeeded).
+    last_outcome: str = ""
+    last_error: str = ""
+    #: Failed runs in a row (the next waits longer past the first: docs/flint.md), runs launched,
+    #: and turns skipped while the previous run still ran.
+    failures: int = 0
+    runs: int = 0
+    skips: int = 0
+    #: The source tables' fingerprint when the last successful run was claimed.
+    refreshed_digest: str = ""
+    run: ScheduleRun = Field(default_factory=ScheduleRun)
+    last_update_time: int = Field(default_factory=now_millis)
 
 
 class ColumnSchema(BaseModel):

@@ -51,6 +51,20 @@ class PoolJobState(StrEnum):
     DEAD = "dead"
 
 
+class ScheduleState(StrEnum):
+    """The state of a Flint index's schedule, in its document of the scheduler index
+    (``type: schedule``; docs/flint.md, "Scheduled refresh")."""
+
+    #: Armed by a CREATE whose job has not made the index yet; enabled once the index exists.
+    PENDING = "pending"
+    #: Waiting for its next run.
+    ENABLED = "enabled"
+    #: A run was claimed by one plugin process (one conditional write) and launched.
+    RUNNING = "running"
+    #: Off: the index is manual, streams, was dropped, or its datasource is disabled.
+    DISABLED = "disabled"
+
+
 class FlintIndexState(StrEnum):
     """The state of a Flint index, in its state document (``type: flintindexstate``)."""
 
@@ -67,7 +81,7 @@ class FlintIndexState(StrEnum):
     FAILED = "failed"
 
 
-S = TypeVar("S", StatementState, SessionState, FlintIndexState, PoolJobState)
+S = TypeVar("S", StatementState, SessionState, FlintIndexState, PoolJobState, ScheduleState)
 
 _S = StatementState
 _Z = SessionState
@@ -100,6 +114,17 @@ POOL_JOB_TRANSITIONS: dict[PoolJobState, frozenset[PoolJobState]] = {
     _P.CLAIMED: frozenset({_P.SERVED, _P.DEAD}),
     _P.SERVED: frozenset(),
     _P.DEAD: frozenset(),
+}
+
+_C = ScheduleState
+#: A schedule never ends: it is removed with its index (VACUUM). A run's claim moves it to
+#: ``running`` and the run's outcome back to ``enabled``; ALTER, DROP and a disabled datasource
+#: disable it from any state; a CREATE arms a disabled one again, an ALTER or RECOVER enables it.
+SCHEDULE_TRANSITIONS: dict[ScheduleState, frozenset[ScheduleState]] = {
+    _C.PENDING: frozenset({_C.ENABLED, _C.DISABLED}),
+    _C.ENABLED: frozenset({_C.RUNNING, _C.DISABLED}),
+    _C.RUNNING: frozenset({_C.ENABLED, _C.DISABLED}),
+    _C.DISABLED: frozenset({_C.PENDING, _C.ENABLED}),
 }
 
 _F = FlintIndexState
@@ -151,6 +176,11 @@ INDEX_OPERATIONS: dict[str, IndexOperation] = {
         _op("vacuum", {_F.DELETED}, _F.VACUUMING, None),
         _op("recover", {_F.ACTIVE, _F.REFRESHING, _F.FAILED}, _F.RECOVERING, _F.REFRESHING),
         _op("fail stream", {_F.REFRESHING}, None, _F.FAILED),
+        # A scheduled index (refreshed by the service's scheduler) idles ``active`` and is
+        # ``refreshing`` while a run is on; these use only moves the operations above allow.
+        _op("schedule refresh", {_F.ACTIVE, _F.REFRESHING, _F.FAILED}, _F.UPDATING, _F.ACTIVE),
+        _op("unschedule refresh", {_F.ACTIVE, _F.REFRESHING, _F.FAILED}, _F.UPDATING, _F.ACTIVE),
+        _op("recover scheduled refresh", {_F.ACTIVE, _F.FAILED}, _F.RECOVERING, _F.ACTIVE),
     )
 }
 
@@ -207,9 +237,10 @@ INITIAL_STATES: dict[type[Any], frozenset[Any]] = {
     SessionState: frozenset({_Z.NOT_STARTED}),
     FlintIndexState: FLINT_INDEX_TRANSITIONS[_F.EMPTY],
     PoolJobState: frozenset({_P.STARTING}),
+    ScheduleState: frozenset({_C.PENDING, _C.ENABLED}),
 }
 
-State = StatementState | SessionState | FlintIndexState | PoolJobState
+State = StatementState | SessionState | FlintIndexState | PoolJobState | ScheduleState
 
 #: The states a statement may be created in when the plugin answers it at once, without a job (the
 #: catalog browse statements, docs/catalog.md): finished, its result written before it.
@@ -249,6 +280,8 @@ def _table(state: State) -> dict[Any, frozenset[Any]]:
         return SESSION_TRANSITIONS
     if isinstance(state, PoolJobState):
         return POOL_JOB_TRANSITIONS
+    if isinstance(state, ScheduleState):
+        return SCHEDULE_TRANSITIONS
     return FLINT_INDEX_TRANSITIONS
 
 

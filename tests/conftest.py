@@ -43,6 +43,9 @@ os.environ.setdefault("JAVA_TOOL_OPTIONS", TEST_JVM_OPTIONS)
 # No warm pool unless a test asks for one (tests/e2e/test_warm_pool.py): an idle Spark job per
 # service would take CPU from every other test's jobs.
 os.environ.setdefault("ASYNC_QUERY_WARM_POOL_SIZE", "0")
+# Auto refresh streams unless a test asks for the scheduler (tests/*/test_scheduled_refresh*.py):
+# the tests written for streams keep testing streams.
+os.environ.setdefault("ASYNC_QUERY_EXTERNAL_SCHEDULER_ENABLED", "false")
 # No limit on failed logins unless a test asks for one (tests/integration/test_failed_logins.py):
 # the security tests fail logins from this one address far more often than the limit allows.
 os.environ.setdefault("ASYNC_QUERY_AUTH_FAILURES_ALLOWED", "0")
@@ -65,6 +68,7 @@ LONGEST_FIRST = (
     "e2e/test_streaming.py",
     "e2e/test_flint_indexes.py",
     "e2e/test_warm_pool.py",
+    "e2e/test_scheduled_refresh.py",
     "e2e/test_embedded_default.py",
     "e2e/test_interactive.py",
     "e2e/test_root_start.py",

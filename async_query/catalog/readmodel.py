@@ -170,6 +170,25 @@ class CatalogReadModel:
             log.debug("%s on %s left to Spark: %s", browse, datasource.name, exc)
         return None
 
+    def table_location(self, datasource: Datasource, table: str) -> str | None:
+        """Where a table's files are (its location URI, as Spark reads it), from the same cache
+        as the browse answers; None when the model cannot tell (no such table, a view, a catalog
+        it does not read). ``table`` is ``catalog.database.name`` (the catalog is the datasource)."""
+        parts = table.split(".")
+        if len(parts) != 3:
+            return None
+        try:
+            catalog = self._catalog(datasource)
+            if catalog is None:
+                return None
+            with catalog.lock:
+                self._sync(datasource.name, catalog)
+                found = self._tables(datasource.name, catalog, parts[1], [parts[2]])
+            return found[0].spark.location if found else None
+        except (CatalogUnavailableError, AsyncQueryError, UnrepresentableError, LookupError) as exc:
+            log.info("location of %s not read: %s", table, exc)
+            return None
+
     def _answer(self, ds: str, catalog: _Catalog, browse: Browse) -> Answer | None:
         if isinstance(browse, ShowSchemas):
             return Answer(_NAMESPACES, [(name,) for name in self._databases(ds, catalog)])
@@ -378,7 +397,8 @@ class CatalogReadModel:
             found = self.store.index_states.get(datasource.name, latest_id(meta.index_name))
             return found.doc if found is not None else None
 
-        return Answer(types, listing.show_flint_index_rows(listed, state_of, browse.extended))
+        schedules = self.store.schedules.of_many([m.index_name for m in listed]) if browse.extended else {}
+        return Answer(types, listing.show_flint_index_rows(listed, state_of, browse.extended, schedules))
 
     def flint_indexes(self, datasource: Datasource) -> list[dict[str, Any]] | None:
         """The datasource's Flint indexes with what the console shows of each (``docs/console.md``):

@@ -18,6 +18,7 @@ from async_query.launcher.registry import LauncherRegistry
 from async_query.liveness import LivenessChecker
 from async_query.pool import SessionJobs
 from async_query.replies import Reply, needs_result, statement_reply
+from async_query.scheduler.operations import ScheduleOperations
 from async_query.security.principal import ANONYMOUS, Principal
 from async_query.settings import Settings
 from async_query.streams import StreamStopper
@@ -101,6 +102,8 @@ class HandlerContext:
     jobs: SessionJobs
     #: Answers the catalog browse statements (None: they all go to Spark; docs/catalog.md).
     catalog: CatalogReadModel | None = None
+    #: The statements about indexes the scheduler refreshes (None: this service has no scheduler).
+    schedules: ScheduleOperations | None = None
 
 
 class QueryHandler(Protocol):

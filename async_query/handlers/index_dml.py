@@ -1,4 +1,5 @@
-"""Index DML (DROP, ALTER to manual refresh): work the plugin does itself, in a ``local`` session.
+"""Index DML (DROP, ALTER to manual refresh, and the ALTER and RECOVER statements of indexes the
+service's scheduler refreshes): work the plugin does itself, in a ``local`` session.
 
 POST writes a ``local`` session document (listing the statement's id), then the statement, and
 returns at once; the work (:mod:`async_query.handlers.index_dml_ops`) runs on a small pool of
@@ -25,8 +26,9 @@ from async_query.dispatch import Classified, QueryKind
 from async_query.handlers.base import HandlerContext, SubmitRequest, Submitted, fail_if_orphaned, render, statement_doc
 from async_query.handlers.index_dml_ops import IndexDmlOperations, IndexDmlStatement
 from async_query.replies import Reply
+from async_query.security.principal import Principal
 from query_core.errors import AsyncQueryError, InvalidRequestError, TooManyRequestsError
-from query_core.flint import AlterIndex, DropIndex
+from query_core.flint import AlterIndex, DropIndex, RecoverIndexJob
 from query_core.ids import new_id
 from query_core.models import LosslessResult, ResultDoc, SessionDoc, StatementDoc, Versioned
 from query_core.states import SessionState, SessionType, StatementState, is_terminal
@@ -48,7 +50,9 @@ class IndexDmlHandler:
         self.context = context
         self.store = context.store
         self.settings = context.settings
-        self.operations = IndexDmlOperations(context.store, context.launchers.stop_job, context.stream_stopper.stop)
+        self.operations = IndexDmlOperations(
+            context.store, context.launchers.stop_job, context.stream_stopper.stop, context.schedules
+        )
         self._pool = ThreadPoolExecutor(max_workers=max(1, self.settings.index_dml_workers), thread_name_prefix="dml")
         self._running: set[Future[None]] = set()
         #: Queries accepted and not finished (running or waiting for a thread), at most ``index_dml_queue``.
@@ -59,7 +63,7 @@ class IndexDmlHandler:
 
     def submit(self, request: SubmitRequest, classified: Classified) -> Submitted:
         statement = classified.statement
-        if not isinstance(statement, DropIndex | AlterIndex):
+        if not isinstance(statement, DropIndex | AlterIndex | RecoverIndexJob):
             raise InvalidRequestError(f"{classified.what} is not index DML")
         datasource = self.context.datasources.get(request.datasource)
         self._hold()
@@ -68,7 +72,7 @@ class IndexDmlHandler:
         except BaseException:
             self._let_go()
             raise
-        self._schedule(created, session, statement)  # the work holds the place from here on
+        self._schedule(created, session, statement, request.principal)  # the work holds the place from here on
         return Submitted(created.doc.query_id, session.doc.session_id, self.kind)
 
     def _hold(self) -> None:
@@ -108,13 +112,17 @@ class IndexDmlHandler:
         return created, session
 
     def _schedule(
-        self, statement: Versioned[StatementDoc], session: Versioned[SessionDoc], work: IndexDmlStatement
+        self,
+        statement: Versioned[StatementDoc],
+        session: Versioned[SessionDoc],
+        work: IndexDmlStatement,
+        owner: Principal,
     ) -> None:
         """Hand the work to the pool; a pool that is shut down fails the query at once. Its place
         in the queue is let go when the work is done."""
         try:
             with self._lock:
-                future = self._pool.submit(self._run, statement, session, work)
+                future = self._pool.submit(self._run, statement, session, work, owner)
                 self._running.add(future)
         except RuntimeError:  # the service is closing
             try:
@@ -131,7 +139,9 @@ class IndexDmlHandler:
 
     # -- the work ---------------------------------------------------------------------------
 
-    def _run(self, statement: Versioned[StatementDoc], session: Versioned[SessionDoc], work: IndexDmlStatement) -> None:
+    def _run(
+        self, statement: Versioned[StatementDoc], session: Versioned[SessionDoc], work: IndexDmlStatement, owner: Principal
+    ) -> None:
         """Run one index DML query to its end; whatever happens, the documents say how it ended
         (or, if they cannot be written, the housekeeping sweep ends it later)."""
         try:
@@ -140,15 +150,15 @@ class IndexDmlHandler:
                 return
             running, session = started
             began = time.monotonic()
-            error = self._operate(running.doc.data_source_name, work)
+            error = self._operate(running.doc.data_source_name, work, owner)
             self._finish(running, session, error, int((time.monotonic() - began) * 1000))
         except Exception:
             log.exception("index DML query %s could not be recorded to its end", statement.doc.query_id)
 
-    def _operate(self, datasource: str, work: IndexDmlStatement) -> str:
-        """Run the operation; returns its error ("" on success)."""
+    def _operate(self, datasource: str, work: IndexDmlStatement, owner: Principal) -> str:
+        """Run the operation for ``owner``; returns its error ("" on success)."""
         try:
-            self.operations.run(datasource, work)
+            self.operations.run(datasource, work, owner)
             return ""
         except AsyncQueryError as exc:
             return exc.message

@@ -336,6 +336,9 @@ def job_conf(
         validation_warehouse_root=policy.warehouse_root,
         validation_checkpoint_root=policy.checkpoint_root,
         report_catalog_changes=settings.catalog_report_changes,
+        external_scheduler_enabled=settings.external_scheduler_enabled,
+        external_scheduler_interval=settings.external_scheduler_interval,
+        external_scheduler_min_interval=settings.external_scheduler_min_interval,
     )
     own = render_conf(contract)
     # The password goes apart, kept off command lines where the launcher can: with basic auth the

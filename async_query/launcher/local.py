@@ -40,10 +40,11 @@ from async_query.datasources import Datasource
 from async_query.embedded.catalogs import LocalCatalogs, catalog_settings
 from async_query.launcher.base import JobDescription, JobRequest, Launcher
 from async_query.launcher.class_archive import ClassArchive
+from async_query.launcher.job_process import JobProcesses
 from async_query.launcher.local_jobs import LocalJobs
 from async_query.security import views
 from async_query.security.files import private_dir
-from async_query.security.job_user import JobPython, JobUser, JobUserError, installation_places, job_python
+from async_query.security.job_user import JobPython, JobUser, JobUserError, job_python
 from query_core.errors import LauncherError
 from query_core.jobconf import (
     APPLICATION_ID_ENV,
@@ -218,17 +219,11 @@ class LocalLauncher(Launcher):
         #: The master of datasources that name none (``properties.master``).
         self.spark_master = spark_master
         self.spark_submit = find_spark_submit(spark_submit)
-        self._own_spark_submit = not spark_submit
         #: Who jobs run as, and the Python they run (raises JobUserError: root, or unreachable).
         self.job_user = job_user or (catalogs.user if catalogs is not None else JobUser.resolve())
         self.python: JobPython = job_python(python)
-        #: What every job reads of this machine's software (shown through a private view where the
-        #: job user cannot pass: :mod:`async_query.security.views`).
-        installed, submit = installation_places(self.python), Path(os.path.realpath(self.spark_submit))
-        self.software = [*installed, submit.parent]
-        #: What the job user must be let in by its own modes: the software's places, and the
-        #: ``spark-submit`` it runs (not the directory that holds it, which it only passes).
-        self._must_read = [*installed, submit]
+        #: How their processes start (as that user, in a private view where it needs one).
+        self.processes = JobProcesses(self.job_user, self.python, self.spark_submit, None if spark_submit else pyspark_home())
         #: Each datasource's catalog (by default Spark's in-memory one, per job, in its own warehouse).
         self.catalogs = catalogs or LocalCatalogs(self.data_dir, self.job_user, metastores=False)
         #: One catalog for every datasource's jobs instead, when given (a deployment's own metastore).
@@ -326,7 +321,7 @@ class LocalLauncher(Launcher):
         return self.data_dir / "logs" / f"{session_id}.log"
 
     def start(self, request: JobRequest) -> str:
-        problem = self.reach_problem()
+        problem = self.processes.problem(self._places(self.data_dir / "tmp", None))
         if problem:
             raise JobUserError(f"cannot start a local job: {problem}")
         job_id = "local-" + secrets.token_hex(8)
@@ -339,11 +334,11 @@ class LocalLauncher(Launcher):
             with os.fdopen(fd, "w", encoding="utf-8") as out:
                 out.write(properties_text(secret))
         self._hand_over(tmp)
-        env = {**job_environment(request, job_id, self.application_id, os.environ), **self._user_env(tmp)}
+        env = {**job_environment(request, job_id, self.application_id, os.environ), **self.processes.environment(tmp)}
         archive = self.class_archive.java_options(self._warmup_for(request) if self._archive_recordable else None)
         command = self.command(request, archive, tmp=tmp, properties_file=properties)
         try:
-            proc = self._spawn(command, env, tmp, self.log_path(request.session_id), request.datasource)
+            proc = self.processes.spawn(command, env, tmp, self.log_path(request.session_id), self._places(tmp, request.datasource))
         except OSError as exc:
             self.job_user.remove(tmp)
             raise LauncherError(f"cannot start spark-submit ({self.spark_submit}): {exc}") from exc
@@ -365,54 +360,16 @@ class LocalLauncher(Launcher):
             for path in [*tmp.iterdir(), tmp]:
                 os.chown(path, self.job_user.uid, self.job_user.gid, follow_symlinks=False)
 
-    def _user_env(self, tmp: Path) -> dict[str, str]:
-        """What the job's processes need as the job user: its Python (and where this
-        installation's code is, when that Python is not this one), its temporary directory, and
-        its name and home (its temporary directory) when it is another user."""
-        python = self.python.executable
-        env = {"PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": python, "TMPDIR": str(tmp)}
-        if self.python.path:
-            inherited = os.environ.get("PYTHONPATH", "")
-            env["PYTHONPATH"] = os.pathsep.join([*self.python.path, *([inherited] if inherited else [])])
-            env["PYTHONNOUSERSITE"] = "1"
-        if self._own_spark_submit and "SPARK_HOME" not in os.environ:
-            env["SPARK_HOME"] = pyspark_home()
-        if self.job_user.switches:
-            env.update(HOME=str(tmp), USER=self.job_user.name, LOGNAME=self.job_user.name)
-        return env
-
-    def view(self, tmp: Path, datasource: Datasource | None) -> views.View:
-        """What a job sees where the job user cannot pass to what it needs: this machine's
-        software, its own directory, the class archive, and its datasource's warehouse and
-        checkpoints (no other datasource's)."""
-        writes = [tmp, self.class_archive.directory]
+    def _places(self, tmp: Path, datasource: Datasource | None) -> list[Path]:
+        """Where a job writes: its own directory, the class archive's, and its datasource's
+        warehouse and checkpoints (no other datasource's: what its private view shows)."""
+        places = [tmp, self.class_archive.directory]
         if datasource is not None:
             warehouse = self.warehouse_of(datasource)
-            writes.append(Path(self.checkpoints_of(datasource)))
+            places.append(Path(self.checkpoints_of(datasource)))
             if warehouse.startswith("file:") or "://" not in warehouse:
-                writes.append(Path(urllib.parse.urlparse(warehouse).path))
-        return views.plan_view(self.job_user, self.software, writes)
-
-    def _spawn(
-        self, command: list[str], env: dict[str, str], tmp: Path, log_file: Path, datasource: Datasource | None
-    ) -> subprocess.Popen[bytes]:
-        """Start ``command`` as the job user (through its private view where it needs one), in its
-        own process group, its output appended to ``log_file`` (a file of the service's, never
-        followed if it is a link)."""
-        out = os.open(log_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-        try:
-            return views.spawn(
-                command,
-                self.job_user,
-                view=self.view(tmp, datasource),
-                cwd=tmp,
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                new_session=True,
-            )
-        finally:
-            os.close(out)
+                places.append(Path(urllib.parse.urlparse(warehouse).path))
+        return places
 
     def _warmup_for(self, request: JobRequest) -> Callable[[list[str], Path], subprocess.Popen[bytes]]:
         """The warm-up that records the class archive (:mod:`.class_archive`), with the catalog
@@ -428,14 +385,18 @@ class LocalLauncher(Launcher):
                 cmd += ["--conf", f"{key}={value}"]
             cmd += [*_listening_conf("local[1]"), str(WARMUP_FILE)]
             env = {k: v for k, v in os.environ.items() if k in INHERITED_ENV or k.startswith(INHERITED_PREFIXES)}
-            env.update(TZ="UTC", **self._user_env(tmp))
+            env.update(TZ="UTC", **self.processes.environment(tmp))
             env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-            return self._spawn(cmd, env, tmp, log_file, request.datasource)
+            return self.processes.spawn(cmd, env, tmp, log_file, self._places(tmp, request.datasource))
 
         return start_warmup
 
     def describe(self, job_id: str) -> JobDescription:
         return self.jobs.describe(job_id)
+
+    def live_jobs(self) -> list[str]:
+        """The local jobs running now (their ids), whichever plugin process started them."""
+        return self.jobs.live()
 
     def cancel(self, job_id: str) -> None:
         self.jobs.cancel(job_id)
@@ -451,16 +412,7 @@ class LocalLauncher(Launcher):
         """``spark-submit`` is there and the job user may run it, and reach its places."""
         if not os.access(self.spark_submit, os.X_OK):
             return f"spark-submit is missing or not executable: {self.spark_submit}"
-        return self.reach_problem()
-
-    def reach_problem(self) -> str | None:
-        """What keeps the job user from what its jobs need (None: nothing): a private view this
-        machine cannot make, or a place whose own modes refuse that user."""
-        try:
-            views.check(self.job_user, self.view(self.data_dir / "tmp", None), self._must_read)
-        except JobUserError as exc:
-            return exc.message
-        return None
+        return self.processes.problem(self._places(self.data_dir / "tmp", None))
 
 
 

@@ -60,6 +60,13 @@ class LocalJobs:
             return None
         return pid if _alive(pid, job_id) else None
 
+    def live(self) -> list[str]:
+        """The jobs whose process runs, of every plugin process sharing this data directory (by
+        their pid files), sorted: what runs on this machine's Spark now."""
+        jobs = self.data_dir / "jobs"
+        found = sorted(p.stem for p in jobs.glob("*.pid")) if jobs.is_dir() else []
+        return [job_id for job_id in found if self.pid(job_id) is not None]
+
     def describe(self, job_id: str) -> JobDescription:
         with self._lock:
             proc = self._procs.get(job_id)

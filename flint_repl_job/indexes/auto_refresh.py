@@ -16,6 +16,7 @@ from flint_repl_job.indexes.streaming import (
     StreamSettings,
     check_stream_options,
     checkpoint_location,
+    delete_checkpoint,
     start_stream,
 )
 from flint_repl_job.opensearch_source import source_options
@@ -101,6 +102,16 @@ class AutoRefresh:
     def check_checkpoint(self, location: str) -> None:
         """Refuse a checkpoint location the datasource's validation does not allow."""
         self._checkpoint_checks.checkpoint(location)
+
+    def clear_checkpoint(self, meta: IndexMeta) -> None:
+        """Delete the checkpoint the index's stream would resume from: a new scheduled index
+        starts afresh, as a new stream does (one left by a dropped index of the same name that
+        was never vacuumed would otherwise skip the files it had seen)."""
+        location = checkpoint_location(meta.options, meta.index_name, self.settings())
+        if location:
+            if meta.options.get("checkpoint_location"):
+                self.check_checkpoint(location)
+            delete_checkpoint(self.spark, location)
 
     def start(self, meta: IndexMeta, fresh: bool, available_now: bool = False) -> IndexStream:
         """Start the index's stream (from a fresh checkpoint, or its own)."""

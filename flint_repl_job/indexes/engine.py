@@ -32,15 +32,14 @@ from flint_repl_job.indexes.output import FlintIndexError, FlintOutput, no_rows
 from flint_repl_job.indexes.reads import IndexReads
 from flint_repl_job.indexes.snapshots import refresh_covering
 from flint_repl_job.indexes.streaming import (
-    StreamOptionError,
-    auto_refresh_options,
+    STREAMS_ONLY,
     checkpoint_location,
     delete_checkpoint,
     failure_text,
 )
 from flint_repl_job.opensearch_source import index_body, register, source_options
 from query_core.config import OpenSearchConfig
-from query_core.errors import AsyncQueryError, ConflictError
+from query_core.errors import AsyncQueryError, ConflictError, InvalidRequestError
 from query_core.flint import (
     AlterIndex,
     AnalyzeIndex,
@@ -65,6 +64,7 @@ from query_core.flint.ast import CreateStatement
 from query_core.flint.index_meta import ENV_APPLICATION_ID, ENV_JOB_ID, IndexMeta
 from query_core.flint.metas import flint_meta
 from query_core.flint.naming import sanitize_index_name
+from query_core.flint.scheduling import SchedulerPolicy, altered_to_auto, is_scheduled, with_schedule
 from query_core.index_ops import IndexTarget, IndexTransaction
 from query_core.models import now_millis
 from query_core.states import FlintIndexState
@@ -90,6 +90,9 @@ class FlintContext:
     job_id: str = ""
     #: What statements may hold: VACUUM deletes no checkpoint outside its checkpoint root.
     validation: ValidationPolicy = ALLOW_ALL
+    #: Whether auto-refresh indexes are refreshed by the service's scheduler (as the plugin,
+    #: which dispatched the statement, decided: docs/flint.md) or each by a stream.
+    scheduler: SchedulerPolicy = STREAMS_ONLY
 
 
 class FlintEngine:
@@ -178,10 +181,11 @@ class FlintEngine:
     # -- CREATE -----------------------------------------------------------------------------
 
     def create(self, statement: CreateStatement) -> FlintOutput:
-        auto = statement.options.auto_refresh
-        if auto and not self.streams.enabled:
-            raise FlintIndexError("an index with auto_refresh = true is created by a streaming job, not this one")
         meta, schema = self.new_index(statement)
+        auto, scheduled = meta.auto_refresh, is_scheduled(meta.options)
+        if auto and scheduled == self.streams.enabled:
+            runs = "a batch job (its refreshes are scheduled)" if scheduled else "a streaming job"
+            raise FlintIndexError(f"an index with auto_refresh = true is created by {runs}, not this one")
         if auto:
             self.streams.check(meta)
         elif meta.incremental_refresh and meta.kind is not IndexKind.SKIPPING:
@@ -196,9 +200,11 @@ class FlintEngine:
 
         def work() -> None:
             self.store.admin.create_index(meta.index_name, self._index_body(meta, schema))
+            if scheduled:  # its runs resume from the checkpoint: one a dropped index left goes first
+                self.streams.clear_checkpoint(meta)
 
         self.transaction(meta.index_name).run("create", work, via_fields={"job_start_time": now_millis()})
-        if auto:
+        if auto and not scheduled:
             self.start_auto_refresh(meta)
         return no_rows()
 
@@ -207,7 +213,10 @@ class FlintEngine:
         the index's fields when resolving the source gave them (a view's query is analysed once)."""
         ds = self.datasource
         index_name = flint_index_name(statement.index, ds)
-        options = statement.options.with_defaults()
+        try:
+            options = with_schedule(statement.options.with_defaults(), self.context.scheduler)
+        except InvalidRequestError as exc:
+            raise FlintIndexError(exc.message) from None
         properties: dict[str, Any] = {}
         env = {
             k: v for k, v in ((ENV_APPLICATION_ID, self.context.application_id), (ENV_JOB_ID, self.context.job_id)) if v
@@ -285,9 +294,11 @@ class FlintEngine:
         if raw is None or meta is None:
             raise FlintIndexError(f"Index {index_name} doesn't exist")
         try:
-            options = auto_refresh_options(meta.options, statement.options.raw)
-        except StreamOptionError as exc:
-            raise FlintIndexError(str(exc)) from None
+            options = altered_to_auto(meta.options, statement.options.raw, self.context.scheduler)
+        except InvalidRequestError as exc:
+            raise FlintIndexError(exc.message) from None
+        if is_scheduled(options):
+            raise FlintIndexError(f"Index {index_name} is to be refreshed by the scheduler: the plugin alters it")
         altered = dataclasses.replace(meta, options=options)
         self.streams.check(altered)
 
@@ -372,13 +383,17 @@ class FlintEngine:
     def refresh(self, statement: RefreshIndex) -> FlintOutput:
         index_name = flint_index_name(statement.index, self.datasource)
         meta = self._require_meta(index_name)
-        if meta.auto_refresh:
+        scheduled = is_scheduled(meta.options)
+        if meta.auto_refresh and not scheduled:
             raise FlintIndexError(
                 f"Index {index_name} is refreshed automatically: REFRESH applies to manual refresh only"
             )
 
         def work() -> None:
-            self.refresh_data(meta)
+            if scheduled:  # what is new since its checkpoint, as each scheduled run does
+                self.incremental_stream_refresh(meta)
+            else:
+                self.refresh_data(meta)
 
         self.transaction(index_name).run(
             "refresh",
@@ -441,6 +456,7 @@ class FlintEngine:
             self.store.admin.delete_index(index_name)
             if location:
                 self.delete_checkpoint(location)
+            self.store.schedules.remove(index_name)
 
         transaction.run("vacuum", work)
         return no_rows()
@@ -454,7 +470,7 @@ class FlintEngine:
         if not self.store.admin.index_exists(index_name):
             log.info("Flint index to be deleted doesn't exist: %s", index_name)
             return no_rows()
-        self.transaction(index_name).run("drop", lambda: None)
+        self.transaction(index_name).run("drop", lambda: self.store.schedules.disable(index_name, "dropped"))
         return no_rows()
 
     def not_here(self, statement: Statement) -> FlintOutput:

@@ -73,7 +73,8 @@ class IndexReads:
             return current.doc if current is not None else None
 
         listed = self.metas_in(statement.catalog, statement.database)
-        return FlintOutput(schema, listing.show_flint_index_rows(listed, state_of, statement.extended))
+        schedules = self.store.schedules.of_many([m.index_name for m in listed]) if statement.extended else {}
+        return FlintOutput(schema, listing.show_flint_index_rows(listed, state_of, statement.extended, schedules))
 
     def show_covering_indexes(self, statement: ShowCoveringIndexes) -> FlintOutput:
         table = statement.table.qualify(self.datasource)

@@ -49,8 +49,10 @@ from flint_repl_job.indexes.builders import (
     skipping_frame,
     tumble_to_window,
 )
+from query_core.errors import InvalidRequestError
 from query_core.flint import IndexKind, QualifiedName
 from query_core.flint.index_meta import IndexMeta
+from query_core.flint.scheduling import SchedulerPolicy, altered_to_auto
 from query_core.jobconf import key_of
 from query_core.models import StreamProgress
 from query_core.validation import allowlists
@@ -75,6 +77,9 @@ COMPLETE_NEEDS_ID = (
     "(the grouping key) so that each micro-batch overwrites the documents of the last"
 )
 OUTPUT_MODES = ("append", "complete")
+
+#: Options checked as if there were no external scheduler (:func:`auto_refresh_options`).
+STREAMS_ONLY = SchedulerPolicy(enabled=False)
 
 #: How long a graceful stop waits for the micro-batch in flight, and how long a start waits for
 #: the stream to leave its initialization (its first failure then fails the start).
@@ -155,35 +160,14 @@ def check_stream_options(meta: IndexMeta, settings: StreamSettings, *, increment
             raise StreamOptionError(WATERMARK_REQUIRED)
 
 
-#: What an ALTER to auto refresh may change (the reference's ``validateUpdateAllowed``).
-ALTER_TO_AUTO_OPTIONS = (
-    "auto_refresh",
-    "incremental_refresh",
-    "scheduler_mode",
-    "refresh_interval",
-    "checkpoint_location",
-    "watermark_delay",
-)
-
-
 def auto_refresh_options(existing: Mapping[str, str], provided: Mapping[str, str]) -> dict[str, str]:
-    """The ``_meta.options`` of an index altered to auto refresh: ``existing`` with ``provided``
-    merged in and ``auto_refresh`` true. Refused, as the reference refuses it, when the index
-    refreshes automatically already, when incremental refresh would stay on, and when an option
-    outside :data:`ALTER_TO_AUTO_OPTIONS` changes."""
-    if existing.get("auto_refresh", "false").lower() == "true":
-        raise StreamOptionError("auto_refresh option must be updated")
-    merged = {**existing, **provided, "auto_refresh": "true"}
-    if merged.get("incremental_refresh", "false").lower() == "true":
-        raise StreamOptionError("Altering index to auto refresh while incremental refresh remains true")
-    changed = sorted(k for k, v in merged.items() if existing.get(k) != v)
-    invalid = [k for k in changed if k not in ALTER_TO_AUTO_OPTIONS]
-    if invalid:
-        raise StreamOptionError(
-            f"Altering index to auto refresh only allows changing: [{', '.join(ALTER_TO_AUTO_OPTIONS)}]. "
-            f"Invalid options: [{', '.join(invalid)}]"
-        )
-    return merged
+    """The ``_meta.options`` of an index altered to auto refresh by a stream, as the reference
+    checks them (:func:`query_core.flint.scheduling.altered_to_auto`, the external scheduler left
+    out): ``existing`` with ``provided`` merged in and ``auto_refresh`` true."""
+    try:
+        return altered_to_auto(existing, provided, STREAMS_ONLY)
+    except InvalidRequestError as exc:
+        raise StreamOptionError(exc.message) from None
 
 
 def _qualified(name: str, datasource: str) -> str:

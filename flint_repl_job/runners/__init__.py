@@ -177,5 +177,6 @@ def flint_engine(spark: Any, store: Store, cfg: JobConfig) -> FlintEngine:
         application_id=cfg.application_id,
         job_id=cfg.job_id,
         validation=cfg.validation,
+        scheduler=cfg.scheduler,
     )
     return FlintEngine(context)

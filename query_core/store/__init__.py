@@ -9,7 +9,7 @@
   in-memory twin for unit tests, held to the same contract tests;
 - one repository per document kind: :mod:`.statements`, :mod:`.sessions`, :mod:`.results`,
   :mod:`.index_states`, :mod:`.datasources`, :mod:`.locks`, :mod:`.pool` (warm pool jobs),
-  :mod:`.catalog_changes`; the stateful kinds share
+  :mod:`.catalog_changes`, :mod:`.schedules` (scheduled refresh); the stateful kinds share
   :mod:`.documents` (the one conditional write that moves a document, checked by the transition
   table in :mod:`query_core.states`).
 
@@ -44,6 +44,7 @@ from query_core.store.locks import LockRepository
 from query_core.store.memory import MemoryIndex
 from query_core.store.pool import PoolJobRepository
 from query_core.store.results import ResultRepository
+from query_core.store.schedules import ScheduleRepository, ScheduleTerms
 from query_core.store.sessions import SessionRepository
 from query_core.store.statements import Settled, StatementRepository
 from query_core.store.usage import UsageRepository
@@ -64,6 +65,8 @@ __all__ = [
     "Query",
     "Range",
     "ResultRepository",
+    "ScheduleRepository",
+    "ScheduleTerms",
     "SessionRepository",
     "Settled",
     "StatementRepository",
@@ -102,6 +105,8 @@ class Store:
         self.catalog_changes = CatalogChangeRepository(index, request_index)
         #: Warm pool jobs, in the deployment-wide index whatever ``request_index`` says.
         self.pool = PoolJobRepository(index)
+        #: Schedules of scheduled refresh, in the scheduler index whatever ``request_index`` says.
+        self.schedules = ScheduleRepository(index)
 
     @classmethod
     def connect(cls, cfg: OpenSearchConfig, request_index: str | None = None) -> Store:

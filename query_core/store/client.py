@@ -43,7 +43,7 @@ from query_core.errors import (
     InvalidRequestError,
     VersionConflictError,
 )
-from query_core.ids import DATASOURCE_INDEX, REQUEST_INDEX_PATTERN, RESULT_INDEX_PATTERN, index_kind
+from query_core.ids import DATASOURCE_INDEX, REQUEST_INDEX_PATTERN, RESULT_INDEX_PATTERN, SCHEDULER_INDEX, index_kind
 from query_core.realtime import AsyncRealtimeReader, ReadNotServed, ReadTimedOut, RealtimeReader
 from query_core.retry import bounded_retrying
 from query_core.store.connector import (
@@ -846,4 +846,5 @@ _TEMPLATE_PATTERNS: dict[str, str] = {
     "request_index": REQUEST_INDEX_PATTERN,
     "result_index": RESULT_INDEX_PATTERN,
     "datasource_index": DATASOURCE_INDEX,
+    "scheduler_index": SCHEDULER_INDEX,
 }

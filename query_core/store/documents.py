@@ -18,11 +18,11 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 from query_core.errors import UnknownFieldError, VersionConflictError
 from query_core.ids import REQUEST_INDEX_PATTERN, request_index
-from query_core.models import FlintIndexStateDoc, PoolJobDoc, SessionDoc, StatementDoc, Versioned
+from query_core.models import FlintIndexStateDoc, PoolJobDoc, ScheduleDoc, SessionDoc, StatementDoc, Versioned
 from query_core.states import check_initial, check_move
 from query_core.store.connector import DocumentConnector, Filter, Found, Query, SortOrder, Term, Version
 
-D = TypeVar("D", StatementDoc, SessionDoc, FlintIndexStateDoc, PoolJobDoc)
+D = TypeVar("D", StatementDoc, SessionDoc, FlintIndexStateDoc, PoolJobDoc, ScheduleDoc)
 V = TypeVar("V")
 
 #: How many conflicting writes in a row a change survives before it gives up.

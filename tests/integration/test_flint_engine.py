@@ -14,7 +14,7 @@ from flint_repl_job.indexes.bloom import might_contain
 from flint_repl_job.indexes.engine import FlintContext, FlintEngine, FlintIndexError, FlintOutput
 from query_core.config import OpenSearchConfig
 from query_core.errors import InvalidTransitionError
-from query_core.flint import parse
+from query_core.flint import listing, parse
 from query_core.flint.metas import flint_metas
 from query_core.flint.naming import latest_id
 from query_core.states import FlintIndexState
@@ -197,8 +197,9 @@ def test_a_materialized_view_holds_its_query_output(
     ]
     assert run(engine, f"SHOW MATERIALIZED VIEWS IN {DS}.default").rows == [("per_year",)]
     listed = run(engine, f"SHOW FLINT INDEXES EXTENDED IN {DS}")
-    assert listed.schema.names[-1] == "error"
-    assert (MV, "mv", "default", None, "per_year", False, "active", None) in listed.rows
+    assert listed.schema.names[7:] == ["error", *listing.EXTENDED_COLUMNS[1:]]
+    # A manual index: no error, no refresh mode, interval or runs.
+    assert (MV, "mv", "default", None, "per_year", False, "active", None, None, None, None, None, None) in listed.rows
     run(engine, f"DROP MATERIALIZED VIEW {DS}.default.per_year")
     run(engine, f"VACUUM MATERIALIZED VIEW {DS}.default.per_year")
     assert state(store, MV) is None

@@ -26,11 +26,28 @@ from query_core.errors import (
     SessionLostError,
     VersionConflictError,
 )
-from query_core.ids import new_id, request_index
+from query_core.ids import SCHEDULER_INDEX, new_id, request_index
 from query_core.models import FlintIndexStateDoc, ResultDoc, SessionDoc, StatementDoc, Versioned, now_millis
 from query_core.realtime import ReadNotServed
-from query_core.states import INDEX_OPERATIONS, FlintIndexState, SessionState, SessionType, StatementState
-from query_core.store import IndexClient, MemoryIndex, Query, Range, Store, Term, Terms, retry_on_conflict
+from query_core.states import (
+    INDEX_OPERATIONS,
+    FlintIndexState,
+    ScheduleState,
+    SessionState,
+    SessionType,
+    StatementState,
+)
+from query_core.store import (
+    IndexClient,
+    MemoryIndex,
+    Query,
+    Range,
+    ScheduleTerms,
+    Store,
+    Term,
+    Terms,
+    retry_on_conflict,
+)
 from query_core.store.connector import CALL_OUTCOMES
 from query_core.store.index_states import MAX_INDEX_ERROR
 
@@ -867,6 +884,84 @@ def test_a_product_index_made_by_a_document_write_has_the_products_mappings(stor
     assert mapped["properties"]["state"] == {"type": "keyword"}
     assert mapped["properties"]["submitTime"]["type"] == "date"
     assert store.admin.mappings(results)[results]["properties"]["result"] == {"type": "object", "enabled": False}
+
+
+# -- schedules of scheduled refresh ------------------------------------------------------------------
+
+
+def schedule_terms(ds: str, name: str = "by_a", interval: str = "1 minute") -> ScheduleTerms:
+    index = f"flint_{ds}_default_t_{name}_index"
+    return ScheduleTerms(ds, index, interval, 60_000, "ana", ("analyst",), f"REFRESH INDEX {name} ON t")
+
+
+def test_a_schedule_is_armed_enabled_claimed_once_launched_and_settled(store: Store, ds_name: str) -> None:
+    terms = schedule_terms(ds_name)
+    armed = store.schedules.arm(terms, now=1_000)
+    assert armed is not None and armed.doc.state == ScheduleState.PENDING and armed.doc.owner_roles == ["analyst"]
+    assert store.schedules.claim(armed, "p1", 2_000) is None  # a pending schedule runs nothing
+    enabled = store.schedules.activate(armed, terms.scheduled_query, "1 minute", 60_000, next_run=5_000, now=2_000)
+    assert enabled is not None and (enabled.doc.state, enabled.doc.next_run_time) == (ScheduleState.ENABLED, 5_000)
+    assert store.schedules.arm(terms) is None  # an enabled schedule is not armed again
+    # Of two processes claiming the tick at the version they read, one wins.
+    claims = [store.schedules.claim(enabled, f"p{n}", 65_000, source_digest="d1", now=5_001) for n in range(2)]
+    assert [c is not None for c in claims] == [True, False]
+    claimed = claims[0]
+    assert claimed is not None and claimed.doc.run.due_time == 5_000 and claimed.doc.next_run_time == 65_000
+    launched = store.schedules.launched(claimed, "q1", "s1", "j1", now=5_002)
+    assert launched is not None and (launched.doc.run.query_id, launched.doc.runs) == ("q1", 1)
+    assert store.schedules.launched(launched, "q2", "s2", "j2") is None  # told once
+    skipped = store.schedules.pass_turn(launched, "skipped", "", 125_000, now=65_001)
+    assert skipped is not None and (skipped.doc.state, skipped.doc.skips) == (ScheduleState.RUNNING, 1)
+    failed = store.schedules.settle(skipped, "failed", "boom", 125_000, now=70_000)
+    assert failed is not None and (failed.doc.state, failed.doc.failures, failed.doc.run.query_id) == (
+        ScheduleState.ENABLED,
+        1,
+        "",
+    )
+    again = store.schedules.claim(failed, "p1", 185_000, source_digest="d2", now=125_000)
+    assert again is not None
+    done = store.schedules.settle(again, "success", "", 185_000, now=126_000)
+    assert done is not None and (done.doc.failures, done.doc.refreshed_digest, done.doc.last_outcome) == (0, "d2", "success")
+    found = store.schedules.of(terms.index_name)
+    assert found is not None and found.doc == done.doc and (found.seq_no, found.primary_term) == (done.seq_no, done.primary_term)
+
+
+def test_statements_win_over_the_scheduler_s_bookkeeping(store: Store, ds_name: str) -> None:
+    terms = schedule_terms(ds_name)
+    enabled = store.schedules.enable(terms, next_run=5_000, now=1_000)
+    claimed = store.schedules.claim(enabled, "p1", 65_000, now=5_000)
+    assert claimed is not None
+    interval = store.schedules.change_interval(terms.index_name, "5 minutes", 300_000, 305_000, now=6_000)
+    assert interval is not None and (interval.doc.state, interval.doc.interval) == (ScheduleState.RUNNING, "5 minutes")
+    assert store.schedules.launched(claimed, "q", "s", "j") is None  # the claim's version moved: re-read
+    disabled = store.schedules.disable(terms.index_name, "altered to manual refresh")
+    assert disabled is not None and disabled.doc.state == ScheduleState.DISABLED
+    assert store.schedules.disable(terms.index_name, "again") is not None  # idempotent
+    assert store.schedules.settle(interval, "success", "", 1) is None
+    rearmed = store.schedules.arm(terms)
+    assert rearmed is not None and rearmed.doc.state == ScheduleState.PENDING and rearmed.doc.last_error == ""
+    enabled = store.schedules.enable(terms, next_run=9_000)
+    assert (enabled.doc.state, enabled.doc.failures, enabled.doc.next_run_time) == (ScheduleState.ENABLED, 0, 9_000)
+    assert store.schedules.remove(terms.index_name) and not store.schedules.remove(terms.index_name)
+    assert store.schedules.of(terms.index_name) is None
+    assert store.schedules.disable(terms.index_name, "gone") is None
+
+
+def test_active_schedules_are_found_after_a_refresh_soonest_first(store: Store, ds_name: str) -> None:
+    names = ["c", "a", "b", "off"]
+    for n, name in enumerate(names):
+        store.schedules.enable(schedule_terms(ds_name, name), next_run=10_000 - n * 1_000)
+    off = schedule_terms(ds_name, "off").index_name
+    store.schedules.disable(off, "manual")
+    store.index.refresh(SCHEDULER_INDEX)
+    mine = [s.doc.index_name for s in store.schedules.active() if s.doc.data_source_name == ds_name]
+    assert mine == [schedule_terms(ds_name, name).index_name for name in ("b", "a", "c")]
+    read = store.schedules.of_many([off, schedule_terms(ds_name, "a").index_name, "flint_none"])
+    assert set(read) == {off, schedule_terms(ds_name, "a").index_name}
+    assert read[off].state == ScheduleState.DISABLED
+    mapped = store.admin.mappings(SCHEDULER_INDEX)[SCHEDULER_INDEX]
+    assert mapped["dynamic"] == "false" and mapped["properties"]["state"] == {"type": "keyword"}
+    assert mapped["properties"]["nextRunTime"]["type"] == "date" and "run" not in mapped["properties"]
 
 
 # -- locks and datasources ---------------------------------------------------------------------------

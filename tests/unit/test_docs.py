@@ -8,7 +8,13 @@ import re
 from pathlib import Path
 
 from query_core.jobconf import JobConf
-from query_core.states import INDEX_OPERATIONS, POOL_JOB_TRANSITIONS, SESSION_TRANSITIONS, STATEMENT_TRANSITIONS
+from query_core.states import (
+    INDEX_OPERATIONS,
+    POOL_JOB_TRANSITIONS,
+    SCHEDULE_TRANSITIONS,
+    SESSION_TRANSITIONS,
+    STATEMENT_TRANSITIONS,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
@@ -45,12 +51,13 @@ def test_every_conf_key_is_documented() -> None:
     assert keys == documented
 
 
-def test_the_statement_session_and_pool_job_tables_are_the_code_s() -> None:
-    statements, sessions, pool_jobs = tables("documents.md", "from")
+def test_the_statement_session_pool_job_and_schedule_tables_are_the_code_s() -> None:
+    statements, sessions, pool_jobs, schedules = tables("documents.md", "from")
     for documented, table in (
         (statements, STATEMENT_TRANSITIONS),
         (sessions, SESSION_TRANSITIONS),
         (pool_jobs, POOL_JOB_TRANSITIONS),
+        (schedules, SCHEDULE_TRANSITIONS),
     ):
         found = {next(iter(states_in(row[0]))): states_in(row[1]) for row in documented}
         assert found == {s.value: {t.value for t in targets} for s, targets in table.items()}

@@ -32,6 +32,9 @@ EXPECTED_OPERATIONS: dict[str, tuple[set[FlintIndexState], FlintIndexState | Non
     "vacuum": ({F.DELETED}, F.VACUUMING, None),
     "recover": ({F.ACTIVE, F.REFRESHING, F.FAILED}, F.RECOVERING, F.REFRESHING),
     "fail stream": ({F.REFRESHING}, None, F.FAILED),
+    "schedule refresh": ({F.ACTIVE, F.REFRESHING, F.FAILED}, F.UPDATING, F.ACTIVE),
+    "unschedule refresh": ({F.ACTIVE, F.REFRESHING, F.FAILED}, F.UPDATING, F.ACTIVE),
+    "recover scheduled refresh": ({F.ACTIVE, F.FAILED}, F.RECOVERING, F.ACTIVE),
 }
 
 # Every allowed move, from the table above by hand: start -> via, via -> end, via -> start (rollback).

@@ -118,8 +118,8 @@ def test_the_job_s_python_is_this_one_and_the_job_user_reaches_it_and_this_insta
     python = job_python()
     assert python.executable == sys.executable and python.path == ()
     launcher = LocalLauncher(tmp_path / "var", "aq", job_user=user)
-    assert launcher.reach_problem() is None
-    view = launcher.view(launcher.data_dir / "tmp", None)
+    assert launcher.check() is None
+    view = launcher.processes.view([launcher.data_dir / "tmp"])
     places: list[str] = [sys.executable, launcher.spark_submit, str(PROJECT_ROOT / "flint_repl_job")]
     for place in places:
         assert views.reaches(user, place, 5), place

@@ -39,6 +39,8 @@ REFERENCE_KEYS = {
     "spark.flint.job.queryLoopExecutionFrequency",
     "spark.flint.index.checkpointLocation.rootDir",
     "spark.flint.index.checkpoint.mandatory",
+    "spark.flint.job.externalScheduler.enabled",
+    "spark.flint.job.externalScheduler.interval",
 }
 #: This product's additions.
 PRODUCT_KEYS = {
@@ -69,6 +71,7 @@ PRODUCT_KEYS = {
     "spark.flint.job.reportCatalogChanges",
     "spark.flint.job.poolSlot",
     "spark.flint.job.poolIdleLimitMillis",
+    "spark.flint.job.externalScheduler.minInterval",
 }
 DOCUMENTED = REFERENCE_KEYS | PRODUCT_KEYS
 
@@ -123,6 +126,9 @@ EVERYTHING = JobConf(
     result_chunk_rows=100,
     result_chunk_bytes=4_096,
     report_catalog_changes=False,
+    external_scheduler_enabled=True,
+    external_scheduler_interval="15 minutes",
+    external_scheduler_min_interval="2 minutes",
 )
 
 
@@ -306,6 +312,9 @@ def plugin_settings() -> Settings:
         max_statement_depth=40,
         max_statement_tokens=900,
         statement_prepare_timeout_s=9,
+        external_scheduler_enabled=True,
+        external_scheduler_interval="10 minutes",
+        external_scheduler_min_interval="2 minutes",
     )
 
 
@@ -360,6 +369,7 @@ def test_what_the_plugin_sends_is_what_the_job_reads() -> None:
         assert cfg.heartbeat_idle_ms == 9_000
         assert (cfg.max_result_rows, cfg.max_result_bytes) == (500, 65_536)
         assert (cfg.result_chunk_rows, cfg.result_chunk_bytes) == (100, 4_096)
+        assert cfg.scheduler == settings.scheduler_policy
 
 
 def test_a_datasource_s_spark_conf_cannot_lift_the_caps_of_results() -> None:

@@ -77,3 +77,27 @@ def test_every_job_jvm_fetches_no_external_xml(launcher: LocalLauncher) -> None:
     for option in ("-Djavax.xml.accessExternalDTD=", "-Djavax.xml.accessExternalSchema=", "-Djavax.xml.accessExternalStylesheet="):
         assert option in driver and option in executors
     assert executors[-1] == "-Dmine=1"
+
+
+def test_the_live_jobs_are_those_whose_process_runs_whoever_started_them(launcher: LocalLauncher, tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    def job(job_id: str) -> subprocess.Popen[bytes]:
+        env = {**os.environ, "SERVERLESS_EMR_JOB_ID": job_id}
+        return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env=env)
+
+    mine, theirs = job("job-mine"), job("job-theirs")
+    try:
+        launcher.jobs.add("job-mine", mine, tmp_path / "mine.log")
+        launcher.jobs.pid_file("job-theirs").write_text(str(theirs.pid))  # another plugin process's
+        launcher.jobs.pid_file("job-gone").write_text("999999999")
+        assert launcher.live_jobs() == ["job-mine", "job-theirs"]
+        mine.kill()
+        mine.wait()
+        assert launcher.live_jobs() == ["job-theirs"]
+    finally:
+        for proc in (mine, theirs):
+            proc.kill()
+            proc.wait()
