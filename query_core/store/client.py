@@ -63,6 +63,8 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 _TRANSIENT_STATUS = frozenset({429, 502, 503, 504})
+#: The most hits a cluster returns to one search (``index.max_result_window``'s default).
+RESULT_WINDOW = 10_000
 
 
 def quiet_driver_logs() -> None:
@@ -584,8 +586,27 @@ class IndexClient(_ClusterSide):
             tell(self.write_listeners, doc_id)
 
     def search(self, index: str, query: Query) -> list[Found]:
-        """A search (it sees writes only after a refresh); a missing index is an empty answer."""
+        """A search (it sees writes only after a refresh); a missing index is an empty answer. More
+        hits than a cluster returns at once (``index.max_result_window``) are read in pages, each
+        after the last hit of the one before (its sort values, then its id: a stable order)."""
+        found: list[Found] = []
+        after: list[Any] | None = None
+        while len(found) < query.size:
+            page = min(query.size - len(found), RESULT_WINDOW)
+            hits = self._search_page(index, query, page, after if query.size > RESULT_WINDOW else None)
+            found += [Found(h["_id"], h["_source"], Version(h["_seq_no"], h["_primary_term"])) for h in hits]
+            if len(hits) < page or query.size <= RESULT_WINDOW:
+                break
+            after = hits[-1]["sort"]
+        return found
+
+    def _search_page(self, index: str, query: Query, size: int, after: list[Any] | None) -> list[dict[str, Any]]:
         body = _search_body(query)
+        body["size"] = size
+        if query.size > RESULT_WINDOW:
+            body["sort"] = [*body.get("sort", []), {"_id": {"order": "asc"}}]
+            if after is not None:
+                body["search_after"] = after
 
         def call() -> dict[str, Any]:
             try:
@@ -593,8 +614,7 @@ class IndexClient(_ClusterSide):
             except os_exc.NotFoundError:
                 return {"hits": {"hits": []}}
 
-        res = self._call(f"search {index}", call)
-        return [Found(h["_id"], h["_source"], Version(h["_seq_no"], h["_primary_term"])) for h in res["hits"]["hits"]]
+        return list(self._call(f"search {index}", call)["hits"]["hits"])
 
     def delete_by_query(self, index: str, query: Query) -> int:
         body = {"query": _query_dsl(query.filters)}

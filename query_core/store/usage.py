@@ -22,6 +22,8 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import logging
+import random
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +37,8 @@ log = logging.getLogger(__name__)
 USAGE_TYPE = "usage"
 #: How often a charge re-reads and writes again after losing its conditional write to another.
 ATTEMPTS = 16
+#: The longest pause between two tries of a charge that lost a race (jittered, growing).
+CONFLICT_PAUSE_S = 0.05
 #: The bytes a document costs beyond its text (names, ids, states, times): counted per document.
 DOCUMENT_OVERHEAD = 512
 #: The user whose statements carry no submitter (``ASYNC_QUERY_AUTH=none``, or another plugin's).
@@ -129,7 +133,9 @@ class UsageRepository:
         now = now_millis() if now is None else now
         today, since = day_of(now), _since(window_days, now)
         doc_id = usage_id(name)
-        for _ in range(ATTEMPTS):
+        for attempt in range(ATTEMPTS):
+            if attempt:  # another charge of this user came first: let the racers spread out
+                time.sleep(random.uniform(0, min(CONFLICT_PAUSE_S, 0.002 * 2**attempt)))
             found = self.index.get(DEPLOYMENT_INDEX, doc_id)
             usage = _parse(name, found)
             held = usage.total(since)
@@ -145,7 +151,7 @@ class UsageRepository:
                     self.index.update_if(DEPLOYMENT_INDEX, doc_id, body, found.version)
                 return held + nbytes
             except (DocumentExistsError, VersionConflictError):
-                continue  # another charge of this user came first: read it, and add to it
+                continue  # read it again, and add to it
         log.warning("usage of %s: %d bytes not counted, its document kept changing under this charge", name, nbytes)
         return held
 

@@ -1023,6 +1023,19 @@ def test_a_search_takes_typed_filters(store: Store, ds_name: str) -> None:
     assert isinstance(found[0].source, dict) and found[0].version.primary_term >= 1
 
 
+def test_a_search_past_the_result_window_gets_every_hit_in_order(store: Store) -> None:
+    """More hits than a cluster gives one search (10,000) are read in pages, none twice or missed."""
+    index = "flint_local_default_many_skipping_index"
+    store.admin.create_index(index, {"mappings": {"properties": {"n": {"type": "long"}, "k": {"type": "keyword"}}}})
+    count = 10_050
+    store.admin.bulk_index(index, [(f"d{i:05d}", {"n": i % 7, "k": "x"}) for i in range(count)])
+    store.index.refresh(index)
+    found = store.index.search(index, Query((Term("k", "x"),), sort=(("n", "desc"),), size=20_000))
+    assert len(found) == count and len({f.doc_id for f in found}) == count
+    assert [f.source["n"] for f in found] == sorted((i % 7 for i in range(count)), reverse=True)
+    assert len(store.index.search(index, Query(size=10_001))) == 10_001
+
+
 def test_a_scan_reads_every_document_or_only_the_fields_asked(store: Store) -> None:
     index = "flint_local_default_scanned_skipping_index"
     store.admin.create_index(index, {"mappings": {"properties": {"file_path": {"type": "keyword"}}}})
