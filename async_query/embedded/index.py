@@ -51,7 +51,7 @@ log = logging.getLogger(__name__)
 INDEX_USER = "async-query"
 SOURCE = "IndexNode.java"
 MAIN_CLASS = "asyncquery.jvm.IndexNode"
-#: How long the node may take to answer green (a first start, a large translog to replay).
+#: How long the node may take to bring its shards up (a first start, a large translog to replay).
 START_TIMEOUT_S = 300.0
 STOP_TIMEOUT_S = 60.0
 #: A node that died is started again after this long, and again (doubling) while it keeps dying.
@@ -137,7 +137,7 @@ class EmbeddedIndex:
         credential: IndexCredential | None = None,
         watch: bool = True,
     ) -> EmbeddedIndex:
-        """Start the node on ``directory`` and return once it answers green. ``port`` 0 takes a
+        """Start the node on ``directory`` and return once its shards are up. ``port`` 0 takes a
         free one; a fixed port and the previous ``credential`` let clients keep theirs. With
         ``watch``, a node that dies is started again (:meth:`close` ends that)."""
         directory = directory.resolve()
@@ -145,8 +145,8 @@ class EmbeddedIndex:
         node._prepare()
         began = time.monotonic()
         node._launch()
-        node._wait_green(began)
-        node._apply_cluster_settings()
+        node._wait_ready(began)
+        node._settle()
         log.info("embedded index: OpenSearch at %s (%s) ready in %.1f s", node.url, directory, time.monotonic() - began)
         if watch:
             node._watcher = threading.Thread(target=node._watch, name="index-watch", daemon=True)
@@ -245,29 +245,43 @@ class EmbeddedIndex:
         """The node's output: ``<directory>.log`` beside its directory, a file of the service's."""
         return self.directory.with_name(self.directory.name + ".log")
 
-    def _wait_green(self, began: float) -> None:
+    def _wait_ready(self, began: float) -> None:
+        """Return once every primary shard is active (the node answers yellow or green); raise
+        with the node's own reason if it does not within :data:`START_TIMEOUT_S`."""
+        status = "no answer"
         with httpx.Client(base_url=self.url, auth=self.auth, timeout=5) as client:
             while time.monotonic() - began < START_TIMEOUT_S:
                 assert self.process is not None
                 if self.process.poll() is not None:
                     raise IndexStartError(f"the embedded index exited with code {self.process.returncode} at start{self._last_lines()}")
                 try:
-                    reply = client.get("/_cluster/health", params={"wait_for_status": "green", "timeout": "1s"})
+                    reply = client.get("/_cluster/health", params={"wait_for_status": "yellow", "timeout": "1s"})
+                    status = str(reply.json().get("status", reply.status_code))
                     if reply.status_code == 200:
                         return
-                except httpx.HTTPError:
+                except (httpx.HTTPError, ValueError):
                     pass
                 time.sleep(0.2)
+            reason = _unassigned_reason(client)
         self.kill()
-        raise IndexStartError(f"the embedded index did not answer within {START_TIMEOUT_S:.0f} s{self._last_lines()}")
+        raise IndexStartError(
+            f"the embedded index did not come up within {START_TIMEOUT_S:.0f} s (health {status}{reason}){self._last_lines()}"
+        )
 
-    def _apply_cluster_settings(self) -> None:
-        """What a single node needs of the cluster's own settings (kept in its state, applied at
-        each start): no replica for an index that names none (every index green)."""
+    def _settle(self) -> None:
+        """What a single node needs, applied at each start: no replica for an index that names
+        none (a cluster setting, kept in its state), and none for an index that has one already
+        (made elsewhere, or before): every index green, none waiting for a second node."""
         with httpx.Client(base_url=self.url, auth=self.auth, timeout=30) as client:
             reply = client.put("/_cluster/settings", json={"persistent": {"cluster.default_number_of_replicas": 0}})
             if reply.status_code != 200:
                 raise IndexStartError(f"the embedded index refused its cluster settings: {reply.status_code} {reply.text[:300]}")
+            settings = client.get("/_all/_settings/index.number_of_replicas,index.auto_expand_replicas", params={"expand_wildcards": "all"})
+            for name, entry in (settings.json() if settings.status_code == 200 else {}).items():
+                index = entry.get("settings", {}).get("index", {})
+                if index.get("number_of_replicas", "0") != "0" and index.get("auto_expand_replicas", "false") == "false":
+                    log.info("embedded index: %s had replicas, which one node cannot place; it has none now", name)
+                    client.put(f"/{name}/_settings", json={"index": {"number_of_replicas": 0}})
 
     def _last_lines(self) -> str:
         try:
@@ -296,20 +310,13 @@ class EmbeddedIndex:
                     if self._closing.is_set():
                         return
                     self._launch()
-                self._wait_green(time.monotonic())
+                self._wait_ready(time.monotonic())
                 self.restarts += 1
                 backoff = RESTART_BACKOFF_S[0]
                 log.info("embedded index: started again at %s", self.url)
             except AsyncQueryError as exc:
                 log.error("%s", exc)
                 backoff = min(backoff * 2, RESTART_BACKOFF_S[1])
-
-    def problem(self) -> str | None:
-        """The health check: None while the node runs, else what is wrong."""
-        process = self.process
-        if process is None or process.poll() is not None:
-            return "the embedded index is not running (it is being started again)"
-        return None
 
     def close(self) -> None:
         """Stop the node (its standard input closed: it closes its shards and exits); every write
@@ -338,6 +345,16 @@ class EmbeddedIndex:
         if process is not None and process.poll() is None:
             process.kill()
             process.wait()
+
+
+def _unassigned_reason(client: httpx.Client) -> str:
+    """Why a shard is not placed, as the node explains it (empty: it cannot say)."""
+    try:
+        explained = client.get("/_cluster/allocation/explain").json()
+    except (httpx.HTTPError, ValueError):
+        return ""
+    detail = explained.get("allocate_explanation") or explained.get("unassigned_info", {}).get("details", "")
+    return f"; {explained.get('index', '')}: {str(detail)[:300]}" if detail else ""
 
 
 def _free_port() -> int:
