@@ -90,7 +90,7 @@ JDBC = [
     _case("SELECT * FROM default.stored_jdbc", E.DATA_SOURCE, catalog=True),
     _case("SELECT count(*) FROM stored_jdbc", E.DATA_SOURCE, catalog=True),
     _case("SELECT * FROM default.over_stored_jdbc", E.DATA_SOURCE, catalog=True),
-    _case("INSERT INTO stored_jdbc SELECT 1", E.DATA_SOURCE, catalog=True),
+    _case("INSERT INTO stored_jdbc SELECT 'a', 'b', 'c', 'd', 'e'", E.DATA_SOURCE, catalog=True),
     _case("CREATE TABLE copy_of_jdbc LIKE stored_jdbc", E.DATA_SOURCE, catalog=True),
     _case("CACHE TABLE stored_jdbc", E.DATA_SOURCE, catalog=True),
 ]

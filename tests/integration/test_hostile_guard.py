@@ -122,14 +122,14 @@ def plugin_verdict(policy: ValidationPolicy, text: str, lang: str) -> tuple[str,
 
 def job_verdict(guard: StatementGuard, text: str, lang: str) -> tuple[str, str]:
     """("refused", message), ("limit", message), ("spark", error) or ("allowed", "") as the job's
-    check concludes, without running the statement."""
+    check concludes (on Spark's parse, then on its analysis), without running the statement."""
     try:
         if lang == "ppl":
             guard.check_ppl(text)
         elif (statement := flint_statement(text)) is not None:
             guard.check_flint(statement)
         else:
-            guard.check_sql(text)
+            guard.resolve(text, guard.check_sql(text))
     except QueryRefusedError as exc:
         return "refused", exc.message
     except StatementLimitError as exc:
