@@ -220,8 +220,8 @@ class StatementGuard:
         self.stored = StoredMetadata(spark, self.checks, self.check_sql, self._relations_of)
         #: The session's SQL parser (fixed for a session), read once: each JVM call is a round trip.
         self._sql_parser: Any = None
-        #: The session's state and the mode that analyses a command without running it, read once.
-        self._analysis: tuple[Any, Any] | None = None
+        #: The session's state and what analysing a statement asks of the JVM, read once.
+        self._analysis: tuple[Any, Any, Any] | None = None
         #: A plan's JSON form (``TreeNode.toJSON``'s, written by the JVM helper).
         self._json = PlanJson(spark)
 
@@ -282,11 +282,16 @@ class StatementGuard:
                 self.check_sql(inner, stop)
                 return self.resolve(inner, None, stop)
         _stop_if(stop)
-        state, skip = self._analysis_handles()
+        state, skip, _ = self._analysis_handles()
         analyzed = state.executePlan(plan, skip).analyzed()
         _stop_if(stop)
-        self.stored.plan(analyzed, str(analyzed.getClass().getSimpleName()))
-        return analyzed
+        query = self._is_query(plan)
+        if not self.stored.plan(analyzed, str(analyzed.getClass().getSimpleName()), query):
+            return analyzed
+        # A query of partitioned tables: Spark lists their partitions as it optimizes or runs
+        # it, so they are listed into its optimized plan now, checked there, and read from there.
+        _stop_if(stop)
+        return self.stored.pinned(state.executePlan(analyzed, skip).optimizedPlan())
 
     def _immediate(self, plan: Any) -> str | None:
         """The statement an ``EXECUTE IMMEDIATE '<literal>'`` runs, when it runs it as it stands
@@ -299,18 +304,30 @@ class StatementGuard:
             return str(statement.value())
         if not plan.args().isEmpty() and plan.targetVariables().isEmpty():
             inner = str(statement.value()) if literal else ""
-            if not inner or not _is_query(self.spark, self._parser().parsePlan(inner)):
+            if not inner or not self._is_query(self._parser().parsePlan(inner)):
                 self.checks.element(E.DYNAMIC_SQL, "EXECUTE IMMEDIATE of a command with USING")
         return None
 
-    def _analysis_handles(self) -> tuple[Any, Any]:
+    def _analysis_handles(self) -> tuple[Any, Any, Any]:
+        """The session's state, the mode that analyses a command without running it, and the
+        class of commands (looked up once: each step of a JVM name is a round trip)."""
         if self._analysis is None:
             jvm = self.spark._jvm
+            loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
             self._analysis = (
                 self.spark._jsparkSession.sessionState(),
                 jvm.org.apache.spark.sql.execution.CommandExecutionMode.SKIP(),
+                jvm.java.lang.Class.forName("org.apache.spark.sql.catalyst.plans.logical.Command", True, loader),
             )
         return self._analysis
+
+    def _is_query(self, parsed: Any) -> bool:
+        """Whether a parsed statement is a query (it runs when read), not a command (which Spark
+        runs as soon as it has analysed it)."""
+        name = str(parsed.getClass().getSimpleName())
+        if name.endswith(("Statement", "Command")) or name in ("CreateTableAsSelect", "ReplaceTableAsSelect"):
+            return False
+        return not bool(self._analysis_handles()[2].isInstance(parsed))
 
     def check_expression(self, text: str) -> None:
         """An expression the job evaluates (a covering index's filter, an ``id_expression``)."""
@@ -528,17 +545,6 @@ class StatementGuard:
         for node, _ in _nodes(tree):
             if str(node["class"]).endswith(".UnresolvedRelation"):
                 yield _parts(node.get("multipartIdentifier"))
-
-
-def _is_query(spark: Any, parsed: Any) -> bool:
-    """Whether a parsed statement is a query (it runs when read), not a command (which Spark runs
-    as soon as it has analysed it)."""
-    name = str(parsed.getClass().getSimpleName())
-    if name.endswith(("Statement", "Command")) or name in ("CreateTableAsSelect", "ReplaceTableAsSelect"):
-        return False
-    loader = spark._jvm.java.lang.Thread.currentThread().getContextClassLoader()
-    command = spark._jvm.java.lang.Class.forName("org.apache.spark.sql.catalyst.plans.logical.Command", True, loader)
-    return not bool(command.isInstance(parsed))
 
 
 #: How many plan nodes the check reads between two looks at whether it was abandoned.

@@ -40,10 +40,11 @@ METADATA_ONLY = frozenset(
         "DescribeQueryCommand", "DescribeNamespace", "DescribeNamespaceCommand", "DescribeFunctionCommand",
         "ShowTablesCommand", "ShowTables", "ShowTablesExtended", "ShowTableExtended", "ShowTablesExtendedCommand",
         "ShowPartitionsCommand", "ShowPartitions", "ShowCreateTableCommand", "ShowCreateTableAsSerdeCommand",
-        "ShowColumnsCommand", "ShowColumns", "ShowTablePropertiesCommand", "ShowTableProperties", "ShowViews",
+        "ShowColumnsCommand", "ShowColumns", "ShowTableProperties", "ShowViews",
         "ShowViewsCommand", "ShowNamespaces", "ShowNamespacesCommand", "ShowFunctions", "ShowFunctionsCommand",
-        "ShowCatalogs", "ExplainCommand", "SetCommand", "ResetCommand", "SetCatalogAndNamespace",
-        "SetNamespaceCommand", "DropView",
+        "ShowCatalogs", "ShowCatalogsCommand", "ShowCreateTable", "ShowTablePropertiesCommand", "ExplainCommand",
+        "SetCommand", "ResetCommand", "SetCatalogAndNamespace", "SetNamespaceCommand", "UncacheTable",
+        "ClearCacheCommand$",
     }
 )  # fmt: skip
 #: Roots that drop a table: only a managed table outside the roots is refused (its files would go).
@@ -100,13 +101,23 @@ class StoredMetadata:
 
     # -- entry points -------------------------------------------------------------------------------
 
-    def plan(self, analyzed: Any, root: str) -> None:
+    def plan(self, analyzed: Any, root: str, query: bool = False) -> bool:
         """Everything ``analyzed`` (a statement's analysed plan, whose root is of class ``root``)
-        reads and writes of the catalog, as Spark resolved it."""
+        reads and writes of the catalog, as Spark resolved it. The partitions a ``query`` reads
+        are Spark's to list later: they are not checked here (:meth:`pinned` does); whether it
+        reads a partitioned table is the answer."""
         if not self.active or root in METADATA_ONLY:
-            return
-        items = json.loads(str(self._jvm().describe(analyzed, self.spark._jsparkSession)))
+            return False
+        items = json.loads(str(self._jvm().describe(analyzed, self.spark._jsparkSession, not query)))
         self._check(items, drop=root in DROPS)
+        return query and any(item.get("kind") == "table" and item.get("partitioned") for item in items)
+
+    def pinned(self, optimized: Any) -> Any:
+        """An optimized query with its tables' partitions listed into it (as Spark would list
+        them when it runs, and so read), once they are checked: the plan to run."""
+        pinned = self._jvm().pin(optimized, self.spark._jsparkSession)
+        self._check(json.loads(str(self._jvm().describe(pinned, self.spark._jsparkSession, False))), drop=False)
+        return pinned
 
     def named(self, parts: list[str], depth: int = 0) -> None:
         """The catalog's table or view named ``parts`` (as a statement names it; a temporary view
@@ -137,7 +148,9 @@ class StoredMetadata:
             elif drop:
                 continue
             elif kind == "files":
-                with about(f"read by a relation of {_short(item.get('format'))} files"):
+                table = item.get("table")
+                where = f"a partition of the stored table {table}" if table else f"{_short(item.get('format'))} files"
+                with about(f"read from {where}"):
                     for path in item.get("paths") or []:
                         self._location(str(path))
             elif kind == "path":

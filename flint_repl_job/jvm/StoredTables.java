@@ -9,6 +9,10 @@
 // each other relation's class, and each path a command writes to. The checks themselves are the
 // job's Python (flint_repl_job/stored.py): this class only reads.
 //
+// A query's partitions are otherwise listed from the catalog late (when Spark optimizes the query,
+// or when it runs), after the check: ``pin`` lists them in an optimized plan, into the plan, so the
+// partitions checked are the partitions read, whatever the catalog says meanwhile.
+//
 // Compiled inside the job's JVM by the Janino compiler that ships with Spark
 // (flint_repl_job/jvm/__init__.py): nothing to build. Janino compiles a subset of Java: no
 // generics, lambdas or enhanced for over Scala collections.
@@ -35,20 +39,73 @@ public final class StoredTables {
 
     /** Nodes whose first field is the name of what they create, which is not read (nor there yet). */
     private static final HashSet CREATES = new HashSet(java.util.Arrays.asList(new String[] {
-        "CreateViewCommand", "CreateTableLikeCommand", "CreateTableCommand", "CreateDataSourceTableCommand",
+        "CreateViewCommand", "AlterViewAsCommand", "CreateTableLikeCommand", "CreateTableCommand",
+        "CreateDataSourceTableCommand",
     }));
 
-    /** The JSON array of what ``plan`` reads and writes of the catalog (see the file's comment). */
-    public String describe(LogicalPlan plan, org.apache.spark.sql.classic.SparkSession session) {
-        Walk walk = new Walk(catalogOf(session));
+    /** The JSON array of what ``plan`` reads and writes of the catalog (see the file's comment);
+     *  ``partitions``: whether the catalog's partitions of partitioned tables are listed. */
+    public String describe(LogicalPlan plan, org.apache.spark.sql.classic.SparkSession session, boolean partitions) {
+        Walk walk = new Walk(catalogOf(session), partitions);
         walk.plan(plan);
         return walk.finish();
+    }
+
+    /** ``optimized`` with the partitions of each partitioned table it reads listed into it, as
+     *  Spark would list them when it runs: a catalog file index becomes the file index of all
+     *  its partitions (what its listing gives when no filter pruned it), and a Hive relation
+     *  not pruned holds all its partitions. */
+    public LogicalPlan pin(LogicalPlan optimized, org.apache.spark.sql.classic.SparkSession session) {
+        return (LogicalPlan) optimized.transformUpWithSubqueries(new Pin(catalogOf(session)));
+    }
+
+    private static final class Pin extends scala.runtime.AbstractPartialFunction {
+        private final SessionCatalog catalog;
+
+        Pin(SessionCatalog catalog) {
+            this.catalog = catalog;
+        }
+
+        public boolean isDefinedAt(Object node) {
+            if (node instanceof LogicalRelation) {
+                Object relation = ((LogicalRelation) node).relation();
+                return relation instanceof HadoopFsRelation
+                    && ((HadoopFsRelation) relation).location() instanceof CatalogFileIndex;
+            }
+            if (node instanceof HiveTableRelation) {
+                HiveTableRelation hive = (HiveTableRelation) node;
+                return hive.isPartitioned() && !hive.prunedPartitions().isDefined();
+            }
+            return false;
+        }
+
+        public Object applyOrElse(Object node, scala.Function1 otherwise) {
+            if (!isDefinedAt(node)) return otherwise.apply(node);
+            if (node instanceof HiveTableRelation) {
+                HiveTableRelation hive = (HiveTableRelation) node;
+                scala.collection.immutable.Seq all = catalog.listPartitions(hive.tableMeta().identifier(), scala.Option.empty());
+                return hive.copy(hive.tableMeta(), hive.dataCols(), hive.partitionCols(), hive.tableStats(), scala.Option.apply(all));
+            }
+            LogicalRelation relation = (LogicalRelation) node;
+            HadoopFsRelation files = (HadoopFsRelation) relation.relation();
+            CatalogFileIndex index = (CatalogFileIndex) files.location();
+            HadoopFsRelation listed = new HadoopFsRelation(
+                index.filterPartitions(scala.collection.immutable.Nil$.MODULE$),
+                files.partitionSchema(),
+                files.dataSchema(),
+                files.bucketSpec(),
+                files.fileFormat(),
+                files.options(),
+                files.sparkSession());
+            return new LogicalRelation(
+                listed, relation.output(), relation.catalogTable(), relation.isStreaming(), relation.stream());
+        }
     }
 
     /** The same JSON for the catalog table named ``name`` in ``database`` (null: the current
      *  one), as a statement names it: an empty array for a temporary view or no table. */
     public String describeTable(org.apache.spark.sql.classic.SparkSession session, String database, String name) {
-        Walk walk = new Walk(catalogOf(session));
+        Walk walk = new Walk(catalogOf(session), true);
         walk.named(new TableIdentifier(name, scala.Option.apply(database)), "name");
         return walk.finish();
     }
@@ -57,15 +114,21 @@ public final class StoredTables {
         return session.sessionState().catalog();
     }
 
+    /** A relation whose partitions are its file index's root paths, not the catalog's. */
+    private static final scala.Option NO_PARTITIONS = new scala.Some("root paths");
+
     private static final class Walk {
         private final SessionCatalog catalog;
+        /** Whether the catalog's partitions of a partitioned table are listed (not only a plan's). */
+        private final boolean listPartitions;
         private final StringBuilder out = new StringBuilder(1024);
         private final IdentityHashMap seen = new IdentityHashMap();
         private final HashSet described = new HashSet();
         private final ArrayDeque pending = new ArrayDeque();
 
-        Walk(SessionCatalog catalog) {
+        Walk(SessionCatalog catalog, boolean listPartitions) {
             this.catalog = catalog;
+            this.listPartitions = listPartitions;
             out.append('[');
         }
 
@@ -144,12 +207,17 @@ public final class StoredTables {
         private void relation(LogicalRelation node, String name) {
             scala.Option table = node.catalogTable();
             Object relation = node.relation();
-            if (table.isDefined()) table((CatalogTable) table.get(), name, false, null);
+            boolean catalogIndex = relation instanceof HadoopFsRelation
+                && ((HadoopFsRelation) relation).location() instanceof CatalogFileIndex;
+            // A relation over a catalog file index reads the catalog's partitions; any other
+            // relation of files reads its root paths (a pinned or pruned table's: its partitions).
+            if (table.isDefined()) table((CatalogTable) table.get(), name, false, catalogIndex ? null : NO_PARTITIONS);
             if (relation instanceof HadoopFsRelation) {
                 HadoopFsRelation files = (HadoopFsRelation) relation;
-                if (files.location() instanceof CatalogFileIndex) return;  // the table's, and its partitions
+                if (catalogIndex) return;
                 begin("files");
                 key("node"); string(name);
+                key("table"); nullable(table.isDefined() ? ((CatalogTable) table.get()).qualifiedName() : null);
                 key("format"); string(files.fileFormat().getClass().getName());
                 key("paths"); out.append('[');
                 scala.collection.Iterator it = files.location().rootPaths().iterator();
@@ -229,7 +297,7 @@ public final class StoredTables {
             } else if (!storage.locationUri().isDefined()) {
                 key("defaultLocation"); defaultLocation(table);
             }
-            if (!"VIEW".equals(type) && table.partitionColumnNames().nonEmpty()) {
+            if (!"VIEW".equals(type) && table.partitionColumnNames().nonEmpty() && pruned != NO_PARTITIONS) {
                 key("partitions"); partitions(table, pruned);
             }
             end();
@@ -249,6 +317,9 @@ public final class StoredTables {
             scala.collection.Seq found;
             if (pruned != null && pruned.isDefined()) {
                 found = (scala.collection.Seq) pruned.get();
+            } else if (!listPartitions) {
+                out.append("null");
+                return;
             } else if ("hive".equalsIgnoreCase(table.provider().isDefined() ? (String) table.provider().get() : "hive")
                     || table.tracksPartitionsInCatalog()) {
                 try {
