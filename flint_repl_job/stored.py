@@ -11,8 +11,8 @@ Spark resolved for the statement (the very plan it then runs):
   below the warehouse root, as Hadoop reads it;
 * a table's provider must be allowed, with only its allowed options; a Hive table's SerDe and
   formats (and a partition's) must be allowed storage classes, with allowed properties;
-* a stored view's text must pass the very check a caller's statement passes, and it may not
-  capture settings that change how its text is read;
+* a stored view's text must pass the very check a caller's statement passes, read as Spark
+  will read it (a variable Spark would substitute in it is refused);
 * a relation of files must read below the warehouse root, and no other kind of relation is read.
 
 Statements that only show metadata (``DESCRIBE``, ``SHOW``, ``EXPLAIN``) are not refused for what
@@ -30,7 +30,7 @@ from typing import Any
 
 from flint_repl_job.jvm import helper
 from query_core.validation import Checks, QueryRefusedError
-from query_core.validation.allowlists import PATH_OPTION, PROPERTY_KEYS, Provider, is_settable
+from query_core.validation.allowlists import PATH_OPTION, PROPERTY_KEYS, Provider
 from query_core.validation.elements import GrammarElement as E
 
 #: Roots of analysed statements that show metadata and read no data: they are run as they are.
@@ -54,6 +54,12 @@ DROPS = frozenset({"DropTable", "DropTableCommand"})
 INSIDE_TTL_S = 10.0
 #: How deeply views named in views are followed by name (in compound statements).
 MAX_VIEW_DEPTH = 16
+#: Spark substitutes ``${...}`` in a view's text unless the view captured this setting as false
+#: (a view is read with the settings it captured, and Spark's defaults for the others).
+SUBSTITUTE = "spark.sql.variable.substitute"
+#: Settings that change how a view's text is read, as the job's check reads it: a view that
+#: captured another value is not read (its text would not be the text checked).
+TEXT_READING = {"spark.sql.ansi.doubleQuotedIdentifiers": "false"}
 #: Spark's session catalog: the only one whose tables are looked up by name here.
 SESSION_CATALOG = "spark_catalog"
 
@@ -97,7 +103,7 @@ class StoredMetadata:
     def active(self) -> bool:
         """Whether the policy checks what data statements reach (``LOCAL``, not the reference's)."""
         policy = self.checks.policy
-        return policy.denies(E.LOCATION) or policy.denies(E.DATA_SOURCE) or policy.denies(E.FILE)
+        return policy.denies(E.LOCATION) or policy.denies(E.DATA_SOURCE)
 
     # -- entry points -------------------------------------------------------------------------------
 
@@ -219,11 +225,11 @@ class StoredMetadata:
         if not text:
             self.checks.element(E.DYNAMIC_SQL, "a view without its text")
             return
-        captured = {str(k): str(v) for k, v in (item.get("viewConf") or {}).items()}
-        if "${" in text and captured.get("spark.sql.variable.substitute", "true").strip().lower() != "false":
+        captured = {str(k): str(v).strip().lower() for k, v in (item.get("viewConf") or {}).items()}
+        if "${" in text and captured.get(SUBSTITUTE, "true") != "false":
             self.checks.element(E.DYNAMIC_SQL, "a variable substituted in a view's text")
-        for key, value in captured.items():
-            if not is_settable(key) and value != self._session_setting(key):
+        for key, read_as in TEXT_READING.items():
+            if captured.get(key, read_as) != read_as:
                 self.checks.element(E.PROTECTED_CONFIG, f"{key} captured")
         self.check_text(str(text))
 
@@ -247,9 +253,6 @@ class StoredMetadata:
         if len(self._inside) > 65_536:
             self._inside.clear()
         self._inside[location] = now
-
-    def _session_setting(self, key: str) -> str | None:
-        return self.spark.conf.get(key, None)  # type: ignore[no-any-return]
 
     def _jvm(self) -> Any:
         if self._helper is None:

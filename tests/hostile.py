@@ -95,6 +95,33 @@ JDBC = [
     _case("CACHE TABLE stored_jdbc", E.DATA_SOURCE, catalog=True),
 ]
 
+#: What the catalog holds, written there without any check (by anyone who reaches the metastore,
+#: another datasource's writer, an older version): tables, a view and a partition located at data
+#: outside the warehouse (``{outside}/keep`` stands for another datasource's table) and at a file
+#: outside every root. Only the job sees them, on Spark's resolution of each statement.
+PLANTED = [
+    _case("SELECT * FROM default.planted_lake", E.LOCATION, catalog=True),
+    _case("SELECT count(*) FROM planted_file", E.LOCATION, catalog=True),
+    _case("SELECT * FROM default.planted_view", E.LOCATION, catalog=True),
+    _case("SELECT * FROM planted_view_file", E.FILE, catalog=True),
+    _case("SELECT * FROM planted_view_reflect", E.MISC_FUNCTIONS, catalog=True),
+    _case("SELECT * FROM wh_planted_part", E.LOCATION, catalog=True),
+    _case("SELECT a FROM wh_planted_part WHERE k = 9", E.LOCATION, catalog=True),
+    _case("SELECT a FROM wh_ok WHERE a IN (SELECT length(value) FROM planted_lake)", E.LOCATION, catalog=True),
+    _case("EXECUTE IMMEDIATE 'SELECT * FROM planted_lake'", E.LOCATION, catalog=True),
+    _case("INSERT INTO planted_lake SELECT 'written'", E.LOCATION, catalog=True),
+    _case("INSERT OVERWRITE wh_planted_part PARTITION (k = 9) SELECT 1", E.LOCATION, catalog=True),
+    _case("TRUNCATE TABLE planted_lake", E.LOCATION, catalog=True),
+    _case("CREATE TABLE wh_copy USING parquet AS SELECT * FROM planted_lake", E.LOCATION, catalog=True),
+    _case("CREATE TABLE planted_db.t USING parquet AS SELECT 1 AS a", E.LOCATION, catalog=True),
+    _case("source = default.planted_lake", E.LOCATION, lang="ppl", catalog=True),
+    _case("source = default.planted_view | fields value", E.LOCATION, lang="ppl", catalog=True),
+    _case("source = default.wh_planted_part | where k = 9 | fields a", E.LOCATION, lang="ppl", catalog=True),
+    # What the catalog holds is shown, and reads within the warehouse go on.
+    _case("DESCRIBE TABLE EXTENDED planted_lake", None, catalog=True),
+    _case("SELECT a FROM wh_planted_part WHERE k = 1", None, catalog=True),
+]
+
 #: Other providers: none of them is on the list.
 PROVIDERS = [
     _case("CREATE TEMPORARY VIEW x USING xml OPTIONS (path '{wh}/x', rowTag 'r')", E.DATA_SOURCE),
@@ -384,4 +411,4 @@ FUNCTIONS = [
     _case("SELECT from_xml('<a><b>1</b></a>', 'b STRING', map('rowTag', 'a'))", None),
 ]
 
-ALL: list[Case] = [*JDBC, *PROVIDERS, *OPTIONS, *LOCATIONS, *FLINT, *SETTINGS, *DEPTH, *FUNCTIONS, *ALLOWED]
+ALL: list[Case] = [*JDBC, *PLANTED, *PROVIDERS, *OPTIONS, *LOCATIONS, *FLINT, *SETTINGS, *DEPTH, *FUNCTIONS, *ALLOWED]

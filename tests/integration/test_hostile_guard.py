@@ -27,6 +27,7 @@ from flint_repl_job.executor import SparkExecutor
 from flint_repl_job.flint_statements import flint_statement
 from flint_repl_job.guard import StatementGuard
 from query_core.flint import parse
+from query_core.ppl import to_spark_sql
 from query_core.validation import (
     Profile,
     QueryRefusedError,
@@ -93,13 +94,34 @@ def places(spark: Any, tmp_path_factory: pytest.TempPathFactory, listener: Liste
         "OPTIONS (url 'jdbc:derby:memory:hostile;create=true', dbtable 'SYS.SYSTABLES')"
     )
     spark.sql("CREATE OR REPLACE VIEW default.over_stored_jdbc AS SELECT * FROM default.stored_jdbc")
+    plant(spark, outside)
     yield Places(wh, cp, outside, link, listener.port)
     for table in ("wh_ok", "wh_part", "wh_new", "wh_loc", "wh_csv", "wh_ctas", "wh_tbl"):
         spark.sql(f"DROP TABLE IF EXISTS default.{table}")
     spark.sql("DROP VIEW IF EXISTS default.over_stored_jdbc")
     spark.sql("DROP TABLE IF EXISTS default.stored_jdbc")
+    for view in ("planted_view", "planted_view_file", "planted_view_reflect"):
+        spark.sql(f"DROP VIEW IF EXISTS default.{view}")
+    for table in ("planted_lake", "planted_file", "wh_planted_part"):
+        spark.sql(f"DROP TABLE IF EXISTS default.{table}")
+    spark.sql("DROP DATABASE IF EXISTS planted_db CASCADE")
     spark.catalog.dropTempView("wh_view")
     link.unlink()
+
+
+def plant(spark: Any, outside: Path) -> None:
+    """The corpus's planted tables, views, partition and database (tests/hostile.py, ``PLANTED``),
+    written by Spark straight into the catalog, with no check."""
+    sql = spark.sql
+    sql(f"CREATE TABLE IF NOT EXISTS default.planted_lake (value STRING) USING text LOCATION '{outside / 'keep'}'")
+    sql(f"CREATE TABLE IF NOT EXISTS default.planted_file (value STRING) USING text LOCATION '{outside / 'secret.txt'}'")
+    sql("CREATE OR REPLACE VIEW default.planted_view AS SELECT value FROM default.planted_lake")
+    sql(f"CREATE OR REPLACE VIEW default.planted_view_file AS SELECT * FROM text.`{outside / 'secret.txt'}`")
+    sql("CREATE OR REPLACE VIEW default.planted_view_reflect AS SELECT reflect('java.lang.System', 'getenv') AS env")
+    sql("CREATE TABLE IF NOT EXISTS default.wh_planted_part (a INT, k INT) USING parquet PARTITIONED BY (k)")
+    sql("INSERT OVERWRITE default.wh_planted_part PARTITION (k = 1) SELECT 1")
+    sql(f"ALTER TABLE default.wh_planted_part ADD IF NOT EXISTS PARTITION (k = 9) LOCATION '{outside}'")
+    sql(f"CREATE DATABASE IF NOT EXISTS planted_db LOCATION '{outside / 'planted_db'}'")
 
 
 def local_policy(places: Places) -> ValidationPolicy:
@@ -124,8 +146,10 @@ def job_verdict(guard: StatementGuard, text: str, lang: str) -> tuple[str, str]:
     """("refused", message), ("limit", message), ("spark", error) or ("allowed", "") as the job's
     check concludes (on Spark's parse, then on its analysis), without running the statement."""
     try:
-        if lang == "ppl":
+        if lang == "ppl":  # checked on its syntax tree, then as the SQL it translates to
             guard.check_ppl(text)
+            sql = to_spark_sql(text, lambda query: list(guard.spark.sql(query).columns))
+            guard.resolve(sql, guard.check_sql(sql))
         elif (statement := flint_statement(text)) is not None:
             guard.check_flint(statement)
         else:
