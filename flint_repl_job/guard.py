@@ -285,11 +285,10 @@ class StatementGuard:
         state, skip, _ = self._analysis_handles()
         analyzed = state.executePlan(plan, skip).analyzed()
         _stop_if(stop)
-        query = self._is_query(plan)
-        if not self.stored.plan(analyzed, str(analyzed.getClass().getSimpleName()), query):
+        if not self.stored.plan(analyzed, str(analyzed.getClass().getSimpleName())) or not self._is_query(plan):
             return analyzed
-        # A query of partitioned tables: Spark lists their partitions as it optimizes or runs
-        # it, so they are listed into its optimized plan now, checked there, and read from there.
+        # A query of partitioned tables: Spark lists their partitions again as it optimizes or
+        # runs it, so they are listed into its optimized plan now, checked there, read from there.
         _stop_if(stop)
         return self.stored.pinned(state.executePlan(analyzed, skip).optimizedPlan())
 

@@ -107,23 +107,24 @@ class StoredMetadata:
 
     # -- entry points -------------------------------------------------------------------------------
 
-    def plan(self, analyzed: Any, root: str, query: bool = False) -> bool:
+    def plan(self, analyzed: Any, root: str) -> bool:
         """Everything ``analyzed`` (a statement's analysed plan, whose root is of class ``root``)
-        reads and writes of the catalog, as Spark resolved it. The partitions a ``query`` reads
-        are Spark's to list later: they are not checked here (:meth:`pinned` does); whether it
-        reads a partitioned table is the answer."""
+        reads and writes of the catalog, as Spark resolved it, the partitions of its partitioned
+        tables as the catalog lists them now; whether it reaches a partitioned table."""
         if not self.active or root in METADATA_ONLY:
             return False
-        items = json.loads(str(self._jvm().describe(analyzed, self.spark._jsparkSession, not query)))
+        items = json.loads(str(self._jvm().describe(analyzed, self.spark._jsparkSession, True)))
         self._check(items, drop=root in DROPS)
-        return query and any(item.get("kind") == "table" and item.get("partitioned") for item in items)
+        return any(item.get("kind") == "table" and item.get("partitioned") for item in items)
 
     def pinned(self, optimized: Any) -> Any:
-        """An optimized query with its tables' partitions listed into it (as Spark would list
-        them when it runs, and so read), once they are checked: the plan to run."""
-        pinned = self._jvm().pin(optimized, self.spark._jsparkSession)
-        self._check(json.loads(str(self._jvm().describe(pinned, self.spark._jsparkSession, False))), drop=False)
-        return pinned
+        """A query's optimized plan reading exactly the partitions checked: Spark lists a
+        query's partitions as it optimizes it (those a filter keeps) or as it runs it (the
+        others), so the others are listed now, checked with those, and put into the plan (their
+        files are listed once they are checked). The plan to run."""
+        pinning = self._jvm().pin(optimized, self.spark._jsparkSession)
+        self._check(json.loads(str(pinning.json())), drop=False)
+        return pinning.plan()
 
     def named(self, parts: list[str], depth: int = 0) -> None:
         """The catalog's table or view named ``parts`` (as a statement names it; a temporary view

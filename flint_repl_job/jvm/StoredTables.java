@@ -10,8 +10,9 @@
 // job's Python (flint_repl_job/stored.py): this class only reads.
 //
 // A query's partitions are otherwise listed from the catalog late (when Spark optimizes the query,
-// or when it runs), after the check: ``pin`` lists them in an optimized plan, into the plan, so the
-// partitions checked are the partitions read, whatever the catalog says meanwhile.
+// or when it runs), after the check: ``pin`` lists them for an optimized plan, and, once they are
+// checked, puts them into the plan, so the partitions checked are the partitions read, whatever
+// the catalog says meanwhile (and no file of theirs is listed before the check).
 //
 // Compiled inside the job's JVM by the Janino compiler that ships with Spark
 // (flint_repl_job/jvm/__init__.py): nothing to build. Janino compiles a subset of Java: no
@@ -51,46 +52,104 @@ public final class StoredTables {
         return walk.finish();
     }
 
-    /** ``optimized`` with the partitions of each partitioned table it reads listed into it, as
-     *  Spark would list them when it runs: a catalog file index becomes the file index of all
-     *  its partitions (what its listing gives when no filter pruned it), and a Hive relation
-     *  not pruned holds all its partitions. */
-    public LogicalPlan pin(LogicalPlan optimized, org.apache.spark.sql.classic.SparkSession session) {
-        return (LogicalPlan) optimized.transformUpWithSubqueries(new Pin(catalogOf(session)));
+    /** The partitions an optimized query would read, listed from the catalog now for each
+     *  partitioned table whose partitions Spark would list later (a catalog file index not
+     *  pruned by a filter, a Hive relation not pruned), described as ``describe`` does (with the
+     *  file relations the optimizer already pruned): check ``json()``, then run ``plan()``. */
+    public Pinning pin(LogicalPlan optimized, org.apache.spark.sql.classic.SparkSession session) {
+        return new Pinning(optimized, session);
     }
 
-    private static final class Pin extends scala.runtime.AbstractPartialFunction {
-        private final SessionCatalog catalog;
+    /** An optimized plan and the partitions listed for it (see ``pin``). */
+    public static final class Pinning {
+        private final LogicalPlan optimized;
+        private final org.apache.spark.sql.classic.SparkSession session;
+        /** Per relation node (by identity): the partitions listed for it. */
+        private final IdentityHashMap listed = new IdentityHashMap();
+        private final String json;
 
-        Pin(SessionCatalog catalog) {
-            this.catalog = catalog;
+        Pinning(LogicalPlan optimized, org.apache.spark.sql.classic.SparkSession session) {
+            this.optimized = optimized;
+            this.session = session;
+            SessionCatalog catalog = catalogOf(session);
+            ArrayDeque pending = new ArrayDeque();
+            IdentityHashMap seen = new IdentityHashMap();
+            pending.push(optimized);
+            while (!pending.isEmpty()) {
+                LogicalPlan node = (LogicalPlan) pending.pop();
+                if (seen.put(node, Boolean.TRUE) != null) continue;
+                CatalogTable table = unpruned(node);
+                if (table != null) listed.put(node, catalog.listPartitions(table.identifier(), scala.Option.empty()));
+                pushAll(pending, node.children());
+                pushAll(pending, node.subqueries());
+            }
+            Walk walk = new Walk(catalog, false);
+            walk.listed = listed;
+            walk.plan(optimized);
+            json = walk.finish();
+        }
+
+        public String json() {
+            return json;
+        }
+
+        /** The optimized plan reading exactly the partitions listed (their files listed now). */
+        public LogicalPlan plan() {
+            if (listed.isEmpty()) return optimized;
+            return (LogicalPlan) optimized.transformUpWithSubqueries(new Pin(listed, session));
+        }
+    }
+
+    /** The table of a relation whose partitions Spark would list from the catalog later. */
+    private static CatalogTable unpruned(LogicalPlan node) {
+        if (node instanceof LogicalRelation) {
+            LogicalRelation relation = (LogicalRelation) node;
+            if (relation.relation() instanceof HadoopFsRelation
+                    && ((HadoopFsRelation) relation.relation()).location() instanceof CatalogFileIndex) {
+                CatalogTable table = ((CatalogFileIndex) ((HadoopFsRelation) relation.relation()).location()).table();
+                return table.partitionColumnNames().nonEmpty() ? table : null;
+            }
+        } else if (node instanceof HiveTableRelation) {
+            HiveTableRelation hive = (HiveTableRelation) node;
+            if (hive.isPartitioned() && !hive.prunedPartitions().isDefined()) return hive.tableMeta();
+        }
+        return null;
+    }
+
+    private static void pushAll(ArrayDeque pending, scala.collection.Seq plans) {
+        scala.collection.Iterator it = plans.iterator();
+        while (it.hasNext()) {
+            Object next = it.next();
+            if (next instanceof LogicalPlan) pending.push(next);
+        }
+    }
+
+    /** Each relation listed replaced by the same relation over its listed partitions. */
+    private static final class Pin extends scala.runtime.AbstractPartialFunction {
+        private final IdentityHashMap listed;
+        private final org.apache.spark.sql.classic.SparkSession session;
+
+        Pin(IdentityHashMap listed, org.apache.spark.sql.classic.SparkSession session) {
+            this.listed = listed;
+            this.session = session;
         }
 
         public boolean isDefinedAt(Object node) {
-            if (node instanceof LogicalRelation) {
-                Object relation = ((LogicalRelation) node).relation();
-                return relation instanceof HadoopFsRelation
-                    && ((HadoopFsRelation) relation).location() instanceof CatalogFileIndex;
-            }
-            if (node instanceof HiveTableRelation) {
-                HiveTableRelation hive = (HiveTableRelation) node;
-                return hive.isPartitioned() && !hive.prunedPartitions().isDefined();
-            }
-            return false;
+            return listed.containsKey(node);
         }
 
         public Object applyOrElse(Object node, scala.Function1 otherwise) {
-            if (!isDefinedAt(node)) return otherwise.apply(node);
+            scala.collection.immutable.Seq partitions = (scala.collection.immutable.Seq) listed.get(node);
+            if (partitions == null) return otherwise.apply(node);
             if (node instanceof HiveTableRelation) {
                 HiveTableRelation hive = (HiveTableRelation) node;
-                scala.collection.immutable.Seq all = catalog.listPartitions(hive.tableMeta().identifier(), scala.Option.empty());
-                return hive.copy(hive.tableMeta(), hive.dataCols(), hive.partitionCols(), hive.tableStats(), scala.Option.apply(all));
+                return hive.copy(hive.tableMeta(), hive.dataCols(), hive.partitionCols(), hive.tableStats(), scala.Option.apply(partitions));
             }
             LogicalRelation relation = (LogicalRelation) node;
             HadoopFsRelation files = (HadoopFsRelation) relation.relation();
-            CatalogFileIndex index = (CatalogFileIndex) files.location();
-            HadoopFsRelation listed = new HadoopFsRelation(
-                index.filterPartitions(scala.collection.immutable.Nil$.MODULE$),
+            CatalogTable table = ((CatalogFileIndex) files.location()).table();
+            HadoopFsRelation pinned = new HadoopFsRelation(
+                index(table, partitions),
                 files.partitionSchema(),
                 files.dataSchema(),
                 files.bucketSpec(),
@@ -98,8 +157,47 @@ public final class StoredTables {
                 files.options(),
                 files.sparkSession());
             return new LogicalRelation(
-                listed, relation.output(), relation.catalogTable(), relation.isStreaming(), relation.stream());
+                pinned, relation.output(), relation.catalogTable(), relation.isStreaming(), relation.stream());
         }
+
+        /** The file index of ``partitions`` of ``table``, as its catalog file index makes one. */
+        private org.apache.spark.sql.execution.datasources.InMemoryFileIndex index(
+                CatalogTable table, scala.collection.immutable.Seq partitions) {
+            long started = System.nanoTime();
+            org.apache.spark.sql.types.StructType schema = table.partitionSchema();
+            String zone = session.sessionState().conf().sessionLocalTimeZone();
+            org.apache.hadoop.conf.Configuration conf = session.sessionState().newHadoopConf();
+            java.util.ArrayList paths = new java.util.ArrayList();
+            java.util.ArrayList roots = new java.util.ArrayList();
+            scala.collection.Iterator it = partitions.iterator();
+            while (it.hasNext()) {
+                CatalogTablePartition partition = (CatalogTablePartition) it.next();
+                Path path = new Path(partition.location());
+                Path qualified;
+                try {
+                    org.apache.hadoop.fs.FileSystem fs = path.getFileSystem(conf);
+                    qualified = path.makeQualified(fs.getUri(), fs.getWorkingDirectory());
+                } catch (java.io.IOException e) {
+                    throw new RuntimeException(e);
+                }
+                paths.add(new org.apache.spark.sql.execution.datasources.PartitionPath(partition.toRow(schema, zone), qualified));
+                roots.add(qualified);
+            }
+            org.apache.spark.sql.execution.datasources.PartitionSpec spec =
+                new org.apache.spark.sql.execution.datasources.PartitionSpec(schema, seq(paths));
+            return new org.apache.spark.sql.execution.datasources.InMemoryFileIndex(
+                session,
+                seq(roots),
+                (scala.collection.immutable.Map) scala.collection.immutable.Map$.MODULE$.empty(),
+                scala.Option.apply(schema),
+                org.apache.spark.sql.execution.datasources.FileStatusCache.getOrCreate(session),
+                scala.Option.apply(spec),
+                scala.Option.apply(Long.valueOf(System.nanoTime() - started)));
+        }
+    }
+
+    private static scala.collection.immutable.Seq seq(java.util.ArrayList items) {
+        return scala.jdk.javaapi.CollectionConverters.asScala(items).toList();
     }
 
     /** The same JSON for the catalog table named ``name`` in ``database`` (null: the current
@@ -121,6 +219,8 @@ public final class StoredTables {
         private final SessionCatalog catalog;
         /** Whether the catalog's partitions of a partitioned table are listed (not only a plan's). */
         private final boolean listPartitions;
+        /** Per relation node (by identity): partitions already listed for it (``pin``). */
+        IdentityHashMap listed = new IdentityHashMap();
         private final StringBuilder out = new StringBuilder(1024);
         private final IdentityHashMap seen = new IdentityHashMap();
         private final HashSet described = new HashSet();
@@ -163,7 +263,8 @@ public final class StoredTables {
                 relation((LogicalRelation) node, name);
             } else if (node instanceof HiveTableRelation) {
                 HiveTableRelation hive = (HiveTableRelation) node;
-                table(hive.tableMeta(), name, false, hive.prunedPartitions());
+                scala.Option pruned = listed.containsKey(node) ? scala.Option.apply(listed.get(node)) : hive.prunedPartitions();
+                table(hive.tableMeta(), name, false, pruned);
             } else if (node instanceof View) {
                 View view = (View) node;
                 table(view.desc(), name, view.isTempView(), null);
@@ -211,7 +312,8 @@ public final class StoredTables {
                 && ((HadoopFsRelation) relation).location() instanceof CatalogFileIndex;
             // A relation over a catalog file index reads the catalog's partitions; any other
             // relation of files reads its root paths (a pinned or pruned table's: its partitions).
-            if (table.isDefined()) table((CatalogTable) table.get(), name, false, catalogIndex ? null : NO_PARTITIONS);
+            scala.Option partitions = listed.containsKey(node) ? scala.Option.apply(listed.get(node)) : null;
+            if (table.isDefined()) table((CatalogTable) table.get(), name, false, catalogIndex ? partitions : NO_PARTITIONS);
             if (relation instanceof HadoopFsRelation) {
                 HadoopFsRelation files = (HadoopFsRelation) relation;
                 if (catalogIndex) return;

@@ -148,9 +148,9 @@ def test_what_reads_only_the_warehouse_and_what_shows_metadata_still_run(spark: 
     executor = SparkExecutor(spark, "", None, planted.policy())
     try:
         ok = {
-            "SELECT a, k FROM st_part WHERE k = 1": "[[1,1]]",
-            "source = default.st_part | where k = 1 | fields a": "[[1]]",
             "SELECT count(*) FROM st_ok": "[[1]]",
+            "SELECT a FROM st_ok WHERE a > 0": "[[1]]",
+            "source = default.st_ok | where a > 0 | fields a": "[[1]]",
         }
         for i, (statement, rows) in enumerate(ok.items()):
             lang = "ppl" if statement.startswith("source") else "sql"
