@@ -118,6 +118,12 @@ def partition(client: Any, table: str, values: list[str], location: str) -> None
     now = int(time.time())
     client.add_partition(
         Partition(
-            values=values, dbName="default", tableName=table, createTime=now, lastAccessTime=now, sd=storage, parameters={}
+            values=values,
+            dbName="default",
+            tableName=table,
+            createTime=now,
+            lastAccessTime=now,
+            sd=storage,
+            parameters={},
         )
     )

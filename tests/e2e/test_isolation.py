@@ -144,7 +144,13 @@ def assert_planted_metadata_is_refused(plugin: Plugin, bob_session: str, lake_se
     assert isinstance(launcher, LocalLauncher)
     running = launcher.catalogs.running()
     lake_files = launcher.warehouse_of(plugin.datasources.get("lake")) + "/secrets"
-    made = run(plugin, BOB, "local", "CREATE TABLE parted (id INT, v STRING, k INT) USING parquet PARTITIONED BY (k)", bob_session)
+    made = run(
+        plugin,
+        BOB,
+        "local",
+        "CREATE TABLE parted (id INT, v STRING, k INT) USING parquet PARTITIONED BY (k)",
+        bob_session,
+    )
     assert made["status"] == "SUCCESS", made
     assert run(plugin, BOB, "local", "INSERT INTO parted VALUES (1, 'mine', 1)", bob_session)["status"] == "SUCCESS"
     mine = run(plugin, BOB, "local", "SELECT v FROM parted WHERE k = 1", bob_session)
@@ -153,7 +159,9 @@ def assert_planted_metadata_is_refused(plugin: Plugin, bob_session: str, lake_se
         planted.copy_table(local, lake.get_table("default", "secrets"), "planted")
         planted.text_table(local, "planted_file", outside.as_uri())
         planted.view(local, "planted_view", "SELECT id, v FROM default.planted", [("id", "int"), ("v", "string")])
-        planted.view(local, "planted_reflect", "SELECT reflect('java.lang.System', 'getenv', 'HOME') AS u", [("u", "string")])
+        planted.view(
+            local, "planted_reflect", "SELECT reflect('java.lang.System', 'getenv', 'HOME') AS u", [("u", "string")]
+        )
         planted.view(local, "planted_path", f"SELECT * FROM parquet.`{lake_files}`", [("id", "int"), ("v", "string")])
         planted.partition(local, "parted", ["2"], lake_files)
         planted.partition(local, "parted", ["3"], outside.as_uri())
@@ -163,7 +171,10 @@ def assert_planted_metadata_is_refused(plugin: Plugin, bob_session: str, lake_se
         ("sql", "SELECT count(*) FROM local.default.planted_file"): OUTSIDE,
         ("sql", "SELECT v FROM planted_view"): OUTSIDE,
         ("ppl", "source = local.default.planted_view | fields v"): OUTSIDE,
-        ("sql", "SELECT u FROM planted_reflect"): "Misc functions (reflect, in the stored view spark_catalog.default.planted_reflect)",
+        (
+            "sql",
+            "SELECT u FROM planted_reflect",
+        ): "Misc functions (reflect, in the stored view spark_catalog.default.planted_reflect)",
         ("sql", "SELECT v FROM planted_path"): "",  # Spark itself does not resolve a path in a view here
         ("sql", "SELECT * FROM parted"): OUTSIDE,
         ("sql", "SELECT v FROM parted WHERE k = 2"): OUTSIDE,

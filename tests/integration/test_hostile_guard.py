@@ -14,7 +14,6 @@ this process's Spark session, and against the plugin's check on the same stateme
 from __future__ import annotations
 
 import hashlib
-import os
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -79,49 +78,11 @@ def places(spark: Any, tmp_path_factory: pytest.TempPathFactory, listener: Liste
     wh = Path(spark.conf.get("spark.sql.warehouse.dir").removeprefix("file:"))
     base = tmp_path_factory.mktemp("hostile")
     cp, outside = base / "checkpoints", base / "outside"
-    cp.mkdir()
-    (outside / "keep").mkdir(parents=True)
-    (outside / "secret.txt").write_text("the secret")
-    (outside / "keep" / "keep.txt").write_text("keep me")
-    link = wh / "hostile_link"
-    if not link.exists():
-        os.symlink(outside, link)
-    spark.sql("CREATE TABLE IF NOT EXISTS default.wh_ok (a INT) USING parquet")
-    spark.sql("CREATE TABLE IF NOT EXISTS default.wh_part (a INT, k INT) USING parquet PARTITIONED BY (k)")
-    spark.sql("INSERT INTO default.wh_part VALUES (1, 1)")
-    spark.sql(
-        "CREATE TABLE IF NOT EXISTS default.stored_jdbc USING jdbc "
-        "OPTIONS (url 'jdbc:derby:memory:hostile;create=true', dbtable 'SYS.SYSTABLES')"
-    )
-    spark.sql("CREATE OR REPLACE VIEW default.over_stored_jdbc AS SELECT * FROM default.stored_jdbc")
-    plant(spark, outside)
+    link = hostile.make_places(wh, cp, outside)
+    hostile.make_catalog(spark, outside)
     yield Places(wh, cp, outside, link, listener.port)
-    for table in ("wh_ok", "wh_part", "wh_new", "wh_loc", "wh_csv", "wh_ctas", "wh_tbl"):
-        spark.sql(f"DROP TABLE IF EXISTS default.{table}")
-    spark.sql("DROP VIEW IF EXISTS default.over_stored_jdbc")
-    spark.sql("DROP TABLE IF EXISTS default.stored_jdbc")
-    for view in ("planted_view", "planted_view_file", "planted_view_reflect"):
-        spark.sql(f"DROP VIEW IF EXISTS default.{view}")
-    for table in ("planted_lake", "planted_file", "wh_planted_part"):
-        spark.sql(f"DROP TABLE IF EXISTS default.{table}")
-    spark.sql("DROP DATABASE IF EXISTS planted_db CASCADE")
-    spark.catalog.dropTempView("wh_view")
+    hostile.drop_catalog(spark)
     link.unlink()
-
-
-def plant(spark: Any, outside: Path) -> None:
-    """The corpus's planted tables, views, partition and database (tests/hostile.py, ``PLANTED``),
-    written by Spark straight into the catalog, with no check."""
-    sql = spark.sql
-    sql(f"CREATE TABLE IF NOT EXISTS default.planted_lake (value STRING) USING text LOCATION '{outside / 'keep'}'")
-    sql(f"CREATE TABLE IF NOT EXISTS default.planted_file (value STRING) USING text LOCATION '{outside / 'secret.txt'}'")
-    sql("CREATE OR REPLACE VIEW default.planted_view AS SELECT value FROM default.planted_lake")
-    sql(f"CREATE OR REPLACE VIEW default.planted_view_file AS SELECT * FROM text.`{outside / 'secret.txt'}`")
-    sql("CREATE OR REPLACE VIEW default.planted_view_reflect AS SELECT reflect('java.lang.System', 'getenv') AS env")
-    sql("CREATE TABLE IF NOT EXISTS default.wh_planted_part (a INT, k INT) USING parquet PARTITIONED BY (k)")
-    sql("INSERT OVERWRITE default.wh_planted_part PARTITION (k = 1) SELECT 1")
-    sql(f"ALTER TABLE default.wh_planted_part ADD IF NOT EXISTS PARTITION (k = 9) LOCATION '{outside}'")
-    sql(f"CREATE DATABASE IF NOT EXISTS planted_db LOCATION '{outside / 'planted_db'}'")
 
 
 def local_policy(places: Places) -> ValidationPolicy:

@@ -132,7 +132,9 @@ def test_the_refusal_names_the_place_and_what_holds_it(spark: Any, planted: Plan
     executor = SparkExecutor(spark, "", None, planted.policy())
     try:
         table = executor.start("named-table", "SELECT * FROM st_planted").future.exception(timeout=60)
-        partition = executor.start("named-part", "INSERT INTO st_part PARTITION (k = 1) SELECT 3").future.exception(timeout=60)
+        partition = executor.start("named-part", "INSERT INTO st_part PARTITION (k = 1) SELECT 3").future.exception(
+            timeout=60
+        )
     finally:
         executor.close()
     assert table is not None and classify(table) == (

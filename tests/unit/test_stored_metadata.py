@@ -88,8 +88,19 @@ def test_what_lies_in_the_warehouse_with_allowed_storage_passes() -> None:
             hive(partitioned=True, partitions=[{"spec": {"k": "1"}, "location": f"file:{WH}/t/k=1", "storage": {}}]),
             view("SELECT * FROM t", {"spark.sql.runSQLOnFiles": "false", "spark.sql.ansi.enabled": "true"}),
             view("SELECT 1", temporary=True),
-            table(location=None, defaultLocation=f"file:{WH}/new", type="MANAGED", node="CreateDataSourceTableAsSelectCommand"),
-            {"kind": "files", "node": "LogicalRelation", "table": None, "format": "x.ParquetFileFormat", "paths": [f"file:{WH}/v"]},
+            table(
+                location=None,
+                defaultLocation=f"file:{WH}/new",
+                type="MANAGED",
+                node="CreateDataSourceTableAsSelectCommand",
+            ),
+            {
+                "kind": "files",
+                "node": "LogicalRelation",
+                "table": None,
+                "format": "x.ParquetFileFormat",
+                "paths": [f"file:{WH}/v"],
+            },
             {"kind": "path", "node": "InsertIntoHadoopFsRelationCommand", "path": f"file:{WH}/t"},
         ],
         drop=False,
@@ -100,7 +111,11 @@ def test_what_lies_in_the_warehouse_with_allowed_storage_passes() -> None:
 @pytest.mark.parametrize(
     ("item", "element", "detail"),
     [
-        (table(location="file:/srv/lake/secrets"), E.LOCATION, "file:/srv/lake/secrets, of the stored table spark_catalog.default.t"),
+        (
+            table(location="file:/srv/lake/secrets"),
+            E.LOCATION,
+            "file:/srv/lake/secrets, of the stored table spark_catalog.default.t",
+        ),
         (table(location=f"file:{WH}/x/../../etc"), E.LOCATION, f"file:{WH}/x/../../etc, of the stored table"),
         (table(location=None, defaultLocation="file:/etc/t"), E.LOCATION, "file:/etc/t, of the stored table"),
         (table(provider="jdbc"), E.DATA_SOURCE, "jdbc, of the stored table"),
@@ -111,28 +126,89 @@ def test_what_lies_in_the_warehouse_with_allowed_storage_passes() -> None:
         (hive(properties={"avro.schema.url": "http://x/s"}), E.TABLE_PROPERTY, "avro.schema.url, of the stored table"),
         (hive(storage={"hive.exec.scratchdir": "/tmp"}), E.TABLE_PROPERTY, "hive.exec.scratchdir"),
         (
-            table(partitioned=True, partitions=[{"spec": {"k": "9"}, "location": "file:/srv/lake/secrets", "storage": {}}]),
+            table(
+                partitioned=True, partitions=[{"spec": {"k": "9"}, "location": "file:/srv/lake/secrets", "storage": {}}]
+            ),
             E.LOCATION,
             "file:/srv/lake/secrets, of the partition (k=9) of the stored table spark_catalog.default.t",
         ),
         (
-            hive(partitioned=True, partitions=[{"spec": {"k": "1"}, "location": f"file:{WH}/t/k=1", "serde": "org.example.S", "storage": {}}]),
+            hive(
+                partitioned=True,
+                partitions=[
+                    {"spec": {"k": "1"}, "location": f"file:{WH}/t/k=1", "serde": "org.example.S", "storage": {}}
+                ],
+            ),
             E.DATA_SOURCE,
             "SERDE org.example.S, of the partition (k=1)",
         ),
         (view("SELECT '${env:HOME}'"), E.DYNAMIC_SQL, "a variable substituted in a view's text, in the stored view"),
-        (view("SELECT 1", {"spark.sql.ansi.doubleQuotedIdentifiers": "true"}), E.PROTECTED_CONFIG, "spark.sql.ansi.doubleQuotedIdentifiers captured"),
+        (
+            view("SELECT 1", {"spark.sql.ansi.doubleQuotedIdentifiers": "true"}),
+            E.PROTECTED_CONFIG,
+            "spark.sql.ansi.doubleQuotedIdentifiers captured",
+        ),
         (view(None), E.DYNAMIC_SQL, "a view without its text"),  # type: ignore[arg-type]
         (
-            {"kind": "files", "node": "LogicalRelation", "table": "spark_catalog.default.p", "format": "F", "paths": ["file:/srv/lake"]},
+            {
+                "kind": "files",
+                "node": "LogicalRelation",
+                "table": "spark_catalog.default.p",
+                "format": "F",
+                "paths": ["file:/srv/lake"],
+            },
             E.LOCATION,
             "file:/srv/lake, read from a partition of the stored table spark_catalog.default.p",
         ),
-        ({"kind": "files", "node": "LogicalRelation", "table": None, "format": "a.TextFileFormat", "paths": ["/etc"]}, E.LOCATION, "/etc, read from TextFileFormat files"),
-        ({"kind": "path", "node": "InsertIntoHadoopFsRelationCommand", "path": "file:/etc"}, E.LOCATION, "file:/etc, written to by the statement"),
-        ({"kind": "relation", "node": "LogicalRelation", "class": "org.apache.spark.sql.execution.datasources.jdbc.JDBCRelation"}, E.DATA_SOURCE, "a relation of JDBCRelation"),
-        ({"kind": "v2", "node": "DataSourceV2Relation", "name": "t", "class": "x.PythonTable", "provider": None, "location": None}, E.DATA_SOURCE, "PythonTable, of the stored table t"),
-        ({"kind": "v2", "node": "DataSourceV2Relation", "name": "t", "class": "x.T", "provider": "parquet", "location": "/etc"}, E.LOCATION, "/etc, of the stored table t"),
+        (
+            {
+                "kind": "files",
+                "node": "LogicalRelation",
+                "table": None,
+                "format": "a.TextFileFormat",
+                "paths": ["/etc"],
+            },
+            E.LOCATION,
+            "/etc, read from TextFileFormat files",
+        ),
+        (
+            {"kind": "path", "node": "InsertIntoHadoopFsRelationCommand", "path": "file:/etc"},
+            E.LOCATION,
+            "file:/etc, written to by the statement",
+        ),
+        (
+            {
+                "kind": "relation",
+                "node": "LogicalRelation",
+                "class": "org.apache.spark.sql.execution.datasources.jdbc.JDBCRelation",
+            },
+            E.DATA_SOURCE,
+            "a relation of JDBCRelation",
+        ),
+        (
+            {
+                "kind": "v2",
+                "node": "DataSourceV2Relation",
+                "name": "t",
+                "class": "x.PythonTable",
+                "provider": None,
+                "location": None,
+            },
+            E.DATA_SOURCE,
+            "PythonTable, of the stored table t",
+        ),
+        (
+            {
+                "kind": "v2",
+                "node": "DataSourceV2Relation",
+                "name": "t",
+                "class": "x.T",
+                "provider": "parquet",
+                "location": "/etc",
+            },
+            E.LOCATION,
+            "/etc, of the stored table t",
+        ),
     ],
 )
 def test_what_the_catalog_holds_outside_the_lists_is_refused(item: dict[str, Any], element: E, detail: str) -> None:
