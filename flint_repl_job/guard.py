@@ -278,8 +278,7 @@ class StatementGuard:
             return None
         if name == "UnresolvedExecuteImmediate":
             inner = self._immediate(plan)
-            if inner is not None:  # the same statement: run it, resolved and checked as such
-                self.check_sql(inner, stop)
+            if inner is not None:  # the same statement (its text checked with this one's): run it
                 return self.resolve(inner, None, stop)
         _stop_if(stop)
         state, skip, _ = self._analysis_handles()
