@@ -23,6 +23,13 @@ check on Spark's own parse, per statement), on a corpus of distinct statements o
   the job's executor (:class:`flint_repl_job.executor.SparkExecutor`, the ``LOCAL`` policy) as a
   job runs a statement: its prepare time, from the start to its Spark work starting (its check,
   Spark's parse and analysis) or to its refusal; the slowest against the target of 5 s.
+* **what the catalog holds** (the job's check of the tables, views and partitions a statement
+  reaches, on Spark's analysis: :meth:`StatementGuard.resolve`): what it adds to Spark's analysis
+  of each statement of the corpus; a query's preparation before it (check, then ``spark.sql``)
+  and now (check, then the checked analysis, then the DataFrame over it); queries over a table of
+  many partitions, run whole (their partitions are listed into the plan and checked); and the
+  job's preparation of each statement of the hostile corpus (``tests/hostile.py``, planted tables,
+  views and partitions included), which must stay under 5 s.
 """
 
 from __future__ import annotations
@@ -476,6 +483,248 @@ def job_hostile_bench(spark: Any, warehouse: str) -> tuple[list[Figure], dict[st
         ),
     ]
     return figures, {"job_hostile": details}
+def _analyses(analysis: Any, item: Any) -> bool:
+    """Whether Spark analyses the statement (a few of the corpus's CTAS repeat a column name)."""
+    try:
+        analysis(item)
+    except Exception:  # noqa: BLE001 - Spark's AnalysisException: not a statement a job would prepare
+        return False
+    return True
+
+
+def _paired(first: Any, second: Any, items: list[Any]) -> tuple[list[float], list[float]]:
+    """``first(item)`` and ``second(item)`` timed for each item, the order alternating."""
+    a: list[float] = []
+    b: list[float] = []
+    for i, item in enumerate(items):
+        for fn, out in ((first, a), (second, b)) if i % 2 == 0 else ((second, b), (first, a)):
+            began = time.perf_counter()
+            fn(item)
+            out.append((time.perf_counter() - began) * 1e3)
+    return a, b
+
+
+def catalog_bench(
+    spark: Any, statements: list[str], warehouse: str, partitions: int
+) -> tuple[list[Figure], dict[str, Any]]:
+    """What the job's check of what the catalog holds adds (see the module's documentation)."""
+    from flint_repl_job.executor import SparkExecutor
+    from flint_repl_job.guard import StatementGuard
+    from flint_repl_job.jvm import prepare
+
+    prepare(spark).join()
+    sales, people = TABLES
+    spark.sql(
+        f"CREATE TABLE IF NOT EXISTS default.{sales} (id INT, amount DOUBLE, ts TIMESTAMP, region STRING, item STRING) USING parquet"
+    )
+    spark.sql(f"CREATE TABLE IF NOT EXISTS default.{people} (id INT, name STRING) USING parquet")
+    policy = policy_for({}, Profile.LOCAL, warehouse, warehouse + "-checkpoints")
+    guard = StatementGuard(spark, policy)
+    executor = SparkExecutor(spark, "", None, policy)
+    state, skip, _ = guard._analysis_handles()
+    try:
+        filled = [s.replace(WAREHOUSE_TOKEN, warehouse) for s in statements]
+
+        def analysis(item: tuple[str, Any]) -> None:
+            state.executePlan(item[1].parsed, skip).analyzed()
+
+        checked = [item for item in ((text, guard.check_sql(text)) for text in filled) if _analyses(analysis, item)]
+
+        def resolved(item: tuple[str, Any]) -> None:
+            guard.resolve(item[0], item[1])
+
+        _paired(analysis, resolved, checked)  # warm-up
+        analysis_ms, resolve_ms = _paired(analysis, resolved, checked)
+        added = [r - a for a, r in zip(analysis_ms, resolve_ms, strict=True)]
+        queries = [text for text, _ in checked if text.startswith(("SELECT", "WITH"))]
+
+        def before(text: str) -> None:
+            guard.check_sql(text)
+            spark.sql(text)
+
+        def now(text: str) -> None:
+            executor.frame_of(text, guard.resolve(text, guard.check_sql(text)))
+
+        before_ms, now_ms = _paired(before, now, queries)
+        parted = _partitioned(spark, guard, executor, partitions)
+    finally:
+        executor.close()
+        for table in (*TABLES, PARTED):
+            spark.sql(f"DROP TABLE IF EXISTS default.{table}")
+    figures = [
+        Figure(
+            SECTION,
+            "job: catalog check added to Spark's analysis, p50",
+            round(percentile(added, 50), 3),
+            "ms",
+            note="resolve() - analysis alone, same statements, same run",
+        ),
+        Figure(
+            SECTION,
+            "job: catalog check added to Spark's analysis, p99",
+            round(percentile(added, 99), 3),
+            "ms",
+            note=f"n={len(added)}",
+        ),
+        Figure(
+            SECTION,
+            "job: query prepare before (check + spark.sql), p50",
+            round(percentile(before_ms, 50), 3),
+            "ms",
+            note=f"n={len(queries)}",
+        ),
+        Figure(
+            SECTION,
+            "job: query prepare now (check + checked analysis + DataFrame), p50",
+            round(percentile(now_ms, 50), 3),
+            "ms",
+            note="same queries, same run",
+        ),
+        Figure(
+            SECTION,
+            "job: query prepare now / before, p50 ratio",
+            round(percentile(now_ms, 50) / percentile(before_ms, 50), 2),
+            "x",
+        ),
+        *parted[0],
+    ]
+    return figures, {
+        "catalog_added_ms": summary(added),
+        "analysis_ms": summary(analysis_ms),
+        "resolve_ms": summary(resolve_ms),
+        "query_prepare_before_ms": summary(before_ms),
+        "query_prepare_now_ms": summary(now_ms),
+        **parted[1],
+    }
+
+
+PARTED = "bench_v_parted"
+
+
+def _partitioned(spark: Any, guard: Any, executor: Any, partitions: int) -> tuple[list[Figure], dict[str, Any]]:
+    """Queries over a table of ``partitions`` partitions, run whole, before (check + spark.sql)
+    and now (their partitions listed, checked and put into the plan)."""
+    spark.sql(f"CREATE TABLE default.{PARTED} (v INT, k INT) USING parquet PARTITIONED BY (k)")
+    spark.sql(f"INSERT INTO default.{PARTED} SELECT id, id FROM range({partitions})")
+    queries = [f"SELECT count(*) FROM default.{PARTED}", f"SELECT sum(v) FROM default.{PARTED} WHERE k < 10"] * 10
+
+    def before(text: str) -> None:
+        guard.check_sql(text)
+        spark.sql(text).collect()
+
+    def now(text: str) -> None:
+        executor.frame_of(text, guard.resolve(text, guard.check_sql(text))).collect()
+
+    _paired(before, now, queries[:4])  # warm-up
+    before_ms, now_ms = _paired(before, now, queries)
+    figures = [
+        Figure(
+            SECTION,
+            f"job: query of {partitions} partitions run whole, before, p50",
+            round(percentile(before_ms, 50), 1),
+            "ms",
+            note="check + spark.sql + collect",
+        ),
+        Figure(
+            SECTION,
+            f"job: query of {partitions} partitions run whole, now, p50",
+            round(percentile(now_ms, 50), 1),
+            "ms",
+            note="partitions listed, checked and put into the plan; same run",
+        ),
+    ]
+    return figures, {"parted_before_ms": summary(before_ms), "parted_now_ms": summary(now_ms), "partitions": partitions}
+
+
+def hostile_bench(spark: Any, warehouse: str, cases: list[Any] | None = None) -> tuple[list[Figure], dict[str, Any]]:
+    """The job's preparation of each statement of the hostile corpus (``tests/hostile.py``), as
+    the job prepares it before running it: the limits, the check on Spark's parse (on PPL's tree,
+    then on the SQL it translates to), Spark's analysis and the check of what the catalog holds
+    (with a query's partitions listed into its plan). Refused or not, nothing is run. ``cases``:
+    a part of the corpus (all of it by default)."""
+    from flint_repl_job.flint_statements import flint_statement
+    from flint_repl_job.guard import StatementGuard
+    from flint_repl_job.jvm import prepare
+    from query_core.ppl import to_spark_sql
+    from tests import hostile
+    from tests.support import free_port
+
+    prepare(spark).join()
+    wh = Path(warehouse)
+    base = wh.parent / "hostile"
+    cp, outside = base / "checkpoints", base / "outside"
+    link = hostile.make_places(wh, cp, outside)
+    hostile.make_catalog(spark, outside)
+    guard = StatementGuard(spark, policy_for({}, Profile.LOCAL, wh.as_uri(), str(cp)))
+    state, skip, _ = guard._analysis_handles()
+    port = free_port()
+
+    def prepare_case(text: str, lang: str, catalog: bool) -> None:
+        try:
+            if lang == "ppl":
+                guard.check_ppl(text)
+                text = to_spark_sql(text, lambda query: list(spark.sql(query).columns))
+            elif (statement := flint_statement(text)) is not None:
+                guard.check_flint(statement)
+                return
+            checked = guard.check_sql(text)
+            if catalog:
+                guard.resolve(text, checked)
+            else:
+                state.executePlan(checked.parsed, skip).analyzed()
+        except Exception:  # noqa: BLE001 - a refusal, a limit or Spark's own error: prepared all the same
+            pass
+
+    timed: list[tuple[str, float, float]] = []
+    try:
+        filled = [(c.fill(wh=wh, cp=cp, outside=outside, link=link, port=port), c.lang) for c in cases or hostile.ALL]
+        for text, lang in filled:  # warm-up
+            prepare_case(text, lang, True)
+        for i, (text, lang) in enumerate(filled):
+            pair: dict[bool, float] = {}
+            for catalog in (True, False) if i % 2 == 0 else (False, True):
+                began = time.perf_counter()
+                prepare_case(text, lang, catalog)
+                pair[catalog] = (time.perf_counter() - began) * 1e3
+            timed.append((text[:80], pair[True], pair[False]))
+    finally:
+        hostile.drop_catalog(spark)
+        link.unlink()
+    now_ms = [t[1] for t in timed]
+    added = [t[1] - t[2] for t in timed]
+    slowest = max(timed, key=lambda t: t[1])
+    figures = [
+        Figure(
+            SECTION,
+            "job: hostile corpus, prepare of the slowest case",
+            round(slowest[1], 1),
+            "ms",
+            Target("<", 5000.0),
+            slowest[0][:60],
+        ),
+        Figure(
+            SECTION,
+            "job: hostile corpus, cases prepared in over 5 s",
+            sum(t > 5000 for t in now_ms),
+            "",
+            Target("<=", 0),
+            f"of {len(timed)}",
+        ),
+        Figure(SECTION, "job: hostile corpus, prepare, p50", round(percentile(now_ms, 50), 2), "ms"),
+        Figure(
+            SECTION,
+            "job: hostile corpus, catalog check added, p50",
+            round(percentile(added, 50), 2),
+            "ms",
+            note="with the check of what the catalog holds - with analysis alone, same case",
+        ),
+        Figure(SECTION, "job: hostile corpus, catalog check added, max", round(max(added), 2), "ms"),
+    ]
+    return figures, {
+        "hostile_prepare_ms": summary(now_ms),
+        "hostile_catalog_added_ms": summary(added),
+        "hostile_slowest": slowest[0],
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -504,14 +753,18 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 report.meta["spark"] = spark.version
                 figures, job_details = job_bench(spark, statements, warehouse)
+                catalog_figures, catalog_details = catalog_bench(
+                    spark, statements, warehouse, 50 if args.quick else 200
+                )
+                hostile_figures, hostile_details = hostile_bench(spark, warehouse)
                 if not args.skip_corpus:
-                    more, hostile_details = job_hostile_bench(spark, warehouse)
-                    figures += more
-                    job_details.update(hostile_details)
+                    more, more_details = job_hostile_bench(spark, warehouse)
+                    hostile_figures += more
+                    hostile_details.update(more_details)
             finally:
                 spark.stop()
-            report.add(figures)
-            report.details[SECTION].update(job_details)
+            report.add(figures + catalog_figures + hostile_figures)
+            report.details[SECTION].update({**job_details, **catalog_details, **hostile_details})
     close_report(report, started, args.out)
     return print_report(report, args.out)
 

@@ -133,8 +133,9 @@ class SparkExecutor:
         self.results = results or ResultTarget()
         self.datasource = datasource
         self.flint = flint
-        #: Checks each statement on Spark's own parse before it runs (docs/validation.md).
-        self.guard = StatementGuard(spark, policy, limits)
+        #: Checks each statement on Spark's own parse, and what it reaches of the catalog on
+        #: Spark's analysis, before it runs (docs/validation.md).
+        self.guard = StatementGuard(spark, policy, limits, spark_sql=self.spark_sql)
         #: Seconds a statement may take to be parsed and analyzed (0: no limit).
         self.prepare_timeout_s = prepare_timeout_s
         self.accelerator = (
@@ -147,6 +148,8 @@ class SparkExecutor:
         #: What each statement changes in the catalog, as Spark's catalog reports it (docs/catalog.md).
         self.catalog_listener = listen(spark) if report_catalog else None
         self._temporary_views = False
+        #: ``Dataset.ofRows``, looked up once (each step of a JVM name is a round trip).
+        self._of_rows: Any = None
 
     def start(self, query_id: str, sql: str, lang: str = "sql") -> RunningQuery:
         """Run ``sql`` (or, with ``lang`` ``ppl``, a PPL query) in the statement thread."""
@@ -177,7 +180,8 @@ class SparkExecutor:
                 return QueryOutput.of(stream_rows(output.schema, output.rows, self.results.limits, write, cancelled))
             text = self.spark_sql(sql)
             checked = self.guard.check_sql(text, cancelled)
-            prepared = self.prepare(query_id, text)
+            analyzed = self.guard.resolve(text, checked, cancelled)
+            prepared = self.prepare(query_id, text, analyzed)
             running.prepared.set()
             try:
                 return self.output(self.guard.visible(prepared.frame, checked), query_id, cancelled)
@@ -194,11 +198,13 @@ class SparkExecutor:
             self._jvm_threads.pop(query_id, None)
             sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
 
-    def prepare(self, query_id: str, text: str) -> Prepared:
-        """The statement's DataFrame, through the accelerator when there is one."""
+    def prepare(self, query_id: str, text: str, analyzed: Any = None) -> Prepared:
+        """The statement's DataFrame, through the accelerator when there is one: over
+        ``analyzed``, the statement's plan as the guard checked it (a command runs now), or
+        Spark's reading of ``text`` when the guard left it as it is."""
         if self.accelerator is None:
-            return Prepared(self.spark.sql(text))
-        prepared = self.accelerator.sql(text)
+            return Prepared(self.frame_of(text, analyzed))
+        prepared = self.accelerator.sql(text, analyzed)
         if prepared.acceleration is not None:
             self._accelerations[query_id] = prepared.acceleration
             while len(self._accelerations) > self.KEPT_REPORTS:
@@ -207,6 +213,16 @@ class SparkExecutor:
 
     def frame(self, query_id: str, text: str) -> DataFrame:
         return self.prepare(query_id, text).frame
+
+    def frame_of(self, text: str, analyzed: Any = None) -> DataFrame:
+        """``spark.sql(text)``, or the DataFrame over the analysed plan ``analyzed`` of it."""
+        if analyzed is None:
+            return self.spark.sql(text)
+        from pyspark.sql import DataFrame
+
+        if self._of_rows is None:
+            self._of_rows = self.spark._jvm.org.apache.spark.sql.classic.Dataset.ofRows  # type: ignore[union-attr]
+        return DataFrame(self._of_rows(self.spark._jsparkSession, analyzed), self.spark)
 
     def acceleration(self, query_id: str) -> Acceleration | None:
         """What acceleration did for the statement (once: the report is handed over)."""

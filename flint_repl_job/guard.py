@@ -13,9 +13,9 @@ What the job asks Spark itself, where the plugin reads a table:
   resolved class must be an allowed provider's, whatever name led to it;
 * where a location is (Hadoop's ``Path``, qualified against the default file system without
   opening it);
-* what provider each table a statement reads or writes was created with (the catalog's
-  metadata, through the views it reads), so a table stored with a refused provider, ``jdbc``
-  say, is not read.
+* what the catalog holds for each table, view and partition a statement reads or writes, on
+  the plan Spark resolved for it (:meth:`StatementGuard.resolve`, :mod:`flint_repl_job.stored`):
+  its location, provider and storage, a view's text; the job then runs that very plan.
 
 Before any parse, the statement's size and nesting depth are checked on its tokens
 (:mod:`query_core.validation.limits`).
@@ -23,17 +23,18 @@ Before any parse, the statement's size and nesting depth are checked on its toke
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import logging
 import threading
-import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from flint_repl_job.jvm import PlanJson
 from flint_repl_job.result_stream import QueryCancelledError
+from flint_repl_job.stored import StoredMetadata
 from query_core.flint import Statement
 from query_core.ppl import parse_ppl
 from query_core.validation import (
@@ -165,8 +166,11 @@ _READ_AT_ROOT = frozenset(
 _TABLE_SPECS = frozenset({"CreateTable", "CreateTableAsSelect", "ReplaceTable", "ReplaceTableAsSelect"})
 #: Namespace properties Spark sets from clauses of their own (``LOCATION``, ``COMMENT``) or itself.
 _NAMESPACE_CLAUSES = frozenset({"location", "comment", "owner"})
-#: How deep views over views are followed to the tables they read.
-_MAX_VIEW_DEPTH = 16
+#: Statements Spark runs part by part itself (SQL scripts): their parts are analysed only as they
+#: run, so what they name in the catalog is checked by name beforehand.
+_SCRIPTS = frozenset({"CompoundBody"})
+#: Parsed nodes that name a catalog table or view (their ``multipartIdentifier``).
+_NAMED_RELATIONS = frozenset({"UnresolvedRelation", "UnresolvedTable", "UnresolvedTableOrView", "UnresolvedView"})
 
 
 def _parts(text: Any) -> list[str]:
@@ -189,6 +193,8 @@ class Checked:
     reads_setting: str | None = None
     #: A ``SET`` inside a compound statement: a result shaped like a listing is filtered.
     may_list_settings: bool = False
+    #: Spark's parse of the statement (a JVM plan), for :meth:`StatementGuard.resolve`.
+    parsed: Any = dataclasses.field(default=None, compare=False, repr=False)
 
 
 class StatementGuard:
@@ -196,15 +202,26 @@ class StatementGuard:
     :class:`query_core.validation.QueryRefusedError` or
     :class:`query_core.validation.StatementLimitError`."""
 
-    def __init__(self, spark: Any, policy: ValidationPolicy, limits: StatementLimits | None = None) -> None:
+    def __init__(
+        self,
+        spark: Any,
+        policy: ValidationPolicy,
+        limits: StatementLimits | None = None,
+        spark_sql: Callable[[str], str] | None = None,
+    ) -> None:
         self.spark = spark
         self.policy = policy
         self.limits = limits or StatementLimits()
         self.checks = _SparkChecks(policy, spark)
-        #: What the catalog said of the tables lately read (see :meth:`_catalog_entry`).
-        self._catalog: dict[tuple[str, ...], tuple[float, _Entry | None]] = {}
+        #: Plain SQL as Spark runs it (the datasource's name as the session catalog's), for the
+        #: queries Flint statements make the job run.
+        self.spark_sql = spark_sql or (lambda sql: sql)
+        #: What the catalog holds for what statements reach (docs/validation.md).
+        self.stored = StoredMetadata(spark, self.checks, self.check_sql, self._relations_of)
         #: The session's SQL parser (fixed for a session), read once: each JVM call is a round trip.
         self._sql_parser: Any = None
+        #: The session's state and what analysing a statement asks of the JVM, read once.
+        self._analysis: tuple[Any, Any, Any] | None = None
         #: A plan's JSON form (``TreeNode.toJSON``'s, written by the JVM helper).
         self._json = PlanJson(spark)
 
@@ -231,13 +248,84 @@ class StatementGuard:
         _stop_if(stop)
         name = str(plan.getClass().getSimpleName())
         nodes = list(_nodes(tree))
-        checked = self._settings_read(plan, tree, name, nodes)
+        checked = dataclasses.replace(self._settings_read(plan, tree, name, nodes), parsed=plan)
         if not self.active:
             return checked
         roots = self._check_roots(plan, tree, name)
         self._walk_nodes(nodes, roots, stop)
         self._function_options(tree, stop)
+        if name in _SCRIPTS:  # Spark analyses its parts only as it runs them: checked by name now
+            for node, _ in nodes:
+                if str(node["class"]).rsplit(".", 1)[-1] in _NAMED_RELATIONS:
+                    _stop_if(stop)
+                    self.stored.named(_parts(node.get("multipartIdentifier")))
         return checked
+
+    def resolve(self, sql: str, checked: Checked | None = None, stop: threading.Event | None = None) -> Any | None:
+        """The statement analysed by Spark (a command not run), once everything it reads and
+        writes of the catalog was checked for what the catalog holds (:mod:`flint_repl_job.stored`):
+        the plan to run, so that nothing is resolved again between the check and the run. None
+        when the text is to be run as it is: the policy checks nothing of the catalog, or Spark
+        runs the statement part by part (a script, whose parts :meth:`check_sql` checked by name).
+
+        ``checked`` is :meth:`check_sql`'s answer for ``sql`` (its parse is reused). An analysis
+        error (no such table...) propagates, as running the text would raise it."""
+        if not self.stored.active:
+            return None
+        plan = checked.parsed if checked is not None and checked.parsed is not None else self._parser().parsePlan(sql)
+        name = str(plan.getClass().getSimpleName())
+        if name in _SCRIPTS:
+            return None
+        if name == "UnresolvedExecuteImmediate":
+            inner = self._immediate(plan)
+            if inner is not None:  # the same statement (its text checked with this one's): run it
+                return self.resolve(inner, None, stop)
+        _stop_if(stop)
+        state, skip, _ = self._analysis_handles()
+        analyzed = state.executePlan(plan, skip).analyzed()
+        _stop_if(stop)
+        if not self.stored.plan(analyzed, str(analyzed.getClass().getSimpleName())) or not self._is_query(plan):
+            return analyzed
+        # A query of partitioned tables: Spark lists their partitions again as it optimizes or
+        # runs it, so they are listed into its optimized plan now, checked there, read from there.
+        _stop_if(stop)
+        return self.stored.pinned(state.executePlan(analyzed, skip).optimizedPlan())
+
+    def _immediate(self, plan: Any) -> str | None:
+        """The statement an ``EXECUTE IMMEDIATE '<literal>'`` runs, when it runs it as it stands
+        (no ``USING``, no ``INTO``). Spark analyses the statement an EXECUTE IMMEDIATE holds as
+        it analyses the EXECUTE IMMEDIATE, and runs a command there: one with ``USING`` values,
+        which cannot be analysed apart, is refused; ``INTO`` takes a query, which runs later."""
+        statement = plan.sqlStmtStr()
+        literal = str(statement.getClass().getSimpleName()) == "Literal"
+        if literal and plan.args().isEmpty() and plan.targetVariables().isEmpty():
+            return str(statement.value())
+        if not plan.args().isEmpty() and plan.targetVariables().isEmpty():
+            inner = str(statement.value()) if literal else ""
+            if not inner or not self._is_query(self._parser().parsePlan(inner)):
+                self.checks.element(E.DYNAMIC_SQL, "EXECUTE IMMEDIATE of a command with USING")
+        return None
+
+    def _analysis_handles(self) -> tuple[Any, Any, Any]:
+        """The session's state, the mode that analyses a command without running it, and the
+        class of commands (looked up once: each step of a JVM name is a round trip)."""
+        if self._analysis is None:
+            jvm = self.spark._jvm
+            loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+            self._analysis = (
+                self.spark._jsparkSession.sessionState(),
+                jvm.org.apache.spark.sql.execution.CommandExecutionMode.SKIP(),
+                jvm.java.lang.Class.forName("org.apache.spark.sql.catalyst.plans.logical.Command", True, loader),
+            )
+        return self._analysis
+
+    def _is_query(self, parsed: Any) -> bool:
+        """Whether a parsed statement is a query (it runs when read), not a command (which Spark
+        runs as soon as it has analysed it)."""
+        name = str(parsed.getClass().getSimpleName())
+        if name.endswith(("Statement", "Command")) or name in ("CreateTableAsSelect", "ReplaceTableAsSelect"):
+            return False
+        return not bool(self._analysis_handles()[2].isInstance(parsed))
 
     def check_expression(self, text: str) -> None:
         """An expression the job evaluates (a covering index's filter, an ``id_expression``)."""
@@ -257,11 +345,22 @@ class StatementGuard:
         if self.active:
             check_flint(statement, self.checks, self._check_query, self.check_expression)
             source = source_table(statement)
-            if source is not None:  # as a query reading it: Spark's data sources, the catalog's provider
-                self.check_sql(f"SELECT * FROM {source.sql()}")
+            if source is not None:  # as a query reading it: Spark's data sources, what the catalog holds
+                self._check_query(f"SELECT * FROM {source.sql()}")
 
     def _check_query(self, sql: str) -> None:
-        self.check_sql(sql)
+        """A query a Flint statement makes the job run (its source table, a materialized view's
+        query): checked as a statement, and what it reaches in the catalog as Spark resolves it.
+        A query Spark cannot analyse reads nothing: the Flint statement reports its own error."""
+        text = self.spark_sql(sql)
+        checked = self.check_sql(text)
+        try:
+            self.resolve(text, checked)
+        except (QueryRefusedError, QueryCancelledError):
+            raise
+        except Exception as exc:  # AnalysisException (no such table): nothing is reached
+            if type(exc).__name__ != "AnalysisException":
+                raise
 
     def check_checkpoint(self, location: str) -> None:
         """A checkpoint about to be deleted (VACUUM), wherever its location came from."""
@@ -323,7 +422,7 @@ class StatementGuard:
         node: dict[str, Any] | None = tree[0] if tree else None
         while node is not None:
             roots.add(id(node))
-            _RootReader(self.checks, plan, node, tree, self._relation_provider).check(name)
+            _RootReader(self.checks, plan, node, tree, self.stored.named).check(name)
             if name != "ExplainCommand":
                 break
             plan = plan.logicalPlan()
@@ -367,9 +466,7 @@ class StatementGuard:
 
     def _check_reference(self, name: str, node: dict[str, Any], following: dict[str, Any] | None) -> None:
         if name == "UnresolvedRelation":
-            parts = _parts(node.get("multipartIdentifier"))
-            self.checks.table(parts)
-            self._relation_provider(parts)
+            self.checks.table(_parts(node.get("multipartIdentifier")))
         elif name == "UnresolvedFunction":
             self.checks.function(".".join(_parts(node.get("nameParts"))))
         elif name == "UnresolvedTableValuedFunction":
@@ -437,38 +534,8 @@ class StatementGuard:
 
     # -- tables in the catalog ----------------------------------------------------------------------
 
-    def _relation_provider(self, parts: list[str], depth: int = 0) -> None:
-        """A table a statement reads or writes must have been created with an allowed provider
-        (a ``jdbc`` table in the catalog is not read); a view's own tables are checked in turn."""
-        if not self.policy.denies(E.DATA_SOURCE) or depth > _MAX_VIEW_DEPTH:
-            return
-        found = self._catalog_entry(parts)
-        if found is None:
-            return
-        provider, view_text, database = found
-        if view_text is not None:
-            for view_parts in self._relations_of(view_text):
-                qualified = view_parts if len(view_parts) > 1 or database is None else [database, *view_parts]
-                self._relation_provider(qualified, depth + 1)
-        elif provider is not None:
-            self.checks.provider(provider)
-
-    def _catalog_entry(self, parts: list[str]) -> _Entry | None:
-        """:func:`_catalog_entry`, remembered for :data:`CATALOG_TTL_S`: a table replaced meanwhile
-        by one with a refused provider could only have been made elsewhere (a statement here is
-        refused), and the job cannot connect through JDBC anyway (docs/validation.md)."""
-        key = tuple(part.lower() for part in parts)
-        now = time.monotonic()
-        cached = self._catalog.get(key)
-        if cached is not None and now - cached[0] < CATALOG_TTL_S:
-            return cached[1]
-        if len(self._catalog) > 4_096:
-            self._catalog.clear()
-        found = _catalog_entry(self.spark, parts)
-        self._catalog[key] = (now, found)
-        return found
-
     def _relations_of(self, sql: str) -> Iterator[list[str]]:
+        """The names of the relations ``sql`` reads (a stored view's text), as parsed."""
         try:
             tree = json.loads(self._json(self._parser().parsePlan(sql)))
         except Exception:  # noqa: BLE001 - a view Spark cannot parse cannot be read either
@@ -645,38 +712,6 @@ def _provider_class(spark: Any, name: str) -> str:
 def _is_data_source(spark: Any, name: str) -> bool:
     """Whether Spark reads ``name`` as a data source (a short name, or a class on its class path)."""
     return bool(_provider_class(spark, name.lower())) or bool(_provider_class(spark, name))
-
-
-#: (provider, view text, database) of a table in the session catalog.
-_Entry = tuple[str | None, str | None, str | None]
-#: How long what the catalog said of a table is remembered by a job's check.
-CATALOG_TTL_S = 10.0
-
-
-def _catalog_entry(spark: Any, parts: list[str]) -> _Entry | None:
-    """(provider, view text, database) of the session catalog's table named ``parts``; None for
-    a temporary view, another catalog's table, or a table that does not exist."""
-    if len(parts) == 3 and parts[0].lower() == "spark_catalog":
-        parts = parts[1:]
-    if not 1 <= len(parts) <= 2:
-        return None
-    jvm = spark._jvm
-    catalog = spark._jsparkSession.sessionState().catalog()
-    try:
-        if len(parts) == 1 and catalog.getTempView(parts[0]).isDefined():
-            return None
-        database = jvm.scala.Option.apply(parts[0] if len(parts) == 2 else None)
-        meta = catalog.getTableRawMetadata(jvm.org.apache.spark.sql.catalyst.TableIdentifier(parts[-1], database))
-    except Exception:  # noqa: BLE001 - no such table (Spark says so when it runs), a global temp view
-        return None
-    provider = meta.provider()
-    view_text = meta.viewText()
-    owner = meta.identifier().database()
-    return (
-        str(provider.get()) if provider.isDefined() else None,
-        str(view_text.get()) if str(meta.tableType().name()) == "VIEW" and view_text.isDefined() else None,
-        str(owner.get()) if owner.isDefined() else None,
-    )
 
 
 class _SparkChecks(Checks):

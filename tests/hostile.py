@@ -15,7 +15,10 @@ depends on what the catalog holds (a table stored with a refused provider), not 
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from query_core.validation import GrammarElement as E
 
@@ -90,9 +93,38 @@ JDBC = [
     _case("SELECT * FROM default.stored_jdbc", E.DATA_SOURCE, catalog=True),
     _case("SELECT count(*) FROM stored_jdbc", E.DATA_SOURCE, catalog=True),
     _case("SELECT * FROM default.over_stored_jdbc", E.DATA_SOURCE, catalog=True),
-    _case("INSERT INTO stored_jdbc SELECT 1", E.DATA_SOURCE, catalog=True),
+    _case("INSERT INTO stored_jdbc SELECT 'a', 'b', 'c', 'd', 'e'", E.DATA_SOURCE, catalog=True),
     _case("CREATE TABLE copy_of_jdbc LIKE stored_jdbc", E.DATA_SOURCE, catalog=True),
     _case("CACHE TABLE stored_jdbc", E.DATA_SOURCE, catalog=True),
+]
+
+#: What the catalog holds, written there without any check (by anyone who reaches the metastore,
+#: another datasource's writer, an older version): tables, a view and a partition located at data
+#: outside the warehouse (``{outside}/keep`` stands for another datasource's table) and at a file
+#: outside every root. Only the job sees them, on Spark's resolution of each statement.
+PLANTED = [
+    _case("SELECT * FROM default.planted_lake", E.LOCATION, catalog=True),
+    _case("SELECT count(*) FROM planted_file", E.LOCATION, catalog=True),
+    _case("SELECT * FROM default.planted_view", E.LOCATION, catalog=True),
+    _case("SELECT * FROM planted_view_file", E.FILE, catalog=True),
+    _case("SELECT * FROM planted_view_reflect", E.MISC_FUNCTIONS, catalog=True),
+    _case("SELECT * FROM wh_planted_part", E.LOCATION, catalog=True),
+    _case("SELECT a FROM wh_planted_part WHERE k = 9", E.LOCATION, catalog=True),
+    _case("SELECT a FROM wh_ok WHERE a IN (SELECT length(value) FROM planted_lake)", E.LOCATION, catalog=True),
+    _case("EXECUTE IMMEDIATE 'SELECT * FROM planted_lake'", E.LOCATION, catalog=True),
+    _case("INSERT INTO planted_lake SELECT 'written'", E.LOCATION, catalog=True),
+    _case("INSERT OVERWRITE wh_planted_part PARTITION (k = 9) SELECT 1", E.LOCATION, catalog=True),
+    _case("TRUNCATE TABLE planted_lake", E.LOCATION, catalog=True),
+    _case("CREATE TABLE wh_copy USING parquet AS SELECT * FROM planted_lake", E.LOCATION, catalog=True),
+    _case("CREATE TABLE planted_db.t USING parquet AS SELECT 1 AS a", E.LOCATION, catalog=True),
+    _case("source = default.planted_lake", E.LOCATION, lang="ppl", catalog=True),
+    _case("source = default.planted_view | fields value", E.LOCATION, lang="ppl", catalog=True),
+    _case("source = default.wh_planted_part | where k = 9 | fields a", E.LOCATION, lang="ppl", catalog=True),
+    # A table holding a partition outside is not read at all, whatever a filter keeps.
+    _case("SELECT a FROM wh_planted_part WHERE k = 1", E.LOCATION, catalog=True),
+    # What the catalog holds is shown.
+    _case("DESCRIBE TABLE EXTENDED planted_lake", None, catalog=True),
+    _case("SHOW PARTITIONS wh_planted_part", None, catalog=True),
 ]
 
 #: Other providers: none of them is on the list.
@@ -397,4 +429,61 @@ FUNCTIONS = [
     _case("SELECT from_xml('<a><b>1</b></a>', 'b STRING', map('rowTag', 'a'))", None),
 ]
 
-ALL: list[Case] = [*JDBC, *PROVIDERS, *OPTIONS, *LOCATIONS, *FLINT, *SETTINGS, *DEPTH, *FUNCTIONS, *ALLOWED]
+ALL: list[Case] = [*JDBC, *PLANTED, *PROVIDERS, *OPTIONS, *LOCATIONS, *FLINT, *SETTINGS, *DEPTH, *FUNCTIONS, *ALLOWED]
+
+
+# -- the places and the catalog the corpus names ----------------------------------------------------
+
+
+def make_places(wh: Path, cp: Path, outside: Path) -> Path:
+    """The checkpoint root, what lies outside the roots (``secret.txt``, ``keep/keep.txt``) and a
+    link in the warehouse to it (returned)."""
+    cp.mkdir(parents=True, exist_ok=True)
+    (outside / "keep").mkdir(parents=True, exist_ok=True)
+    (outside / "secret.txt").write_text("the secret")
+    (outside / "keep" / "keep.txt").write_text("keep me")
+    link = wh / "hostile_link"
+    if not link.exists():
+        wh.mkdir(parents=True, exist_ok=True)
+        os.symlink(outside, link)
+    return link
+
+
+def make_catalog(spark: Any, outside: Path) -> None:
+    """The tables the corpus names, in ``spark``'s catalog, written by Spark straight, with no
+    check: warehouse tables, a ``jdbc`` table (as another datasource or an older version could
+    have stored it), and the :data:`PLANTED` tables, views, partition and database."""
+    sql = spark.sql
+    sql("CREATE TABLE IF NOT EXISTS default.wh_ok (a INT) USING parquet")
+    sql("CREATE TABLE IF NOT EXISTS default.wh_part (a INT, k INT) USING parquet PARTITIONED BY (k)")
+    sql("INSERT INTO default.wh_part VALUES (1, 1)")
+    sql(
+        "CREATE TABLE IF NOT EXISTS default.stored_jdbc USING jdbc "
+        "OPTIONS (url 'jdbc:derby:memory:hostile;create=true', dbtable 'SYS.SYSTABLES')"
+    )
+    sql("CREATE OR REPLACE VIEW default.over_stored_jdbc AS SELECT * FROM default.stored_jdbc")
+    sql(f"CREATE TABLE IF NOT EXISTS default.planted_lake (value STRING) USING text LOCATION '{outside / 'keep'}'")
+    sql(
+        f"CREATE TABLE IF NOT EXISTS default.planted_file (value STRING) USING text LOCATION '{outside / 'secret.txt'}'"
+    )
+    sql("CREATE OR REPLACE VIEW default.planted_view AS SELECT value FROM default.planted_lake")
+    sql(f"CREATE OR REPLACE VIEW default.planted_view_file AS SELECT * FROM text.`{outside / 'secret.txt'}`")
+    sql("CREATE OR REPLACE VIEW default.planted_view_reflect AS SELECT reflect('java.lang.System', 'getenv') AS env")
+    sql("CREATE TABLE IF NOT EXISTS default.wh_planted_part (a INT, k INT) USING parquet PARTITIONED BY (k)")
+    sql("INSERT OVERWRITE default.wh_planted_part PARTITION (k = 1) SELECT 1")
+    sql(f"ALTER TABLE default.wh_planted_part ADD IF NOT EXISTS PARTITION (k = 9) LOCATION '{outside}'")
+    sql(f"CREATE DATABASE IF NOT EXISTS planted_db LOCATION '{outside / 'planted_db'}'")
+
+
+def drop_catalog(spark: Any) -> None:
+    """What :func:`make_catalog` and the corpus's allowed statements made."""
+    sql = spark.sql
+    for view in ("over_stored_jdbc", "planted_view", "planted_view_file", "planted_view_reflect"):
+        sql(f"DROP VIEW IF EXISTS default.{view}")
+    for table in (
+        "wh_ok", "wh_part", "wh_new", "wh_loc", "wh_csv", "wh_ctas", "wh_tbl", "stored_jdbc", "planted_lake",
+        "planted_file", "wh_planted_part",
+    ):  # fmt: skip
+        sql(f"DROP TABLE IF EXISTS default.{table}")
+    sql("DROP DATABASE IF EXISTS planted_db CASCADE")
+    spark.catalog.dropTempView("wh_view")

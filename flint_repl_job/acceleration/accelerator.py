@@ -123,20 +123,25 @@ class Accelerator:
 
     # -- statements -----------------------------------------------------------------------------
 
-    def sql(self, sql: str) -> Prepared:
-        """``spark.sql(sql)``, accelerated when it is a query (or the EXPLAIN of one)."""
+    def sql(self, sql: str, analyzed: Any = None) -> Prepared:
+        """``spark.sql(sql)``, accelerated when it is a query (or the EXPLAIN of one); over
+        ``analyzed``, the statement's analysed plan, when the job's check gives one (docs/validation.md)."""
+
+        def frame() -> DataFrame:
+            return self.plans.frame(analyzed) if analyzed is not None else self.spark.sql(sql)
+
         switches = Switches.read(self.spark.conf.get)
         if not switches.optimizer:
-            return Prepared(self.spark.sql(sql))
+            return Prepared(frame())
         try:
             parsed = self.plans.parse(sql)
         except Exception:  # noqa: BLE001 - Spark reports its own syntax error as it always has
-            return Prepared(self.spark.sql(sql))
+            return Prepared(frame())
         if parsed.getClass().getSimpleName() == "ExplainCommand":
             return self.explain(sql, parsed, switches)
         if not self.plans.is_query(parsed):
-            return Prepared(self.spark.sql(sql))
-        return self.accelerate(self.spark.sql(sql), switches)
+            return Prepared(frame())
+        return self.accelerate(frame(), switches)
 
     def explain(self, sql: str, parsed: Any, switches: Switches) -> Prepared:
         """EXPLAIN of a query: Spark's explanation of the accelerated plan, after a section that

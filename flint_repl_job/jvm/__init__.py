@@ -7,6 +7,7 @@ there leaves the job as it would be without the helper. See docs/job.md, "The JV
 * :func:`reply_at_once`: every py4j connection of the JVM sends its replies without waiting
   (``TCP_NODELAY``): a reply over 8 KB otherwise waited about 40 ms for a delayed acknowledgement.
 * :class:`PlanJson`: a plan's JSON exactly as ``TreeNode.toJSON`` writes it, at a tenth of the cost.
+* ``StoredTables``: what a plan reads and writes of the catalog, in one call (:mod:`flint_repl_job.stored`).
 """
 
 from __future__ import annotations
@@ -73,12 +74,14 @@ def reply_at_once(spark: Any) -> bool:
 
 def prepare(spark: Any) -> threading.Thread:
     """At a job's start, in the background (the job's start goes on meanwhile): replies at once
-    from then on, and the plan writer compiled (a statement that needs it before waits for it)."""
+    from then on, and the plan writer and the catalog reader compiled (a statement that needs one
+    before waits for it)."""
 
     def run() -> None:
         try:
             reply_at_once(spark)
             helper(spark, "PlanJson")
+            helper(spark, "StoredTables")
         except Exception as exc:  # noqa: BLE001 - the helpers are an optimisation: the job goes on without
             log.warning("the JVM helpers were not prepared (%s); going on without them", type(exc).__name__)
 

@@ -5,6 +5,10 @@ index, as another plugin (or anyone who can write there) could write them, so th
 between them and Spark is the job's own check on Spark's own parse. Each must fail with the
 plugin's words and do nothing: no file outside the roots read, written or deleted, no connection
 to the listening socket the JDBC statements name. The session lives on: its next statement runs.
+
+The job's catalog is a real Hive Metastore, and what is planted in it through its Thrift API (a
+table and a partition located outside every root, views over them and with a refused function)
+is refused too, in SQL and PPL, with no row returned (docs/validation.md, "What the catalog holds").
 """
 
 from __future__ import annotations
@@ -18,11 +22,14 @@ from typing import Any
 import pytest
 
 from async_query.api import create_app
+from async_query.embedded.catalogs import catalog_settings
+from async_query.embedded.metastore import Metastore
 from async_query.runtime import Plugin
 from query_core.ids import default_result_index, new_id, request_index
 from query_core.models import StatementDoc, now_millis
 from query_core.states import StatementState, is_terminal
 from query_core.validation.allowlists import is_settable
+from tests import planted
 from tests.e2e.conftest import Api, e2e_service
 from tests.support import Listener, serve_http, wait_for
 
@@ -30,17 +37,25 @@ pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")
-def hostile_e2e(module_index_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+def hostile_e2e(
+    module_index_url: str, tmp_path_factory: pytest.TempPathFactory, metastore: Metastore
+) -> Iterator[dict[str, Any]]:
     tmp = tmp_path_factory.mktemp("hostile-e2e")
     outside = tmp / "outside"
     (outside / "keep").mkdir(parents=True)
     (outside / "secret.txt").write_text("the secret of the outside")
     (outside / "keep" / "keep.txt").write_text("keep me")
     listener = Listener()
-    plugin = e2e_service(module_index_url, tmp, "local")
+    plugin = e2e_service(module_index_url, tmp, "local", catalog_settings(metastore.home / "warehouse", metastore.uri))
     try:
         with serve_http(create_app(plugin)) as url:
-            yield {"api": Api(url, "local"), "plugin": plugin, "outside": outside, "listener": listener}
+            yield {
+                "api": Api(url, "local"),
+                "plugin": plugin,
+                "outside": outside,
+                "listener": listener,
+                "metastore": metastore,
+            }
     finally:
         plugin.close()
         listener.sock.close()
@@ -54,7 +69,7 @@ def _state(outside: Path) -> dict[str, str]:
     }
 
 
-def _write_statement(plugin: Plugin, session_id: str, query: str) -> str:
+def _write_statement(plugin: Plugin, session_id: str, query: str, lang: str = "sql") -> str:
     """A waiting statement in the session, written as the reference plugin writes one: the
     document alone, found by the job's search."""
     query_id = new_id("local")
@@ -63,7 +78,7 @@ def _write_statement(plugin: Plugin, session_id: str, query: str) -> str:
         query_id=query_id,
         session_id=session_id,
         query=query,
-        lang="sql",
+        lang=lang,
         data_source_name="local",
         submit_time=now_millis(),
     )
@@ -91,6 +106,15 @@ def test_hostile_statements_past_the_plugin_are_refused_by_the_job_and_do_nothin
     submitted, first = api.run("SELECT 1 AS one")
     assert first["status"] == "SUCCESS", first
     session_id = submitted["sessionId"]
+    _, parted = api.run("CREATE TABLE hostile_parted (line STRING, k INT) USING parquet PARTITIONED BY (k)", session_id)
+    assert parted["status"] == "SUCCESS", parted
+    with planted.metastore(hostile_e2e["metastore"].uri) as client:  # as anyone who reaches its port
+        planted.text_table(client, "hostile_planted", outside.as_uri())
+        planted.view(client, "hostile_planted_view", "SELECT line FROM default.hostile_planted", [("line", "string")])
+        planted.view(
+            client, "hostile_reflect_view", "SELECT java_method('java.lang.System', 'getenv') AS e", [("e", "string")]
+        )
+        planted.partition(client, "hostile_parted", ["9"], outside.as_uri())
     before = _state(outside)
 
     hostile = {
@@ -124,7 +148,23 @@ def test_hostile_statements_past_the_plugin_are_refused_by_the_job_and_do_nothin
             f'extra_options = \'{{"sink": {{"host": "127.0.0.1", "port": "{port}"}}}}\')'
         ): "Flint index option (extra_options sink: host) is not allowed.",
     }
+    outside_root = "LOCATION outside the warehouse"
+    planted_statements = {
+        ("sql", "SELECT * FROM hostile_planted"): outside_root,
+        ("ppl", "source = local.default.hostile_planted"): outside_root,
+        ("sql", "SELECT * FROM hostile_planted_view"): outside_root,
+        ("sql", "SELECT * FROM hostile_reflect_view"): "Misc functions (java_method, in the stored view",
+        ("sql", "SELECT line FROM hostile_parted WHERE k = 9"): outside_root,
+        ("ppl", "source = local.default.hostile_parted | fields line"): outside_root,
+        ("sql", "INSERT INTO hostile_planted VALUES ('written')"): outside_root,
+    }
     ids = {_write_statement(plugin, session_id, query): expected for query, expected in hostile.items()}
+    ids.update(
+        {
+            _write_statement(plugin, session_id, query, lang): expected
+            for (lang, query), expected in planted_statements.items()
+        }
+    )
 
     def all_done() -> dict[str, StatementDoc] | None:
         found = {qid: plugin.store.statements.get("local", qid) for qid in ids}

@@ -5,6 +5,11 @@ Bob may query ``local`` but not ``lake``. The admin keeps a table in ``lake``; f
 session Bob can neither name it (another datasource's catalog), find it under ``local``'s own
 names, nor point a table of his at its files. The jobs and metastores run as the job user (the
 suite runs as root, as CI does), and what Spark wrote is theirs alone.
+
+Nor can anyone else point ``local``'s catalog at ``lake``'s files for him: a copy of ``lake``'s table,
+a view and partitions written straight into ``local``'s metastore through its Thrift API (as any
+local process can), at ``lake``'s data and at a directory outside every root, are refused by the
+job in SQL and PPL, and no row comes back (docs/validation.md, "What the catalog holds").
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from async_query.settings import Settings
 from query_core.errors import InvalidRequestError
 from query_core.ids import datasource_of
 from query_core.store import Store
+from tests import planted
 from tests.node import index_config
 from tests.support import wait_for
 
@@ -83,7 +89,11 @@ def run(plugin: Plugin, who: Principal, ds: str, query: str, session: str) -> di
     return wait(plugin, who, submit(plugin, who, ds, query, session)[0])
 
 
-def test_a_user_refused_on_a_datasource_cannot_reach_its_tables_through_another(plugin: Plugin) -> None:
+def test_a_user_refused_on_a_datasource_cannot_reach_its_tables_through_another(
+    plugin: Plugin, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    outside_every_root = tmp_path_factory.mktemp("outside-every-root")
+    (outside_every_root / "secret.txt").write_text("outside every root\n")
     # Both sessions start at once: two jobs, two metastores.
     made, lake_session = submit(plugin, ADMIN, "lake", "CREATE TABLE secrets (id INT, v STRING) USING parquet")
     warm, bob_session = submit(plugin, BOB, "local", "SELECT 1 AS one")
@@ -120,6 +130,72 @@ def test_a_user_refused_on_a_datasource_cannot_reach_its_tables_through_another(
     assert_runs_as_the_job_user(launcher, [int(pid) for pid in pids_of_jobs(launcher)])
     assert all(uid_of(metastore.proc.pid) == launcher.job_user.uid for metastore in running.values())
     assert_only_the_job_user_s(catalogs.place("lake").warehouse / "secrets")
+    assert_planted_metadata_is_refused(plugin, bob_session, lake_session, outside_every_root)
+
+
+OUTSIDE = "LOCATION outside the warehouse"
+
+
+def assert_planted_metadata_is_refused(plugin: Plugin, bob_session: str, lake_session: str, outside: Path) -> None:
+    """What anyone who reaches ``local``'s metastore plants there is refused to Bob: a copy of
+    ``lake``'s table, a Hive table and a partition outside every root, views over them, a
+    partition at ``lake``'s files (the table that holds it is no longer read)."""
+    launcher = plugin.launchers.shared["local"]
+    assert isinstance(launcher, LocalLauncher)
+    running = launcher.catalogs.running()
+    lake_files = launcher.warehouse_of(plugin.datasources.get("lake")) + "/secrets"
+    made = run(
+        plugin,
+        BOB,
+        "local",
+        "CREATE TABLE parted (id INT, v STRING, k INT) USING parquet PARTITIONED BY (k)",
+        bob_session,
+    )
+    assert made["status"] == "SUCCESS", made
+    assert run(plugin, BOB, "local", "INSERT INTO parted VALUES (1, 'mine', 1)", bob_session)["status"] == "SUCCESS"
+    mine = run(plugin, BOB, "local", "SELECT v FROM parted WHERE k = 1", bob_session)
+    assert mine["status"] == "SUCCESS" and mine["datarows"] == [["mine"]], mine
+    with planted.metastore(running["lake"].uri) as lake, planted.metastore(running["local"].uri) as local:
+        planted.copy_table(local, lake.get_table("default", "secrets"), "planted")
+        planted.text_table(local, "planted_file", outside.as_uri())
+        planted.view(local, "planted_view", "SELECT id, v FROM default.planted", [("id", "int"), ("v", "string")])
+        planted.view(
+            local, "planted_reflect", "SELECT reflect('java.lang.System', 'getenv', 'HOME') AS u", [("u", "string")]
+        )
+        planted.view(local, "planted_path", f"SELECT * FROM parquet.`{lake_files}`", [("id", "int"), ("v", "string")])
+        planted.partition(local, "parted", ["2"], lake_files)
+        planted.partition(local, "parted", ["3"], outside.as_uri())
+    refused = {
+        ("sql", "SELECT * FROM planted"): OUTSIDE,
+        ("ppl", "source = local.default.planted"): OUTSIDE,
+        ("sql", "SELECT count(*) FROM local.default.planted_file"): OUTSIDE,
+        ("sql", "SELECT v FROM planted_view"): OUTSIDE,
+        ("ppl", "source = local.default.planted_view | fields v"): OUTSIDE,
+        (
+            "sql",
+            "SELECT u FROM planted_reflect",
+        ): "Misc functions (reflect, in the stored view spark_catalog.default.planted_reflect)",
+        ("sql", "SELECT v FROM planted_path"): "",  # Spark itself does not resolve a path in a view here
+        ("sql", "SELECT * FROM parted"): OUTSIDE,
+        ("sql", "SELECT v FROM parted WHERE k = 2"): OUTSIDE,
+        ("sql", "SELECT v FROM parted WHERE k = 1"): OUTSIDE,  # a table holding a planted partition is not read
+        ("ppl", "source = local.default.parted | where k = 3 | fields v"): OUTSIDE,
+        ("sql", "INSERT INTO planted VALUES (2, 'written by bob')"): OUTSIDE,
+    }
+    for (lang, query), expected in refused.items():
+        query_id, _ = submit_lang(plugin, BOB, "local", query, bob_session, lang)
+        reply = wait(plugin, BOB, query_id)
+        assert reply["status"] == "FAILED" and reply["error"].startswith(expected), (query, reply)
+        assert "datarows" not in reply, (query, reply)
+    kept = run(plugin, BOB, "local", "DESCRIBE TABLE EXTENDED planted", bob_session)  # metadata is shown
+    assert kept["status"] == "SUCCESS", kept
+    # lake's table holds what its admin wrote, nothing more.
+    assert run(plugin, ADMIN, "lake", "SELECT v FROM secrets", lake_session)["datarows"] == [["lake only"]]
+
+
+def submit_lang(plugin: Plugin, who: Principal, ds: str, query: str, session: str, lang: str) -> tuple[str, str]:
+    submitted = plugin.service.submit(SubmitRequest(ds, lang, query, session, principal=who))
+    return submitted.query_id, submitted.session_id
 
 
 def listed_by_model(plugin: Plugin, who: Principal, session: str) -> str:

@@ -460,8 +460,8 @@ def test_a_covering_index_that_fails_at_run_time_leaves_the_query_to_its_table(
         mappings = env.store.admin.mappings(index)[index]
         prepare = env.executor.prepare
 
-        def prepare_then_lose_the_index(query_id: str, text: str) -> Any:
-            prepared = prepare(query_id, text)
+        def prepare_then_lose_the_index(query_id: str, text: str, analyzed: Any = None) -> Any:
+            prepared = prepare(query_id, text, analyzed)
             env.store.admin.delete_index(index)  # gone between planning and running
             return prepared
 

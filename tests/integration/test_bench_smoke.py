@@ -283,16 +283,17 @@ def test_get_cost_counts_the_reads_of_each_path(index_url: str) -> None:
 
 
 @pytest.mark.spark
-def test_validation_bench_on_the_test_session(spark: Any, tmp_path: Path) -> None:
+def test_validation_bench_on_the_test_session(spark: Any) -> None:
     """The validation bench, tiny: every statement of its corpus is allowed by both checks (a
     refused one would time a refusal, not the check), and its tables are dropped afterwards."""
-    from bench.validation import TABLES, corpus, job_bench, post_bench
+    from bench.validation import TABLES, catalog_bench, corpus, hostile_bench, job_bench, post_bench
     from flint_repl_job.guard import StatementGuard
     from query_core.validation import Profile, Verdict, policy_for, validate_query
+    from tests import hostile
 
     statements = corpus(10)
     assert len(set(statements)) == 10 and all(900 <= len(s) <= 1_200 for s in statements)
-    warehouse = str(tmp_path / "warehouse")
+    warehouse = spark.conf.get("spark.sql.warehouse.dir").removeprefix("file:")  # where its tables are
     policy = policy_for({}, Profile.LOCAL, warehouse, warehouse + "-checkpoints")
     filled = [s.replace("{wh}", warehouse) for s in statements]
     assert all(validate_query(policy, "sql", s) is Verdict.ALLOWED for s in filled)
@@ -308,6 +309,13 @@ def test_validation_bench_on_the_test_session(spark: Any, tmp_path: Path) -> Non
     figures, details = job_bench(spark, statements, warehouse)
     assert details["guard_ms"]["n"] == 10
     assert not spark.catalog.tableExists(f"default.{TABLES[0]}")
+    # What the catalog holds: every statement of the corpus passes it (else a refusal is timed).
+    figures, details = catalog_bench(spark, statements, warehouse, partitions=3)
+    assert details["catalog_added_ms"]["n"] > 0 and details["partitions"] == 3
+    assert all(f.value is not None for f in figures)
+    assert not spark.catalog.tableExists(f"default.{TABLES[0]}")
+    figures, details = hostile_bench(spark, warehouse, [*hostile.PLANTED[:3], *hostile.ALLOWED[:3]])
+    assert details["hostile_prepare_ms"]["n"] == 6 and not spark.catalog.tableExists("default.planted_lake")
 
 
 def test_the_validation_bench_s_worst_cases_are_what_they_are_named(tmp_path: Path) -> None:

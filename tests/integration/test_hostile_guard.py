@@ -14,7 +14,6 @@ this process's Spark session, and against the plugin's check on the same stateme
 from __future__ import annotations
 
 import hashlib
-import os
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from flint_repl_job.executor import SparkExecutor
 from flint_repl_job.flint_statements import flint_statement
 from flint_repl_job.guard import StatementGuard
 from query_core.flint import parse
+from query_core.ppl import to_spark_sql
 from query_core.validation import (
     Profile,
     QueryRefusedError,
@@ -78,27 +78,10 @@ def places(spark: Any, tmp_path_factory: pytest.TempPathFactory, listener: Liste
     wh = Path(spark.conf.get("spark.sql.warehouse.dir").removeprefix("file:"))
     base = tmp_path_factory.mktemp("hostile")
     cp, outside = base / "checkpoints", base / "outside"
-    cp.mkdir()
-    (outside / "keep").mkdir(parents=True)
-    (outside / "secret.txt").write_text("the secret")
-    (outside / "keep" / "keep.txt").write_text("keep me")
-    link = wh / "hostile_link"
-    if not link.exists():
-        os.symlink(outside, link)
-    spark.sql("CREATE TABLE IF NOT EXISTS default.wh_ok (a INT) USING parquet")
-    spark.sql("CREATE TABLE IF NOT EXISTS default.wh_part (a INT, k INT) USING parquet PARTITIONED BY (k)")
-    spark.sql("INSERT INTO default.wh_part VALUES (1, 1)")
-    spark.sql(
-        "CREATE TABLE IF NOT EXISTS default.stored_jdbc USING jdbc "
-        "OPTIONS (url 'jdbc:derby:memory:hostile;create=true', dbtable 'SYS.SYSTABLES')"
-    )
-    spark.sql("CREATE OR REPLACE VIEW default.over_stored_jdbc AS SELECT * FROM default.stored_jdbc")
+    link = hostile.make_places(wh, cp, outside)
+    hostile.make_catalog(spark, outside)
     yield Places(wh, cp, outside, link, listener.port)
-    for table in ("wh_ok", "wh_part", "wh_new", "wh_loc", "wh_csv", "wh_ctas", "wh_tbl"):
-        spark.sql(f"DROP TABLE IF EXISTS default.{table}")
-    spark.sql("DROP VIEW IF EXISTS default.over_stored_jdbc")
-    spark.sql("DROP TABLE IF EXISTS default.stored_jdbc")
-    spark.catalog.dropTempView("wh_view")
+    hostile.drop_catalog(spark)
     link.unlink()
 
 
@@ -122,14 +105,16 @@ def plugin_verdict(policy: ValidationPolicy, text: str, lang: str) -> tuple[str,
 
 def job_verdict(guard: StatementGuard, text: str, lang: str) -> tuple[str, str]:
     """("refused", message), ("limit", message), ("spark", error) or ("allowed", "") as the job's
-    check concludes, without running the statement."""
+    check concludes (on Spark's parse, then on its analysis), without running the statement."""
     try:
-        if lang == "ppl":
+        if lang == "ppl":  # checked on its syntax tree, then as the SQL it translates to
             guard.check_ppl(text)
+            sql = to_spark_sql(text, lambda query: list(guard.spark.sql(query).columns))
+            guard.resolve(sql, guard.check_sql(sql))
         elif (statement := flint_statement(text)) is not None:
             guard.check_flint(statement)
         else:
-            guard.check_sql(text)
+            guard.resolve(text, guard.check_sql(text))
     except QueryRefusedError as exc:
         return "refused", exc.message
     except StatementLimitError as exc:
