@@ -1,6 +1,7 @@
 """``python -m bench.run [--quick] [--out bench/results/latest.json]``: every figure, one command.
 
-Starts an index server and the service (as ``async-query serve`` in its own process, local Spark),
+Starts a real OpenSearch node (as the service starts its embedded index; ``OPENSEARCH_URL``
+instead when set) and the service (as ``async-query serve`` in its own process, local Spark),
 runs the sections in an order that keeps them from disturbing each other, prints a table with each
 figure next to its target, and writes everything to a JSON file. Targets are reported, not
 asserted. See ``bench/README.md``.
@@ -10,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 import time
 import traceback
@@ -76,22 +76,19 @@ def run(
     out: Path,
     skip_spark: bool = False,
     scale_sessions: list[int] | None = None,
-    journaled: bool = False,
 ) -> Report:
     started = time.perf_counter()
-    report = new_report(
-        quick=quick,
-        index=os.environ.get("OPENSEARCH_URL")
-        or os.environ.get("ASYNC_QUERY_OPENSEARCH_URL")
-        or ("the embedded index server (journal, credential)" if journaled else "embedded osmem-server"),
-    )
+    report = new_report(quick=quick)
     api_plan = ApiPlan.quick() if quick else ApiPlan()
     spark_plan = SparkPlan.quick() if quick else SparkPlan()
     scale_plan = ScalePlan.quick() if quick else ScalePlan()
     emr_plan = EmrPlan.quick() if quick else EmrPlan()
 
-    with BenchEnv(SERVICE_ENV, journaled=journaled) as env:
+    with BenchEnv(SERVICE_ENV) as env:
         store = env.require_store()
+        assert env.index is not None
+        index = env.index
+        report.meta["index"] = "OPENSEARCH_URL " + index.url if index.node is None else "embedded OpenSearch node"
         report.meta["service"] = env.base_url
         # The service's local launcher describes the simulated sessions' jobs as running.
         jobs_dir = env.data_dir / "service" / "jobs"
@@ -169,12 +166,6 @@ def main(argv: list[str] | None = None) -> int:
         help="also run the scale section with N live sessions (e.g. 10000), after the default one",
     )
     parser.add_argument(
-        "--journaled",
-        action="store_true",
-        help="the index as the embedded default serves it: osmem-server behind the index server (journal, "
-        "credential), not a bare osmem-server",
-    )
-    parser.add_argument(
         "--baseline",
         metavar="REF",
         help="run the same bench on commit REF and on this tree alternately, and print each figure's ratio "
@@ -194,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     # resolves, on purpose; they are expected here and would bury the bench's own output.
     for noisy in ("async_query", "opensearch"):
         logging.getLogger(noisy).setLevel(logging.ERROR)
-    report = run(args.quick, args.out, args.skip_spark, args.scale_sessions, args.journaled)
+    report = run(args.quick, args.out, args.skip_spark, args.scale_sessions)
     print()
     print(report.table())
     print()

@@ -14,8 +14,10 @@ import pytest
 
 from async_query.api import create_app
 from async_query.datasources import Datasource
+from async_query.embedded.index import EmbeddedIndex
 from bench.api_latency import ApiPlan, run_api_latency
 from bench.httpload import run_load
+from bench.index_node import node_pids, node_resident
 from bench.report import Figure, Report, Target
 from bench.scale import ScalePlan, run_scale
 from bench.sim import SimulatedSessions, StandInJobs, declared_dead, doc_version, index_writes
@@ -126,6 +128,18 @@ def test_getjobrun_section(store: Store, opensearch_config: OpenSearchConfig, tm
         (session := store.sessions.get("benchemr", sid)) is not None and session.doc.state == SessionState.DEAD
         for sid in streaming["session_ids"]
     )
+
+
+def test_the_nodes_resident_memory_is_read(index_server: EmbeddedIndex | None) -> None:
+    """bench.run reports the node's memory from its JVM's ``/proc`` status (found by its
+    directory, whoever it runs as)."""
+    if index_server is None:
+        pytest.skip("OPENSEARCH_URL names the cluster: no node of the tests' own")
+    [pid] = node_pids(index_server.directory)
+    memory = node_resident(index_server.directory)
+    assert memory is not None and pid > 0
+    rss, peak = memory
+    assert 100 < rss <= peak  # MB: a JVM with a heap of hundreds of MB
 
 
 def test_stand_in_jobs_are_running_to_the_local_launcher(tmp_path: Path) -> None:
@@ -268,10 +282,10 @@ def test_ppl_tpch_bench_on_the_test_session(spark: Any, tmp_path_factory: pytest
     assert not spark.catalog.tableExists("lineitem")
 
 
-def test_get_cost_counts_the_reads_of_each_path(index_url: str) -> None:
+def test_get_cost_counts_the_reads_of_each_path(opensearch_config: OpenSearchConfig) -> None:
     from bench.get_cost import run_get_cost
 
-    named = _by_name(run_get_cost(index_url, gets=50))
+    named = _by_name(run_get_cost(opensearch_config, gets=50))
     assert named["event loop, session cached: index reads per GET"].value == 1
     assert named["event loop, session read too: index reads per GET"].value == 2
     assert named["finished (reply cache): index reads per GET"].value == 0
