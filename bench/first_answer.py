@@ -98,12 +98,20 @@ def first_answer(layout: Layout, log: Path) -> Start:
                 time.sleep(0.05)
         raise RuntimeError(f"{layout.name}: no answer within {TIMEOUT_S:.0f} s (log: {log})")
     finally:
+        _stop(proc)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM to serve's process group, as Ctrl-C would; SIGKILL after 120 s (nothing to do if it
+    has exited already)."""
+    try:
         os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=120)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        proc.wait(timeout=120)
+    except ProcessLookupError:
+        proc.wait()
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 def index_resident_mb(root: int) -> float | None:

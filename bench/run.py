@@ -11,8 +11,10 @@ Targets are reported, not asserted. See ``bench/README.md``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import shlex
+import shutil
 import sys
 import tempfile
 import time
@@ -106,8 +108,11 @@ def serve_cold_start(restarts: int = 1) -> tuple[list[Figure], dict[str, Any]]:
             first = first_answer(layout, log_path)
             warm = [first_answer(layout, log_path) for _ in range(restarts)]
         except Exception as exc:
-            tail = log_path.read_text(errors="replace").splitlines()[-20:] if log_path.exists() else []
-            raise RuntimeError(f"{exc}; serve's log ends: {tail}") from exc
+            kept = Path(tempfile.mkdtemp(prefix="bench-serve-failed-"))
+            with contextlib.suppress(OSError):  # shutil.Error is one: what could be copied is kept
+                shutil.copytree(tmp, kept, dirs_exist_ok=True, symlinks=True)
+            tail = log_path.read_text(errors="replace").splitlines()[-3:] if log_path.exists() else []
+            raise RuntimeError(f"{exc}; serve's log (kept with its data in {kept}) ends: {tail}") from exc
     note = "jars cached; serve's start, its index node, the local metastore, the warm pool's job"
     figures = [
         Figure(
