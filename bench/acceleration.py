@@ -4,7 +4,7 @@
 bench process writes a parquet table of 1,000 small files (``--quick``: 200), each file its own
 range of ``id`` (MIN_MAX), one ``status`` of 100 (VALUE_SET) and ``host`` names of its own
 (BLOOM_FILTER); a skipping index over the three and a covering index over ``(status, v)`` are
-created and refreshed by the job's Flint engine on a fresh osmem server (or ``OPENSEARCH_URL``).
+created and refreshed by the job's Flint engine on a real OpenSearch node (or ``OPENSEARCH_URL``).
 
 Each query runs as the job runs it (``Accelerator.sql``, then collect), in rounds that alternate
 the rules on and off (``spark.flint.optimizer.enabled``, and the covering rule alone for the
@@ -31,8 +31,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.index_node import index_node
 from bench.report import Figure, Target, run_standalone
-from bench.streaming import index_server
 from flint_repl_job.acceleration.accelerator import Accelerator
 from flint_repl_job.acceleration.plans import files_read
 from flint_repl_job.acceleration.switches import COVERING_ENABLED, OPTIMIZER_ENABLED
@@ -184,9 +184,9 @@ class Bench:
 def run(quick: bool, work: Path) -> tuple[list[Figure], dict[str, Any]]:
     files, per, rounds = (200, 20, 2) if quick else (1000, 50, 5)
     quiet_driver_logs()
-    with tempfile.TemporaryDirectory(prefix="warehouse-", dir=work) as warehouse, index_server() as url:
+    with tempfile.TemporaryDirectory(prefix="warehouse-", dir=work) as warehouse, index_node(work / "index") as index:
         spark = spark_session(warehouse)
-        cfg = OpenSearchConfig(url=url)
+        cfg = index.config
         store = Store.connect(cfg)
         try:
             return measure(Bench(spark, store, cfg), spark, files, per, rounds)

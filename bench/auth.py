@@ -1,6 +1,6 @@
 """What authentication adds to a GET: ``basic`` (credentials cached) next to ``none``, same run.
 
-Two ``async-query serve`` processes on one index server, the same but for ``ASYNC_QUERY_AUTH``
+Two ``async-query serve`` processes on one index (a real OpenSearch node: :mod:`bench.index_node`), the same but for ``ASYNC_QUERY_AUTH``
 (``none`` and ``basic``); both write the audit log. Simulated live sessions (:mod:`bench.sim`)
 each run one statement, and one closed-loop client GETs those statements, the reply clients
 poll for. The ``basic`` user is not an admin and submitted the statements, so each of its GETs
@@ -35,10 +35,10 @@ from async_query.security.authn import BasicAuthentication, CredentialCache
 from async_query.security.users import UserDirectory, UsersFile
 from bench.env import free_port, stop_services, wait_serving
 from bench.httpload import LoadResult, run_load
+from bench.index_node import IndexNode, index_node
 from bench.report import Figure, Target, run_standalone
 from bench.sim import SimulatedSessions
 from bench.stats import percentile
-from query_core.config import OpenSearchConfig
 from query_core.store import Store
 
 log = logging.getLogger(__name__)
@@ -72,13 +72,13 @@ def basic_header(user: str, password: str) -> str:
 
 
 @contextmanager
-def serving(modes: list[str], index_url: str, work: Path, users_file: Path) -> Iterator[dict[str, str]]:
+def serving(modes: list[str], index: IndexNode, work: Path, users_file: Path) -> Iterator[dict[str, str]]:
     """``async-query serve`` with ``ASYNC_QUERY_AUTH=mode`` on the index, one per mode, started
     side by side; yields their URLs by mode."""
     started: dict[str, tuple[subprocess.Popen[bytes], str, Path]] = {}
     try:
         for mode in modes:
-            started[mode] = _launch(mode, index_url, work, users_file)
+            started[mode] = _launch(mode, index, work, users_file)
         for proc, url, log_path in started.values():
             wait_serving(proc, url, log_path, headers={"Authorization": basic_header(USER, PASSWORD)})
         yield {mode: url for mode, (_, url, _) in started.items()}
@@ -86,9 +86,9 @@ def serving(modes: list[str], index_url: str, work: Path, users_file: Path) -> I
         stop_services([proc for proc, _, _ in started.values()], grace_s=20)
 
 
-def _launch(mode: str, index_url: str, work: Path, users_file: Path) -> tuple[subprocess.Popen[bytes], str, Path]:
+def _launch(mode: str, index: IndexNode, work: Path, users_file: Path) -> tuple[subprocess.Popen[bytes], str, Path]:
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ASYNC_QUERY_", "OPENSEARCH_"))}
+    env = index.service_env({k: v for k, v in os.environ.items() if not k.startswith(("ASYNC_QUERY_", "OPENSEARCH_"))})
     env.update(
         ASYNC_QUERY_AUTH=mode,
         ASYNC_QUERY_USERS_FILE=str(users_file),
@@ -97,7 +97,6 @@ def _launch(mode: str, index_url: str, work: Path, users_file: Path) -> tuple[su
         ASYNC_QUERY_DATA_DIR=str(work / mode),
         ASYNC_QUERY_LOCAL_CATALOG="in-memory",  # no metastore: no Spark runs here
         ASYNC_QUERY_WARM_POOL_SIZE="0",  # nor a warm pool's job
-        OPENSEARCH_URL=index_url,
     )
     log_path = work / f"{mode}.log"
     command = [sys.executable, "-m", "async_query.cli", "serve", "--port", str(port), "--log-level", "warning"]
@@ -180,25 +179,22 @@ def measure_parts(users_file: Path, work: Path, checks: int) -> dict[str, float]
 
 
 def run_bench(plan: AuthPlan, work: Path) -> tuple[list[Figure], dict[str, Any]]:
-    from osmem_server import OsmemServer
-
     users_file = work / "users.json"
     UsersFile(users_file).add(USER, PASSWORD, USER_ROLES)
-    index = OsmemServer.start(addr="127.0.0.1:0", japanese=False)
-    store = Store.connect(OpenSearchConfig(url=index.url))
-    try:
-        with (
-            SimulatedSessions(store, DS, plan.sessions, submitted_by=USER) as sim,
-            serving(["none", "basic"], index.url, work, users_file) as urls,
-        ):
-            sim.create()
-            sim.start(writers=1)
-            ids = [s.statement_id for s in sim.sessions]
-            latencies = measure_http(urls, ids, plan)
-            first_ms = first_request_ms(urls["basic"], ids, users_file)
-    finally:
-        store.close()
-        index.close()
+    with index_node(work / "index") as index:
+        store = Store.connect(index.config)
+        try:
+            with (
+                SimulatedSessions(store, DS, plan.sessions, submitted_by=USER) as sim,
+                serving(["none", "basic"], index, work, users_file) as urls,
+            ):
+                sim.create()
+                sim.start(writers=1)
+                ids = [s.statement_id for s in sim.sessions]
+                latencies = measure_http(urls, ids, plan)
+                first_ms = first_request_ms(urls["basic"], ids, users_file)
+        finally:
+            store.close()
     parts = measure_parts(users_file, work, plan.checks)
     return _figures(latencies, first_ms, parts), {
         "plan": plan.__dict__,

@@ -9,8 +9,10 @@ ratio (this tree's median over REF's) says what a change did.
 REF's tree is exported (``git archive``) into a cache directory with a virtual environment of its
 own (``pip install -e '.[test]'``), made once per commit and reused: ``$ASYNC_QUERY_BENCH_CACHE``
 or ``~/.cache/async-query-bench``, then ``<commit>/tree``. Each side runs its own ``bench.run`` in
-a process of its own, with the arguments given here (less ``--baseline``, ``--rounds`` and
-``--out``), and writes its own JSON; figures are matched by section and name.
+a process of its own, with the arguments given here (less ``--baseline``, ``--rounds``,
+``--baseline-args`` and ``--out``; REF's runs get ``--baseline-args`` too, where an older tree
+needs another argument for the same system), and writes its own JSON; figures are matched by
+section and name. Figures only one side measured are listed after the others, without a ratio.
 """
 
 from __future__ import annotations
@@ -81,10 +83,12 @@ class Side:
     tree: Path
     python: Path
     runs: list[dict[str, Any]] = field(default_factory=list)
+    #: Arguments for this side's runs only.
+    extra: list[str] = field(default_factory=list)
 
     def run(self, args: list[str], out: Path) -> None:
         env = {k: v for k, v in os.environ.items() if k not in _CLEARED_ENV}
-        command = [str(self.python), "-m", "bench.run", *args, "--out", str(out)]
+        command = [str(self.python), "-m", "bench.run", *args, *self.extra, "--out", str(out)]
         print(f"== baseline: {self.label}: {' '.join(command[1:])}", file=sys.stderr, flush=True)
         done = subprocess.run(command, cwd=self.tree, env=env, check=False)
         if done.returncode != 0 or not out.exists():
@@ -121,7 +125,8 @@ class Row:
 
 
 def compare(ref: Side, cur: Side) -> list[Row]:
-    """Every figure both sides measured, in the order this tree reports them."""
+    """Every figure, in the order this tree reports them: those both sides measured, then those
+    only one did."""
     rows: dict[tuple[str, str], Row] = {}
     for side, runs in (("cur", cur.runs), ("ref", ref.runs)):
         for run in runs:
@@ -130,12 +135,13 @@ def compare(ref: Side, cur: Side) -> list[Row]:
                     continue
                 row = rows.setdefault(key, Row(key[0], key[1], unit, [], []))
                 (row.cur if side == "cur" else row.ref).append(float(value))
-    return [row for row in rows.values() if row.ref and row.cur]
+    both = [row for row in rows.values() if row.ref and row.cur]
+    return both + [row for row in rows.values() if not (row.ref and row.cur)]
 
 
 def table(rows: list[Row], ref_label: str) -> str:
     def num(values: list[float]) -> str:
-        return " / ".join(f"{v:,.3g}" if abs(v) < 100 else f"{v:,.0f}" for v in values)
+        return " / ".join(f"{v:,.3g}" if abs(v) < 100 else f"{v:,.0f}" for v in values) or "-"
 
     header = ["section", "figure", "unit", ref_label, "this tree", "ratio", "within 5 %"]
     lines = [header]
@@ -149,12 +155,12 @@ def table(rows: list[Row], ref_label: str) -> str:
     return "\n".join(out)
 
 
-def run_baseline(ref: str, rounds: int, args: list[str], out: Path) -> int:
-    """Run ``bench.run args`` on REF and on this tree alternately for ``rounds`` rounds; print and
-    write every figure's ratio (this tree over REF)."""
+def run_baseline(ref: str, rounds: int, args: list[str], out: Path, ref_args: list[str] | None = None) -> int:
+    """Run ``bench.run args`` on REF (with ``ref_args`` too) and on this tree alternately for
+    ``rounds`` rounds; print and write every figure's ratio (this tree over REF)."""
     commit = resolve(ref)
     tree = prepare_tree(commit)
-    ref_side = Side(f"{ref} ({commit[:9]})", tree, tree / ".venv" / "bin" / "python")
+    ref_side = Side(f"{ref} ({commit[:9]})", tree, tree / ".venv" / "bin" / "python", extra=list(ref_args or []))
     cur_side = Side("this tree", ROOT, Path(sys.executable))
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench-baseline-") as work:
@@ -165,7 +171,7 @@ def run_baseline(ref: str, rounds: int, args: list[str], out: Path) -> int:
                 side.run(args, Path(work) / f"{'ref' if side is ref_side else 'cur'}-{n}.json")
     rows = compare(ref_side, cur_side)
     report = {
-        "baseline": {"ref": ref, "commit": commit, "rounds": rounds, "args": args},
+        "baseline": {"ref": ref, "commit": commit, "rounds": rounds, "args": args, "ref_args": ref_side.extra},
         "duration_s": round(time.perf_counter() - started, 1),
         "figures": [
             {

@@ -2,7 +2,7 @@
 SHOW TABLE EXTENDED over a database of 2,000 tables (docs/catalog.md).
 
 ``python -m bench.browse [--quick] [--out PATH]``: one run of the embedded default in this process
-(its index server and Hive Metastore, local Spark). The metastore gets a database of 20 tables (data
+(its index node and Hive Metastore, local Spark). The metastore gets a database of 20 tables (data
 source tables as Spark writes them, a third of them partitioned, and a view) and one of 2,000
 tables, written over Thrift; three Flint indexes are put in the index. Then, for each of the four
 statements Dashboards sends:

@@ -2,7 +2,7 @@
 warm query's answer over the API's own.
 
 ``python -m bench.console [--quick] [--out PATH]`` (quick: 5 rounds of each instead of 20). The
-service runs in this process (its REST API on a uvicorn thread, loopback) on an index server (or
+service runs in this process (its REST API on a uvicorn thread, loopback) on a real OpenSearch node (or
 ``OPENSEARCH_URL``) with ``basic`` authentication and local ``spark-submit`` jobs; Debian's
 Chromium (headless, driven by Playwright as the browser tests drive it) is the browser. Run it
 under the Spark lock.
@@ -41,9 +41,10 @@ from async_query.runtime import build_plugin
 from async_query.security.users import UsersFile
 from async_query.settings import Settings
 from bench.emr import serve_app
+from bench.index_node import index_node
 from bench.report import Figure, Target, run_standalone
 from bench.stats import percentile, summary
-from bench.streaming import _kill_leftover_jobs, index_server
+from bench.streaming import _kill_leftover_jobs
 from query_core.store import Store, quiet_driver_logs
 from tests.browser import CHROMIUM_ARGS, chromium
 
@@ -68,11 +69,11 @@ def system(work: Path) -> Iterator[str]:
     """The index and the service (``basic``, one user) on real HTTP; everything stopped after."""
     work.chmod(0o711)  # local jobs run as the job user, who must pass through to the data directory
     with ExitStack() as stack:
-        url = stack.enter_context(index_server())
+        index = stack.enter_context(index_node(work / "index"))
         users = work / "users.json"
         UsersFile(users).add(USER, PASSWORD, ["all_access"])
         settings = Settings(data_dir=work / "service", auth="basic", users_file=users, inactivity_limit_ms=900_000)
-        opensearch = settings.opensearch(url)
+        opensearch = index.config
         launcher = LocalLauncher(settings.data_dir, settings.cluster_name, settings.spark_master)
         store = Store.connect(opensearch)
         plugin = build_plugin(

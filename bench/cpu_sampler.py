@@ -2,7 +2,7 @@
 
 ``python -m bench.cpu_sampler OUT.json`` samples every process's CPU from ``/proc`` twice a
 second until it gets SIGTERM or SIGINT, then writes the seconds each kind used (Spark jobs' JVMs,
-their Python drivers, the tests' Spark sessions, metastores, index servers, pytest workers, ...).
+their Python drivers, the tests' Spark sessions, metastores, index nodes, pytest workers, ...).
 ``time`` cannot say this: it counts only processes reaped by those it waited for, and a job or
 metastore whose parent was killed is reaped by init. A process that lives less than half a second
 is missed, and each process's last half second too.
@@ -30,7 +30,7 @@ KINDS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("other Spark JVM", ("SparkSubmit",)),
     ("job Python", ("flint_repl_job/main.py",)),
     ("metastore", ("HiveMetaStore",)),
-    ("index server", ("osmem",)),
+    ("index node", ("asyncquery.jvm.IndexNode",)),
     ("Spark task Python workers", ("pyspark.daemon",)),
     ("Spark task Python workers", ("pyspark/daemon",)),
     ("pytest workers", ("exec(eval(sys.stdin.readline()))",)),

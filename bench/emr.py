@@ -35,7 +35,7 @@ such a query, and the GETs are spread over it, under both policies in each phase
 The reference calls ``GetJobRun`` on every GET of a streaming query until its result exists (the
 waiting and running phases); the product reads documents only while the heartbeat is fresh.
 
-``python -m bench.emr [--quick]`` runs this section alone (an embedded index server, no Spark and
+``python -m bench.emr [--quick]`` runs this section alone (a real OpenSearch node, no Spark and
 no service process); ``python -m bench.run`` runs it with the others.
 """
 
@@ -63,6 +63,7 @@ from async_query.security.principal import ANONYMOUS, Principal
 from async_query.service import SubmitRequest
 from async_query.settings import Settings
 from bench.env import free_port
+from bench.index_node import index_node
 from bench.report import Figure, Report, Target
 from query_core.config import OpenSearchConfig
 from query_core.models import (
@@ -662,7 +663,7 @@ def _count_gets(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """This section alone, on an embedded index server (or ``OPENSEARCH_URL``): no Spark, no service process."""
+    """This section alone, on a real OpenSearch node (or ``OPENSEARCH_URL``): no Spark, no service process."""
     parser = argparse.ArgumentParser(prog="python -m bench.emr", description=main.__doc__)
     parser.add_argument("--quick", action="store_true", help="small counts (a smoke run)")
     args = parser.parse_args(argv)
@@ -671,25 +672,14 @@ def main(argv: list[str] | None = None) -> int:
     for noisy in ("async_query", "opensearch"):
         logging.getLogger(noisy).setLevel(logging.ERROR)
     plan = EmrPlan.quick() if args.quick else EmrPlan()
-    settings = Settings()
-    embedded: Any = None
-    url = settings.opensearch_url
-    if not url:
-        from osmem_server import OsmemServer
-
-        embedded = OsmemServer.start(addr="127.0.0.1:0", japanese=False)
-        url = embedded.url
-    opensearch = settings.opensearch(url)
-    store = Store.connect(opensearch)
     report = Report(meta={"quick": args.quick, "plan": plan.__dict__})
     started = time.perf_counter()
-    try:
-        with tempfile.TemporaryDirectory(prefix="aq-bench-emr-") as tmp:
-            figures, details = run_getjobrun(store, opensearch, Path(tmp), plan)
-    finally:
-        store.close()
-        if embedded is not None:
-            embedded.close()
+    with tempfile.TemporaryDirectory(prefix="aq-bench-emr-") as tmp, index_node(Path(tmp) / "index") as index:
+        store = Store.connect(index.config)
+        try:
+            figures, details = run_getjobrun(store, index.config, Path(tmp), plan)
+        finally:
+            store.close()
     report.add(figures)
     print(report.table())
     print()

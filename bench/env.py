@@ -1,10 +1,10 @@
-"""The system under test: an index server and the service as a separate process.
+"""The system under test: an index node and the service as a separate process.
 
 The service runs as ``async-query serve`` in its own process (uvicorn, as deployed), so the bench's
-load generators do not share its interpreter. The bench starts the embedded index server itself
-(the same ``osmem-server`` the service would start) and hands its URL to the service, so that it
-can read documents directly; ``OPENSEARCH_URL`` (or ``ASYNC_QUERY_OPENSEARCH_URL``) is used instead
-when set.
+load generators do not share its interpreter. The bench starts the index itself (a real OpenSearch
+node, as the service would start its embedded index: :mod:`bench.index_node`) and hands its URL
+and credential to the service in its environment, so that the bench can read documents directly;
+``OPENSEARCH_URL`` (or ``ASYNC_QUERY_OPENSEARCH_URL``) is used instead when set.
 """
 
 from __future__ import annotations
@@ -17,13 +17,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import ExitStack
 from pathlib import Path
 from types import TracebackType
-from typing import Any
 
 import httpx
 
-from async_query.settings import Settings
+from bench.index_node import IndexNode, index_node
 from query_core.config import OpenSearchConfig
 from query_core.store import Store
 
@@ -40,19 +40,16 @@ def free_port() -> int:
 
 
 class BenchEnv:
-    """Index server + service process + a store on the same index. Use as a context manager."""
+    """Index node + service process + a store on the same index. Use as a context manager."""
 
-    def __init__(
-        self, service_env: dict[str, str] | None = None, keep_dir: bool = False, journaled: bool = False
-    ) -> None:
+    def __init__(self, service_env: dict[str, str] | None = None, keep_dir: bool = False) -> None:
         self.service_env = service_env or {}
         self.keep_dir = keep_dir
-        #: The index as the embedded default serves it (the index server: journal, credential)
-        #: rather than a bare osmem-server.
-        self.journaled = journaled
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        self._index: ExitStack | None = None
         self.data_dir = Path()
-        self.embedded: Any = None
+        #: The index (its URL, a connection with its credential, the node if started here).
+        self.index: IndexNode | None = None
         self.index_url = ""
         self.store: Store | None = None
         self.opensearch: OpenSearchConfig | None = None
@@ -81,38 +78,20 @@ class BenchEnv:
         # Run as root, the service runs its metastores and jobs as the job user, who must pass
         # through this directory to their places in the service's data directory.
         self.data_dir.chmod(0o711)
-        settings = Settings()
-        self.index_url = settings.opensearch_url
-        self.opensearch = settings.opensearch(self.index_url)
-        if not self.index_url and self.journaled:
-            from async_query.embedded.index import EmbeddedIndex
-
-            self.embedded = EmbeddedIndex.start(self.data_dir / "index", options=settings.journal_options())
-            self.index_url = self.embedded.url
-            self.opensearch = settings.opensearch(self.index_url).model_copy(
-                update=self.embedded.connection_fields()
-            )
-            # Its credential reaches the service in its environment, as any index password would.
-            self.service_env = {
-                **self.service_env,
-                "ASYNC_QUERY_OPENSEARCH_USERNAME": self.embedded.credential.username,
-                "ASYNC_QUERY_OPENSEARCH_PASSWORD": self.embedded.credential.password,
-            }
-        elif not self.index_url:
-            from osmem_server import OsmemServer
-
-            self.embedded = OsmemServer.start(addr="127.0.0.1:0", japanese=False)
-            self.index_url = self.embedded.url
-            self.opensearch = settings.opensearch(self.index_url)
+        self._index = ExitStack()
+        self.index = self._index.enter_context(index_node(self.data_dir / "node"))
+        self.index_url = self.index.url
+        self.opensearch = self.index.config
         self.store = Store.connect(self.opensearch)
         self.start_service()
 
     def start_service(self) -> None:
         port = free_port()
-        env = dict(os.environ)
+        assert self.index is not None
+        # The index's URL and credential reach the service in its environment, as any index's would.
+        env = self.index.service_env(os.environ)
         env.update(
             ASYNC_QUERY_DATA_DIR=str(self.data_dir / "service"),
-            ASYNC_QUERY_OPENSEARCH_URL=self.index_url,
             SPARK_LOCAL_IP=env.get("SPARK_LOCAL_IP", "127.0.0.1"),
         )
         # No warm pool unless a bench asks for one (bench.pool measures it): its job's start would
@@ -134,9 +113,10 @@ class BenchEnv:
         if self.store is not None:
             self.store.close()
             self.store = None
-        if self.embedded is not None:
-            self.embedded.close()
-            self.embedded = None
+        if self._index is not None:
+            self._index.close()
+            self._index = None
+            self.index = None
         if self._tmp is not None and not self.keep_dir:
             self._tmp.cleanup()
             self._tmp = None

@@ -6,8 +6,8 @@ mode, in this process, or the session :func:`main` is given); a covering index o
 columns (ids from ``id_expression``) is created and refreshed by the job's Flint engine, which
 writes through the ``opensearch`` PySpark data source. The ceiling is the same documents, with the
 same ids and mapping, bulk-indexed from one Python process in batches of the data source's size.
-A skipping index refresh (one document per file) is timed too. The index server is a fresh osmem
-server, or ``OPENSEARCH_URL``. Prints every figure and the ratio of refresh to ceiling.
+A skipping index refresh (one document per file) is timed too. The index is a real OpenSearch node
+(:mod:`bench.index_node`), or ``OPENSEARCH_URL``. Prints every figure and the ratio of refresh to ceiling.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ import tempfile
 import time
 from typing import Any
 
+from bench.index_node import index_node
 from flint_repl_job.indexes.engine import FlintContext, FlintEngine
 from flint_repl_job.opensearch_source import DEFAULT_BATCH, index_body, register, to_source
-from query_core.config import OpenSearchConfig
 from query_core.flint import parse
 from query_core.store import Store, quiet_driver_logs
 
@@ -103,28 +103,21 @@ def main(argv: list[str] | None = None, spark: Any = None) -> int:
         logging.basicConfig(level=logging.WARNING)
         quiet_driver_logs()
 
-    server = None
-    url = os.environ.get("OPENSEARCH_URL", "")
-    if not url:
-        from osmem_server import OsmemServer
-
-        server = OsmemServer.start(addr="127.0.0.1:0", japanese=False)
-        url = server.url
-    store = Store.connect(OpenSearchConfig(url=url))
-    with tempfile.TemporaryDirectory(prefix="bench-flint-") as warehouse:
+    with index_node() as index, tempfile.TemporaryDirectory(prefix="bench-flint-") as warehouse:
+        store = Store.connect(index.config)
         if own_session:
             spark = spark_session(warehouse, args.partitions)
         try:
             table_s = make_table(spark, args.rows, args.partitions, table)
             print(f"source table: {args.rows:,} rows in {args.partitions} parquet files, written in {table_s:.1f} s")
-            # The ceiling first, and its index dropped before the refresh: the in-memory index server
-            # holds one copy of the documents at a time (about 17 KB each in osmem).
+            # The ceiling first, and its index dropped before the refresh: the node holds one copy
+            # of the documents at a time.
             ceiling_s, docs = bulk_ceiling(spark, store, table)
             store.admin.delete_index(CEILING)
             print(f"bulk ceiling measured: {docs:,} documents in {ceiling_s:.1f} s", flush=True)
             # A datasource of its own per run, so that a real cluster's leftovers never interfere.
             datasource = f"bench{secrets.token_hex(3)}"
-            engine = FlintEngine(FlintContext(spark, store, OpenSearchConfig(url=url), datasource))
+            engine = FlintEngine(FlintContext(spark, store, index.config, datasource))
             prefix = f"flint_{datasource}_{table.replace('.', '_')}"
             covering = f"{prefix}_all_index"
             run(engine, f"CREATE INDEX all ON {table} (id, region, qty, price, day) WITH (id_expression = 'id')")
@@ -141,8 +134,6 @@ def main(argv: list[str] | None = None, spark: Any = None) -> int:
             else:
                 spark.sql(f"DROP TABLE IF EXISTS {table}")
             store.close()
-            if server is not None:
-                server.close()
     refresh_rate = indexed / refresh_s
     ceiling_rate = docs / ceiling_s
     print(f"covering index refresh: {indexed:,} documents in {refresh_s:.1f} s = {refresh_rate:,.0f} rows/s")

@@ -1,12 +1,12 @@
 """Gateway mode's cost: the same requests sent to the index directly and through the service.
 
 ``python -m bench.gateway [--quick] [--out bench/results/gateway.json]`` starts an index server
-(``osmem-server``, or ``OPENSEARCH_URL``) and the service as ``async-query serve`` with
+(a real OpenSearch node: :mod:`bench.index_node`; or ``OPENSEARCH_URL``) and the service as ``async-query serve`` with
 ``ASYNC_QUERY_GATEWAY=true`` in its own process, then, in the same run:
 
 * **added latency**: one closed-loop client (:mod:`bench.httpload`) sends a small request
   (``GET /_cluster/health``, and a document GET from a ``.kibana``-style index) for a few seconds
-  directly, then through the gateway, round after round (the order alternates, so drift on a
+  directly (with the index's credential), then through the gateway (which adds the service's), round after round (the order alternates, so drift on a
   shared machine falls on both); the added latency is the gateway's percentile minus the direct
   one.
 * **bulk throughput**: a 10 MB ``_bulk`` body (1 KB documents into an index with ``dynamic:
@@ -37,6 +37,7 @@ import httpx
 
 from bench.env import BenchEnv
 from bench.httpload import LoadResult, RequestFactory, run_load
+from bench.index_node import IndexNode
 from bench.report import Figure, Report, Target
 from bench.stats import percentile, summary
 
@@ -65,14 +66,14 @@ class GatewayPlan:
         return cls(rounds=2, seconds_per_round=0.5, bulks=3)
 
 
-def run_gateway(gateway_url: str, index_url: str, plan: GatewayPlan) -> tuple[list[Figure], dict[str, Any]]:
-    """All figures of the section, against a gateway at ``gateway_url`` in front of ``index_url``."""
-    with httpx.Client(base_url=index_url, timeout=120) as direct:
+def run_gateway(gateway_url: str, index: IndexNode, plan: GatewayPlan) -> tuple[list[Figure], dict[str, Any]]:
+    """All figures of the section, against a gateway at ``gateway_url`` in front of ``index``."""
+    with index.client(timeout=120) as direct:
         _prepare(direct)
-        figures, details = _latency(gateway_url, index_url, plan)
+        figures, details = _latency(gateway_url, index, plan)
         body, docs = _bulk_body(plan)
-        bulk_figures, details["bulk"] = _bulk(gateway_url, index_url, body, docs, plan)
-        reply_figures, details["large_reply"] = _large_reply(gateway_url, index_url, docs, plan)
+        bulk_figures, details["bulk"] = _bulk(gateway_url, index, body, docs, plan)
+        reply_figures, details["large_reply"] = _large_reply(gateway_url, index, direct, docs, plan)
         direct.delete(f"/{BULK_INDEX}")
         direct.delete(f"/{DOC_INDEX}")
     details["plan"] = plan.__dict__
@@ -91,7 +92,7 @@ def _prepare(direct: httpx.Client) -> None:
 # -- added latency --------------------------------------------------------------------------------
 
 
-def _latency(gateway_url: str, index_url: str, plan: GatewayPlan) -> tuple[list[Figure], dict[str, Any]]:
+def _latency(gateway_url: str, index: IndexNode, plan: GatewayPlan) -> tuple[list[Figure], dict[str, Any]]:
     figures: list[Figure] = []
     details: dict[str, Any] = {}
     for label, path in SMALL_REQUESTS.items():
@@ -99,8 +100,10 @@ def _latency(gateway_url: str, index_url: str, plan: GatewayPlan) -> tuple[list[
         for round_ in range(plan.rounds):
             order = ("direct", "gateway") if round_ % 2 == 0 else ("gateway", "direct")
             for via in order:
-                url = index_url if via == "direct" else gateway_url
-                result = run_load(url, _same(path), 1, duration=plan.seconds_per_round, warmup=plan.warmup_s)
+                url, headers = (index.url, index.headers()) if via == "direct" else (gateway_url, {})
+                result = run_load(
+                    url, _same(path), 1, duration=plan.seconds_per_round, warmup=plan.warmup_s, headers=headers
+                )
                 _check(result, f"{label} ({via})")
                 samples[via] += result.latencies_ms
         details[label] = {via: summary(s) for via, s in samples.items()}
@@ -161,18 +164,19 @@ def _bulk_body(plan: GatewayPlan) -> tuple[bytes, int]:
 
 
 def _bulk(
-    gateway_url: str, index_url: str, body: bytes, docs: int, plan: GatewayPlan
+    gateway_url: str, index: IndexNode, body: bytes, docs: int, plan: GatewayPlan
 ) -> tuple[list[Figure], dict[str, Any]]:
     headers = {"Content-Type": "application/x-ndjson"}
 
     def send(client: httpx.Client, base: str, via: str) -> int:
-        reply = client.post(f"{base}/{BULK_INDEX}/_bulk", content=body, headers=headers)
+        auth = index.headers() if via == "direct" else {}
+        reply = client.post(f"{base}/{BULK_INDEX}/_bulk", content=body, headers={**headers, **auth})
         _ok(reply, f"_bulk ({via})")
         if reply.json().get("errors") is not False:
             raise RuntimeError(f"_bulk ({via}) reported errors: {reply.text[:300]}")
         return len(body)
 
-    timed = _pairs(gateway_url, index_url, plan.bulks, send)
+    timed = _pairs(gateway_url, index.url, plan.bulks, send)
     mb = len(body) / 1_000_000
     rate = {via: mb / statistics.median(s) for via, s in timed.seconds.items()}
     details = {"body_bytes": len(body), "documents": docs, **timed.as_json(), "mb_per_s": rate}
@@ -191,16 +195,19 @@ def _bulk(
     ], details
 
 
-def _large_reply(gateway_url: str, index_url: str, docs: int, plan: GatewayPlan) -> tuple[list[Figure], dict[str, Any]]:
+def _large_reply(
+    gateway_url: str, index: IndexNode, direct: httpx.Client, docs: int, plan: GatewayPlan
+) -> tuple[list[Figure], dict[str, Any]]:
     query = {"size": min(docs, 10_000), "query": {"match_all": {}}}
 
     def send(client: httpx.Client, base: str, via: str) -> int:
-        reply = client.post(f"{base}/{BULK_INDEX}/_search", json=query)
+        auth = index.headers() if via == "direct" else {}
+        reply = client.post(f"{base}/{BULK_INDEX}/_search", json=query, headers=auth)
         _ok(reply, f"_search ({via})")
         return len(reply.content)
 
-    httpx.post(f"{index_url}/{BULK_INDEX}/_refresh")
-    timed = _pairs(gateway_url, index_url, plan.bulks, send)
+    _ok(direct.post(f"/{BULK_INDEX}/_refresh"), f"refresh {BULK_INDEX}")
+    timed = _pairs(gateway_url, index.url, plan.bulks, send)
     mb = max(timed.sizes) / 1_000_000
     rate = {via: mb / statistics.median(s) for via, s in timed.seconds.items()}
     details = {**timed.as_json(), "mb_per_s": rate}
@@ -272,7 +279,8 @@ def main(argv: list[str] | None = None) -> int:
     # No Spark runs here: the in-memory catalog spares the metastore's start.
     service_env = {"ASYNC_QUERY_GATEWAY": "true", "ASYNC_QUERY_LOCAL_CATALOG": "in-memory"}
     with BenchEnv(service_env=service_env) as env:
-        figures, details = run_gateway(env.base_url, env.index_url, plan)
+        assert env.index is not None
+        figures, details = run_gateway(env.base_url, env.index, plan)
     report.add(figures)
     report.details[SECTION] = details
     report.meta["duration_s"] = round(time.perf_counter() - started, 1)

@@ -1,7 +1,7 @@
 """What one GET costs the service: index reads and CPU time, per path, in one process.
 
-The service runs in this process against the embedded index server (another process), so
-``time.process_time`` counts the service's CPU only, not the index server's. A simulated session
+The service runs in this process against a real OpenSearch node (another process), so
+``time.process_time`` counts the service's CPU only, not the node's. A simulated session
 runs one statement (``running``, heart-beating), and the same GET is made many times along each
 path the service has:
 
@@ -33,6 +33,7 @@ from async_query.datasources import DatasourceRegistry, local_datasource
 from async_query.launcher.local import LocalLauncher
 from async_query.runtime import Plugin, build_plugin
 from async_query.settings import Settings
+from bench.index_node import index_node
 from bench.report import Figure, Report
 from bench.sim import SimulatedSessions
 from query_core.config import OpenSearchConfig
@@ -79,8 +80,8 @@ def _measure(gets: int, call: Callable[[int], Any], reads: Callable[[], int]) ->
     return (time.process_time() - cpu0) / gets * 1000, (reads() - reads0) / gets
 
 
-def run_get_cost(index_url: str, gets: int = 5_000) -> list[Figure]:
-    cfg = OpenSearchConfig(url=index_url)
+def run_get_cost(cfg: OpenSearchConfig, gets: int = 5_000) -> list[Figure]:
+    """Every figure, on the index ``cfg`` reaches (with its credential)."""
     figures: list[Figure] = []
     with tempfile.TemporaryDirectory(prefix="aq-get-cost-") as tmp:
         client = IndexClient(cfg)
@@ -148,15 +149,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--gets", type=int, default=5_000, help="GETs per path (default 5,000)")
     args = parser.parse_args()
-    from osmem_server import OsmemServer
-
-    server = OsmemServer.start(addr="127.0.0.1:0", japanese=False)
-    try:
+    with index_node() as index:
         report = Report()
-        report.add(run_get_cost(server.url, args.gets))
+        report.add(run_get_cost(index.config, args.gets))
         print(report.table())
-    finally:
-        server.close()
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """What metrics cost a GET: throughput with metrics on next to off, same run.
 
-Two ``async-query serve`` processes on one index server, the same but for
+Two ``async-query serve`` processes on one index (a real OpenSearch node: :mod:`bench.index_node`), the same but for
 ``ASYNC_QUERY_METRICS_ENABLED`` (``true``: the request middleware, the index call listener, the
 metrics round; ``false``: none of them). Simulated live sessions (:mod:`bench.sim`) each run one
 statement; 8 closed-loop clients GET those running statements (the reply clients poll for), then
@@ -38,9 +38,9 @@ from async_query.metrics import ROUTES, MetricsMiddleware
 from bench.api_latency import _finish_one
 from bench.env import free_port, stop_services, wait_serving
 from bench.httpload import LoadResult, run_load
+from bench.index_node import IndexNode, index_node
 from bench.report import Figure, Target, run_standalone
 from bench.sim import SimulatedSessions
-from query_core.config import OpenSearchConfig
 from query_core.ids import default_result_index
 from query_core.store import Store
 
@@ -81,13 +81,13 @@ class Served:
 
 
 @contextmanager
-def serving(modes: list[str], index_url: str, work: Path) -> Iterator[dict[str, Served]]:
+def serving(modes: list[str], index: IndexNode, work: Path) -> Iterator[dict[str, Served]]:
     """``async-query serve`` with metrics ``on`` or ``off`` on the index, one per mode, started
     side by side; yields them by mode."""
     started: dict[str, tuple[subprocess.Popen[bytes], str, Path]] = {}
     try:
         for mode in modes:
-            started[mode] = _launch(mode, index_url, work)
+            started[mode] = _launch(mode, index, work)
         for proc, url, log_path in started.values():
             wait_serving(proc, url, log_path)
         yield {mode: Served(url, proc.pid) for mode, (proc, url, _) in started.items()}
@@ -95,15 +95,16 @@ def serving(modes: list[str], index_url: str, work: Path) -> Iterator[dict[str, 
         stop_services([proc for proc, _, _ in started.values()], grace_s=20)
 
 
-def _launch(mode: str, index_url: str, work: Path) -> tuple[subprocess.Popen[bytes], str, Path]:
+def _launch(mode: str, index: IndexNode, work: Path) -> tuple[subprocess.Popen[bytes], str, Path]:
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ASYNC_QUERY_", "OPENSEARCH_", "PROMETHEUS_"))}
+    env = index.service_env(
+        {k: v for k, v in os.environ.items() if not k.startswith(("ASYNC_QUERY_", "OPENSEARCH_", "PROMETHEUS_"))}
+    )
     env.update(
         ASYNC_QUERY_METRICS_ENABLED="true" if mode == "on" else "false",
         ASYNC_QUERY_DATA_DIR=str(work / mode),
         ASYNC_QUERY_LOCAL_CATALOG="in-memory",  # no metastore: no Spark runs here
         ASYNC_QUERY_WARM_POOL_SIZE="0",  # nor a warm pool's job
-        OPENSEARCH_URL=index_url,
     )
     log_path = work / f"{mode}.log"
     command = [sys.executable, "-m", "async_query.cli", "serve", "--port", str(port), "--log-level", "warning"]
@@ -191,26 +192,23 @@ def middleware_us(calls: int) -> float:
 
 
 def run_bench(plan: MetricsPlan, work: Path) -> tuple[list[Figure], dict[str, Any]]:
-    from osmem_server import OsmemServer
-
-    index = OsmemServer.start(addr="127.0.0.1:0", japanese=False)
-    store = Store.connect(OpenSearchConfig(url=index.url))
-    try:
-        with (
-            SimulatedSessions(store, DS, plan.sessions) as sim,
-            serving(list(MODES), index.url, work) as served,
-        ):
-            on = served["on"]
-            sim.create()
-            sim.start(writers=1)
-            ids = [s.statement_id for s in sim.sessions]
-            _finish_one(store, DS, default_result_index(DS), ids[0])
-            before = counted_gets(on.url)
-            results = measure(served, ids, plan)
-            counted = counted_gets(on.url) - before
-    finally:
-        store.close()
-        index.close()
+    with index_node(work / "index") as index:
+        store = Store.connect(index.config)
+        try:
+            with (
+                SimulatedSessions(store, DS, plan.sessions) as sim,
+                serving(list(MODES), index, work) as served,
+            ):
+                on = served["on"]
+                sim.create()
+                sim.start(writers=1)
+                ids = [s.statement_id for s in sim.sessions]
+                _finish_one(store, DS, default_result_index(DS), ids[0])
+                before = counted_gets(on.url)
+                results = measure(served, ids, plan)
+                counted = counted_gets(on.url) - before
+        finally:
+            store.close()
     sent = sum(r.answered for key, rs in results.items() if key.endswith(" on") for r in rs)
     details = {
         "plan": plan.__dict__,

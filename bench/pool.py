@@ -2,7 +2,7 @@
 one idle pool job costs.
 
 ``python -m bench.pool [--quick] [--out PATH]`` (quick: 3 sessions each way instead of 10): the service runs in this process
-(its REST API on a uvicorn thread) on the embedded default's parts: an index server (or
+(its REST API on a uvicorn thread) on the embedded default's parts: a real OpenSearch node (or
 ``OPENSEARCH_URL``), a Hive Metastore as the catalog, local ``spark-submit`` jobs on the default
 master with the product's default JVM options and class archive. Run it under the Spark lock.
 
@@ -42,10 +42,11 @@ from async_query.launcher.local import LocalLauncher, catalog_settings
 from async_query.runtime import Plugin, build_plugin
 from async_query.settings import Settings
 from bench.emr import serve_app
+from bench.index_node import index_node
 from bench.report import Figure, Target, run_standalone
 from bench.results import JobProcesses, _status_kb
 from bench.stats import percentile, summary
-from bench.streaming import _kill_leftover_jobs, index_server
+from bench.streaming import _kill_leftover_jobs
 from query_core.states import PoolJobState, SessionState
 from query_core.store import Store, quiet_driver_logs
 from query_core.store.pool import slot_id
@@ -251,12 +252,12 @@ def system(work: Path) -> Iterator[tuple[Plugin, str]]:
     """The embedded default's parts: index, metastore, the service (pool of 1, its keeper not
     started yet) on real HTTP."""
     with ExitStack() as stack:
-        url = stack.enter_context(index_server())
+        index = stack.enter_context(index_node(work / "index"))
         home = work / "metastore"
         metastore = Metastore.start(home, home / "warehouse")
         stack.callback(metastore.close)
         settings = Settings(data_dir=work / "service", warm_pool_size=1, inactivity_limit_ms=INACTIVITY_MS)
-        opensearch = settings.opensearch(url)
+        opensearch = index.config
         launcher = LocalLauncher(
             settings.data_dir,
             settings.cluster_name,

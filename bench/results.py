@@ -3,7 +3,7 @@ result of 1M and of 5M rows, in the same run.
 
 ``python -m bench.results [--quick] [--out PATH] [--rows 1000000,5000000]``: the service runs in
 this process (its REST API on a uvicorn thread, local ``spark-submit`` jobs on ``local[2]`` with
-Spark's default driver memory), on the embedded index server (or ``OPENSEARCH_URL``), with its
+Spark's default driver memory), on a real OpenSearch node (or ``OPENSEARCH_URL``), with its
 default caps and chunk sizes. For each row count, in a session of its own (a fresh job, so that
 the processes' peaks are that query's):
 
@@ -53,9 +53,9 @@ from async_query.launcher.local import LocalLauncher
 from async_query.runtime import Plugin, build_plugin
 from async_query.settings import Settings
 from bench.emr import serve_app
+from bench.index_node import index_node
 from bench.report import Figure, Target, close_report, new_report, print_report
 from bench.stats import percentile
-from bench.streaming import index_server
 from query_core.store import Store, quiet_driver_logs
 from tests.faults.procs import job_pid
 
@@ -377,9 +377,9 @@ class ResultsBench:
 def system(work: Path) -> Iterator[tuple[Plugin, str]]:
     """The index and the service on real HTTP, its jobs with an in-memory catalog of their own."""
     with ExitStack() as stack:
-        url = stack.enter_context(index_server())
+        index = stack.enter_context(index_node(work / "index"))
         settings = Settings(data_dir=work / "service", inactivity_limit_ms=900_000)
-        opensearch = settings.opensearch(url)
+        opensearch = index.config
         launcher = LocalLauncher(settings.data_dir, settings.cluster_name, "local[2]")
         store = Store.connect(opensearch)
         plugin = build_plugin(

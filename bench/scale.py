@@ -12,6 +12,9 @@ Given ``jobs_dir`` (the local launcher's ``<data dir>/jobs``), every simulated j
 ``RUNNING`` there, as a live job would be (:class:`bench.sim.StandInJobs`). Any simulated session
 the service still declares dead, or any of their statements that turns ``failed``, is reported as
 a missed ``== 0`` figure and a warning: the section then measured a different system.
+
+Right after the window, under the same heartbeats, the same statements are read straight from the
+index by id by as many clients for a third of the window's length: the floor of those GETs.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from bench.api_latency import bare_gets
 from bench.httpload import run_load
 from bench.report import Figure, Target
 from bench.sim import SimulatedSessions, StandInJobs, declared_dead, index_writes
@@ -95,6 +99,7 @@ def run_scale(
             on_reply=tally,
         )
         writes1, stats1, t1 = sim.writes_so_far(), index_writes(store, index), time.perf_counter()
+        floor = bare_gets(store, datasource, ids, plan.clients, plan.seconds / 3, 0.0)
         sim.stop()  # the beats' figures come back from their process
         lags = sim.stats.lags_since(window_from)
         failures = sim.stats.failures
@@ -138,6 +143,7 @@ def run_scale(
         "sessions_declared_dead": dead,
         "statements_failed": failed,
         "get_reply_statuses": replies,
+        "bare_get_by_id": None if floor is None else floor.as_json(),
     }
     figures = [
         Figure(SECTION, f"GET p50 with {plan.sessions:,} live sessions", percentile(load.latencies_ms, 50), "ms"),
@@ -196,4 +202,28 @@ def run_scale(
             note=f"{replies.get('FAILED', 0)} GET replies FAILED",
         ),
     ]
+    if floor is not None:
+        floor_p99 = percentile(floor.latencies_ms, 99)
+        figures += [
+            Figure(
+                SECTION,
+                f"bare GET by id on the index with {plan.sessions:,} live sessions: p50",
+                percentile(floor.latencies_ms, 50),
+                "ms",
+                note="the floor",
+            ),
+            Figure(
+                SECTION,
+                f"bare GET by id on the index with {plan.sessions:,} live sessions: p99",
+                floor_p99,
+                "ms",
+                note=f"{plan.clients} clients, n={floor.count}",
+            ),
+            Figure(
+                SECTION,
+                f"GET p99 / bare GET by id p99 with {plan.sessions:,} live sessions",
+                percentile(load.latencies_ms, 99) / floor_p99,
+                "x",
+            ),
+        ]
     return figures, details

@@ -3,7 +3,7 @@ and the time to stop a stream.
 
 ``python -m bench.streaming [--quick] [--out PATH] [--keep]``: the service runs in this process
 (its REST API on a uvicorn thread, local ``spark-submit`` jobs on ``local[2]``), with a Hive
-Metastore shared by its jobs and the embedded index server (or ``OPENSEARCH_URL``). A parquet table
+Metastore shared by its jobs and a real OpenSearch node (or ``OPENSEARCH_URL``). A parquet table
 is created and filled from an interactive session over the REST API; a covering index on it is
 created with ``auto_refresh = true, refresh_interval = '1 second'``, which starts a streaming job.
 The service's heartbeat settings are its defaults (``heartbeat_streaming_ms`` 10 s,
@@ -61,6 +61,7 @@ from async_query.launcher.local import LocalLauncher, catalog_settings
 from async_query.runtime import Plugin, build_plugin
 from async_query.settings import Settings
 from bench.emr import serve_app
+from bench.index_node import index_node
 from bench.report import Figure, Target, close_report, new_report, print_report
 from bench.sim import client_of
 from bench.stats import percentile, summary
@@ -647,34 +648,18 @@ class _Inserter:
 
 
 @contextmanager
-def index_server() -> Iterator[str]:
-    """``OPENSEARCH_URL``/``ASYNC_QUERY_OPENSEARCH_URL``, or a fresh embedded osmem-server."""
-    url = Settings().opensearch_url
-    if url:
-        yield url
-        return
-    from osmem_server import OsmemServer
-
-    server = OsmemServer.start(addr="127.0.0.1:0", japanese=False)
-    try:
-        yield server.url
-    finally:
-        server.close()
-
-
-@contextmanager
 def system(work: Path, **overrides: Any) -> Iterator[tuple[Plugin, str]]:
     """The index, the metastore and the service on real HTTP (its settings the defaults, but
     ``overrides``); everything stopped after."""
     with ExitStack() as stack:
-        url = stack.enter_context(index_server())
+        index = stack.enter_context(index_node(work / "index"))
         began = time.perf_counter()
         home = work / "metastore"
         metastore = Metastore.start(home, home / "warehouse", files=work / "metastore-files")
         stack.callback(metastore.close)
         print(f"   metastore up in {time.perf_counter() - began:.1f} s", file=sys.stderr, flush=True)
         settings = Settings(**{"data_dir": work / "service", "inactivity_limit_ms": INACTIVITY_LIMIT_MS, **overrides})
-        opensearch = settings.opensearch(url)
+        opensearch = index.config
         catalog = catalog_settings(home / "warehouse", metastore.uri)
         launcher = LocalLauncher(settings.data_dir, settings.cluster_name, "local[2]", catalog_conf=catalog)
         plugin = build_plugin(

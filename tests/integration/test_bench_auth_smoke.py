@@ -1,15 +1,21 @@
 """``python -m bench.auth`` with tiny counts, so that the bench code cannot rot (two real
-``async-query serve`` processes on a real index server; the figures' values are not judged)."""
+``async-query serve`` processes on the test's OpenSearch node; the figures' values are not judged)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from bench.auth import ADDED_TARGET_MS, AuthPlan, run_bench
 from bench.report import Target
+from tests.node import index_env
 
 
-def test_auth_bench_runs(tmp_path: Path) -> None:
+def test_auth_bench_runs(tmp_path: Path, index_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The bench's index (bench.index_node) is the test's node, named as a cluster would be.
+    for key, value in index_env(index_url).items():
+        monkeypatch.setenv(key, value)
     plan = AuthPlan(rounds=2, round_seconds=0.2, warmup_seconds=0.05, sessions=2, checks=50)
     figures, details = run_bench(plan, tmp_path)
     named = {f.name: f for f in figures}

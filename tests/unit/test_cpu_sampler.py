@@ -15,6 +15,8 @@ def test_each_kind_of_process_is_named_by_its_command_line() -> None:
     assert kind_of(f"{spark} pyspark-shell") == "test Spark JVM"
     assert kind_of("/usr/bin/python3.11 /srv/flint_repl_job/main.py query_execution_result_local") == "job Python"
     assert kind_of("java -cp jars/* org.codehaus.janino.SimpleCompiler M.java x org.apache.hadoop.hive.metastore.HiveMetaStore -p 1") == "metastore"
+    node = "java -Xms512m -cp lib/*:janino.jar org.codehaus.janino.SimpleCompiler index/IndexNode.java asyncquery.jvm.IndexNode"
+    assert kind_of(f"{node} index index/node.yml") == "index node"
     assert kind_of("python -u -c import sys;exec(eval(sys.stdin.readline()))") == "pytest workers"
     assert kind_of("/bin/true") == "other"
 
