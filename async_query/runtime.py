@@ -35,6 +35,7 @@ from async_query.launcher.base import Launcher
 from async_query.launcher.local import LocalLauncher
 from async_query.launcher.registry import LauncherRegistry
 from async_query.liveness import LivenessChecker, Staleness
+from async_query.pending_signals import PendingSignals
 from async_query.pool import PoolKeeper, Pools, SessionJobs
 from async_query.reads import QueryReads
 from async_query.scheduler.modes import RefreshModes
@@ -82,6 +83,8 @@ class Plugin:
     handlers: Handlers
     reads: QueryReads
     service: AsyncQueryService
+    #: Writes POSTs' pending-id signals to their sessions, just after the reply (it starts itself).
+    signals: PendingSignals
     health: Health
     metrics_worker: MetricsWorker
     #: The warm pools, and their keeper (refills, scale-down, the stop of their jobs).
@@ -135,6 +138,7 @@ class Plugin:
             worker.stop()
         if self.catalog_keeper is not None:
             self.catalog_keeper.stop()
+        self.signals.stop()  # what POSTs queued is written before the store may close
         self.stream_stopper.close()
         self.handlers.close()
         if self.catalog is not None:
@@ -196,6 +200,7 @@ def build_plugin(
     )
     refresh_stopper = RefreshStopper(store, registry.stop_job, stream_stopper.stop)
     schedules = ScheduleOperations(store, settings.scheduler_policy, refresh_stopper)
+    signals = PendingSignals(store, settings.pending_ids_kept)
     context = HandlerContext(
         settings=settings,
         store=store,
@@ -206,6 +211,7 @@ def build_plugin(
         opensearch=opensearch,
         stream_stopper=stream_stopper,
         jobs=jobs,
+        signals=signals,
         catalog=catalog,
         schedules=schedules,
     )
@@ -247,6 +253,7 @@ def build_plugin(
         handlers=handlers,
         reads=reads,
         service=service,
+        signals=signals,
         catalog=catalog,
         health=health,
         metrics_worker=MetricsWorker(store, settings.metrics_interval_s, health=health),

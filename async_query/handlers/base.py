@@ -16,6 +16,7 @@ from async_query.datasources import DatasourceRegistry
 from async_query.dispatch import Classified, QueryKind
 from async_query.launcher.registry import LauncherRegistry
 from async_query.liveness import LivenessChecker
+from async_query.pending_signals import PendingSignals
 from async_query.pool import SessionJobs
 from async_query.replies import Reply, needs_result, statement_reply
 from async_query.scheduler.operations import ScheduleOperations
@@ -100,6 +101,8 @@ class HandlerContext:
     stream_stopper: StreamStopper
     #: Gives a new session its job: a warm pool job claimed, or one launched (:mod:`async_query.pool`).
     jobs: SessionJobs
+    #: Writes POSTs' pending-id signals to their sessions, just after the reply.
+    signals: PendingSignals
     #: Answers the catalog browse statements (None: they all go to Spark; docs/catalog.md).
     catalog: CatalogReadModel | None = None
     #: The statements about indexes the scheduler refreshes (None: this service has no scheduler).

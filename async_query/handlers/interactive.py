@@ -6,7 +6,8 @@ starts a new session, under the caller's share and the deployment's session limi
 :mod:`async_query.slots`, taken before its job starts; a POST that fails gives them back), whose
 job is a warm pool job claimed when its pool has one (:mod:`async_query.pool`). The statement's id
 is then appended to the session document, which the job
-reads by id: pickup does not wait for an index refresh. GET checks the session's liveness and fails
+reads by id, just after the reply (:mod:`async_query.pending_signals`): pickup does not wait for
+an index refresh. GET checks the session's liveness and fails
 statements its ended session left unfinished; DELETE cancels and, for a running statement, hands
 the cancel to the supervisor, which bounds how long the job may take to honour it.
 """
@@ -84,16 +85,11 @@ class InteractiveHandler(JobSessionHandler):
         return Submitted(query_id, session.doc.session_id, self.kind)
 
     def _signal_job(self, session: Versioned[SessionDoc], statement: Versioned[StatementDoc]) -> None:
-        """Append the statement id to the session's list, which its job reads by id (real-time).
-
-        Should the session have ended in the instant since it was chosen, the statement is failed
-        at once, so that it still reaches a terminal state.
-        """
-        written = self.store.sessions.append_pending(session, statement.doc.statement_id, self.settings.pending_ids_kept)
-        if written is None:
-            self.store.statements.fail(
-                statement, f"Session {session.doc.session_id} ended before the statement could run; submit it again"
-            )
+        """Append the statement id to the session's list, which its job reads by id (real-time),
+        right after the reply (:mod:`async_query.pending_signals`: should the session have ended in
+        the instant since it was chosen, the statement is failed there, so that it still reaches a
+        terminal state)."""
+        self.context.signals.add(session, statement)
 
     def _named_session(self, datasource: Datasource, request: SubmitRequest) -> Versioned[SessionDoc] | None:
         """The session the POST names, if it can take the statement."""

@@ -5,7 +5,7 @@ job; a job notes its temporary views. See ``docs/documents.md``."""
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from query_core.errors import SessionLostError
@@ -157,18 +157,19 @@ class SessionRepository(DocumentRepository[SessionDoc]):
         return self._change(current, note) if current is not None else None
 
     def append_pending(
-        self, session: Versioned[SessionDoc], statement_id: str, keep: int
+        self, session: Versioned[SessionDoc], statement_ids: str | Sequence[str], keep: int
     ) -> Versioned[SessionDoc] | None:
-        """Append ``statement_id`` to the session's pending list (the real-time signal its job
-        reads by id), keeping the last ``keep`` ids; None when the session has ended. The list
-        only hastens a pickup the job also makes by searching for its session's waiting statements,
-        and the statement itself is written first: an append that fails delays the statement by a
-        search interval and loses nothing."""
+        """Append ``statement_ids`` (one id or several, in order) to the session's pending list
+        (the real-time signal its job reads by id), keeping the last ``keep`` ids; None when the
+        session has ended. The list only hastens a pickup the job also makes by searching for its
+        session's waiting statements, and the statements themselves are written first: an append
+        that fails delays them by a search interval and loses nothing."""
+        added = [statement_ids] if isinstance(statement_ids, str) else list(statement_ids)
 
         def append(current: Versioned[SessionDoc]) -> Versioned[SessionDoc] | None:
             if is_terminal(current.doc.state):
                 return None
-            ids = [*current.doc.pending_statement_ids, statement_id][-keep:]
+            ids = [*current.doc.pending_statement_ids, *added][-keep:]
             return self._move(current, current.doc.state, pending_statement_ids=ids)
 
         return self._change(session, append)

@@ -10,7 +10,11 @@ user may store") and ``docs/documents.md``.
 - **In the job** (:meth:`UsageRepository.charge` without one): once a result is written, its
   bytes (:func:`result_bytes`) are added, whatever the bound (the statement was accepted).
 
-Nothing here depends on a search: a user's figure is one document read by id. The accounting is
+Nothing here depends on a search: a user's figure is one document read by id. A charge starts
+from the document as this process last wrote it, when it has written it (a read by id of a
+document written since the last refresh makes the index refresh first, as long as a write): the
+write is conditional on that version, so a charge of another process since is a conflict, and the
+charge then reads the document and tries again, as it does after any conflict. The accounting is
 approximate, on purpose: bytes are counted as written (UTF-8 text, a fixed overhead per document),
 not as the index stores them; what was written more than the window ago is taken to be gone (the
 results' retention removes it); a deleted or failed query is not refunded; and a charge that keeps
@@ -23,7 +27,9 @@ import datetime as dt
 import hashlib
 import logging
 import random
+import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +47,8 @@ ATTEMPTS = 16
 CONFLICT_PAUSE_S = 0.05
 #: The bytes a document costs beyond its text (names, ids, states, times): counted per document.
 DOCUMENT_OVERHEAD = 512
+#: How many users' documents a process keeps as it last wrote them (the most recently charged).
+KNOWN_USERS = 10_000
 #: The user whose statements carry no submitter (``ASYNC_QUERY_AUTH=none``, or another plugin's).
 NOBODY = "anonymous"
 
@@ -99,6 +107,25 @@ class UsageRepository:
 
     def __init__(self, index: DocumentConnector) -> None:
         self.index = index
+        #: Each user's document as this process last wrote it, by id: a charge starts from it
+        #: rather than from a read (see the module's documentation), most recent last.
+        self._known: OrderedDict[str, Found] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def _last_written(self, doc_id: str) -> Found | None:
+        with self._lock:
+            return self._known.get(doc_id)
+
+    def _forget(self, doc_id: str) -> None:
+        with self._lock:
+            self._known.pop(doc_id, None)
+
+    def _remember(self, found: Found) -> None:
+        with self._lock:
+            self._known[found.doc_id] = found
+            self._known.move_to_end(found.doc_id)
+            while len(self._known) > KNOWN_USERS:
+                self._known.popitem(last=False)
 
     def read(self, user: str | None) -> Usage:
         """``user``'s usage, read in real time (no document: nothing held)."""
@@ -136,7 +163,9 @@ class UsageRepository:
         for attempt in range(ATTEMPTS):
             if attempt:  # another charge of this user came first: let the racers spread out
                 time.sleep(random.uniform(0, min(CONFLICT_PAUSE_S, 0.002 * 2**attempt)))
-            found = self.index.get(DEPLOYMENT_INDEX, doc_id)
+            found = self._last_written(doc_id) if attempt == 0 else None
+            if found is None:
+                found = self.index.get(DEPLOYMENT_INDEX, doc_id)
             usage = _parse(name, found)
             held = usage.total(since)
             if limit is not None and held + nbytes > limit:
@@ -146,12 +175,14 @@ class UsageRepository:
             body = {"type": USAGE_TYPE, "days": _listed(days), "lastUpdateTime": now}
             try:
                 if found is None:
-                    self.index.create(DEPLOYMENT_INDEX, doc_id, body)
+                    version = self.index.create(DEPLOYMENT_INDEX, doc_id, body)
                 else:
-                    self.index.update_if(DEPLOYMENT_INDEX, doc_id, body, found.version)
-                return held + nbytes
+                    version = self.index.update_if(DEPLOYMENT_INDEX, doc_id, body, found.version)
             except (DocumentExistsError, VersionConflictError):
+                self._forget(doc_id)
                 continue  # read it again, and add to it
+            self._remember(Found(doc_id, body, version))
+            return held + nbytes
         log.warning("usage of %s: %d bytes not counted, its document kept changing under this charge", name, nbytes)
         return held
 

@@ -126,7 +126,7 @@ def move(store: Store, ds: str, query_id: str, *states: StatementState, error: s
 
 
 def test_post_creates_a_statement_and_a_session(
-    client: httpx.Client, store: Store, ds_name: str, launcher: RecordingLauncher
+    client: httpx.Client, store: Store, ds_name: str, launcher: RecordingLauncher, plugin: Plugin
 ) -> None:
     resp = post(client, ds_name, "SELECT 'it''s' AS x")
     assert resp.status_code == 201
@@ -171,6 +171,7 @@ def test_post_creates_a_statement_and_a_session(
     assert statement["version"] == "1.0"
     assert isinstance(statement["submitTime"], int) and abs(statement["submitTime"] - now_millis()) < 60_000
 
+    plugin.signals.flush()  # the job's signal is written just after the reply
     found = store.index.get(request_index(ds_name), reply["sessionId"])
     assert found is not None
     session = found.source
@@ -208,7 +209,7 @@ def test_post_accepts_upper_case_lang_and_ppl(client: httpx.Client, store: Store
 
 
 def test_post_reuses_a_live_session(
-    client: httpx.Client, store: Store, ds_name: str, launcher: RecordingLauncher
+    client: httpx.Client, store: Store, ds_name: str, launcher: RecordingLauncher, plugin: Plugin
 ) -> None:
     first = submit(client, ds_name)
     job_starts(store, ds_name, first["sessionId"])
@@ -217,6 +218,7 @@ def test_post_reuses_a_live_session(
     assert second["queryId"] != first["queryId"]
     assert len(launcher.started) == 1
     assert the_statement(store, ds_name, second["queryId"]).doc.session_id == first["sessionId"]
+    plugin.signals.flush()
     session = the_session(store, ds_name, first["sessionId"]).doc
     assert session.pending_statement_ids == [first["queryId"], second["queryId"]]
     assert session.state == SessionState.RUNNING  # the signal did not disturb the session

@@ -173,6 +173,7 @@ def test_a_metastore_that_is_down_sends_the_statement_to_spark(
     submitted = plugin.service.submit(SubmitRequest(datasource.name, "sql", f"SHOW SCHEMAS IN {datasource.name}"))
     assert statement_state(plugin, submitted.query_id) == StatementState.WAITING
     assert [r.session_id for r in launcher.started] == [submitted.session_id]  # started as any new session is
+    plugin.signals.flush()
     session = plugin.store.sessions.get(datasource.name, submitted.session_id)
     assert session is not None and submitted.query_id in session.doc.pending_statement_ids
 

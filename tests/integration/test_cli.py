@@ -139,6 +139,7 @@ class FakeJob:
 def _statement_ids(plugin: Plugin) -> list[str]:
     """Statement ids in the request index, found by the session documents' pending lists."""
     ids: list[str] = []
+    plugin.signals.flush()  # the signals are written just after each POST's reply
     for datasource in plugin.datasources.all():
         for session in plugin.store.sessions.find(datasource.name, list(SessionState), fresh=True):
             ids.extend(session.doc.pending_statement_ids)

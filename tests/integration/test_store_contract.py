@@ -496,6 +496,9 @@ def test_append_pending_keeps_the_last_ids_and_stops_at_the_end(store: Store, ds
         assert store.sessions.append_pending(v0, f"q{i}", keep=3) is not None  # stale v0: re-read each time
     found = store.sessions.get(ds_name, v0.doc.session_id)
     assert found is not None and found.doc.pending_statement_ids == ["q2", "q3", "q4"]
+    assert store.sessions.append_pending(found, ["q5", "q6"], keep=4) is not None  # several at once, in order
+    found = store.sessions.get(ds_name, v0.doc.session_id)
+    assert found is not None and found.doc.pending_statement_ids == ["q3", "q4", "q5", "q6"]
     store.sessions.end(found, SessionState.DEAD)
     assert store.sessions.append_pending(found, "late", keep=3) is None
 

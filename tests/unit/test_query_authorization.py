@@ -80,6 +80,7 @@ def test_a_caller_outside_allowed_roles_gets_the_references_refusal_and_nothing_
         )
     assert len(launcher.started) == launched
     assert len(everything_in(store)) == written
+    plugin.signals.flush()
     session = store.sessions.get("lake", alices.session_id)
     assert session is not None and session.doc.pending_statement_ids == [alices.query_id]
 
@@ -133,6 +134,7 @@ def test_submitting_into_another_users_session_starts_one_of_ones_own(
         session = store.sessions.get("lake", theirs.session_id)
         assert session is not None and session.doc.submitted_by == intruder.name
     assert len(launcher.started) == 3
+    plugin.signals.flush()
     session = store.sessions.get("lake", alices.session_id)
     assert session is not None and session.doc.pending_statement_ids == [alices.query_id, again.query_id]
 

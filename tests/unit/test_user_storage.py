@@ -26,6 +26,7 @@ from query_core.store.results import chunk_id
 from query_core.store.usage import (
     DOCUMENT_OVERHEAD,
     NOBODY,
+    UsageRepository,
     UserStorageExceededError,
     result_bytes,
     statement_bytes,
@@ -200,3 +201,23 @@ def test_a_charge_that_cannot_be_written_never_fails_the_statement(make_plugin: 
     assert running is not None
     outcome = runner.run(running)
     assert outcome is not None and outcome.state.value == "success"
+
+
+def test_a_charge_starts_from_what_this_process_last_wrote_and_rereads_after_another_s(store: Store) -> None:
+    """A process's second charge of a user reads nothing (its own last write is the document's
+    version); a charge of another process since makes that write conflict, and the charge reads
+    the document again: neither charge is lost."""
+    ours, theirs = UsageRepository(store.index), UsageRepository(store.index)
+    ours.charge("bob", 100, limit=10_000)
+    reads: list[str] = []
+    real_get = store.index.get
+
+    def counted(index: str, doc_id: str) -> Any:
+        reads.append(doc_id)
+        return real_get(index, doc_id)
+
+    store.index.get = counted  # type: ignore[method-assign]
+    assert ours.charge("bob", 200, limit=10_000) == 300 and reads == []
+    theirs.charge("bob", 400)  # another process (a job's result): read, then written
+    assert ours.charge("bob", 800, limit=10_000) == 1_500 and len(reads) == 2
+    assert ours.held("bob", 60) == 1_500

@@ -427,6 +427,7 @@ def test_a_claimed_job_gone_before_it_started_the_session_is_replaced_and_the_st
 
     reply = plugin.service.get(query_id)
     assert b'"WAITING"' in reply
+    plugin.signals.flush()
     after = store.sessions.get("local", session.session_id)
     assert after is not None
     doc = after.doc

@@ -1,0 +1,120 @@
+"""The pending-id signal of a POST into a session, written just after the POST's reply.
+
+A POST into an interactive session writes its statement (create-only, the translog synced) and
+then appends the statement's id to the session document's pending list, the signal the session's
+job reads by id so that it picks the statement up without waiting for a search to see it. The
+append is a conditional write of the session document, as long again as the statement's own, and
+nothing depends on it being made before the reply: the job also finds its session's waiting
+statements by searching for them (``docs/architecture.md``, "A statement's way to its job"). So
+:class:`PendingSignals` makes it right after the reply, in its own thread:
+
+- a statement is acknowledged once it is in the index, as before; a signal lost with its process
+  only delays the statement's pickup by the job's search interval;
+- POSTs into one session in the same moment are appended in one write (fewer conflicts on the
+  session document, which its job's heartbeats also write);
+- a session that ended before its append fails the statements it was to take (they still reach a
+  terminal state, with an error that says to submit them again).
+
+The loop is a :class:`~async_query.workers.Worker`: woken by each POST, with a run-once mode
+(:meth:`PendingSignals.run_once`, what tests and :meth:`flush` call) and a stop that writes what
+is still queued, within its grace period.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+
+from async_query.workers import Worker
+from query_core.errors import AsyncQueryError
+from query_core.models import SessionDoc, StatementDoc, Versioned
+from query_core.store import Store
+
+log = logging.getLogger(__name__)
+
+#: How long the loop sleeps when nothing wakes it (a POST does; this only bounds a missed wake).
+IDLE_INTERVAL_S = 1.0
+
+
+@dataclass
+class _Queued:
+    """The signals queued for one session: its last version seen and its new statements."""
+
+    session: Versioned[SessionDoc]
+    statements: list[Versioned[StatementDoc]] = field(default_factory=list)
+
+
+class PendingSignals(Worker):
+    """Appends POSTed statements' ids to their sessions' pending lists, off the request path."""
+
+    name = "pending-signals"
+
+    def __init__(self, store: Store, keep: int, interval_s: float = IDLE_INTERVAL_S) -> None:
+        super().__init__(interval_s)
+        self.store = store
+        #: How many ids a session's list keeps (the last ones).
+        self.keep = keep
+        self._queued: dict[tuple[str, str], _Queued] = {}
+        self._lock = threading.Lock()
+        #: Held by a round for its whole length, so that a flush waits for a round under way.
+        self._writing = threading.Lock()
+        self._started = False
+        self._closed = False
+
+    def add(self, session: Versioned[SessionDoc], statement: Versioned[StatementDoc]) -> None:
+        """Queue ``statement``'s signal to ``session`` (written at once, in the loop's thread)."""
+        key = (session.doc.data_source_name, session.doc.session_id)
+        with self._lock:
+            queued = self._queued.setdefault(key, _Queued(session))
+            queued.statements.append(statement)
+            closed = self._closed
+            if not self._started and not closed:
+                self._started = True
+                self.start()
+        if closed:  # a POST that raced the service's stop: written here, before its reply
+            self.run_once()
+        else:
+            self.wake()
+
+    @property
+    def queued(self) -> int:
+        """Statements whose signal is not written yet."""
+        with self._lock:
+            return sum(len(q.statements) for q in self._queued.values())
+
+    def run_once(self) -> None:
+        """Write every queued signal: one append per session. Returns once what was queued when
+        it was called is written, by this call or by one that was under way."""
+        with self._writing:
+            with self._lock:
+                batch, self._queued = list(self._queued.values()), {}
+            for queued in batch:
+                self._append(queued)
+
+    def flush(self) -> None:
+        """Write what is queued now, in the caller's thread (what tests call before they read)."""
+        self.run_once()
+
+    def stop(self, grace_s: float = 5.0) -> None:
+        """Stop the loop, then write what is still queued."""
+        with self._lock:
+            self._closed = True
+        super().stop(grace_s)
+        self.run_once()
+
+    def _append(self, queued: _Queued) -> None:
+        ids = [s.doc.statement_id for s in queued.statements]
+        try:
+            written = self.store.sessions.append_pending(queued.session, ids, self.keep)
+        except AsyncQueryError as exc:  # the job's search still finds them
+            log.warning("session %s: pending ids not written (%s)", queued.session.doc.session_id, exc)
+            return
+        if written is not None:
+            return
+        error = f"Session {queued.session.doc.session_id} ended before the statement could run; submit it again"
+        for statement in queued.statements:
+            try:
+                self.store.statements.fail(statement, error)
+            except AsyncQueryError as exc:  # the session's end sweep fails it (liveness)
+                log.warning("statement %s of an ended session not failed here (%s)", statement.doc.statement_id, exc)

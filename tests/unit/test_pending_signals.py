@@ -1,0 +1,80 @@
+"""A POST's pending-id signal, written to its session just after the reply
+(:mod:`async_query.pending_signals`)."""
+
+from __future__ import annotations
+
+import threading
+
+from async_query.handlers.base import SubmitRequest
+from async_query.pending_signals import PendingSignals
+from query_core.models import SessionDoc, Versioned
+from query_core.states import SessionState, StatementState
+from query_core.store import Store
+from tests.conftest import PluginFactory
+from tests.support import job_beats
+
+
+def test_posts_into_a_session_reach_its_list_in_their_order(make_plugin: PluginFactory, store: Store) -> None:
+    plugin = make_plugin()
+    ds = plugin.datasources.all()[0].name
+    first = plugin.service.submit(SubmitRequest(ds, "sql", "SELECT 0"))
+    _running(store, ds, first.session_id)
+    start = threading.Barrier(6)
+    done: list[str] = []
+
+    def post(n: int) -> None:
+        start.wait()
+        done.append(plugin.service.submit(SubmitRequest(ds, "sql", f"SELECT {n}", first.session_id)).query_id)
+
+    threads = [threading.Thread(target=post, args=(n,)) for n in range(1, 7)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    plugin.signals.flush()
+    session = store.sessions.get(ds, first.session_id)
+    assert session is not None and session.doc.state == SessionState.RUNNING
+    assert session.doc.pending_statement_ids[0] == first.query_id
+    assert sorted(session.doc.pending_statement_ids[1:]) == sorted(done) and len(done) == 6
+    assert plugin.signals.queued == 0
+
+
+def test_a_session_that_ended_before_the_signal_fails_the_statement(make_plugin: PluginFactory, store: Store) -> None:
+    plugin = make_plugin()
+    ds = plugin.datasources.all()[0].name
+    first = plugin.service.submit(SubmitRequest(ds, "sql", "SELECT 0"))
+    session = _running(store, ds, first.session_id)
+    statement = store.statements.get(ds, first.query_id)
+    assert statement is not None
+    plugin.signals.flush()
+    assert store.sessions.end(session, SessionState.DEAD, "its job died") is not None
+    # A signaller stopped before its first signal writes each at once, in the caller's thread:
+    # here, to the session as the POST chose it, which has ended since.
+    signals = PendingSignals(store, keep=100)
+    signals.stop()
+    signals.add(session, statement)
+    failed = store.statements.get(ds, first.query_id)
+    assert failed is not None and failed.doc.state == StatementState.FAILED
+    assert "ended before the statement could run; submit it again" in failed.doc.error
+
+
+def test_the_stop_writes_what_is_queued_and_a_post_after_it_is_written_before_its_reply(
+    make_plugin: PluginFactory, store: Store
+) -> None:
+    plugin = make_plugin()
+    ds = plugin.datasources.all()[0].name
+    first = plugin.service.submit(SubmitRequest(ds, "sql", "SELECT 0"))
+    _running(store, ds, first.session_id)
+    plugin.signals.stop()
+    late = plugin.service.submit(SubmitRequest(ds, "sql", "SELECT 1", first.session_id))
+    assert plugin.signals.queued == 0
+    session = store.sessions.get(ds, first.session_id)
+    assert session is not None and session.doc.pending_statement_ids == [first.query_id, late.query_id]
+
+
+
+def _running(store: Store, ds: str, session_id: str) -> Versioned[SessionDoc]:
+    """The session, started by its job (a heartbeat written)."""
+    found = store.sessions.get(ds, session_id)
+    assert found is not None
+    return job_beats(store, found)
