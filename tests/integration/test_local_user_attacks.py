@@ -12,6 +12,11 @@ datasources, a warm pool), with only the README, ``docs/`` and a shell:
   sending their requests, each with the index's credential in its ``Authorization`` header, to the
   attacker. With the credential the attacker read every user's statements and results from the
   restarted node.
+- A metastore's Thrift port is on its command line (``... LoopbackMetastore <port>``), readable by
+  every local user in ``/proc/<pid>/cmdline``, many seconds before the metastore binds it (a cold
+  start took 69.5 s). Another user who binds it first is taken for the metastore: the service's
+  start sees the port listening and reports it ready, and the jobs and the catalog read model talk
+  to the impostor.
 - One connection to a metastore's bulk-read port that sends half a request holds that port (it
   serves one connection at a time, for up to 30 s each): every browse of the datasource waited
   for the 10 s bulk-read limit before reading through Thrift (SHOW TABLE EXTENDED: 0.9 s -> 10.6 s).
@@ -33,8 +38,9 @@ import httpx
 import pytest
 
 from async_query.catalog.bulk import read_tables
+from async_query.catalog.readers import HiveMetastoreReader
 from async_query.embedded.index import EmbeddedIndex, IndexCredential
-from async_query.embedded.metastore import Metastore
+from async_query.embedded.metastore import Metastore, MetastoreError
 from async_query.embedded.node_jars import NodeJars
 from query_core.store import IndexClient
 from tests.conftest import REAL_CLUSTER
@@ -202,3 +208,79 @@ def test_a_connection_that_holds_the_bulk_read_port_does_not_stall_the_service_s
         for conn in held:
             conn.close()
     assert answered == []
+
+
+METASTORE_SQUATTER = r"""
+import os, socket, sys, time
+marker, deadline = sys.argv[1], time.monotonic() + 240
+print("TRYING", flush=True)
+server = None
+while server is None and time.monotonic() < deadline:
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            args = open(f"/proc/{pid}/cmdline", "rb").read().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if any(marker in a for a in args) and "asyncquery.jvm.LoopbackMetastore" in args:
+            port = int(args[args.index("asyncquery.jvm.LoopbackMetastore") + 1])
+            s = socket.socket()
+            try:
+                s.bind(("127.0.0.1", port)); s.listen(64); server = s
+            except OSError:
+                s.close()
+            break
+    time.sleep(0.001)
+if server is None:
+    print("NEVER BOUND", flush=True); sys.exit(0)
+print("BOUND", flush=True)
+server.settimeout(0.5)
+end = time.monotonic() + 30
+while time.monotonic() < end:
+    try:
+        conn, _ = server.accept()
+    except socket.timeout:
+        continue
+    print("ACCEPTED", flush=True)
+    conn.close()
+"""
+
+
+def test_a_process_that_takes_a_metastore_s_port_first_is_not_taken_for_the_metastore(tmp_path: Path) -> None:
+    home = tmp_path / "catalog-of-lake"
+    script = tmp_path / "metastore_squatter.py"
+    script.write_text(METASTORE_SQUATTER)
+    tmp_path.chmod(0o755)
+    script.chmod(0o755)
+    squatter = subprocess.Popen(
+        [shutil.which("python3", path="/usr/local/bin:/usr/bin:/bin") or sys.executable, "-S", str(script), str(home)],
+        stdout=subprocess.PIPE,
+        text=True,
+        user=OTHER_UID if os.geteuid() == 0 else None,
+        group=OTHER_UID if os.geteuid() == 0 else None,
+        extra_groups=[] if os.geteuid() == 0 else None,
+    )
+    started: Metastore | None = None
+    try:
+        assert squatter.stdout is not None and squatter.stdout.readline().strip() == "TRYING"
+        try:
+            started = Metastore.start(home / "ms", home / "warehouse", files=home / "files")
+        except MetastoreError:
+            started = None  # refusing to start on a port someone else holds is an answer too
+        if started is not None:
+            reader = HiveMetastoreReader(started.uri, timeout_s=5)
+            try:
+                reader.databases()
+            except Exception:  # noqa: BLE001 - what matters is who was asked
+                pass
+            finally:
+                reader.close()
+        out, _ = squatter.communicate(timeout=120)
+    finally:
+        if squatter.poll() is None:
+            squatter.kill()
+        if started is not None:
+            started.close()
+    print(out.splitlines()[:2])
+    assert "ACCEPTED" not in out.splitlines(), "the service took another user's listener for its metastore"
