@@ -18,6 +18,7 @@ from tests.unit.test_validation import LOCAL, refusal
         "CREATE TABLE t (id INT) USING parquet LOCATION 'file:///srv/var/warehouse/t\\u0000x'",
         "CREATE TABLE t (id INT) USING parquet LOCATION '/srv/var/warehouse/t\\0x'",
         "ALTER TABLE t ADD PARTITION (p=1) LOCATION '/srv/var/warehouse/t/\\u0000'",
+        "CREATE INDEX c ON t (id) WITH (auto_refresh = true, checkpoint_location = '/srv/var/checkpoints/x\\u0000')",
     ],
 )
 def test_a_location_holding_a_nul_character_is_a_refusal_not_a_crash(query: str) -> None:
