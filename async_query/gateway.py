@@ -56,6 +56,7 @@ from async_query.http_errors import error_response
 from async_query.security.proxies import FORWARDING_HEADERS, client_address
 from async_query.settings import Settings
 from query_core.config import OpenSearchConfig
+from query_core.peer import checked_transport
 
 log = logging.getLogger(__name__)
 
@@ -248,6 +249,9 @@ class Gateway:
             pool=limits_.read_timeout_s,
         ).as_dict()
         self._pool: httpx.AsyncHTTPTransport | None = None
+        #: The uid the upstream's listener must belong to (the embedded index's: each new
+        #: connection is checked before a request is passed on, :mod:`query_core.peer`).
+        self.peer_uid: int | None = None
 
     @classmethod
     def for_cluster(cls, config: OpenSearchConfig, policy: PassPolicy, limits: GatewayLimits) -> Gateway:
@@ -255,19 +259,24 @@ class Gateway:
         verify: ssl.SSLContext | bool = config.verify_certs
         if config.verify_certs and config.ca_certs:
             verify = ssl.create_default_context(cafile=config.ca_certs)
-        return cls(config.url, policy, limits, verify)
+        gateway = cls(config.url, policy, limits, verify)
+        gateway.peer_uid = config.peer_uid
+        return gateway
 
     async def open(self) -> httpx.AsyncHTTPTransport:
         """The connection pool: httpx's transport, the pool under ``httpx.AsyncClient``, used
         without the client's layer (redirects, a cookie jar, auth flows), none of which a proxy
         may apply to a caller's request, and which cost as much again per request."""
         if self._pool is None:
-            self._pool = httpx.AsyncHTTPTransport(
-                verify=self._verify,
-                limits=httpx.Limits(
-                    max_connections=self.limits.max_connections,
-                    max_keepalive_connections=self.limits.max_connections,
+            self._pool = checked_transport(
+                httpx.AsyncHTTPTransport(
+                    verify=self._verify,
+                    limits=httpx.Limits(
+                        max_connections=self.limits.max_connections,
+                        max_keepalive_connections=self.limits.max_connections,
+                    ),
                 ),
+                self.peer_uid,
             )
         return self._pool
 

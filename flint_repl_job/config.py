@@ -172,6 +172,7 @@ def _opensearch(conf: JobConf, env: Mapping[str, str]) -> OpenSearchConfig:
         password=conf.password or env.get(PASSWORD_ENV, "") or _secret(conf.password_secret_arn),
         region=conf.region,
         verify_certs=conf.verify_certs,
+        peer_uid=conf.peer_uid,
         # The job outlives short index outages: it keeps retrying its writes for longer.
         retry_attempts=conf.index_retry_attempts,
         retry_seconds=conf.index_retry_seconds,

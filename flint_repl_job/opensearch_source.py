@@ -95,6 +95,7 @@ def connection(options: dict[str, str]) -> OpenSearchConfig:
         password=options.get("auth.password", ""),
         region=options.get("region", "us-east-1"),
         verify_certs=options.get("verifyCerts", "true").lower() != "false",
+        peer_uid=int(options["peerUid"]) if options.get("peerUid", "").isdigit() else None,
         **_retry_bounds(options),
     )
 
@@ -124,6 +125,8 @@ def source_options(cfg: OpenSearchConfig) -> dict[str, str]:
     }
     if cfg.auth == "basic":
         options.update({"auth.username": cfg.username, "auth.password": cfg.password})
+    if cfg.peer_uid is not None:
+        options["peerUid"] = str(cfg.peer_uid)
     return options
 
 

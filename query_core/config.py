@@ -24,6 +24,9 @@ class OpenSearchConfig(BaseModel):
     retry_attempts: int = 8
     retry_seconds: float = 30.0
     pool_maxsize: int = 64
+    #: The uid the index's listener must belong to (the embedded node's): each new loopback
+    #: connection is checked before anything is sent on it (:mod:`query_core.peer`). None: no check.
+    peer_uid: int | None = None
 
     @property
     def host(self) -> str:

@@ -211,6 +211,14 @@ class JobConf:
     )
     region: str = _setting(PREFIX_OS + "region", "us-east-1", STRING, "the AWS region (SigV4)")
     verify_certs: bool = _setting(PREFIX_OS + "verifyCerts", True, BOOLEAN, "verify the cluster's TLS certificate")
+    peer_uid: int | None = _setting(
+        PREFIX_OS + "peerUid",
+        None,
+        OPTIONAL_INTEGER,
+        "the uid the index's listener must belong to (the embedded index): the job checks each "
+        "connection before it sends anything (docs/security.md)",
+        optional=True,
+    )
 
     # -- the reference's timeouts ------------------------------------------------------------------
     inactivity_limit_ms: int = _setting(

@@ -39,6 +39,7 @@ except ImportError:  # a job image without it (it is no job requirement): reads 
     httptools = None  # type: ignore[assignment]
 
 from query_core.config import OpenSearchConfig
+from query_core.peer import PeerRefusedError, check_peer, refusal
 
 #: Largest reply read (a statement or session document is a few KB; a big query text may be 1 MB).
 MAX_REPLY_BYTES = 16 * 1024 * 1024
@@ -126,6 +127,8 @@ class RealtimeReader:
                 self._context.check_hostname = False
                 self._context.verify_mode = ssl.CERT_NONE
         self._local = threading.local()
+        #: The uid the index's listener must belong to (:mod:`query_core.peer`; None: not checked).
+        self.peer_uid = cfg.peer_uid
 
     @staticmethod
     def usable(cfg: OpenSearchConfig) -> bool:
@@ -207,6 +210,7 @@ class RealtimeReader:
             sock = None
         if sock is None:
             sock = socket.create_connection(self._address, timeout=self._timeout)
+            check_peer(sock, self.peer_uid)  # before a byte of the credential is sent
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if self._context is not None:
                 sock = self._context.wrap_socket(sock, server_hostname=self._address[0])
@@ -335,9 +339,13 @@ class AsyncRealtimeReader:
     async def _connect(self, loop: asyncio.AbstractEventLoop) -> _GetProtocol:
         host, port = self._reader._address
         context = self._reader._context
-        _, protocol = await loop.create_connection(
+        transport, protocol = await loop.create_connection(
             _GetProtocol, host, port, ssl=context, server_hostname=host if context else None
         )
+        reason = refusal(transport.get_extra_info("socket"), self._reader.peer_uid)
+        if reason is not None:  # nothing was sent yet: requests are sent once connected
+            transport.close()
+            raise PeerRefusedError(reason)
         return protocol
 
 

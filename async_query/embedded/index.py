@@ -44,6 +44,7 @@ from async_query.security import views
 from async_query.security.job_user import JobUser, JobUserError, find_java
 from query_core.config import OpenSearchConfig
 from query_core.errors import AsyncQueryError
+from query_core.peer import checked_transport
 
 log = logging.getLogger(__name__)
 
@@ -122,9 +123,32 @@ class EmbeddedIndex:
         """A connection to this index (``overrides``: other :class:`OpenSearchConfig` fields)."""
         return OpenSearchConfig(**{**overrides, **self.connection_fields()})
 
+    @property
+    def peer_uid(self) -> int:
+        """The uid the node runs as, which its listener belongs to: every client checks it before
+        sending the credential (:mod:`query_core.peer`; docs/security.md)."""
+        return self.options.user.uid if self.options.user is not None else os.geteuid()
+
     def connection_fields(self) -> dict[str, Any]:
-        """The :class:`OpenSearchConfig` fields that reach this index: URL and credential."""
-        return {"url": self.url, "auth": "basic", "username": self.credential.username, "password": self.credential.password}
+        """The :class:`OpenSearchConfig` fields that reach this index: URL, credential, and the
+        uid its listener must belong to."""
+        return {
+            "url": self.url,
+            "auth": "basic",
+            "username": self.credential.username,
+            "password": self.credential.password,
+            "peer_uid": self.peer_uid,
+        }
+
+    def _http(self, timeout: float) -> httpx.Client:
+        """A client of the node for its start: each connection checked, as the service's are."""
+        return httpx.Client(
+            base_url=self.url,
+            auth=self.auth,
+            timeout=timeout,
+            transport=checked_transport(httpx.HTTPTransport(), self.peer_uid),
+            trust_env=False,
+        )
 
     @classmethod
     def start(
@@ -249,7 +273,7 @@ class EmbeddedIndex:
         """Return once every primary shard is active (the node answers yellow or green); raise
         with the node's own reason if it does not within :data:`START_TIMEOUT_S`."""
         status = "no answer"
-        with httpx.Client(base_url=self.url, auth=self.auth, timeout=5) as client:
+        with self._http(5) as client:
             while time.monotonic() - began < START_TIMEOUT_S:
                 assert self.process is not None
                 if self.process.poll() is not None:
@@ -259,8 +283,9 @@ class EmbeddedIndex:
                     status = str(reply.json().get("status", reply.status_code))
                     if reply.status_code == 200:
                         return
-                except (httpx.HTTPError, ValueError):
-                    pass
+                except (httpx.HTTPError, ValueError) as exc:
+                    if "is not the embedded index's" in str(exc):
+                        status = str(exc)
                 time.sleep(0.2)
             reason = _unassigned_reason(client)
         self.kill()
@@ -272,7 +297,7 @@ class EmbeddedIndex:
         """What a single node needs, applied at each start: no replica for an index that names
         none (a cluster setting, kept in its state), and none for an index that has one already
         (made elsewhere, or before): every index green, none waiting for a second node."""
-        with httpx.Client(base_url=self.url, auth=self.auth, timeout=30) as client:
+        with self._http(30) as client:
             reply = client.put("/_cluster/settings", json={"persistent": {"cluster.default_number_of_replicas": 0}})
             if reply.status_code != 200:
                 raise IndexStartError(f"the embedded index refused its cluster settings: {reply.status_code} {reply.text[:300]}")

@@ -310,6 +310,7 @@ def job_conf(
         password=opensearch.password if basic else "",
         region=opensearch.region,
         verify_certs=opensearch.verify_certs,
+        peer_uid=opensearch.peer_uid,
         inactivity_limit_ms=settings.inactivity_limit_ms,
         query_execution_timeout_s=settings.query_execution_timeout_s,
         query_wait_timeout_ms=settings.query_wait_timeout_ms,

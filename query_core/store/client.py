@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 import time
 from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from typing import Any, TypeVar, cast
 from urllib.parse import quote
 
-from opensearchpy import OpenSearch
+from opensearchpy import OpenSearch, Urllib3HttpConnection
 from opensearchpy import exceptions as os_exc
 from tenacity import RetryCallState
 
@@ -44,6 +45,7 @@ from query_core.errors import (
     VersionConflictError,
 )
 from query_core.ids import DATASOURCE_INDEX, REQUEST_INDEX_PATTERN, RESULT_INDEX_PATTERN, SCHEDULER_INDEX, index_kind
+from query_core.peer import check_peer
 from query_core.realtime import AsyncRealtimeReader, ReadNotServed, ReadTimedOut, RealtimeReader
 from query_core.retry import bounded_retrying
 from query_core.store.connector import (
@@ -125,6 +127,23 @@ def translate(exc: Exception, what: str) -> AsyncQueryError:
     return IndexOperationError(f"{what}: {type(exc).__name__}")
 
 
+class CheckedConnection(Urllib3HttpConnection):
+    """opensearch-py's connection whose every new socket is checked before it is used
+    (:func:`query_core.peer.check_peer`: the embedded index's listener, not another user's)."""
+
+    def __init__(self, *args: Any, peer_uid: int | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        base = self.pool.ConnectionCls
+
+        class Checked(base):  # type: ignore[valid-type,misc]
+            def _new_conn(self) -> socket.socket:
+                sock: socket.socket = super()._new_conn()
+                check_peer(sock, peer_uid)
+                return sock
+
+        self.pool.ConnectionCls = Checked
+
+
 def build_client(cfg: OpenSearchConfig) -> OpenSearch:
     """An opensearch-py client with its own retries off (:class:`ClusterConnection` retries with tenacity)."""
     kwargs: dict[str, Any] = {
@@ -140,6 +159,9 @@ def build_client(cfg: OpenSearchConfig) -> OpenSearch:
         kwargs["ssl_show_warn"] = cfg.verify_certs
         if cfg.ca_certs:
             kwargs["ca_certs"] = cfg.ca_certs
+    if cfg.peer_uid is not None:
+        kwargs["connection_class"] = CheckedConnection
+        kwargs["peer_uid"] = cfg.peer_uid
     if cfg.auth == "basic":
         kwargs["http_auth"] = (cfg.username, cfg.password)
     elif cfg.auth == "sigv4":

@@ -354,6 +354,7 @@ def test_a_result_the_index_refuses_fails_its_statement_with_the_cause_and_the_s
     job.wait_for_session()
     job.claim()
 
+    plugin.signals.flush()  # the statement's signal, written just after its POST's reply
     assert job.run_once()
     reply = get(plugin, submitted.query_id)
     assert reply["status"] == "FAILED"
@@ -366,6 +367,7 @@ def test_a_result_the_index_refuses_fails_its_statement_with_the_cause_and_the_s
     )
     second = plugin.service.submit(SubmitRequest("local", "sql", "SELECT 2", submitted.session_id))
     assert second.session_id == submitted.session_id
+    plugin.signals.flush()  # the statement's signal, written just after its POST's reply
     assert job.run_once()
     assert get(plugin, second.query_id)["datarows"] == expected(2)
     assert not job.stop_event.is_set()
@@ -380,6 +382,7 @@ def test_a_statement_whose_failed_result_is_refused_too_is_failed_and_the_sessio
     job.wait_for_session()
     job.claim()
 
+    plugin.signals.flush()  # the statement's signal, written just after its POST's reply
     assert job.run_once()
     statement = plugin.store.statements.get("local", submitted.query_id)
     assert statement is not None and statement.doc.state == StatementState.FAILED
