@@ -11,8 +11,8 @@ owner, and the connection is closed unused (:class:`PeerRefusedError`, a connect
 callers: the index is unavailable for as long as the impostor holds the port).
 
 The check covers IPv4 loopback connections, the embedded node's; a connection elsewhere has
-nothing to check here (a remote cluster's TLS is its identity). A machine without ``/proc/net/tcp``
-cannot tell, and is refused: the embedded index runs on Linux.
+nothing to check here (a remote cluster's TLS is its identity). A machine without
+``/proc/net/tcp`` cannot tell, and is refused: the embedded index runs on Linux.
 """
 
 from __future__ import annotations
@@ -23,27 +23,36 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-#: The kernel's table of this network namespace's IPv4 TCP sockets.
-TCP_TABLE = Path("/proc/net/tcp")
+#: The kernel's tables of this network namespace's TCP sockets, IPv4 and IPv6.
+TCP_TABLES = (Path("/proc/net/tcp"), Path("/proc/net/tcp6"))
 
 
 class PeerRefusedError(ConnectionError):
     """The socket at the far end of a connection does not belong to the expected user."""
 
 
-def _hex_address(host: str, port: int) -> str:
-    """``host:port`` as the kernel's table writes it (the address's bytes in host order)."""
+def _hex_address(host: str, port: int, mapped: bool = False) -> str:
+    """``host:port`` as the kernel's table writes it: the address's 32-bit words each in host
+    order (``mapped``: as an IPv4-mapped IPv6 address, in the table of IPv6 sockets)."""
     packed = socket.inet_aton(host)
-    return f"{int.from_bytes(packed, 'little'):08X}:{port:04X}"
+    if mapped:
+        packed = socket.inet_pton(socket.AF_INET6, "::ffff:" + host)
+    words = [packed[i : i + 4] for i in range(0, len(packed), 4)]
+    return "".join(f"{int.from_bytes(word, 'little'):08X}" for word in words) + f":{port:04X}"
 
 
-def peer_owner(sock: socket.socket, table: Path = TCP_TABLE) -> int | None:
-    """The uid owning the far end of the connected IPv4 ``sock`` (None: not found in the table)."""
+def peer_owner(sock: socket.socket, tables: tuple[Path, Path] = TCP_TABLES) -> int | None:
+    """The uid owning the far end of the connected IPv4 ``sock`` (None: not found). A JVM's
+    listener is an IPv6 socket taking IPv4 connections: its end is in the IPv6 table, with the
+    addresses mapped."""
     local_host, local_port = sock.getsockname()[:2]
     peer_host, peer_port = sock.getpeername()[:2]
-    far, near = _hex_address(peer_host, peer_port), _hex_address(local_host, local_port)
-    with open(table, encoding="ascii") as lines:
-        next(lines, None)  # the header
+    for table, mapped in zip(tables, (False, True), strict=True):
+        far, near = _hex_address(peer_host, peer_port, mapped), _hex_address(local_host, local_port, mapped)
+        try:
+            lines = table.read_text(encoding="ascii").splitlines()[1:]
+        except FileNotFoundError:
+            continue  # no IPv6 on this machine
         for line in lines:
             fields = line.split()
             if len(fields) > 7 and fields[1] == far and fields[2] == near:

@@ -13,8 +13,11 @@
 // it, or died) or on SIGTERM. See docs/durability.md and docs/security.md ("The embedded index").
 //
 // The guard:
-//   - every HTTP request must carry the credential, compared in constant time before any handler
-//     runs; others get 401 and nothing is read or written;
+//   - every HTTP request must carry the credential, compared in constant time on the request's
+//     head, before its body is read (the node's HTTP transport is Netty's, with this check in its
+//     pipeline ahead of the body's aggregation: "asyncquery-guarded"); others get 401, their
+//     connection closed, and nothing is read, kept or written; the same check runs again before
+//     any REST handler;
 //   - the transport port (one node: nothing may connect to it) refuses every request that does
 //     not come from this node itself, so no local process can go around the HTTP check.
 //
@@ -31,16 +34,34 @@ import java.util.ArrayList;
 import java.util.Collections;
 import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.function.Supplier;
 import java.util.function.UnaryOperator;
 
+import io.netty.buffer.Unpooled;
+import io.netty.channel.ChannelFutureListener;
+import io.netty.channel.ChannelHandlerContext;
+import io.netty.channel.ChannelInboundHandlerAdapter;
+import io.netty.handler.codec.http.DefaultFullHttpResponse;
+import io.netty.handler.codec.http.HttpRequest;
+import io.netty.handler.codec.http.HttpResponseStatus;
+import io.netty.handler.codec.http.HttpVersion;
+import io.netty.util.ReferenceCountUtil;
 import org.codelibs.opensearch.runner.node.OpenSearchRunnerNode;
 import org.opensearch.client.node.NodeClient;
+import org.opensearch.common.network.NetworkService;
+import org.opensearch.common.settings.ClusterSettings;
 import org.opensearch.common.settings.Settings;
+import org.opensearch.common.util.BigArrays;
+import org.opensearch.common.util.PageCacheRecycler;
 import org.opensearch.common.util.concurrent.ThreadContext;
 import org.opensearch.core.common.io.stream.NamedWriteableRegistry;
+import org.opensearch.core.indices.breaker.CircuitBreakerService;
+import org.opensearch.core.xcontent.NamedXContentRegistry;
 import org.opensearch.core.rest.RestStatus;
 import org.opensearch.env.Environment;
+import org.opensearch.http.HttpServerTransport;
+import org.opensearch.http.netty4.Netty4HttpServerTransport;
 import org.opensearch.node.InternalSettingsPreparer;
 import org.opensearch.node.Node;
 import org.opensearch.plugins.ActionPlugin;
@@ -51,9 +72,12 @@ import org.opensearch.rest.RestChannel;
 import org.opensearch.rest.RestHandler;
 import org.opensearch.rest.RestRequest;
 import org.opensearch.tasks.Task;
+import org.opensearch.telemetry.tracing.Tracer;
+import org.opensearch.threadpool.ThreadPool;
 import org.opensearch.transport.TransportChannel;
 import org.opensearch.transport.TransportInterceptor;
 import org.opensearch.transport.TransportRequest;
+import org.opensearch.transport.SharedGroupFactory;
 import org.opensearch.transport.TransportRequestHandler;
 
 public final class IndexNode {
@@ -125,6 +149,71 @@ public final class IndexNode {
 
         public List getTransportInterceptors(NamedWriteableRegistry registry, ThreadContext context) {
             return Collections.singletonList(new LocalOnly());
+        }
+
+        public Map getHttpTransports(
+                final Settings settings, final ThreadPool threadPool, final BigArrays bigArrays,
+                PageCacheRecycler pageCacheRecycler, CircuitBreakerService circuitBreakerService,
+                final NamedXContentRegistry xContentRegistry, final NetworkService networkService,
+                final HttpServerTransport.Dispatcher dispatcher, final ClusterSettings clusterSettings,
+                final Tracer tracer) {
+            return Collections.singletonMap(HTTP_TYPE, new Supplier() {
+                public Object get() {
+                    return new GuardedHttp(settings, networkService, bigArrays, threadPool, xContentRegistry,
+                        dispatcher, clusterSettings, new SharedGroupFactory(settings), tracer);
+                }
+            });
+        }
+    }
+
+    /** The HTTP transport's name in the node's settings (``http.type``). */
+    static final String HTTP_TYPE = "asyncquery-guarded";
+
+    /** Netty's HTTP transport, each request's head checked before its body is read. */
+    static final class GuardedHttp extends Netty4HttpServerTransport {
+        GuardedHttp(Settings settings, NetworkService networkService, BigArrays bigArrays, ThreadPool threadPool,
+                NamedXContentRegistry xContentRegistry, HttpServerTransport.Dispatcher dispatcher,
+                ClusterSettings clusterSettings, SharedGroupFactory groups, Tracer tracer) {
+            super(settings, networkService, bigArrays, threadPool, xContentRegistry, dispatcher, clusterSettings,
+                groups, tracer);
+        }
+
+        protected ChannelInboundHandlerAdapter createHeaderVerifier() {
+            return new HeadCheck();
+        }
+    }
+
+    /**
+     * One connection's check: a request whose head lacks the credential is answered 401 and its
+     * connection closed; its body, and anything after it, is dropped unread.
+     */
+    static final class HeadCheck extends ChannelInboundHandlerAdapter {
+        private boolean refused;
+
+        public void channelRead(ChannelHandlerContext ctx, Object msg) throws Exception {
+            if (refused) {
+                ReferenceCountUtil.release(msg);
+                return;
+            }
+            if (msg instanceof HttpRequest) {
+                String header = ((HttpRequest) msg).headers().get("Authorization");
+                byte[] given = header == null ? new byte[0] : header.getBytes(StandardCharsets.UTF_8);
+                if (!MessageDigest.isEqual(given, Guard.expected)) {
+                    refused = true;
+                    ReferenceCountUtil.release(msg);
+                    byte[] body = ("{\"error\":{\"type\":\"security_exception\",\"reason\":\"this index answers only "
+                        + "the async query service and its jobs\"},\"status\":401}").getBytes(StandardCharsets.UTF_8);
+                    DefaultFullHttpResponse response = new DefaultFullHttpResponse(
+                        HttpVersion.HTTP_1_1, HttpResponseStatus.UNAUTHORIZED, Unpooled.wrappedBuffer(body));
+                    response.headers().set("Content-Type", "application/json; charset=UTF-8");
+                    response.headers().set("Content-Length", String.valueOf(body.length));
+                    response.headers().set("WWW-Authenticate", "Basic realm=\"async-query\"");
+                    response.headers().set("Connection", "close");
+                    ctx.writeAndFlush(response).addListener(ChannelFutureListener.CLOSE);
+                    return;
+                }
+            }
+            ctx.fireChannelRead(msg);
         }
     }
 

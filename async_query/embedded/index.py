@@ -205,6 +205,8 @@ class EmbeddedIndex:
             "path.logs": str(self.directory / "logs"),
             "network.host": "127.0.0.1",
             "http.port": str(self.port),
+            # Netty's, with the credential checked on each request's head (IndexNode.java).
+            "http.type": "asyncquery-guarded",
             "transport.port": str(self.transport_port),
             "discovery.type": "single-node",
             "cluster.routing.allocation.disk.watermark.low": low,
