@@ -211,6 +211,9 @@ TRICKS = [
     "{wh}/[.][.]/outside",
     "{wh}/.{{.}}/outside",
     "{wh}/x*/../../outside",
+    # A control character (Spark reads ``\u0000`` as a NUL), raw or %-escaped: no path holds one.
+    "{wh}/t\\u0000x",
+    "{wh}/t%00x",
 ]
 PLACES = [
     "CREATE TABLE p (a INT) USING parquet LOCATION '{path}'",
@@ -275,7 +278,14 @@ FLINT = [
         'CREATE INDEX by_k ON default.wh_ok (a) WITH (extra_options = \'{{"default.wh_ok": {{"path": "{outside}"}}}}\')',
         E.FLINT_OPTION,
     ),
-    # The index's settings and mappings: what the allow lists name, nothing that runs or reads.
+    # The index's settings and mappings: what the allow lists name, nothing that runs or reads,
+    # and no more shards or replicas than the index cluster can give everyone.
+    _case('CREATE INDEX by_k ON default.wh_ok (a) WITH (index_settings = \'{{"number_of_shards": 900}}\')', E.FLINT_OPTION),
+    _case(
+        'CREATE INDEX by_k ON default.wh_ok (a) WITH (index_settings = \'{{"index": {{"number_of_replicas": 900}}}}\')',
+        E.FLINT_OPTION,
+    ),
+    _case('CREATE INDEX by_k ON default.wh_ok (a) WITH (index_settings = \'{{"refresh_interval": "1ms"}}\')', E.FLINT_OPTION),
     _case(
         'CREATE INDEX by_k ON default.wh_ok (a) WITH (index_settings = \'{{"index.default_pipeline": "p"}}\')',
         E.FLINT_OPTION,

@@ -70,6 +70,7 @@ from query_core.models import now_millis
 from query_core.states import FlintIndexState
 from query_core.store import Store
 from query_core.validation import ALLOW_ALL, ValidationPolicy
+from query_core.validation.index_settings import check_index_settings
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -197,9 +198,10 @@ class FlintEngine:
             raise FlintIndexError(f"Flint index {meta.index_name} already exists")
         if schema is None:
             schema = self._output_schema(meta)
+        body = self._index_body(meta, schema)
 
         def work() -> None:
-            self.store.admin.create_index(meta.index_name, self._index_body(meta, schema))
+            self.store.admin.create_index(meta.index_name, body)
             if scheduled:  # its runs resume from the checkpoint: one a dropped index left goes first
                 self.streams.clear_checkpoint(meta)
 
@@ -370,7 +372,14 @@ class FlintEngine:
         return StructType([f for f in frame.schema.fields if f.name != ID_COLUMN])
 
     def _index_body(self, meta: IndexMeta, schema: StructType) -> dict[str, Any]:
-        settings = json.loads(meta.options.get("index_settings", "{}") or "{}")
+        """The new index's settings and mappings. Its settings are checked again here, as the
+        plugin checks them, whatever checked the statement or wrote its options: a refusal
+        (:class:`QueryRefusedError`) has the plugin's words (docs/validation.md)."""
+        try:
+            settings = json.loads(meta.options.get("index_settings", "{}") or "{}")
+        except ValueError:
+            raise FlintIndexError("option index_settings must be a JSON object") from None
+        check_index_settings(settings, self.context.validation)
         body = index_body(schema, meta.to_meta(), settings)
         extra = json.loads(meta.options.get("index_mappings", "{}") or "{}")
         if extra:

@@ -378,12 +378,7 @@ EXTRA_SOURCE_OPTIONS = frozenset(
 EXTRA_SINK_OPTIONS = frozenset({"batch_size"})
 #: The keys ``extra_options`` names the index by, besides the index's own name.
 SINK_KEYS = frozenset({"sink"})
-#: ``index_settings``: the index settings a statement may give the Flint index it creates (dotted,
-#: without the ``index.`` prefix; scalar values). Not an ingest pipeline, a shard allocation, a
-#: block, an analyzer or anything that reads a file on the cluster.
-INDEX_SETTINGS = frozenset(
-    {"number_of_shards", "number_of_replicas", "auto_expand_replicas", "refresh_interval", "max_result_window"}
-)
+#: ``index_settings``: see :mod:`query_core.validation.index_settings` (known keys, bounded values).
 #: ``index_mappings``: what a field's mapping may say (no script, ``copy_to`` or analyzer).
 INDEX_MAPPING_PARAMETERS = frozenset(
     {

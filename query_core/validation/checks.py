@@ -14,7 +14,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from query_core.validation import allowlists
 from query_core.validation.allowlists import Provider
 from query_core.validation.elements import GrammarElement, function_element
-from query_core.validation.paths import Resolver
+from query_core.validation.index_settings import check_index_settings
+from query_core.validation.paths import Resolver, shown_location
 from query_core.validation.policy import ValidationPolicy, is_protected_key, is_under
 from query_core.validation.refusal import QueryRefusedError
 
@@ -88,14 +89,14 @@ class Checks:
         if self.policy.denies(GrammarElement.LOCATION) and not is_under(
             location, self.policy.warehouse_root, self.resolve
         ):
-            self.element(GrammarElement.LOCATION, location)
+            self.element(GrammarElement.LOCATION, shown_location(location))
 
     def checkpoint(self, location: str) -> None:
         """A Flint index's ``checkpoint_location`` (written by its stream, deleted by VACUUM)."""
         if self.policy.denies(GrammarElement.CHECKPOINT_LOCATION) and not is_under(
             location, self.policy.checkpoint_root, self.resolve
         ):
-            self.element(GrammarElement.CHECKPOINT_LOCATION, location)
+            self.element(GrammarElement.CHECKPOINT_LOCATION, shown_location(location))
 
     # -- configuration ------------------------------------------------------------------------------
 
@@ -175,12 +176,9 @@ class Checks:
             self.index_mappings(options["index_mappings"])
 
     def index_settings(self, text: str) -> None:
-        """The settings of the Flint index a statement creates: known ones, scalar values."""
-        parsed = self._json_object("index_settings", text)
-        for key, value in _flattened(parsed):
-            name = key.removeprefix("index.")
-            if name not in allowlists.INDEX_SETTINGS or isinstance(value, dict | list):
-                self.element(GrammarElement.FLINT_OPTION, f"index_settings: {key}")
+        """The settings of the Flint index a statement creates: known keys, bounded values
+        (:func:`query_core.validation.index_settings.check_index_settings`)."""
+        check_index_settings(self._json_object("index_settings", text), self.policy)
 
     def index_mappings(self, text: str) -> None:
         """Field mappings of the Flint index a statement creates, as the job reads them (the
@@ -233,12 +231,3 @@ class Checks:
             for key in entry if isinstance(entry, dict) else ():
                 if str(key).lower() not in allowed:
                     self.element(GrammarElement.FLINT_OPTION, f"extra_options {target}: {key}")
-
-
-def _flattened(value: Mapping[str, object], prefix: str = "") -> Iterable[tuple[str, object]]:
-    """A settings object's leaves as dotted keys (``{"index": {"a": 1}}`` is ``index.a``)."""
-    for key, item in value.items():
-        if isinstance(item, dict):
-            yield from _flattened(item, f"{prefix}{key}.")
-        else:
-            yield f"{prefix}{key}", item

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import re
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import unquote
@@ -173,13 +174,29 @@ def has_glob(location: str) -> bool:
     return any(character in GLOB_CHARACTERS for character in location)
 
 
+def has_control(text: str) -> bool:
+    """Whether ``text`` holds a control character (NUL, a line break, DEL, ...), in its own reading or
+    %-decoded: no file system path holds one on purpose, and the operating system refuses a NUL."""
+    return any(unicodedata.category(c) == "Cc" for c in text + unquote(text))
+
+
+def shown_location(location: str) -> str:
+    """``location`` as a refusal shows it: each control character escaped (``\\u0000``), and
+    saying so."""
+    if not has_control(location):
+        return location
+    escaped = "".join(f"\\u{ord(c):04x}" if unicodedata.category(c) == "Cc" else c for c in location)
+    return f"{escaped}, which holds a control character"
+
+
 def is_below(location: str, root: str, resolve: Resolver | None = None) -> bool:
     """Whether ``location`` lies strictly below ``root`` (the root itself is not below it), in
     Hadoop's reading, in the %-decoded reading, and, for local places, once symbolic links are
-    followed; a location Spark would expand as a glob (:func:`has_glob`) never is. ``resolve`` reads a location as the job's Hadoop does (scheme and authority of the
+    followed; a location Spark would expand as a glob (:func:`has_glob`), or holding a control
+    character (:func:`has_control`), never is. ``resolve`` reads a location as the job's Hadoop does (scheme and authority of the
     default file system filled in); by default :func:`hadoop_path` does, with ``file`` as the
     default scheme. A relative location, another scheme or another authority is never below."""
-    if not root.strip() or not location.strip() or has_glob(location):
+    if not root.strip() or not location.strip() or has_glob(location) or has_control(location + root):
         return False
     reader: Resolver = resolve or local_place
     base = reader(root.strip())
@@ -189,7 +206,7 @@ def is_below(location: str, root: str, resolve: Resolver | None = None) -> bool:
     if "%" in location:
         readings.append(reader(unquote(location)))
     for place in readings:
-        if place is None or not base.contains(place):
+        if place is None or has_control(place.path) or not base.contains(place):
             return False
         if place.scheme == "file" and not _real_place(base).contains(_real_place(place)):
             return False

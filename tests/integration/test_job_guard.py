@@ -19,6 +19,7 @@ from query_core.flint.naming import latest_id
 from query_core.states import FlintIndexState
 from query_core.store import Store
 from query_core.validation import Profile, QueryRefusedError, ValidationPolicy, Verdict, policy_for, validate_query
+from tests.support import driver
 
 pytestmark = pytest.mark.spark
 
@@ -148,6 +149,51 @@ def test_vacuum_deletes_no_checkpoint_outside_the_root(
     found = store.index_states.get("lake", latest_id(index))
     assert found is not None and found.doc.state is FlintIndexState.DELETED
     spark.sql("DROP TABLE IF EXISTS default.guard_sales")
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ('{"number_of_shards": 900}', r"index_settings: number_of_shards 900, not 1 to 5"),
+        ('{"index": {"number_of_replicas": 900}}', r"index_settings: index.number_of_replicas 900, not 0 to 2"),
+        ('{"index.max_result_window": 2147483647}', r"index_settings: index.max_result_window\)"),
+    ],
+)
+def test_the_engine_creates_no_index_whose_settings_are_refused(
+    spark: Any, store: Store, opensearch_config: OpenSearchConfig, tmp_path: Path, settings: str, message: str
+) -> None:
+    """The second wall: the index's settings are checked again where the engine creates it,
+    whatever checked the statement (here nothing did), with the plugin's words; nothing is made."""
+    spark.sql("CREATE TABLE IF NOT EXISTS default.guard_sales (id INT, region STRING) USING parquet")
+    engine = FlintEngine(FlintContext(spark, store, opensearch_config, "lake", validation=local_policy(tmp_path)))
+    index = "flint_lake_default_guard_sales_by_region_index"
+    statement = parse(f"CREATE INDEX by_region ON default.guard_sales (region) WITH (index_settings = '{settings}')")
+    assert statement is not None
+    with pytest.raises(QueryRefusedError, match=message):
+        engine.run(statement)
+    assert not store.admin.index_exists(index)
+    assert store.index_states.get("lake", latest_id(index)) is None
+
+
+def test_the_engine_creates_an_index_with_settings_within_their_bounds(
+    spark: Any, store: Store, opensearch_config: OpenSearchConfig, tmp_path: Path
+) -> None:
+    spark.sql("CREATE TABLE IF NOT EXISTS default.guard_sales (id INT, region STRING) USING parquet")
+    engine = FlintEngine(FlintContext(spark, store, opensearch_config, "lake", validation=local_policy(tmp_path)))
+    index = "flint_lake_default_guard_sales_by_id_index"
+    settings = '{"index.number_of_shards": 2, "number_of_replicas": 0, "refresh_interval": "5s"}'
+    for sql in (
+        f"CREATE INDEX by_id ON default.guard_sales (id) WITH (index_settings = '{settings}')",
+        "DROP INDEX by_id ON default.guard_sales",
+        "VACUUM INDEX by_id ON default.guard_sales",
+    ):
+        statement = parse(sql)
+        assert statement is not None
+        engine.run(statement)
+        if sql.startswith("CREATE"):
+            made = driver(store).indices.get_settings(index=index)[index]["settings"]["index"]
+            assert (str(made["number_of_shards"]), str(made["refresh_interval"])) == ("2", "5s")
+    assert not store.admin.index_exists(index)
 
 
 def test_the_function_table_is_the_running_sparks(spark: Any) -> None:

@@ -87,6 +87,30 @@ REFUSED = [
         "SET spark.datasource.flint.host",
         "SET/RESET of a protected key (spark.datasource.flint.host) is not allowed.",
     ),
+    # Found by an attack: a NUL in a location was a 500 (``embedded null byte``), and a Flint
+    # index of 900 shards filled the index cluster's shards for everyone.
+    (
+        "sql",
+        "CREATE TABLE t (id INT) USING parquet LOCATION 'file:///srv/var/warehouse/t\\u0000x'",
+        "LOCATION outside the warehouse (file:///srv/var/warehouse/t\\u0000x, which holds a control character)"
+        " is not allowed.",
+    ),
+    (
+        "sql",
+        "CREATE INDEX c ON t (id) WITH (auto_refresh = true, checkpoint_location = '/srv/var/checkpoints/x\\u0000')",
+        "checkpoint_location outside the checkpoint root (/srv/var/checkpoints/x\\u0000, which holds a control"
+        " character) is not allowed.",
+    ),
+    (
+        "sql",
+        'CREATE INDEX ci1 ON t (id) WITH (index_settings = \'{"number_of_shards": 900}\')',
+        "Flint index option (index_settings: number_of_shards 900, not 1 to 5) is not allowed.",
+    ),
+    (
+        "sql",
+        'CREATE INDEX ci1 ON t (id) WITH (index_settings = \'{"refresh_interval": "1ms"}\')',
+        'Flint index option (index_settings: refresh_interval "1ms", not -1 or at least 1s) is not allowed.',
+    ),
 ]
 
 

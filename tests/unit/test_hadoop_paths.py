@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from query_core.validation.paths import PathError, hadoop_path, is_below
+from query_core.validation.paths import PathError, Place, hadoop_path, is_below, shown_location
 
 #: (text, (scheme, authority, decoded path)) as ``new Path(text).toUri()`` gives them; None where
 #: Hadoop throws.
@@ -148,3 +148,23 @@ def test_a_root_named_through_a_link_holds_what_is_written_below_it(tmp_path: Pa
     assert is_below(str(tmp_path / "link" / "t"), str(tmp_path / "link"))
     # Below the root as written, and below it once links are followed: both must hold.
     assert not is_below(str(real / "t"), str(tmp_path / "link"))
+
+
+@pytest.mark.parametrize("location", ["/srv/wh/t\x00x", "/srv/wh/t%00x", "/srv/wh/t\nx", "/srv/wh/t\x7f", "/srv/wh/\x85"])
+def test_a_location_holding_a_control_character_is_outside_without_an_error(location: str) -> None:
+    """Found by an attack: a NUL reached ``os.path.realpath``, whose ``ValueError`` was a 500."""
+    assert not is_below(location, "/srv/wh")
+    assert not is_below("/srv/wh/t", "/srv/w\x00h")
+
+
+def test_a_control_character_the_job_s_reading_decodes_is_outside_too() -> None:
+    """Whatever the reader (the job's Hadoop) makes of a location: a control character in the path
+    it gives is refused before the path reaches the operating system."""
+
+    def decoding(location: str) -> Place | None:
+        return Place("file", "", location.replace("~", "\x00")) if location.startswith("/") else None
+
+    assert is_below("/srv/wh/t", "/srv/wh", decoding)
+    assert not is_below("/srv/wh/t~", "/srv/wh", decoding)
+    assert shown_location("/srv/wh/t\x00") == "/srv/wh/t\\u0000, which holds a control character"
+    assert shown_location("/srv/wh/t") == "/srv/wh/t"

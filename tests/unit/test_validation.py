@@ -624,6 +624,46 @@ ALLOW_LIST_REFUSED = [
         "Flint index option (index_settings: number_of_shards.x) is not allowed.",
     ),
     (
+        'CREATE INDEX ix ON t (a) WITH (index_settings = \'{"index": {"number_of_shards": "6"}}\')',
+        'Flint index option (index_settings: index.number_of_shards "6", not 1 to 5) is not allowed.',
+    ),
+    (
+        'CREATE INDEX ix ON t (a) WITH (index_settings = \'{"number_of_shards": 0}\')',
+        "Flint index option (index_settings: number_of_shards 0, not 1 to 5) is not allowed.",
+    ),
+    (
+        'CREATE INDEX ix ON t (a) WITH (index_settings = \'{"number_of_shards": 2.0}\')',
+        "Flint index option (index_settings: number_of_shards 2.0, not 1 to 5) is not allowed.",
+    ),
+    (
+        'CREATE INDEX ix ON t (a) WITH (index_settings = \'{"number_of_replicas": 3}\')',
+        "Flint index option (index_settings: number_of_replicas 3, not 0 to 2) is not allowed.",
+    ),
+    (
+        'CREATE INDEX ix ON t (a) WITH (index_settings = \'{"refresh_interval": "999ms"}\')',
+        'Flint index option (index_settings: refresh_interval "999ms", not -1 or at least 1s) is not allowed.',
+    ),
+    (
+        'CREATE INDEX ix ON t (a) WITH (index_settings = \'{"refresh_interval": 5}\')',
+        "Flint index option (index_settings: refresh_interval 5, not -1 or at least 1s) is not allowed.",
+    ),
+    (
+        'CREATE INDEX ix ON t (a) WITH (index_settings = \'{"index.max_result_window": 2147483647}\')',
+        "Flint index option (index_settings: index.max_result_window) is not allowed.",
+    ),
+    (
+        'CREATE INDEX ix ON t (a) WITH (index_settings = \'{"auto_expand_replicas": "0-all"}\')',
+        "Flint index option (index_settings: auto_expand_replicas) is not allowed.",
+    ),
+    (
+        "CREATE TABLE t (a INT) USING parquet LOCATION '/srv/var/warehouse/t%00'",
+        "LOCATION outside the warehouse (/srv/var/warehouse/t%00, which holds a control character) is not allowed.",
+    ),
+    (
+        "CREATE TABLE t (a INT) USING parquet OPTIONS (path '/srv/var/warehouse/t\\nx')",
+        "LOCATION outside the warehouse (/srv/var/warehouse/t\\u000ax, which holds a control character) is not allowed.",
+    ),
+    (
         'CREATE INDEX ix ON t (a) WITH (index_mappings = \'{"properties": {"a": {"type": "keyword", "copy_to": "b"}}}\')',
         "Flint index option (index_mappings: a: copy_to) is not allowed.",
     ),
@@ -664,6 +704,9 @@ ALLOW_LIST_ALLOWED = [
     'CREATE INDEX ix ON t (a) WITH (extra_options = \'{"t": {"maxFilesPerTrigger": 5}, "sink": {"BATCH_SIZE": 9}}\')',
     'CREATE INDEX ix ON t (a) WITH (index_settings = \'{"number_of_shards": 2, "index": {"refresh_interval": "5s"}}\')',
     'CREATE INDEX ix ON t (a) WITH (index_settings = \'{"index.number_of_replicas": 0}\')',
+    'CREATE INDEX ix ON t (a) WITH (index_settings = \'{"number_of_shards": "5", "number_of_replicas": 2}\')',
+    'CREATE INDEX ix ON t (a) WITH (index_settings = \'{"refresh_interval": -1, "index.refresh_interval": "1000ms"}\')',
+    'CREATE INDEX ix ON t (a) WITH (index_settings = \'{"refresh_interval": "-1"}\')',
     'CREATE INDEX ix ON t (a) WITH (index_mappings = \'{"properties": {"a": {"type": "keyword", "ignore_above": 256}}}\')',
     'CREATE INDEX ix ON t (a) WITH (index_mappings = \'{"a": {"type": "text", "fields": {"raw": {"type": "keyword"}}}}\')',
 ]
