@@ -1,7 +1,9 @@
 """The operating-system user local jobs run as: the second wall behind statement validation.
 
 A statement that got past validation runs code inside its job. Where the service runs as root, its
-jobs therefore run as an unprivileged *job user* (``local_job_user``; default ``nobody``), and the
+jobs therefore run as an unprivileged *job user* (``local_job_user``; default ``async-query-jobs``,
+made at first start as a system user where the machine has none of that name: a job's environment
+holds the index's credential, and ``nobody`` is shared by other daemons, who could read it), and the
 service's own data is kept from that user: the users file, the sealing key, the embedded index,
 the audit log, job logs and pid files stay the service's, 0600 in 0700 directories. What a job must
 write belongs to the job user: the warehouse and stream checkpoints of each local datasource, the
@@ -27,6 +29,7 @@ import pwd
 import shutil
 import site
 import stat
+import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,8 +40,14 @@ from query_core.jobconf import job_package_dir
 
 log = logging.getLogger(__name__)
 
-#: The job user when the service runs as root and the setting names none.
-DEFAULT_JOB_USER = "nobody"
+#: The job user when the service runs as root and the setting names none (made at first start).
+DEFAULT_JOB_USER = "async-query-jobs"
+#: How a system user is made, by the tools machines have (Debian and most: ``useradd``; BusyBox:
+#: ``adduser``): no home, no login shell, no password.
+MAKERS: tuple[tuple[str, list[str]], ...] = (
+    ("useradd", ["--system", "--no-create-home", "--home-dir", "/nonexistent", "--shell", "/usr/sbin/nologin", "--user-group"]),
+    ("adduser", ["-S", "-D", "-H", "-h", "/nonexistent", "-s", "/sbin/nologin"]),
+)
 #: What a job creates is its own alone (Spark's local files, Hadoop's are made so by conf too).
 JOB_UMASK = 0o077
 #: Directories of the service that the job user passes through to its own places (search, no read).
@@ -56,6 +65,35 @@ class JobUserError(LauncherError):
     """Local jobs cannot be started as configured (the job user, or what it must reach)."""
 
 
+def lookup_user(name: str) -> pwd.struct_passwd | None:
+    """The user ``name`` (a name or a uid) of this machine, or None."""
+    try:
+        return pwd.getpwuid(int(name)) if name.isdigit() else pwd.getpwnam(name)
+    except (KeyError, ValueError):
+        return None
+
+
+def make_system_user(name: str, purpose: str, setting: str) -> None:
+    """Make ``name`` a system user (no home, no shell, no password) for ``purpose``; raises
+    :class:`JobUserError` naming ``setting`` when this machine cannot."""
+    for tool, options in MAKERS:
+        found = shutil.which(tool)
+        if found is None:
+            continue
+        done = subprocess.run([found, *options, name], capture_output=True, text=True, check=False)
+        if done.returncode == 0 or lookup_user(name) is not None:
+            log.info("made the system user %s for %s", name, purpose)
+            return
+        raise JobUserError(
+            f"cannot make the system user {name} for {purpose} ({tool}: {done.stderr.strip()[:200]}): "
+            f"set {setting} to an existing unprivileged user"
+        )
+    raise JobUserError(
+        f"cannot make the system user {name} for {purpose} (no useradd or adduser here): set {setting} "
+        "to an existing unprivileged user"
+    )
+
+
 @dataclass(frozen=True)
 class JobUser:
     """The user local jobs (and the metastores they share) run as."""
@@ -70,20 +108,23 @@ class JobUser:
     @classmethod
     def resolve(cls, configured: str = "", allow_root: bool = False) -> JobUser:
         """The job user for a service running as this process's user: ``configured`` (a name or a
-        uid), else ``nobody`` when the service runs as root, else the service's own user. Raises
-        :class:`JobUserError` for root without ``allow_root``, for another user when the service
-        cannot switch (it is not root), and for a name that names nobody."""
+        uid), else :data:`DEFAULT_JOB_USER` when the service runs as root (made if missing), else
+        the service's own user. Raises :class:`JobUserError` for root without ``allow_root``, for
+        another user when the service cannot switch (it is not root), and for a name that names
+        nobody."""
         me = os.geteuid()
         wanted = configured.strip() or (DEFAULT_JOB_USER if me == 0 else str(me))
-        try:
-            entry = pwd.getpwuid(int(wanted)) if wanted.isdigit() else pwd.getpwnam(wanted)
-        except (KeyError, ValueError):
-            raise JobUserError(f"local_job_user {wanted!r} is not a user of this machine") from None
+        entry = lookup_user(wanted)
+        if entry is None and not configured.strip() and me == 0:
+            make_system_user(wanted, "local jobs", "ASYNC_QUERY_LOCAL_JOB_USER")
+            entry = lookup_user(wanted)
+        if entry is None:
+            raise JobUserError(f"local_job_user {wanted!r} is not a user of this machine")
         user = cls(entry.pw_name, entry.pw_uid, entry.pw_gid, frozenset({entry.pw_gid}))
         if user.uid == 0 and not allow_root:
             raise JobUserError(
                 "refusing to run local jobs as root: a statement that got past validation would run with every "
-                "privilege of this machine. Set ASYNC_QUERY_LOCAL_JOB_USER to an unprivileged user (default: nobody), "
+                "privilege of this machine. Set ASYNC_QUERY_LOCAL_JOB_USER to an unprivileged user (default: async-query-jobs), "
                 "or ASYNC_QUERY_LOCAL_JOB_ALLOW_ROOT=true to accept the risk."
             )
         if me != 0 and user.uid != me:

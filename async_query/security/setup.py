@@ -157,7 +157,7 @@ def _check_job_user(settings: Settings, checks: ServeChecks) -> JobUser | None:
         checks.warnings.append(
             f"note: local jobs run as the service's own user ({user.name}), so they could read what it reads "
             "(the users file, the sealing key, the index); run the service as root to run them as "
-            "ASYNC_QUERY_LOCAL_JOB_USER (default: nobody)"
+            "ASYNC_QUERY_LOCAL_JOB_USER (default: async-query-jobs)"
         )
     return user
 

@@ -11,6 +11,7 @@ this installation's code, write its datasource's warehouse and checkpoints, and 
 from __future__ import annotations
 
 import os
+import pwd
 import stat
 import subprocess
 from pathlib import Path
@@ -19,7 +20,7 @@ import httpx
 import pytest
 
 from async_query.api import BASE
-from async_query.security.job_user import JobUser
+from async_query.security.job_user import DEFAULT_JOB_USER, JobUser
 from async_query.security.users import UsersFile
 from tests.integration.test_security import FAST_HASHER, PASSWORDS, _answers, _entry_point, _serve_env, as_user
 from tests.node import node_options
@@ -111,7 +112,7 @@ def test_a_job_cannot_read_the_service_s_files_and_still_does_its_work(tmp_path:
         log.close()
 
     lines = report.splitlines()
-    assert lines[0] == "uid 65534 umask 0077", report
+    assert lines[0] == f"uid {pwd.getpwnam(DEFAULT_JOB_USER).pw_uid} umask 0077", report
     assert "DONE" in lines, report
     read = [line for line in lines if line.startswith("READ ")]
     assert read == [], f"the job user read files of the service's: {read}"

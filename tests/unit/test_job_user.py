@@ -6,6 +6,7 @@ it) say so; run as another user they check what holds there."""
 from __future__ import annotations
 
 import os
+import pwd
 import stat
 import sys
 from pathlib import Path
@@ -17,7 +18,14 @@ from async_query.embedded.catalogs import LEGACY, LocalCatalogs
 from async_query.launcher.base import JobRequest, launcher_policy
 from async_query.launcher.local import LocalLauncher, properties_text
 from async_query.security import views
-from async_query.security.job_user import PROJECT_ROOT, JobUser, JobUserError, job_python, seal_data_dir
+from async_query.security.job_user import (
+    DEFAULT_JOB_USER,
+    PROJECT_ROOT,
+    JobUser,
+    JobUserError,
+    job_python,
+    seal_data_dir,
+)
 from query_core.errors import InvalidRequestError
 from query_core.states import SessionType
 from query_core.validation import validate_query
@@ -35,16 +43,20 @@ def conf_of(cmd: list[str]) -> dict[str, str]:
 
 
 @needs_root
-def test_as_root_jobs_run_as_nobody_by_default_and_never_as_root_unless_allowed() -> None:
+def test_as_root_jobs_run_as_a_user_of_their_own_by_default_and_never_as_root_unless_allowed() -> None:
+    """Not ``nobody``, which other daemons share (a job's environment holds the index's
+    credential): a system user of the jobs' own, made at first start."""
     user = JobUser.resolve()
-    assert (user.name, user.uid, user.switches) == ("nobody", 65534, True)
+    assert (user.name, user.uid, user.switches) == (DEFAULT_JOB_USER, pwd.getpwnam(DEFAULT_JOB_USER).pw_uid, True)
+    assert user.name != "nobody" and user.uid != 0
     with pytest.raises(JobUserError, match="refusing to run local jobs as root"):
         JobUser.resolve("root")
     with pytest.raises(JobUserError, match="refusing to run local jobs as root"):
         JobUser.resolve("0")
     assert JobUser.resolve("root", allow_root=True).uid == 0
     options = user.popen_options()
-    assert options == {"umask": 0o077, "user": 65534, "group": 65534, "extra_groups": []}
+    jobs = pwd.getpwnam(DEFAULT_JOB_USER)
+    assert options == {"umask": 0o077, "user": jobs.pw_uid, "group": jobs.pw_gid, "extra_groups": []}
 
 
 @needs_root
@@ -220,12 +232,12 @@ def test_a_started_job_runs_as_the_job_user_in_a_directory_of_its_own(tmp_path: 
     assert proc.wait(timeout=30) == 0
     uid, umask, env, cwd, listing = (record / "out").read_text().splitlines()[:5]
     tmp = launcher.data_dir / "tmp" / job_id
-    assert (int(uid), umask) == (65534, "0077")
-    assert env.split("|")[:3] == [str(tmp), str(tmp), "nobody"]
+    assert (int(uid), umask) == (pwd.getpwnam(DEFAULT_JOB_USER).pw_uid, "0077")
+    assert env.split("|")[:3] == [str(tmp), str(tmp), DEFAULT_JOB_USER]
     assert cwd == str(tmp) and listing == "spark-secret.properties"
     secret_file = tmp / "spark-secret.properties"
     assert secret in secret_file.read_text() and stat.S_IMODE(secret_file.stat().st_mode) == 0o600
-    assert secret_file.stat().st_uid == 65534 and stat.S_IMODE(tmp.stat().st_mode) == 0o700
+    assert secret_file.stat().st_uid == pwd.getpwnam(DEFAULT_JOB_USER).pw_uid and stat.S_IMODE(tmp.stat().st_mode) == 0o700
     assert isinstance(proc.args, list) and secret not in " ".join(str(a) for a in proc.args)
     # Its pid file and log are the service's.
     assert (launcher.data_dir / "jobs" / f"{job_id}.pid").stat().st_uid == 0

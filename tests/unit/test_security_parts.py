@@ -16,7 +16,7 @@ from async_query.security.audit import AuditLog
 from async_query.security.authn import CredentialCache, parse_basic
 from async_query.security.authz import check_datasource_access, check_owner, require_admin
 from async_query.security.errors import ForbiddenError
-from async_query.security.job_user import JobUser
+from async_query.security.job_user import DEFAULT_JOB_USER, JobUser
 from async_query.security.middleware import classify
 from async_query.security.principal import ANONYMOUS, Principal
 from async_query.security.setup import serve_checks
@@ -194,7 +194,7 @@ def test_serve_refuses_to_run_jobs_as_root_unless_a_setting_says_so(tmp_path: Pa
         assert "ASYNC_QUERY_LOCAL_JOB_ALLOW_ROOT" in as_root.errors[0]
         assert allowed.errors == [] and any("local jobs run as root" in w for w in allowed.warnings)
         default = serve_checks(Settings(data_dir=tmp_path), "127.0.0.1")
-        assert default.errors == [] and JobUser.resolve().name == "nobody"
+        assert default.errors == [] and JobUser.resolve().name == DEFAULT_JOB_USER
     else:  # a service that is not root cannot start anything as root, allowed or not
         assert "not root" in as_root.errors[0] and "not root" in allowed.errors[0]
     unknown = serve_checks(Settings(data_dir=tmp_path, local_job_user="no-such-user-here"), "127.0.0.1")
