@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 #: connections accepted together would tie).
 _TURNS = itertools.count()
 
+
 def raw_reply(status: int, error_type: str, details: str) -> bytes:
     """A whole HTTP/1.1 error reply that closes the connection, for the protocol to write itself."""
     body = error_bytes(status, error_type, details)
