@@ -4,8 +4,12 @@ uvicorn bounds neither how long a request's head may take to arrive (a connectio
 headers a byte at a time, or nothing at all, is kept for ever) nor its size, and its concurrency
 limit answers in plain text. Here (``docs/security.md``, "Resource limits"):
 
-- at most ``http_max_connections`` open client connections per process: a connection beyond is
-  closed as soon as it is accepted;
+- at most ``http_max_connections`` open client connections per process: when a new connection
+  would pass the cap, the connection that has waited longest without a request in progress
+  (still reading a request head, or idle between requests) is closed to make room; only when every
+  connection has a request in progress is the new one closed as soon as it is accepted. Holding
+  connections that never finish a head thus cannot keep out a client that sends a whole one
+  (docs/security.md, "Resource limits");
 - a request's head (request line and headers) must arrive within ``http_header_timeout_s`` of the
   connection or of the request's first byte, and its body within ``http_body_timeout_s`` of its
   head; a slower connection is cut (a 408 in the error shape when nothing was answered yet);
@@ -19,6 +23,7 @@ limit answers in plain text. Here (``docs/security.md``, "Resource limits"):
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 from typing import Any
 
@@ -29,6 +34,11 @@ from async_query.http_errors import REASONS, error_bytes
 from async_query.settings import Settings
 
 log = logging.getLogger(__name__)
+
+#: The order in which connections began to wait (the event loop's clock may tick by milliseconds:
+#: connections accepted together would tie).
+_TURNS = itertools.count()
+
 
 def raw_reply(status: int, error_type: str, details: str) -> bytes:
     """A whole HTTP/1.1 error reply that closes the connection, for the protocol to write itself."""
@@ -55,16 +65,43 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         self._awaiting_head = False
         self._head_bytes = 0
         self._timer: asyncio.TimerHandle | None = None
+        #: When (in the order of :data:`_TURNS`) the connection began to wait for a request head:
+        #: at its start, then at each reply's end; the longest waiting one makes room at the cap.
+        self._waiting_since = next(_TURNS)
 
     # -- the connection -----------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        self._waiting_since = next(_TURNS)
         super().connection_made(transport)
-        if len(self.connections) > self.max_connections:
-            log.warning("refused a connection: %d open already (http_max_connections)", len(self.connections) - 1)
+        if not self._make_room():
+            log.warning("refused a connection: %d open already, each with a request in progress", self.max_connections)
             transport.close()
             return
         self._expect_head()
+
+    def _make_room(self) -> bool:
+        """Whether this new connection may stay: the cap is not passed, or the connection that
+        has waited longest without a request in progress was closed for it."""
+        others = [c for c in self.connections if c is not self and not c.transport.is_closing()]
+        if len(others) < self.max_connections:
+            return True
+        idle = [c for c in others if isinstance(c, LimitedHttpProtocol) and c._between_requests()]
+        if not idle:
+            return False
+        oldest = min(idle, key=lambda c: c._waiting_since)
+        log.info("closed a connection without a request in progress to make room (http_max_connections)")
+        oldest._disarm()
+        oldest.transport.close()
+        return True
+
+    def _between_requests(self) -> bool:
+        """No request in progress: reading a head, or idle after a reply (keep-alive)."""
+        return (self.cycle is None or self.cycle.response_complete) and not self.pipeline
+
+    def on_response_complete(self) -> None:
+        self._waiting_since = next(_TURNS)
+        super().on_response_complete()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()

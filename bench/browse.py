@@ -81,6 +81,9 @@ class RecordedStarts(Launcher):
     def tables_endpoint(self, metastore_uri: str) -> TablesEndpoint | None:
         return self.spark_launcher.tables_endpoint(metastore_uri)
 
+    def metastore_owner(self, metastore_uri: str) -> int | None:
+        return self.spark_launcher.metastore_owner(metastore_uri)
+
 
 def _schema(partitioned: bool) -> str:
     fields = [

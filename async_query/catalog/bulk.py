@@ -4,7 +4,9 @@ bulk reads"): the client of ``async_query/embedded/MetastoreTables.java``.
 Hive's Thrift call turns each table into its Thrift form one at a time, about 1 ms of metastore CPU
 a table; the embedded metastore also answers on a loopback port of its own with a database's tables
 read in five SQL queries. One request is one line of JSON (the token, the database, the names; no
-names: all), one reply is one JSON document; the connection then closes.
+names: all), one reply is one JSON document; the connection then closes. The token is sent only
+once the socket at the other end is known to be the metastore's user's (another local user may
+have bound the port first: docs/security.md, "What listens where").
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from async_query.catalog.tables import Column, RawTable
+from async_query.embedded.port_owner import check_peer
 
 #: The largest reply read (a database's tables, most of it their Spark schemas).
 MAX_REPLY_BYTES = 512 * 1024 * 1024
@@ -23,11 +26,13 @@ MAX_REPLY_BYTES = 512 * 1024 * 1024
 
 @dataclass(frozen=True)
 class TablesEndpoint:
-    """Where a metastore answers bulk reads of a database's tables, and the token it wants."""
+    """Where a metastore answers bulk reads of a database's tables, the token it wants, and the
+    uid its socket must belong to (None: not checked)."""
 
     port: int
     token: str = field(repr=False)
     host: str = "127.0.0.1"
+    owner: int | None = None
 
 
 class BulkReadError(Exception):
@@ -44,6 +49,7 @@ def read_tables(
     try:
         with socket.create_connection((endpoint.host, endpoint.port), timeout=timeout_s) as conn:
             conn.settimeout(timeout_s)
+            check_peer(conn, endpoint.owner)
             conn.sendall(json.dumps(request).encode() + b"\n")
             reply = _read_all(conn)
     except OSError as exc:

@@ -31,6 +31,8 @@ class CatalogLocation:
     address: str
     role_arn: str = ""
     bulk: TablesEndpoint | None = None
+    #: The uid an embedded metastore's socket must belong to (None: not checked).
+    owner: int | None = None
 
 
 def catalog_of(datasource: Datasource, launcher: Launcher) -> CatalogLocation | None:
@@ -49,7 +51,7 @@ def catalog_of(datasource: Datasource, launcher: Launcher) -> CatalogLocation | 
     uris = conf.get("spark.hadoop.hive.metastore.uris") or conf.get("spark.hive.metastore.uris") or ""
     if not uris.startswith("thrift://"):
         return None
-    return CatalogLocation("hive", uris, bulk=launcher.tables_endpoint(uris))
+    return CatalogLocation("hive", uris, bulk=launcher.tables_endpoint(uris), owner=launcher.metastore_owner(uris))
 
 
 def _iceberg(datasource: Datasource) -> bool:

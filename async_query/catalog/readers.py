@@ -31,6 +31,7 @@ from urllib.parse import urlsplit
 
 from async_query.catalog.bulk import BulkReadError, TablesEndpoint, read_tables
 from async_query.catalog.tables import Column, RawTable, UnrepresentableError
+from async_query.embedded.port_owner import check_peer
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +102,7 @@ class HiveMetastoreReader:
         timeout_s: float = 2.0,
         connections: int = CONNECTIONS,
         bulk: TablesEndpoint | None = None,
+        owner: int | None = None,
     ) -> None:
         first = uri.split(",")[0].strip()
         parts = urlsplit(first)
@@ -120,6 +122,9 @@ class HiveMetastoreReader:
         self._follows: bool | None = None
         #: Where an embedded metastore answers bulk reads of tables (:mod:`.bulk`; None: Thrift only).
         self.bulk = bulk
+        #: The uid the metastore's socket must belong to, checked before anything is sent (an
+        #: embedded metastore's user; None: not checked). docs/security.md, "What listens where".
+        self.owner = owner if owner is not None else (bulk.owner if bulk is not None else None)
 
     def _connect(self) -> tuple[Any, Any]:
         from pymetastore.hive_metastore import ThriftHiveMetastore
@@ -130,6 +135,11 @@ class HiveMetastoreReader:
         socket.setTimeout(int(self.timeout_s * 1000))
         transport = TTransport.TBufferedTransport(socket)
         transport.open()
+        try:
+            check_peer(socket.handle, self.owner)
+        except OSError:
+            transport.close()
+            raise
         return ThriftHiveMetastore.Client(TBinaryProtocolAccelerated(transport)), transport
 
     def _take(self) -> tuple[Any, Any] | None:

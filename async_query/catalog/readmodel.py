@@ -78,7 +78,7 @@ GLOBAL_TEMP = "global_temp"
 
 def default_reader(location: CatalogLocation, timeout_s: float, connections: int = CONNECTIONS) -> CatalogReader:
     if location.kind == "hive":
-        return HiveMetastoreReader(location.address, timeout_s, connections, bulk=location.bulk)
+        return HiveMetastoreReader(location.address, timeout_s, connections, bulk=location.bulk, owner=location.owner)
     return GlueReader(glue_client(location.address, location.role_arn))
 
 

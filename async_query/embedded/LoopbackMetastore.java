@@ -71,7 +71,15 @@ public final class LoopbackMetastore {
         if (framed) {
             transports = new FramedFirst(transports);
         }
-        TServerSocket socket = new OwnUsersOnly(new InetSocketAddress(InetAddress.getLoopbackAddress(), port));
+        TServerSocket socket;
+        try {
+            socket = new OwnUsersOnly(new InetSocketAddress(InetAddress.getLoopbackAddress(), port));
+        } catch (TTransportException e) {
+            // Taken (by another user, maybe, who read the port here): the service starts it again elsewhere.
+            System.out.println("ERROR the metastore cannot listen on port " + port + ": " + e.getMessage());
+            System.exit(3);
+            return;
+        }
         // One call a line: Janino knows no generics, and the arguments' setters return a generic type.
         TThreadPoolServer.Args serverArgs = new TThreadPoolServer.Args(socket);
         serverArgs.minWorkerThreads(conf.getIntVar(HiveConf.ConfVars.METASTORESERVERMINTHREADS));
@@ -130,7 +138,7 @@ public final class LoopbackMetastore {
 
     /** The uid owning the TCP socket whose local port is ``localPort`` and remote port
      * ``remotePort`` (a client of this server), from /proc/net/tcp and tcp6; -1 if none. */
-    static long ownerOf(int localPort, int remotePort) throws IOException {
+    public static long ownerOf(int localPort, int remotePort) throws IOException {
         String[] tables = {"/proc/net/tcp", "/proc/net/tcp6"};
         for (int t = 0; t < tables.length; t++) {
             BufferedReader reader = new BufferedReader(new FileReader(tables[t]));
@@ -151,7 +159,7 @@ public final class LoopbackMetastore {
 
     /** This process's real uid, from /proc/self/status (-1 if it cannot be read: then only root's
      * connections are taken). */
-    static long ownUid() {
+    public static long ownUid() {
         try {
             BufferedReader reader = new BufferedReader(new FileReader("/proc/self/status"));
             try {

@@ -12,14 +12,22 @@
 //             (no names: every table of the database)
 //   reply:    one JSON document, {"tables": [...]} or {"error": "..."}, then the connection closes.
 //
+// Connections are served at once, each on a thread of its own, up to WORKERS at a time (one more is
+// closed as soon as it is accepted: the caller reads through Thrift instead); one whose socket is
+// not of this process's user or root is closed before a byte is read (as LoopbackMetastore's own
+// port); and a caller has REQUEST_DEADLINE_MS to send its whole request line. So a connection
+// that sends half a request holds one thread for a second or two, not the port
+// (docs/catalog.md, "The metastore's bulk reads").
+//
 // It is compiled by Janino, which Spark ships (the metastore's class path is Spark's jars): nothing
 // to build. Janino compiles a subset of Java: no generics, lambdas or
 // try-with-resources.
 package asyncquery.jvm;
 
-import java.io.BufferedReader;
-import java.io.InputStreamReader;
+import java.io.ByteArrayOutputStream;
+import java.io.InputStream;
 import java.io.OutputStream;
+import java.net.SocketTimeoutException;
 import java.net.InetAddress;
 import java.net.ServerSocket;
 import java.net.Socket;
@@ -37,6 +45,10 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.SynchronousQueue;
+import java.util.concurrent.ThreadPoolExecutor;
+import java.util.concurrent.TimeUnit;
 
 public final class MetastoreTables implements Runnable {
 
@@ -44,10 +56,18 @@ public final class MetastoreTables implements Runnable {
     private static final int MAX_REQUEST = 4 * 1024 * 1024;
     /** Up to this many names are matched in the queries; more, and the database is read whole. */
     private static final int NAMES_IN_QUERY = 200;
+    /** Connections served at once. */
+    private static final int WORKERS = 16;
+    /** How long a caller may take to send its whole request line (the service sends it at once). */
+    private static final long REQUEST_DEADLINE_MS = 2000;
 
     private final ServerSocket server;
     private final byte[] token;
     private final String url;
+
+    private final ThreadPoolExecutor workers =
+        new ThreadPoolExecutor(0, WORKERS, 30L, TimeUnit.SECONDS, new SynchronousQueue());
+    private final long self = LoopbackMetastore.ownUid();
 
     private MetastoreTables(ServerSocket server, byte[] token, String url) {
         this.server = server;
@@ -80,33 +100,86 @@ public final class MetastoreTables implements Runnable {
             } catch (Exception e) {
                 return;
             }
+            if (!trusted(socket)) {
+                close(socket);
+                continue;
+            }
             try {
-                serve(socket);
-            } catch (Throwable e) {
-                // one caller's failure: the next one is served
-            } finally {
-                try {
-                    socket.close();
-                } catch (Exception e) {
-                    // closed already
-                }
+                workers.execute(new Caller(this, socket));
+            } catch (RejectedExecutionException e) {
+                close(socket);  // every worker busy: the caller reads through Thrift
             }
         }
     }
 
-    private void serve(Socket socket) throws Exception {
-        socket.setSoTimeout(30000);
-        socket.setTcpNoDelay(true);
-        BufferedReader in = new BufferedReader(new InputStreamReader(socket.getInputStream(), StandardCharsets.UTF_8));
-        StringBuilder line = new StringBuilder();
-        int c;
-        while ((c = in.read()) != -1 && c != '\n') {
-            if (line.length() >= MAX_REQUEST) throw new IllegalArgumentException("request too long");
-            line.append((char) c);
+    /** Whether the caller's socket is of this process's user or of root (the service). */
+    private boolean trusted(Socket socket) {
+        long owner;
+        try {
+            owner = LoopbackMetastore.ownerOf(socket.getPort(), server.getLocalPort());
+        } catch (Exception e) {
+            return false;
         }
+        return owner == 0 || (owner >= 0 && owner == self);
+    }
+
+    static void close(Socket socket) {
+        try {
+            socket.close();
+        } catch (Exception e) {
+            // closed already
+        }
+    }
+
+    /** One connection, served on a worker. */
+    private static final class Caller implements Runnable {
+        private final MetastoreTables tables;
+        private final Socket socket;
+
+        Caller(MetastoreTables tables, Socket socket) {
+            this.tables = tables;
+            this.socket = socket;
+        }
+
+        public void run() {
+            try {
+                tables.serve(socket);
+            } catch (Throwable e) {
+                // one caller's failure: the others are served
+            } finally {
+                close(socket);
+            }
+        }
+    }
+
+    /** The request line, read within REQUEST_DEADLINE_MS of the connection's start. */
+    private static String requestLine(Socket socket) throws Exception {
+        long deadline = System.currentTimeMillis() + REQUEST_DEADLINE_MS;
+        InputStream in = socket.getInputStream();
+        ByteArrayOutputStream line = new ByteArrayOutputStream(4096);
+        byte[] chunk = new byte[8192];
+        while (true) {
+            long left = deadline - System.currentTimeMillis();
+            if (left <= 0) throw new SocketTimeoutException("no whole request within " + REQUEST_DEADLINE_MS + " ms");
+            socket.setSoTimeout((int) left);
+            int n = in.read(chunk);
+            if (n < 0) break;
+            int end = 0;
+            while (end < n && chunk[end] != '\n') end++;
+            line.write(chunk, 0, end);
+            if (line.size() > MAX_REQUEST) throw new IllegalArgumentException("request too long");
+            if (end < n) break;
+        }
+        return new String(line.toByteArray(), StandardCharsets.UTF_8);
+    }
+
+    private void serve(Socket socket) throws Exception {
+        socket.setTcpNoDelay(true);
+        String line = requestLine(socket);
+        socket.setSoTimeout(30000);
         StringBuilder out = new StringBuilder(1 << 16);
         try {
-            Request request = Request.parse(line.toString());
+            Request request = Request.parse(line);
             if (!MessageDigest.isEqual(token, request.token.getBytes(StandardCharsets.UTF_8))) {
                 out.append("{\"error\":\"unauthorized\"}");
             } else {

@@ -240,6 +240,12 @@ class LocalCatalogs:
             running = list(self._running.values())
         return next((m.tables for m in running if m.uri == uri and m.proc.poll() is None), None)
 
+    def owner_of(self, uri: str) -> int | None:
+        """The uid the running metastore at ``uri`` listens as (None: no such metastore here)."""
+        with self._lock:
+            running = list(self._running.values())
+        return next((m.owner for m in running if m.uri == uri and m.proc.poll() is None), None)
+
     def running(self) -> Mapping[str, Metastore]:
         with self._lock:
             return dict(self._running)

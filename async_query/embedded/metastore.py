@@ -25,6 +25,12 @@ What matters:
   database's tables on a loopback port of its own, to callers that hold the token the service
   gave it (``MetastoreTables.java``, compiled as it starts; docs/catalog.md). A metastore whose
   bulk reads cannot start serves without them.
+- Its Thrift port is on its command line, which every local user can read, seconds before it binds
+  it: another user may bind it first. So it is ready when a socket of its own user listens on its
+  port (:mod:`async_query.embedded.port_owner`), never when merely something does; a metastore
+  that found its port taken (and exited) is started again on another port, a few times at most.
+  The service's own clients (the catalog reader, the bulk reads) check their peer's user too
+  before they send anything (docs/security.md, "What listens where").
 - Derby allows one process per database. A metastore left behind by a crashed service would hold
   the lock, so the pid of each metastore is recorded and a leftover one is stopped before a new one
   starts; on Linux the child also gets SIGTERM when the thread that started it ends
@@ -46,6 +52,7 @@ from pathlib import Path
 
 from async_query.catalog.bulk import TablesEndpoint
 from async_query.embedded.java import JANINO_MAIN, place_source, pyspark_jars
+from async_query.embedded.port_owner import listener_owners, listens_as
 from async_query.security import views
 from async_query.security.job_user import JobUser, JobUserError
 from async_query.security.job_user import find_java as _find_java
@@ -65,6 +72,8 @@ START_TIMEOUT_S = 120.0
 STOP_GRACE_S = 10.0
 #: The warm-up's time limit of one call.
 WARMUP_CALL_TIMEOUT_S = 60.0
+#: How many times a metastore whose port another user took first is started on another one.
+PORT_ATTEMPTS = 3
 #: A catalog smaller than the warm-up is read at most this many times over (its cold listing is
 #: short: what it needs warming is the first calls' class loading, not the JIT's peak).
 WARMUP_PASSES = 5
@@ -118,9 +127,14 @@ class Metastore:
         launched: float,
         files: Path | None = None,
         tables: TablesEndpoint | None = None,
+        launch: _Launch | None = None,
     ) -> None:
         self.proc = proc
         self.port = port
+        #: The uid its sockets must belong to (its user's); and how it was launched (to start it
+        #: again on another port).
+        self.owner = launch.user.uid if launch is not None else os.geteuid()
+        self._launch = launch
         #: Where it answers bulk reads of tables (None: it does not).
         self.tables = tables
         #: Its Derby home (the database is ``metastore_db`` in it).
@@ -200,7 +214,7 @@ class Metastore:
         env = dict(os.environ)
         tables = None
         if bulk_reads:
-            tables = TablesEndpoint(free_port(), secrets.token_urlsafe(24))
+            tables = TablesEndpoint(free_port(), secrets.token_urlsafe(24), owner=launch.user.uid)
             cmd.append(str(_place_source(home, launch.user)))
             env.update(ASYNC_QUERY_TABLES_PORT=str(tables.port), ASYNC_QUERY_TABLES_TOKEN=tables.token)
         out = os.open(files / "metastore.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
@@ -220,28 +234,45 @@ class Metastore:
         finally:
             os.close(out)
         (files / "metastore.pid").write_text(str(proc.pid))
-        return cls(proc, port, home, time.monotonic(), files, tables)
+        return cls(proc, port, home, time.monotonic(), files, tables, launch)
 
     def wait_ready(self) -> None:
         """Return once the metastore accepts connections; raise (and stop it) if it cannot. Its
         bulk reads start before it listens: where they did not, it serves without them."""
         self._wait_listening(self.launched)
-        if self.tables is not None and not _listening(self.tables.port):
+        if self.tables is not None and not listens_as(self.tables.port, self.owner):
             log.warning("the metastore serves without its bulk reads%s", self._last_log_line())
             self.tables = None
         self.started_s = time.monotonic() - self.launched
         log.info("metastore at %s (started in %.1f s; log %s)", self.uri, self.started_s, self.log_path)
 
     def _wait_listening(self, began: float) -> None:
+        attempts = 1
         while time.monotonic() - began < START_TIMEOUT_S:
             code = self.proc.poll()
+            if code is not None and attempts < PORT_ATTEMPTS and self._port_taken():
+                attempts += 1
+                self._start_elsewhere()
+                continue
             if code is not None:
                 raise MetastoreError(f"the metastore exited with code {code} at start-up{self._last_log_line()}")
-            if _listening(self.port):
+            if listens_as(self.port, self.owner):
                 return
             time.sleep(0.1)
         self.close()
         raise MetastoreError(f"the metastore did not listen within {START_TIMEOUT_S:.0f} s{self._last_log_line()}")
+
+    def _port_taken(self) -> bool:
+        """Whether a socket of another user than the metastore's listens on its port."""
+        return bool(listener_owners(self.port) - {self.owner})
+
+    def _start_elsewhere(self) -> None:
+        """Launch it again on another port: another user bound its port before it could."""
+        log.warning("the metastore's port %d was taken by another user's socket; starting it on another port", self.port)
+        if self._launch is None:
+            raise MetastoreError(f"the metastore's port {self.port} was taken by another user's socket")
+        again = self._spawn(self._launch, self.tables is not None)
+        self.proc, self.port, self.tables = again.proc, again.port, again.tables
 
     def warm_up(self, tables: int) -> int:
         """Exercise the metastore's table reads ``tables`` times in all, as a cold SHOW TABLE
@@ -253,7 +284,7 @@ class Metastore:
         quietly on any error (the metastore is then no colder than without)."""
         from async_query.catalog.readers import CatalogUnavailableError, HiveMetastoreReader
 
-        reader = HiveMetastoreReader(self.uri, WARMUP_CALL_TIMEOUT_S, bulk=self.tables)
+        reader = HiveMetastoreReader(self.uri, WARMUP_CALL_TIMEOUT_S, bulk=self.tables, owner=self.owner)
         fetched = 0
         try:
             listings = [(database, reader.table_names(database) or []) for database in reader.databases()]
@@ -273,15 +304,17 @@ class Metastore:
         return fetched
 
     def problem(self) -> str | None:
-        """The health check: None while it runs and accepts connections, else what is wrong."""
+        """The health check: None while it runs and listens (a socket of its own user on its port),
+        else what is wrong."""
         code = self.proc.poll()
         if code is not None:
             return f"the metastore exited with code {code}"
-        try:
-            with socket.create_connection(("127.0.0.1", self.port), timeout=1.0):
-                return None
-        except OSError as exc:
-            return f"the metastore does not accept connections on port {self.port}: {exc.strerror or exc}"
+        owners = listener_owners(self.port)
+        if owners == {self.owner}:
+            return None
+        if owners:
+            return f"port {self.port} of the metastore is held by another user's socket (uid {sorted(owners - {self.owner})})"
+        return f"the metastore does not listen on port {self.port}"
 
     def _last_log_line(self) -> str:
         try:
@@ -330,14 +363,6 @@ def _stop_leftover(home: Path, files: Path) -> None:
             return
         time.sleep(0.1)
     os.kill(pid, signal.SIGKILL)
-
-
-def _listening(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return True
-    except OSError:
-        return False
 
 
 def _running(pid: int) -> bool:

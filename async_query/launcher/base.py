@@ -146,6 +146,11 @@ class Launcher(ABC):
         (the catalog read model's, :mod:`async_query.catalog.bulk`); None: it runs none there."""
         return None
 
+    def metastore_owner(self, metastore_uri: str) -> int | None:
+        """The uid whose socket a metastore this launcher runs at ``metastore_uri`` listens on, for
+        its clients to check before they send anything (None: not one of this launcher's)."""
+        return None
+
     def startup_settings(self, datasource: Datasource) -> dict[str, str]:
         """What this launcher fixes when a job of ``datasource`` starts, beyond the job's conf (a
         master, a catalog, an execution role): with the conf's start-up part, it decides which

@@ -270,6 +270,9 @@ class LocalLauncher(Launcher):
     def tables_endpoint(self, metastore_uri: str) -> TablesEndpoint | None:
         return self.catalogs.tables_endpoint(metastore_uri)
 
+    def metastore_owner(self, metastore_uri: str) -> int | None:
+        return self.catalogs.owner_of(metastore_uri)
+
     def master(self, request: JobRequest) -> str:
         return self.master_of(request.datasource)
 

@@ -1,6 +1,7 @@
 """The HTTP server's limits with real sockets (``async_query/http_limits.py``): clients that send
 their request head a byte at a time, or nothing, are cut off while others are still answered;
-connections beyond the cap are closed at once; a head too large is a 431; a body that stalls is
+at the cap, the connection waiting longest for a head makes room, and only connections beyond a cap
+of requests in progress are closed at once; a head too large is a 431; a body that stalls is
 cut."""
 
 from __future__ import annotations
@@ -62,13 +63,23 @@ def error_of(reply: bytes) -> tuple[int, dict[str, Any]]:
     return int(head.split()[1]), json.loads(body)
 
 
-@pytest.fixture
-def limited(make_plugin: PluginFactory) -> Iterator[tuple[str, int, Plugin]]:
+def _serve_limited(make_plugin: PluginFactory, timeout_s: float) -> Iterator[tuple[str, int, Plugin]]:
     plugin = make_plugin(
-        http_header_timeout_s=1.0, http_body_timeout_s=1.0, http_max_connections=16, http_max_header_bytes=4096
+        http_header_timeout_s=timeout_s, http_body_timeout_s=timeout_s, http_max_connections=16, http_max_header_bytes=4096
     )
     with serve_http(create_app(plugin), **uvicorn_limits(plugin.settings)) as url:
         yield url, int(url.rsplit(":", 1)[1]), plugin
+
+
+@pytest.fixture
+def limited(make_plugin: PluginFactory) -> Iterator[tuple[str, int, Plugin]]:
+    yield from _serve_limited(make_plugin, timeout_s=1.0)
+
+
+@pytest.fixture
+def patient(make_plugin: PluginFactory) -> Iterator[tuple[str, int, Plugin]]:
+    """As :func:`limited`, with a head and a body that may each take 30 s."""
+    yield from _serve_limited(make_plugin, timeout_s=30.0)
 
 
 def test_slow_and_silent_clients_are_cut_off_while_others_are_answered(
@@ -102,25 +113,58 @@ def test_slow_and_silent_clients_are_cut_off_while_others_are_answered(
     assert all(client.reply == b"" for client in silent)  # nothing asked, nothing answered
 
 
-def test_connections_beyond_the_cap_are_closed_at_once_and_served_again_once_freed(
-    limited: tuple[str, int, Plugin],
+def test_at_the_cap_the_longest_waiting_connection_without_a_request_makes_room(
+    patient: tuple[str, int, Plugin],
 ) -> None:
-    url, port, _ = limited
-    holding = [SlowClient(port, b"") for _ in range(16)]
+    """At the cap a new connection is kept and the one that has waited longest for a head is
+    closed instead: connections that never send a whole head cannot keep every client out."""
+    url, port, _ = patient
+    holding = [SlowClient(port, b"") for _ in range(16)]  # connected in this order
     for client in holding:
         client.start()
     wait_for(lambda: all(c.is_alive() for c in holding), what="the connections to open")
 
-    extra = SlowClient(port, HEAD, every_s=0.5)  # beyond the cap: closed before it can send much
-    extra.start()
-    assert extra.ended.wait(10)
-    assert extra.reply == b"" and extra.sent < len(HEAD)
-    assert not any(c.ended.is_set() for c in holding)
-
-    for client in holding:
-        assert client.ended.wait(10)  # the silent ones are cut after the head timeout
     with httpx.Client(base_url=url, timeout=5) as http:
         assert http.get(f"{BASE}/_sessions").status_code == 200
+    assert holding[0].ended.wait(10) and holding[0].reply == b""  # the first one made room
+    assert [i for i, c in enumerate(holding) if c.ended.is_set()] == [0]  # one was enough
+
+
+def _in_progress(port: int) -> socket.socket:
+    """A connection whose request is in progress: its head came whole, and the endpoint waits for
+    a body that does not come (the ``100 Continue`` says the endpoint reads it)."""
+    conn = socket.create_connection(("127.0.0.1", port), timeout=10)
+    head = (
+        f"POST {BASE} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+        "Content-Length: 100\r\nExpect: 100-continue\r\n\r\n"
+    )
+    conn.sendall(head.encode())
+    assert conn.recv(64).startswith(b"HTTP/1.1 100 Continue")
+    return conn
+
+
+def test_connections_beyond_the_cap_are_closed_at_once_while_every_one_has_a_request_in_progress(
+    patient: tuple[str, int, Plugin],
+) -> None:
+    url, port, _ = patient
+    busy = [_in_progress(port) for _ in range(16)]
+    try:
+        extra = SlowClient(port, HEAD, every_s=0.5)  # beyond the cap: closed before it can send much
+        extra.start()
+        assert extra.ended.wait(10)
+        assert extra.reply == b"" and extra.sent < len(HEAD)
+    finally:
+        for conn in busy:
+            conn.close()
+    with httpx.Client(base_url=url, timeout=5) as http:  # served again once they are gone
+        assert wait_for(lambda: _answered(http), what="a connection to be served again")
+
+
+def _answered(http: httpx.Client) -> bool:
+    try:
+        return http.get(f"{BASE}/_sessions").status_code == 200
+    except httpx.TransportError:
+        return False
 
 
 def test_a_head_over_the_limit_is_a_431_in_the_error_shape(limited: tuple[str, int, Plugin]) -> None:
