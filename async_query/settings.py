@@ -123,7 +123,8 @@ class Settings(BaseSettings):
     #: (``docs/job.md``); empty: ``<data_dir>/jvm``.
     local_job_class_archive_dir: Path | None = None
     #: The user local jobs (and the metastores) run as when the service runs as root; empty:
-    #: ``async-query-jobs`` (made at first start). A service that is not root runs them as itself (docs/security.md).
+    #: ``async-query-jobs``, a system user made at first start (not ``nobody``, whom other
+    #: daemons share). A service that is not root runs them as itself (docs/security.md).
     local_job_user: str = ""
     #: Whether local jobs may run as root (``local_job_user=root``): refused unless this is set.
     local_job_allow_root: bool = False

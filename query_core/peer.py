@@ -1,63 +1,101 @@
-"""Whose socket is at the far end of a loopback connection: what a client of the embedded index
-checks before it sends the index's credential (docs/security.md, "The embedded index").
+"""Whose socket is at a loopback port: what the service checks of the children it starts (the
+embedded index, the metastores), and what their clients check before they send anything
+(docs/security.md, "The embedded index" and "What listens where").
 
-The embedded node listens on 127.0.0.1, and its port is free whenever the node is down (it died,
-or is being started again): any local user may bind it then, and would receive whatever a client
-sends there, the credential's ``Authorization`` header first. So a client given the uid the node
-runs as (``OpenSearchConfig.peer_uid``) checks each connection it opens, once connected and before
-it writes a byte: the kernel's table of TCP sockets (``/proc/net/tcp``) names the owner of the
-socket at the far end (the one the listener accepted, whose owner is the listener's); any other
-owner, and the connection is closed unused (:class:`PeerRefusedError`, a connection error to the
-callers: the index is unavailable for as long as the impostor holds the port).
+A port on 127.0.0.1 is any local user's to bind whenever its owner is not listening: before a
+child binds the port it was told (on its command line, readable by every local user), and while a
+child is down (it died, or is being started again). Whoever binds it then would receive what a
+client sends there: the embedded index's ``Authorization`` header first. So:
 
-The check covers IPv4 loopback connections, the embedded node's; a connection elsewhere has
-nothing to check here (a remote cluster's TLS is its identity). A machine without
-``/proc/net/tcp`` cannot tell, and is refused: the embedded index runs on Linux.
+- the service takes a child for started only when the socket listening on its port belongs to the
+  child's user (:func:`listens_as`);
+- a client given the uid its server runs as (``OpenSearchConfig.peer_uid`` for the embedded index)
+  checks each connection it opens, once connected and before it writes a byte: the socket at the
+  far end (the one the listener accepted, whose owner is the listener's) must belong to that uid
+  (:func:`check_peer`); any other, and the connection is closed unused (:class:`PeerRefusedError`,
+  a connection error to the callers: the server is unavailable while the impostor holds the port).
+
+Both read the kernel's tables of TCP sockets (``/proc/net/tcp``, ``tcp6``). Only IPv4 loopback
+connections are checked (the embedded servers'); a connection elsewhere has nothing to check here
+(a remote cluster's TLS is its identity). A machine without those tables cannot tell, and is
+refused: the embedded servers run on Linux.
 """
 
 from __future__ import annotations
 
 import socket
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
 T = TypeVar("T")
 
 #: The kernel's tables of this network namespace's TCP sockets, IPv4 and IPv6.
-TCP_TABLES = (Path("/proc/net/tcp"), Path("/proc/net/tcp6"))
+TABLES = (Path("/proc/net/tcp"), Path("/proc/net/tcp6"))
+#: The kernel's state numbers of a listening socket, and of one closed but kept (whose uid is lost).
+LISTEN = "0A"
+TIME_WAIT = "06"
+#: Addresses a listener on which answers a connection to 127.0.0.1 (as the tables write them:
+#: IPv4 in the host's byte order, little-endian here; IPv6 as four such words).
+_REACHES_LOOPBACK = {
+    "0100007F",  # 127.0.0.1
+    "00000000",  # 0.0.0.0
+    "00000000000000000000000000000000",  # ::
+    "0000000000000000FFFF00000100007F",  # ::ffff:127.0.0.1
+}
 
 
 class PeerRefusedError(ConnectionError):
     """The socket at the far end of a connection does not belong to the expected user."""
 
 
-def _hex_address(host: str, port: int, mapped: bool = False) -> str:
-    """``host:port`` as the kernel's table writes it: the address's 32-bit words each in host
-    order (``mapped``: as an IPv4-mapped IPv6 address, in the table of IPv6 sockets)."""
-    packed = socket.inet_aton(host)
-    if mapped:
-        packed = socket.inet_pton(socket.AF_INET6, "::ffff:" + host)
-    words = [packed[i : i + 4] for i in range(0, len(packed), 4)]
-    return "".join(f"{int.from_bytes(word, 'little'):08X}" for word in words) + f":{port:04X}"
-
-
-def peer_owner(sock: socket.socket, tables: tuple[Path, Path] = TCP_TABLES) -> int | None:
-    """The uid owning the far end of the connected IPv4 ``sock`` (None: not found). A JVM's
-    listener is an IPv6 socket taking IPv4 connections: its end is in the IPv6 table, with the
-    addresses mapped."""
-    local_host, local_port = sock.getsockname()[:2]
-    peer_host, peer_port = sock.getpeername()[:2]
-    for table, mapped in zip(tables, (False, True), strict=True):
-        far, near = _hex_address(peer_host, peer_port, mapped), _hex_address(local_host, local_port, mapped)
+def _entries(tables: tuple[Path, ...] = TABLES) -> Iterator[tuple[str, int, str, int, str, int]]:
+    """(local address, local port, remote address, remote port, state, uid) of every TCP socket.
+    A JVM's listener is an IPv6 socket taking IPv4 connections: its sockets are in the IPv6 table."""
+    for table in tables:
         try:
-            lines = table.read_text(encoding="ascii").splitlines()[1:]
+            with open(table, encoding="ascii") as lines:
+                next(lines, None)  # the header
+                for line in lines:
+                    fields = line.split()
+                    if len(fields) < 8:
+                        continue
+                    local, _, lport = fields[1].rpartition(":")
+                    remote, _, rport = fields[2].rpartition(":")
+                    yield local, int(lport, 16), remote, int(rport, 16), fields[3], int(fields[7])
         except FileNotFoundError:
             continue  # no IPv6 on this machine
-        for line in lines:
-            fields = line.split()
-            if len(fields) > 7 and fields[1] == far and fields[2] == near:
-                return int(fields[7])
-    return None
+
+
+def listener_owners(port: int) -> set[int]:
+    """The uids of the sockets listening on ``port`` that a connection to 127.0.0.1 may reach
+    (empty: nothing listens there)."""
+    return {
+        uid
+        for local, lport, _, _, state, uid in _entries()
+        if lport == port and state == LISTEN and local in _REACHES_LOOPBACK
+    }
+
+
+def listens_as(port: int, uid: int) -> bool:
+    """Whether something listens on 127.0.0.1:``port`` and every such listener is ``uid``'s."""
+    return listener_owners(port) == {uid}
+
+
+def peer_owner(conn: socket.socket) -> int | None:
+    """The uid owning the far end of ``conn``, a TCP connection over loopback (None: unknown)."""
+    try:
+        here = conn.getsockname()[1]
+        there = conn.getpeername()[1]
+    except OSError:
+        return None
+    # The far end's socket: its local port is our peer's, its remote port ours.
+    found = {
+        uid
+        for _, lport, _, rport, state, uid in _entries()
+        if lport == there and rport == here and state not in (LISTEN, TIME_WAIT)
+    }
+    return found.pop() if len(found) == 1 else None
 
 
 def is_loopback_ipv4(sock: socket.socket) -> bool:

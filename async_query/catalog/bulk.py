@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from async_query.catalog.tables import Column, RawTable
-from async_query.embedded.port_owner import check_peer
+from query_core.peer import check_peer
 
 #: The largest reply read (a database's tables, most of it their Spark schemas).
 MAX_REPLY_BYTES = 512 * 1024 * 1024

@@ -31,7 +31,7 @@ from urllib.parse import urlsplit
 
 from async_query.catalog.bulk import BulkReadError, TablesEndpoint, read_tables
 from async_query.catalog.tables import Column, RawTable, UnrepresentableError
-from async_query.embedded.port_owner import check_peer
+from query_core.peer import check_peer
 
 log = logging.getLogger(__name__)
 

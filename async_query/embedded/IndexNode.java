@@ -42,10 +42,7 @@ import io.netty.buffer.Unpooled;
 import io.netty.channel.ChannelFutureListener;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
-import io.netty.handler.codec.http.DefaultFullHttpResponse;
 import io.netty.handler.codec.http.HttpRequest;
-import io.netty.handler.codec.http.HttpResponseStatus;
-import io.netty.handler.codec.http.HttpVersion;
 import io.netty.util.ReferenceCountUtil;
 import org.codelibs.opensearch.runner.node.OpenSearchRunnerNode;
 import org.opensearch.client.node.NodeClient;
@@ -201,15 +198,16 @@ public final class IndexNode {
                 if (!MessageDigest.isEqual(given, Guard.expected)) {
                     refused = true;
                     ReferenceCountUtil.release(msg);
-                    byte[] body = ("{\"error\":{\"type\":\"security_exception\",\"reason\":\"this index answers only "
-                        + "the async query service and its jobs\"},\"status\":401}").getBytes(StandardCharsets.UTF_8);
-                    DefaultFullHttpResponse response = new DefaultFullHttpResponse(
-                        HttpVersion.HTTP_1_1, HttpResponseStatus.UNAUTHORIZED, Unpooled.wrappedBuffer(body));
-                    response.headers().set("Content-Type", "application/json; charset=UTF-8");
-                    response.headers().set("Content-Length", String.valueOf(body.length));
-                    response.headers().set("WWW-Authenticate", "Basic realm=\"async-query\"");
-                    response.headers().set("Connection", "close");
-                    ctx.writeAndFlush(response).addListener(ChannelFutureListener.CLOSE);
+                    // Written as bytes: this handler sits before the pipeline's response encoder.
+                    String body = "{\"error\":{\"type\":\"security_exception\",\"reason\":\"this index answers only "
+                        + "the async query service and its jobs\"},\"status\":401}";
+                    String response = "HTTP/1.1 401 Unauthorized\r\n"
+                        + "Content-Type: application/json; charset=UTF-8\r\n"
+                        + "Content-Length: " + body.length() + "\r\n"
+                        + "WWW-Authenticate: Basic realm=\"async-query\"\r\n"
+                        + "Connection: close\r\n\r\n" + body;
+                    ctx.writeAndFlush(Unpooled.wrappedBuffer(response.getBytes(StandardCharsets.UTF_8)))
+                        .addListener(ChannelFutureListener.CLOSE);
                     return;
                 }
             }

@@ -27,7 +27,7 @@ What matters:
   bulk reads cannot start serves without them.
 - Its Thrift port is on its command line, which every local user can read, seconds before it binds
   it: another user may bind it first. So it is ready when a socket of its own user listens on its
-  port (:mod:`async_query.embedded.port_owner`), never when merely something does; a metastore
+  port (:mod:`query_core.peer`), never when merely something does; a metastore
   that found its port taken (and exited) is started again on another port, a few times at most.
   The service's own clients (the catalog reader, the bulk reads) check their peer's user too
   before they send anything (docs/security.md, "What listens where").
@@ -52,11 +52,11 @@ from pathlib import Path
 
 from async_query.catalog.bulk import TablesEndpoint
 from async_query.embedded.java import JANINO_MAIN, place_source, pyspark_jars
-from async_query.embedded.port_owner import listener_owners, listens_as
 from async_query.security import views
 from async_query.security.job_user import JobUser, JobUserError
 from async_query.security.job_user import find_java as _find_java
 from query_core.errors import AsyncQueryError
+from query_core.peer import listener_owners, listens_as
 
 log = logging.getLogger(__name__)
 

@@ -45,6 +45,7 @@ REFERENCE_KEYS = {
 #: This product's additions.
 PRODUCT_KEYS = {
     "spark.datasource.flint.verifyCerts",
+    "spark.datasource.flint.peerUid",
     "spark.datasource.flint.auth.passwordSecretArn",
     "spark.flint.job.heartbeatIntervalMillis",
     "spark.flint.job.heartbeatIdleIntervalMillis",
@@ -97,6 +98,7 @@ EVERYTHING = JobConf(
     password_secret_arn="arn:aws:secretsmanager:eu-west-1:123456789012:secret:aq-AbCdEf",
     region="eu-west-1",
     verify_certs=False,
+    peer_uid=997,
     inactivity_limit_ms=5_000,
     query_execution_timeout_s=60,
     query_wait_timeout_ms=7_000,
@@ -198,6 +200,7 @@ def test_empty_optional_settings_are_not_rendered() -> None:
         "spark.flint.validation.checkpointRoot",
         "spark.flint.job.poolSlot",
         "spark.flint.job.poolIdleLimitMillis",
+        "spark.datasource.flint.peerUid",
     }
     assert rendered["spark.flint.job.queryLoopExecutionFrequency"] == "100"
     assert rendered["spark.datasource.flint.verifyCerts"] == "true"
@@ -345,6 +348,7 @@ def test_what_the_plugin_sends_is_what_the_job_reads() -> None:
         "spark.flint.validation.checkpointRoot",
         "spark.flint.job.poolSlot",
         "spark.flint.job.poolIdleLimitMillis",
+        "spark.datasource.flint.peerUid",  # a remote cluster's: none
     }
     # the local launcher passes the password in the environment, EMR Serverless as a conf key
     for plain, env in (({**conf, **secret}, {}), (conf, {PASSWORD_ENV: "pw"})):

@@ -1,4 +1,4 @@
-"""Who owns a loopback socket (``async_query/embedded/port_owner.py``), and the metastore clients
+"""Who owns a loopback socket (``query_core/peer.py``), and the metastore clients
 that send nothing to a socket of another user than the metastore's (docs/security.md, "What
 listens where"). Real sockets on the loopback address; "another user" is any uid but this
 process's."""
@@ -13,7 +13,8 @@ import pytest
 
 from async_query.catalog.bulk import BulkReadError, TablesEndpoint, read_tables
 from async_query.catalog.readers import CatalogUnavailableError, HiveMetastoreReader
-from async_query.embedded.port_owner import UntrustedPeerError, check_peer, listener_owners, listens_as, peer_owner
+from query_core.peer import PeerRefusedError as PeerRefusedError
+from query_core.peer import check_peer, listener_owners, listens_as, peer_owner
 
 ME = os.geteuid()
 SOMEONE_ELSE = ME + 4321
@@ -46,7 +47,7 @@ def test_a_connection_s_peer_is_the_listener_s_user_s(listener: socket.socket) -
         assert peer_owner(conn) == ME
         check_peer(conn, ME)
         check_peer(conn, None)  # not checked
-        with pytest.raises(UntrustedPeerError):
+        with pytest.raises(PeerRefusedError):
             check_peer(conn, SOMEONE_ELSE)
 
 
