@@ -61,6 +61,9 @@ def run_api_latency(
         sim.start(writers=2)
         post = _posts(base_url, datasource, sim, plan.posts)
         details["post"] = post.as_json()
+        write_floor = bare_writes(store, plan.posts)
+        if write_floor is not None:
+            details["bare_create_by_id"] = write_floor.as_json()
         running_ids = [s.statement_id for s in sim.sessions]
         gets: dict[int, LoadResult] = {}
         floor: dict[int, LoadResult] = {}
@@ -97,6 +100,24 @@ def run_api_latency(
         Figure(SECTION, "POST p50 (1 client)", percentile(post.latencies_ms, 50), ms, Target("<=", 10)),
         Figure(SECTION, "POST p99 (1 client)", percentile(post.latencies_ms, 99), ms, note=f"n={post.count}"),
     ]
+    if write_floor is not None:
+        floor_p50 = percentile(write_floor.latencies_ms, 50)
+        figures += [
+            Figure(
+                SECTION,
+                "bare durable write on the index (create by id), 1 client: p50",
+                floor_p50,
+                ms,
+                note="the floor of a write: one translog sync",
+            ),
+            Figure(
+                SECTION,
+                "POST p50 / bare durable write p50",
+                percentile(post.latencies_ms, 50) / floor_p50 if floor_p50 else None,
+                "x",
+                note="a POST into a session: its statement and its user's usage, two durable writes",
+            ),
+        ]
     for clients, res in gets.items():
         label = f"GET running, {clients} client{'s' if clients > 1 else ''}"
         figures += [
@@ -152,6 +173,33 @@ def bare_gets(
         headers=headers,
     )
     _check_ok(result, f"bare GET by id, {clients} clients")
+    return result
+
+
+#: Where the write floor's documents go (an index of the bench's own, deleted after).
+WRITE_FLOOR_INDEX = "bench-write-floor"
+
+
+def bare_writes(store: Store, count: int) -> LoadResult | None:
+    """``count`` documents of a statement's size created by id, one at a time, straight on the
+    index (each acknowledged once its translog is synced): the floor of a write. None where the
+    bench cannot sign a raw request (SigV4)."""
+    cfg = client_of(store).cfg
+    headers = index_headers(cfg)
+    if headers is None:
+        return None
+    body = json.dumps({"type": "statement", "state": "waiting", "query": "SELECT 1", "pad": "x" * 300}).encode()
+    try:
+        result = run_load(
+            cfg.url,
+            lambda c, i: ("PUT", f"/{WRITE_FLOOR_INDEX}/_create/{c}-{i}", body),
+            1,
+            count=count,
+            headers=headers,
+        )
+    finally:
+        store.admin.delete_index(WRITE_FLOOR_INDEX)
+    _check_ok(result, "bare create by id", expect=201)
     return result
 
 
