@@ -11,6 +11,8 @@ from bench.auth import ADDED_TARGET_MS, AuthPlan, run_bench
 from bench.report import Target
 from tests.node import index_env
 
+pytestmark = pytest.mark.slow  # its own node, metastore, serve or bench process: not in the fast tier
+
 
 def test_auth_bench_runs(tmp_path: Path, index_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     # The bench's index (bench.index_node) is the test's node, named as a cluster would be.

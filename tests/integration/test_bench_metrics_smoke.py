@@ -12,6 +12,8 @@ from bench.metrics import RATIO_TARGET, MetricsPlan, run_bench
 from bench.report import Target
 from tests.node import index_env
 
+pytestmark = pytest.mark.slow  # its own node, metastore, serve or bench process: not in the fast tier
+
 
 def test_metrics_bench_runs(tmp_path: Path, index_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     # The bench's index (bench.index_node) is the test's node, named as a cluster would be.

@@ -30,6 +30,8 @@ from tests.conftest import PluginFactory
 from tests.node import index_env
 from tests.support import RecordingLauncher, serve_http
 
+pytestmark = pytest.mark.slow  # its own node, metastore, serve or bench process: not in the fast tier
+
 
 def _by_name(figures: list[Figure]) -> dict[str, Figure]:
     return {f.name: f for f in figures}

@@ -30,7 +30,7 @@ from tests.listeners import listeners
 from tests.node import node_options
 from tests.support import wait_for
 
-pytestmark = pytest.mark.skipif(bool(REAL_CLUSTER), reason="the embedded index, not a real cluster")
+pytestmark = [pytest.mark.skipif(bool(REAL_CLUSTER), reason="the embedded index, not a real cluster"), pytest.mark.slow]
 
 REQUESTS = ".query_execution_request_local"
 RESULTS = "query_execution_result_local"

@@ -748,6 +748,7 @@ def test_cancelled_and_timed_out_replies_come_from_the_reply_cache(
 # -- serve --gateway on the embedded default -------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_serve_gateway_on_the_embedded_default(tmp_path: Path) -> None:
     """``async-query serve --gateway`` with no cluster configured: the embedded index server
     answers Dashboards' calls through the service's port, next to the service's own API."""

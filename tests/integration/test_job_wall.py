@@ -26,7 +26,7 @@ from tests.integration.test_security import FAST_HASHER, PASSWORDS, _answers, _e
 from tests.node import node_options
 from tests.support import free_port, wait_for
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the service switches users only when it runs as root")
+pytestmark = [pytest.mark.skipif(os.geteuid() != 0, reason="the service switches users only when it runs as root"), pytest.mark.slow]
 
 #: The data directory's entries that are the job user's (its places).
 JOB_PLACES = {"warehouse", "checkpoints", "metastore", "catalogs", "tmp", "jvm"}

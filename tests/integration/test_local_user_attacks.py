@@ -47,7 +47,7 @@ from tests.conftest import REAL_CLUSTER
 from tests.node import node_options
 from tests.support import wait_for
 
-pytestmark = pytest.mark.skipif(bool(REAL_CLUSTER), reason="the embedded index, not a real cluster")
+pytestmark = [pytest.mark.skipif(bool(REAL_CLUSTER), reason="the embedded index, not a real cluster"), pytest.mark.slow]
 
 CREDENTIAL = IndexCredential.generate()
 AUTH = (CREDENTIAL.username, CREDENTIAL.password)

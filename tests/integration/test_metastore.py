@@ -16,6 +16,8 @@ from async_query.security.job_user import JobUser
 from tests.listeners import listeners
 from tests.support import wait_for
 
+pytestmark = pytest.mark.slow  # its own node, metastore, serve or bench process: not in the fast tier
+
 #: A Python of the machine's, that any user may run; and a local user who is neither root nor the job user.
 SYSTEM_PYTHON = "/usr/bin/python3"
 OTHER_UID = 1

@@ -30,6 +30,8 @@ from async_query.packaging import (
 from async_query.settings import Settings, SparkEngineConfig
 from query_core.errors import AsyncQueryError, InvalidRequestError
 
+pytestmark = pytest.mark.slow  # its own node, metastore, serve or bench process: not in the fast tier
+
 REGION = "us-east-1"
 BUCKET = "pkg-bucket"
 REPO = Path(__file__).resolve().parents[2]

@@ -539,6 +539,7 @@ def test_serve_refuses_an_unusable_auth_setup(tmp_path: Path, env: dict[str, str
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.slow
 def test_serve_refuses_cluster_auth_on_a_cluster_without_security_plugin(tmp_path: Path, index_url: str) -> None:
     done = subprocess.run(
         [*_entry_point(), "serve", "--port", str(free_port())],
@@ -551,6 +552,7 @@ def test_serve_refuses_cluster_auth_on_a_cluster_without_security_plugin(tmp_pat
     assert "has no security plugin" in done.stderr
 
 
+@pytest.mark.slow
 def test_serve_with_basic_auth_keeps_its_files_private(tmp_path: Path) -> None:
     """The real ``async-query serve`` on the embedded index: credentials checked, and everything it
     and its children write under the data directory private (index snapshots, a job's log and pid

@@ -13,11 +13,14 @@ import sys
 from pathlib import Path
 
 import httpx
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from async_query.api import BASE
 from tests.node import index_env
 from tests.support import free_port, wait_for
+
+pytestmark = pytest.mark.slow  # its own node, metastore, serve or bench process: not in the fast tier
 
 
 def test_serve_logs_json_lines_about_queries_and_answers_metrics(tmp_path: Path, index_url: str) -> None:
