@@ -176,8 +176,8 @@ def test_serve_checks(tmp_path: Path) -> None:
     assert not any("plain HTTP" in w for w in serve_checks(basic, "0.0.0.0", tls=True).warnings)
     users.chmod(0o644)
     readable = serve_checks(basic, "127.0.0.1")
-    if JobUser.resolve().switches:  # run as root, jobs run as nobody: who must not read the hashes
-        assert any("can be read by the job user nobody" in e and "chmod 600" in e for e in readable.errors)
+    if JobUser.resolve().switches:  # run as root, jobs run as the job user: who must not read the hashes
+        assert any(f"can be read by the job user {DEFAULT_JOB_USER}" in e and "chmod 600" in e for e in readable.errors)
     else:
         assert any("chmod 600" in w for w in readable.warnings)
 
