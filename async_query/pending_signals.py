@@ -5,7 +5,7 @@ then appends the statement's id to the session document's pending list, the sign
 job reads by id so that it picks the statement up without waiting for a search to see it. The
 append is a conditional write of the session document, as long again as the statement's own, and
 nothing depends on it being made before the reply: the job also finds its session's waiting
-statements by searching for them (``docs/architecture.md``, "A statement's way to its job"). So
+statements by searching for them (``docs/architecture.md``, "Documents are the truth"). So
 :class:`PendingSignals` makes it right after the reply, in its own thread:
 
 - a statement is acknowledged once it is in the index, as before; a signal lost with its process

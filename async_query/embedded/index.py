@@ -286,8 +286,7 @@ class EmbeddedIndex:
                     if reply.status_code == 200:
                         return
                 except (httpx.HTTPError, ValueError) as exc:
-                    if "is not the embedded index's" in str(exc):
-                        status = str(exc)
+                    status = str(exc) or type(exc).__name__  # the last failure, for the error below
                 time.sleep(0.2)
             reason = _unassigned_reason(client)
         self.kill()
