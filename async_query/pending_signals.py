@@ -13,7 +13,14 @@ statements by searching for them (``docs/architecture.md``, "Documents are the t
 - POSTs into one session in the same moment are appended in one write (fewer conflicts on the
   session document, which its job's heartbeats also write);
 - a session that ended before its append fails the statements it was to take (they still reach a
-  terminal state, with an error that says to submit them again).
+  terminal state, with an error that says to submit them again);
+- the session as the append wrote it is kept for ``reuse_s`` (:meth:`PendingSignals.written`): the
+  next POST into it within that time takes it from there instead of reading it. A read by id of a
+  document written since the index's last refresh makes the index refresh first, and a session
+  POSTed into a moment ago is such a document. The copy is this process's own last write (any
+  other write of this process to the session drops it), no older than ``reuse_s``, and what the
+  POST decides from it is checked again where it matters: the append is a conditional write, so
+  a session that ended meanwhile is seen there and the statement failed as above.
 
 The loop is a :class:`~async_query.workers.Worker`: woken by each POST, with a run-once mode
 (:meth:`PendingSignals.run_once`, what tests and :meth:`flush` call) and a stop that writes what
@@ -24,6 +31,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from dataclasses import dataclass, field
 
 from async_query.workers import Worker
@@ -35,6 +43,8 @@ log = logging.getLogger(__name__)
 
 #: How long the loop sleeps when nothing wakes it (a POST does; this only bounds a missed wake).
 IDLE_INTERVAL_S = 1.0
+#: The most sessions whose last append is kept for the next POST (the most recent ones).
+KEPT_SESSIONS = 10_000
 
 
 @dataclass
@@ -50,11 +60,15 @@ class PendingSignals(Worker):
 
     name = "pending-signals"
 
-    def __init__(self, store: Store, keep: int, interval_s: float = IDLE_INTERVAL_S) -> None:
+    def __init__(self, store: Store, keep: int, interval_s: float = IDLE_INTERVAL_S, reuse_s: float = 0.0) -> None:
         super().__init__(interval_s)
         self.store = store
         #: How many ids a session's list keeps (the last ones).
         self.keep = keep
+        #: How long a session as an append wrote it is taken for the next POST (0: never).
+        self.reuse_s = reuse_s
+        #: Session id -> (when, the session as this process's last append wrote it).
+        self._written: dict[str, tuple[float, Versioned[SessionDoc]]] = {}
         self._queued: dict[tuple[str, str], _Queued] = {}
         self._lock = threading.Lock()
         #: Held by a round for its whole length, so that a flush waits for a round under way.
@@ -76,6 +90,32 @@ class PendingSignals(Worker):
             self.run_once()
         else:
             self.wake()
+
+    def written(self, session_id: str) -> Versioned[SessionDoc] | None:
+        """The session as this process's last append wrote it, if that was less than ``reuse_s``
+        ago and no other write of this process to it came since (see the module's documentation)."""
+        with self._lock:
+            kept = self._written.get(session_id)
+        if kept is None or time.monotonic() - kept[0] >= self.reuse_s:
+            return None
+        return kept[1]
+
+    def forget(self, doc_id: str) -> None:
+        """A write of this process to document ``doc_id``: a kept copy of it is dropped (a write
+        listener of the store's connector)."""
+        if self._written:
+            with self._lock:
+                self._written.pop(doc_id, None)
+
+    def _keep(self, session: Versioned[SessionDoc]) -> None:
+        if self.reuse_s <= 0:
+            return
+        key = session.doc.session_id
+        with self._lock:
+            self._written.pop(key, None)  # re-inserted last: the dict is oldest first
+            self._written[key] = (time.monotonic(), session)
+            while len(self._written) > KEPT_SESSIONS:
+                del self._written[next(iter(self._written))]
 
     @property
     def queued(self) -> int:
@@ -111,6 +151,7 @@ class PendingSignals(Worker):
             log.warning("session %s: pending ids not written (%s)", queued.session.doc.session_id, exc)
             return
         if written is not None:
+            self._keep(written)
             return
         error = f"Session {queued.session.doc.session_id} ended before the statement could run; submit it again"
         for statement in queued.statements:

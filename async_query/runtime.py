@@ -200,7 +200,8 @@ def build_plugin(
     )
     refresh_stopper = RefreshStopper(store, registry.stop_job, stream_stopper.stop)
     schedules = ScheduleOperations(store, settings.scheduler_policy, refresh_stopper)
-    signals = PendingSignals(store, settings.pending_ids_kept)
+    signals = PendingSignals(store, settings.pending_ids_kept, reuse_s=settings.session_reuse_ms / 1000)
+    store.index.write_listeners.append(signals.forget)
     context = HandlerContext(
         settings=settings,
         store=store,
@@ -396,8 +397,6 @@ def build_runtime(settings: Settings, launchers: dict[str, Launcher] | None = No
         if not url:
             embedded = start_embedded_index(settings, data_dir)
             url = embedded.url
-        if catalogs is not None and catalogs.metastores:
-            catalogs.wait_ready("local")
         opensearch = settings.opensearch(url)
         if embedded is not None:  # its credential, for this service and (through the launchers) its jobs
             opensearch = opensearch.model_copy(update=embedded.connection_fields())
@@ -421,10 +420,31 @@ def build_runtime(settings: Settings, launchers: dict[str, Launcher] | None = No
                 python=settings.local_job_python,
             )
         plugin = build_plugin(settings, store, registry, all_launchers, opensearch)
-        if catalogs is not None and catalogs.metastores:
-            plugin.health.extra["metastore"] = catalogs.problem
-        plugin.start_workers()
     except BaseException:
         _close_children(embedded, catalogs)
         raise
+    try:
+        if catalogs is not None and catalogs.metastores:
+            plugin.health.extra["metastore"] = catalogs.problem
+        plugin.start_workers()  # the warm pool's first jobs start now, beside the metastore's start
+        if catalogs is not None and catalogs.metastores:
+            _wait_for_metastore(catalogs, plugin)
+    except BaseException:
+        plugin.close()
+        _close_children(embedded, catalogs)
+        raise
     return Runtime(settings, plugin, embedded, catalogs)
+
+
+def _wait_for_metastore(catalogs: LocalCatalogs, plugin: Plugin) -> None:
+    """Return once the ``local`` metastore accepts connections. The warm pool's jobs were launched
+    meanwhile (a job reads its catalog only when it runs a statement, its Hive client retrying
+    until the metastore listens), so the two cold starts overlap. A metastore whose port another
+    user took first starts again on another port (:mod:`async_query.embedded.metastore`): the
+    pool's jobs launched with the first address are then stopped, and the pool refills with jobs
+    that have the new one."""
+    launched_with = catalogs.running()["local"].uri
+    catalogs.wait_ready("local")
+    if catalogs.running()["local"].uri != launched_with:
+        plugin.pool_keeper.retire_launched("its metastore started on another port than its jobs were given")
+        plugin.pool_keeper.wake()

@@ -361,6 +361,10 @@ class Settings(BaseSettings):
     #: How old a session document GET may use (milliseconds; 0 reads it with every GET). A
     #: session changes once per heartbeat; the statement itself is read by id on every GET.
     session_cache_ms: int = 250
+    #: How long a POST into a session may take the session as this process last wrote it (the
+    #: previous POST's pending-id signal) instead of reading it (milliseconds; 0 reads it with
+    #: every POST). The signal's conditional write checks it again (async_query/pending_signals.py).
+    session_reuse_ms: int = Field(default=1000, ge=0)
 
     # -- what operators watch (docs/metrics.md) ------------------------------------------------
     #: ``/metrics``, the stats endpoints and the request middleware; off: none of them.

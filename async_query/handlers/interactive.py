@@ -109,7 +109,8 @@ class InteractiveHandler(JobSessionHandler):
                 return None
         except AsyncQueryError:
             return None
-        session = self.store.sessions.get(datasource.name, session_id)
+        # As this process's last signal to it wrote it, a moment ago (async_query/pending_signals.py), or read.
+        session = self.context.signals.written(session_id) or self.store.sessions.get(datasource.name, session_id)
         if session is None or session.doc.session_type != SessionType.INTERACTIVE:
             return None
         if not may_use_session(principal, session.doc.submitted_by):

@@ -216,11 +216,16 @@ class PoolKeeper(Worker):
     def close(self) -> None:
         """The service stops: stop the loop, then the unclaimed jobs this process launched."""
         self.stop()
+        self.retire_launched("the service stopped")
+
+    def retire_launched(self, why: str) -> None:
+        """Stop the unclaimed jobs this process launched (their slots end, and are refilled by
+        the next round unless the loop has stopped)."""
         for job_id, slot_id_ in list(self.launched.items()):
             try:
                 slot = self.store.pool.slot(slot_id_)
                 if slot is not None and slot.doc.job_id == job_id:
-                    self.retire(slot, "the service stopped")
+                    self.retire(slot, why)
             except AsyncQueryError as exc:
                 log.warning("cannot stop pool job %s: %s", job_id, exc)
 

@@ -4,6 +4,11 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
 
 from async_query.handlers.base import SubmitRequest
 from async_query.pending_signals import PendingSignals
@@ -71,6 +76,94 @@ def test_the_stop_writes_what_is_queued_and_a_post_after_it_is_written_before_it
     session = store.sessions.get(ds, first.session_id)
     assert session is not None and session.doc.pending_statement_ids == [first.query_id, late.query_id]
 
+def test_the_next_post_takes_the_session_as_the_signal_wrote_it(
+    make_plugin: PluginFactory, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plugin = make_plugin(session_reuse_ms=600_000)  # long enough that the test never races it
+    ds = plugin.datasources.all()[0].name
+    first = plugin.service.submit(SubmitRequest(ds, "sql", "SELECT 0"))
+    _running(store, ds, first.session_id)
+    second = plugin.service.submit(SubmitRequest(ds, "sql", "SELECT 1", first.session_id))
+    plugin.signals.flush()
+    kept = plugin.signals.written(first.session_id)
+    current = store.sessions.get(ds, first.session_id)
+    assert kept is not None and current is not None and kept.seq_no == current.seq_no
+    reads = _count_session_reads(store, monkeypatch)
+    third = plugin.service.submit(SubmitRequest(ds, "sql", "SELECT 2", first.session_id))
+    assert third.session_id == first.session_id and reads == []
+    plugin.signals.flush()
+    session = store.sessions.get(ds, first.session_id)
+    assert session is not None
+    assert session.doc.pending_statement_ids == [first.query_id, second.query_id, third.query_id]
+
+
+def test_another_write_of_this_process_to_the_session_drops_the_copy(make_plugin: PluginFactory, store: Store) -> None:
+    plugin = make_plugin(session_reuse_ms=600_000)
+    ds = plugin.datasources.all()[0].name
+    first = plugin.service.submit(SubmitRequest(ds, "sql", "SELECT 0"))
+    _running(store, ds, first.session_id)
+    plugin.service.submit(SubmitRequest(ds, "sql", "SELECT 1", first.session_id))
+    plugin.signals.flush()
+    kept = plugin.signals.written(first.session_id)
+    assert kept is not None
+    job_beats(store, kept)  # through this process's connector
+    assert plugin.signals.written(first.session_id) is None
+
+
+def test_without_reuse_nothing_is_kept(make_plugin: PluginFactory, store: Store) -> None:
+    plugin = make_plugin(session_reuse_ms=0)
+    ds = plugin.datasources.all()[0].name
+    first = plugin.service.submit(SubmitRequest(ds, "sql", "SELECT 0"))
+    _running(store, ds, first.session_id)
+    plugin.service.submit(SubmitRequest(ds, "sql", "SELECT 1", first.session_id))
+    plugin.signals.flush()
+    assert plugin.signals.written(first.session_id) is None
+
+
+def test_a_session_ended_elsewhere_since_the_copy_fails_the_next_statement(
+    make_plugin: PluginFactory, store: Store
+) -> None:
+    """The copy said running; the session's job ended it meanwhile (a write this process does not
+    see): the POST is taken, and the signal's conditional write finds the end and fails it."""
+    plugin = make_plugin(session_reuse_ms=600_000)
+    ds = plugin.datasources.all()[0].name
+    first = plugin.service.submit(SubmitRequest(ds, "sql", "SELECT 0"))
+    _running(store, ds, first.session_id)
+    plugin.service.submit(SubmitRequest(ds, "sql", "SELECT 1", first.session_id))
+    plugin.signals.flush()
+    kept = plugin.signals.written(first.session_id)
+    assert kept is not None
+    with _unseen_by(plugin.signals.forget, store):
+        assert store.sessions.end(kept, SessionState.DEAD, "its job died") is not None
+    late = plugin.service.submit(SubmitRequest(ds, "sql", "SELECT 2", first.session_id))
+    assert late.session_id == first.session_id
+    plugin.signals.flush()
+    failed = store.statements.get(ds, late.query_id)
+    assert failed is not None and failed.doc.state == StatementState.FAILED
+    assert "ended before the statement could run; submit it again" in failed.doc.error
+
+
+def _count_session_reads(store: Store, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Session ids read by id through ``store`` from now on."""
+    reads: list[str] = []
+    read = store.sessions.get
+
+    def counted(datasource: str, session_id: str, *args: Any, **kwargs: Any) -> Any:
+        reads.append(session_id)
+        return read(datasource, session_id, *args, **kwargs)
+
+    monkeypatch.setattr(store.sessions, "get", counted)
+    return reads
+
+
+@contextmanager
+def _unseen_by(listener: Any, store: Store) -> Iterator[None]:
+    """Writes made meanwhile are another process's to ``listener``."""
+    store.index.write_listeners.remove(listener)
+    try:
+        yield
+    finally:
+        store.index.write_listeners.append(listener)
 
 
 def _running(store: Store, ds: str, session_id: str) -> Versioned[SessionDoc]:

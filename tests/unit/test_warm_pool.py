@@ -471,3 +471,42 @@ def test_pool_jobs_are_listed_for_admins_only(make_plugin: PluginFactory, store:
     [listed] = plugin.service.pool_jobs()
     assert listed.state == PoolJobState.STARTING and listed.job_id == "job-1"
     assert plugin.service.pool_jobs(principal=Principal.of("bob", ["analysts"])) == []
+
+
+@dataclass
+class MovingMetastore:
+    """A ``local`` metastore that, while the service waits for it, starts again on another port
+    (another user took its first one), as :class:`async_query.embedded.metastore.Metastore` does."""
+
+    uri: str = "thrift://127.0.0.1:40001"
+
+
+@dataclass
+class MovingCatalogs:
+    metastore: MovingMetastore = field(default_factory=MovingMetastore)
+    moves: bool = True
+
+    def running(self) -> dict[str, MovingMetastore]:
+        return {"local": self.metastore}
+
+    def wait_ready(self, datasource: str) -> None:
+        if self.moves:
+            self.metastore.uri = "thrift://127.0.0.1:40002"
+
+
+@pytest.mark.parametrize("moves", [True, False])
+def test_pool_jobs_launched_before_their_metastore_moved_are_replaced(make_plugin: PluginFactory, moves: bool) -> None:
+    from async_query.runtime import _wait_for_metastore
+
+    launcher = JobsLauncher()
+    plugin = pooled(make_plugin, launcher)
+    plugin.pool_keeper.run_once()  # launched at the service's start, beside the metastore's
+    first = slot_of(plugin).doc.job_id
+    _wait_for_metastore(MovingCatalogs(moves=moves), plugin)  # type: ignore[arg-type]
+    if not moves:
+        assert launcher.cancelled == [] and slot_of(plugin).doc.state != PoolJobState.DEAD
+        return
+    assert launcher.cancelled == [first]
+    assert slot_of(plugin).doc.state == PoolJobState.DEAD and "another port" in slot_of(plugin).doc.error
+    plugin.pool_keeper.run_once()
+    assert slot_of(plugin).doc.job_id not in ("", first)  # refilled: a job given the new address
