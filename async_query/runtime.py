@@ -426,7 +426,11 @@ def build_runtime(settings: Settings, launchers: dict[str, Launcher] | None = No
     try:
         if catalogs is not None and catalogs.metastores:
             plugin.health.extra["metastore"] = catalogs.problem
-        plugin.start_workers()  # the warm pool's first jobs start now, beside the metastore's start
+        # The warm pools' first jobs are launched before the service takes a query (its first new
+        # session claims one, still starting, rather than starting a job of its own beside it),
+        # and while the metastore starts.
+        plugin.pool_keeper.run_once()
+        plugin.start_workers()
         if catalogs is not None and catalogs.metastores:
             _wait_for_metastore(catalogs, plugin)
     except BaseException:

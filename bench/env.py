@@ -131,25 +131,7 @@ class BenchEnv:
         self._kill_leftover_jobs()
 
     def _kill_leftover_jobs(self) -> None:
-        """Kill the process groups of Spark jobs this bench's service launched, if still alive.
-
-        The local launcher records each job's pid under ``<data dir>/jobs``; each job leads its
-        own process group.
-        """
-        jobs = self.data_dir / "service" / "jobs"
-        for pid_file in jobs.glob("*.pid") if jobs.exists() else []:
-            try:
-                pid = int(pid_file.read_text())
-                environ = Path(f"/proc/{pid}/environ").read_bytes()
-            except (OSError, ValueError):
-                continue
-            if f"SERVERLESS_EMR_JOB_ID={pid_file.stem}".encode() not in environ:
-                continue
-            log.warning("job %s (pid %d) outlived the service; killing its process group", pid_file.stem, pid)
-            try:
-                os.killpg(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+        kill_leftover_jobs(self.data_dir / "service" / "jobs")
 
     # -- helpers ----------------------------------------------------------------------------
 
@@ -201,3 +183,52 @@ def stop_services(procs: list[subprocess.Popen[bytes]], grace_s: float) -> None:
             log.warning("the service did not stop on SIGINT; killing it (pid %d)", proc.pid)
             proc.kill()
             proc.wait()
+
+
+def kill_leftover_jobs(jobs: Path) -> int:
+    """Kill the processes of the Spark jobs a bench's service launched that are still alive (its
+    sessions' jobs can outlive it, and a job's JVM its Python); returns how many.
+
+    The local launcher records each job under ``<data dir>/jobs``; every process of a job has the
+    job's id in its environment (a pid used again by another process has not).
+    """
+    names = {f"SERVERLESS_EMR_JOB_ID={pid_file.stem}".encode() for pid_file in jobs.glob("*.pid")} if jobs.exists() else set()
+    killed = 0
+    for entry in Path("/proc").iterdir() if names else []:
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = set((entry / "environ").read_bytes().split(b"\0"))
+        except OSError:
+            continue
+        if names & environ:
+            log.info("process %s of a job outlived the service; killing it", entry.name)
+            try:
+                os.kill(int(entry.name), signal.SIGKILL)
+                killed += 1
+            except (ProcessLookupError, PermissionError):
+                pass
+    return killed
+
+
+def descendants(root: int) -> list[int]:
+    """The processes below ``root`` (from each process's parent in ``/proc/<pid>/stat``)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        try:
+            parent = int(stat.rpartition(")")[2].split()[1])
+        except (ValueError, IndexError):
+            continue
+        children.setdefault(parent, []).append(int(entry.name))
+    found, todo = [], list(children.get(root, []))
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo.extend(children.get(pid, []))
+    return found

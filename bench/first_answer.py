@@ -30,6 +30,7 @@ from pathlib import Path
 
 import httpx
 
+from bench.env import descendants, kill_leftover_jobs
 from bench.index_node import status_kb
 
 QUERY = {"datasource": "local", "lang": "sql", "query": "SELECT 1"}
@@ -99,6 +100,9 @@ def first_answer(layout: Layout, log: Path) -> Start:
         raise RuntimeError(f"{layout.name}: no answer within {TIMEOUT_S:.0f} s (log: {log})")
     finally:
         _stop(proc)
+        # The query's session job outlives the service (as across any restart): killed, so that
+        # the next start, of either layout, has the machine to itself.
+        kill_leftover_jobs(layout.data_dir / "jobs")
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
@@ -116,18 +120,8 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 def index_resident_mb(root: int) -> float | None:
     """The resident memory (MB) of the index's processes among ``root``'s descendants."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                parent = int((entry / "stat").read_text().rpartition(")")[2].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-            children.setdefault(parent, []).append(int(entry.name))
-    total, found, todo = 0, False, [root]
-    while todo:
-        pid = todo.pop()
-        todo += children.get(pid, [])
+    total, found = 0, False
+    for pid in descendants(root):
         try:
             command = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
         except OSError:

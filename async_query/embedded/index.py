@@ -253,7 +253,7 @@ class EmbeddedIndex:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 die_with_parent=signal.SIGKILL,
-                ignore_interrupt=True,
+                ignore_stop_signals=True,
             )
         except (OSError, JobUserError) as exc:
             raise IndexStartError(f"cannot start the embedded index: {exc}") from exc

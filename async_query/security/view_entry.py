@@ -42,6 +42,14 @@ FAILED = 125
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
+def ignore_stop_signals() -> None:
+    """SIGINT and SIGTERM ignored, and so kept across exec (a JVM leaves an ignored shutdown signal
+    ignored): a terminal's Ctrl-C, or a stop sent to the service's whole process group, is the
+    service's to handle, and it stops such a child itself once nothing needs it any more."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
 def _check(result: int, what: str) -> None:
     if result != 0:
         errno = ctypes.get_errno()
@@ -94,8 +102,8 @@ def become(plan: dict[str, object]) -> None:
     death = int(plan.get("pdeathsig", 0))  # type: ignore[call-overload]
     if death:  # after the switch of users, which clears it
         _check(_libc.prctl(PR_SET_PDEATHSIG, death), "prctl")
-    if plan.get("ignore_interrupt"):  # kept across exec: a terminal's Ctrl-C is the service's to handle
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if plan.get("ignore_stop_signals"):
+        ignore_stop_signals()
     os.chdir(str(plan.get("cwd") or "/"))
 
 

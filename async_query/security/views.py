@@ -24,7 +24,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -68,7 +67,7 @@ class View:
     def needed(self) -> bool:
         return bool(self.veils)
 
-    def plan(self, user: JobUser, cwd: Path | str, *, die_with_parent: int = 0, ignore_interrupt: bool = False) -> str:
+    def plan(self, user: JobUser, cwd: Path | str, *, die_with_parent: int = 0, ignore_stop_signals: bool = False) -> str:
         """The plan :mod:`.view_entry` reads (JSON; paths and ids only)."""
         return json.dumps(
             {
@@ -79,7 +78,7 @@ class View:
                 "umask": JOB_UMASK,
                 "cwd": str(cwd),
                 "pdeathsig": int(die_with_parent),
-                "ignore_interrupt": ignore_interrupt,
+                "ignore_stop_signals": ignore_stop_signals,
             }
         )
 
@@ -118,10 +117,10 @@ def plan_view(user: JobUser, reads: Iterable[Path | str], writes: Iterable[Path 
 
 
 def entry_command(
-    view: View, user: JobUser, command: list[str], cwd: Path | str, *, die_with_parent: int = 0, ignore_interrupt: bool = False
+    view: View, user: JobUser, command: list[str], cwd: Path | str, *, die_with_parent: int = 0, ignore_stop_signals: bool = False
 ) -> list[str]:
     """``command`` as it is run through the view's entry (as root, which leaves root there)."""
-    plan = view.plan(user, cwd, die_with_parent=die_with_parent, ignore_interrupt=ignore_interrupt)
+    plan = view.plan(user, cwd, die_with_parent=die_with_parent, ignore_stop_signals=ignore_stop_signals)
     return [sys.executable, "-I", "-S", str(ENTRY), plan, "--", *command]
 
 
@@ -137,16 +136,17 @@ def spawn(
     stderr: int | IO[Any] | None = None,
     new_session: bool = False,
     die_with_parent: int = 0,
-    ignore_interrupt: bool = False,
+    ignore_stop_signals: bool = False,
 ) -> subprocess.Popen[bytes]:
     """Start ``command`` as ``user`` with a umask of 077: through a private view where ``view``
     is needed (checked to be possible on this machine first), else directly. ``die_with_parent``:
-    the signal it gets when the thread that started it ends (Linux; 0: none); ``ignore_interrupt``:
-    SIGINT ignored (a terminal's Ctrl-C reaches the whole process group: the service handles it)."""
+    the signal it gets when the thread that started it ends (Linux; 0: none); ``ignore_stop_signals``:
+    SIGINT and SIGTERM ignored (a terminal's Ctrl-C, or a stop sent to the service's whole process
+    group, is the service's to handle: it stops such a child itself, last, once nothing needs it)."""
     if view.needed:
         available()
         return subprocess.Popen(
-            entry_command(view, user, command, cwd, die_with_parent=die_with_parent, ignore_interrupt=ignore_interrupt),
+            entry_command(view, user, command, cwd, die_with_parent=die_with_parent, ignore_stop_signals=ignore_stop_signals),
             stdin=stdin,
             stdout=stdout,
             stderr=stderr,
@@ -162,20 +162,20 @@ def spawn(
         env=dict(env),
         cwd=cwd,
         start_new_session=new_session,
-        preexec_fn=(lambda: _in_child(die_with_parent, ignore_interrupt)) if die_with_parent or ignore_interrupt else None,
+        preexec_fn=(lambda: _in_child(die_with_parent, ignore_stop_signals)) if die_with_parent or ignore_stop_signals else None,
         **user.popen_options(),
     )
 
 
-def _in_child(death: int, ignore_interrupt: bool) -> None:  # pragma: no cover - runs in the child between fork and exec
+def _in_child(death: int, ignore_stop_signals: bool) -> None:  # pragma: no cover - runs in the child between fork and exec
     """Linux: ``death`` to this process when the thread that started it goes (a crashed service);
-    SIGINT ignored where asked."""
+    SIGINT and SIGTERM ignored where asked."""
     if death and sys.platform.startswith("linux"):
         import ctypes
 
         ctypes.CDLL(None, use_errno=True).prctl(view_entry.PR_SET_PDEATHSIG, death)
-    if ignore_interrupt:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if ignore_stop_signals:
+        view_entry.ignore_stop_signals()
 
 
 @functools.cache

@@ -2,7 +2,8 @@
 
 The plugin launches it with its pool slot (``spark.flint.job.poolSlot``) and the start-up part of
 a job's conf (docs/job.md). The job waits for its slot document to name its job run, warms its
-Spark session up, moves the slot ``starting → idle``, and then loops: read the slot by id every
+Spark session up (unless a session claimed it meanwhile: that session's first statement is then
+what warms it, and the warm-up would only delay it), moves the slot ``starting → idle``, and then loops: read the slot by id every
 loop period, beat it every idle heartbeat interval. When a new session has claimed it (the slot is
 ``claimed``, one conditional write of the plugin), it moves the slot to ``served`` and becomes that
 session's interactive job, configured from the claim: session, datasource, result index, request
@@ -82,7 +83,8 @@ class PoolJob:
         ended without one)."""
         try:
             slot = self.wait_for_slot()
-            self._warm_up()
+            if slot.doc.state != _P.CLAIMED:  # else a session waits: its first statement warms the job up
+                self._warm_up()
             claim = self.wait_for_claim(slot)
         except SlotLostError as exc:
             log.warning("pool job ends without a session: %s", exc)

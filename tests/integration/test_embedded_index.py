@@ -343,16 +343,29 @@ def test_a_node_that_dies_is_started_again_on_its_port_with_its_credential(
         assert http.put(f"/{REQUESTS}/_doc/after", json={"n": 2}).status_code == 201
 
 
-def test_ctrl_c_leaves_the_index_to_the_services_own_shutdown(tmp_path: Path, servers: list[EmbeddedIndex]) -> None:
-    """SIGINT (a terminal's Ctrl-C reaches the whole process group) does not stop the node: the
-    service still writes while it shuts down, then closes it."""
+def _ignored_signals(pid: int) -> int:
+    """The mask of the signals ``pid`` ignores (``SigIgn`` of ``/proc/<pid>/status``)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigIgn:"):
+            return int(line.split()[1], 16)
+    raise AssertionError(f"no SigIgn for {pid}")
+
+
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm-to-the-group"])
+def test_a_stop_signal_to_the_group_leaves_the_index_to_the_services_own_shutdown(
+    tmp_path: Path, servers: list[EmbeddedIndex], stop: signal.Signals
+) -> None:
+    """SIGINT (a terminal's Ctrl-C) and SIGTERM (a stop sent to the service's process group) reach
+    the whole group, and do not stop the node: the service still writes while it shuts down (and
+    stops the pool's jobs through it), then closes it."""
     server = start(servers, tmp_path / "index")
     assert server.process is not None
     assert os.getpgid(server.process.pid) == os.getpgid(0)  # killed with the service's group, as a crash is
-    os.kill(server.process.pid, signal.SIGINT)
+    assert _ignored_signals(server.process.pid) & (1 << (stop - 1))
+    os.kill(server.process.pid, stop)
     with httpx.Client(base_url=server.url, auth=AUTH) as http:
         for i in range(20):
-            assert http.put(f"/after_ctrl_c/_doc/{i}", json={"n": i}).status_code == 201
+            assert http.put(f"/after_stop_signal/_doc/{i}", json={"n": i}).status_code == 201
     assert server.process.poll() is None
     server.close()
     assert server.process.returncode == 0

@@ -120,12 +120,24 @@ def test_a_failed_warm_up_still_leaves_the_job_ready(store: Store, run_job: Any)
     wait_for(lambda: current(store).state == PoolJobState.IDLE, timeout=10, what="the job to be ready")
 
 
-def test_a_job_claimed_while_it_was_starting_takes_the_claim_once_ready(store: Store, run_job: Any) -> None:
+def test_a_job_claimed_while_it_was_starting_takes_the_claim_without_warming_up(store: Store, run_job: Any) -> None:
+    """A session waits already: the warm-up would only delay its first statement, which warms the
+    job up as well."""
+    warmed: list[bool] = []
     launched = reserve(store)
     assert store.pool.claim(launched, claim_for()) is not None
-    run = run_job()
+    run = run_job(warm_up=lambda: warmed.append(True))
     wait_for(run.ended, timeout=10, what="the job to run its session")
     assert run.became == [claim_for()] and current(store).state == PoolJobState.SERVED
+    assert warmed == []
+
+
+def test_an_unclaimed_job_warms_up_before_it_is_ready(store: Store, run_job: Any) -> None:
+    warmed: list[PoolJobState] = []
+    reserve(store)
+    run_job(warm_up=lambda: warmed.append(current(store).state))
+    wait_for(lambda: current(store).state == PoolJobState.IDLE, timeout=10, what="the job to be ready")
+    assert warmed == [PoolJobState.STARTING]
 
 
 def test_the_job_waits_for_its_slot_to_name_it(store: Store, run_job: Any) -> None:
