@@ -428,8 +428,11 @@ def build_runtime(settings: Settings, launchers: dict[str, Launcher] | None = No
             plugin.health.extra["metastore"] = catalogs.problem
         # The warm pools' first jobs are launched before the service takes a query (its first new
         # session claims one, still starting, rather than starting a job of its own beside it),
-        # and while the metastore starts.
-        plugin.pool_keeper.run_once()
+        # and while the metastore starts. What fails here is the keeper's loop's to try again.
+        try:
+            plugin.pool_keeper.run_once()
+        except Exception:  # a launcher's own errors included: never a reason not to serve
+            log.exception("the warm pools' first round failed; the keeper tries again")
         plugin.start_workers()
         if catalogs is not None and catalogs.metastores:
             _wait_for_metastore(catalogs, plugin)
