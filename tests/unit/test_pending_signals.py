@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from async_query.handlers.base import SubmitRequest
+from async_query.handlers.base import SubmitRequest, Submitted
 from async_query.pending_signals import PendingSignals
+from async_query.runtime import Plugin
 from query_core.models import SessionDoc, Versioned
 from query_core.states import SessionState, StatementState
 from query_core.store import Store
@@ -80,11 +81,7 @@ def test_the_next_post_takes_the_session_as_the_signal_wrote_it(
     make_plugin: PluginFactory, store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     plugin = make_plugin(session_reuse_ms=600_000)  # long enough that the test never races it
-    ds = plugin.datasources.all()[0].name
-    first = plugin.service.submit(SubmitRequest(ds, "sql", "SELECT 0"))
-    _running(store, ds, first.session_id)
-    second = plugin.service.submit(SubmitRequest(ds, "sql", "SELECT 1", first.session_id))
-    plugin.signals.flush()
+    ds, first, second = _signalled(plugin, store)
     kept = plugin.signals.written(first.session_id)
     current = store.sessions.get(ds, first.session_id)
     assert kept is not None and current is not None and kept.seq_no == current.seq_no
@@ -99,11 +96,7 @@ def test_the_next_post_takes_the_session_as_the_signal_wrote_it(
 
 def test_another_write_of_this_process_to_the_session_drops_the_copy(make_plugin: PluginFactory, store: Store) -> None:
     plugin = make_plugin(session_reuse_ms=600_000)
-    ds = plugin.datasources.all()[0].name
-    first = plugin.service.submit(SubmitRequest(ds, "sql", "SELECT 0"))
-    _running(store, ds, first.session_id)
-    plugin.service.submit(SubmitRequest(ds, "sql", "SELECT 1", first.session_id))
-    plugin.signals.flush()
+    _, first, _ = _signalled(plugin, store)
     kept = plugin.signals.written(first.session_id)
     assert kept is not None
     job_beats(store, kept)  # through this process's connector
@@ -112,11 +105,7 @@ def test_another_write_of_this_process_to_the_session_drops_the_copy(make_plugin
 
 def test_without_reuse_nothing_is_kept(make_plugin: PluginFactory, store: Store) -> None:
     plugin = make_plugin(session_reuse_ms=0)
-    ds = plugin.datasources.all()[0].name
-    first = plugin.service.submit(SubmitRequest(ds, "sql", "SELECT 0"))
-    _running(store, ds, first.session_id)
-    plugin.service.submit(SubmitRequest(ds, "sql", "SELECT 1", first.session_id))
-    plugin.signals.flush()
+    _, first, _ = _signalled(plugin, store)
     assert plugin.signals.written(first.session_id) is None
 
 
@@ -126,11 +115,7 @@ def test_a_session_ended_elsewhere_since_the_copy_fails_the_next_statement(
     """The copy said running; the session's job ended it meanwhile (a write this process does not
     see): the POST is taken, and the signal's conditional write finds the end and fails it."""
     plugin = make_plugin(session_reuse_ms=600_000)
-    ds = plugin.datasources.all()[0].name
-    first = plugin.service.submit(SubmitRequest(ds, "sql", "SELECT 0"))
-    _running(store, ds, first.session_id)
-    plugin.service.submit(SubmitRequest(ds, "sql", "SELECT 1", first.session_id))
-    plugin.signals.flush()
+    ds, first, _ = _signalled(plugin, store)
     kept = plugin.signals.written(first.session_id)
     assert kept is not None
     with _unseen_by(plugin.signals.forget, store):
@@ -141,6 +126,17 @@ def test_a_session_ended_elsewhere_since_the_copy_fails_the_next_statement(
     failed = store.statements.get(ds, late.query_id)
     assert failed is not None and failed.doc.state == StatementState.FAILED
     assert "ended before the statement could run; submit it again" in failed.doc.error
+
+
+def _signalled(plugin: Plugin, store: Store) -> tuple[str, Submitted, Submitted]:
+    """A running session (its first statement), and a second statement POSTed into it, its
+    signal written."""
+    ds = plugin.datasources.all()[0].name
+    first = plugin.service.submit(SubmitRequest(ds, "sql", "SELECT 0"))
+    _running(store, ds, first.session_id)
+    second = plugin.service.submit(SubmitRequest(ds, "sql", "SELECT 1", first.session_id))
+    plugin.signals.flush()
+    return ds, first, second
 
 
 def _count_session_reads(store: Store, monkeypatch: pytest.MonkeyPatch) -> list[str]:
