@@ -31,9 +31,9 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from dataclasses import dataclass, field
 
+from async_query.caches import Cache
 from async_query.workers import Worker
 from query_core.errors import AsyncQueryError
 from query_core.models import SessionDoc, StatementDoc, Versioned
@@ -67,8 +67,8 @@ class PendingSignals(Worker):
         self.keep = keep
         #: How long a session as an append wrote it is taken for the next POST (0: never).
         self.reuse_s = reuse_s
-        #: Session id -> (when, the session as this process's last append wrote it).
-        self._written: dict[str, tuple[float, Versioned[SessionDoc]]] = {}
+        #: Session id -> the session as this process's last append wrote it, for ``reuse_s``.
+        self._written: Cache[str, Versioned[SessionDoc]] = Cache(KEPT_SESSIONS, ttl_s=reuse_s)
         self._queued: dict[tuple[str, str], _Queued] = {}
         self._lock = threading.Lock()
         #: Held by a round for its whole length, so that a flush waits for a round under way.
@@ -94,28 +94,17 @@ class PendingSignals(Worker):
     def written(self, session_id: str) -> Versioned[SessionDoc] | None:
         """The session as this process's last append wrote it, if that was less than ``reuse_s``
         ago and no other write of this process to it came since (see the module's documentation)."""
-        with self._lock:
-            kept = self._written.get(session_id)
-        if kept is None or time.monotonic() - kept[0] >= self.reuse_s:
-            return None
-        return kept[1]
+        return self._written.get(session_id) if self.reuse_s > 0 else None
 
     def forget(self, doc_id: str) -> None:
         """A write of this process to document ``doc_id``: a kept copy of it is dropped (a write
         listener of the store's connector)."""
-        if self._written:
-            with self._lock:
-                self._written.pop(doc_id, None)
+        if self.reuse_s > 0:
+            self._written.pop(doc_id)
 
     def _keep(self, session: Versioned[SessionDoc]) -> None:
-        if self.reuse_s <= 0:
-            return
-        key = session.doc.session_id
-        with self._lock:
-            self._written.pop(key, None)  # re-inserted last: the dict is oldest first
-            self._written[key] = (time.monotonic(), session)
-            while len(self._written) > KEPT_SESSIONS:
-                del self._written[next(iter(self._written))]
+        if self.reuse_s > 0:
+            self._written.put(session.doc.session_id, session)
 
     @property
     def queued(self) -> int:
