@@ -23,7 +23,7 @@ from types import TracebackType
 
 import httpx
 
-from bench.index_node import IndexNode, index_node
+from bench.index_node import IndexNode, index_node, process_files
 from query_core.config import OpenSearchConfig
 from query_core.store import Store
 
@@ -194,17 +194,11 @@ def kill_leftover_jobs(jobs: Path) -> int:
     """
     names = {f"SERVERLESS_EMR_JOB_ID={pid_file.stem}".encode() for pid_file in jobs.glob("*.pid")} if jobs.exists() else set()
     killed = 0
-    for entry in Path("/proc").iterdir() if names else []:
-        if not entry.name.isdigit():
-            continue
-        try:
-            environ = set((entry / "environ").read_bytes().split(b"\0"))
-        except OSError:
-            continue
-        if names & environ:
-            log.info("process %s of a job outlived the service; killing it", entry.name)
+    for pid, environ in process_files("environ") if names else []:
+        if names & set(environ.split(b"\0")):
+            log.info("process %d of a job outlived the service; killing it", pid)
             try:
-                os.kill(int(entry.name), signal.SIGKILL)
+                os.kill(pid, signal.SIGKILL)
                 killed += 1
             except (ProcessLookupError, PermissionError):
                 pass
@@ -214,18 +208,12 @@ def kill_leftover_jobs(jobs: Path) -> int:
 def descendants(root: int) -> list[int]:
     """The processes below ``root`` (from each process's parent in ``/proc/<pid>/stat``)."""
     children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
+    for pid, stat in process_files("stat"):
         try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        try:
-            parent = int(stat.rpartition(")")[2].split()[1])
+            parent = int(stat.rpartition(b")")[2].split()[1])
         except (ValueError, IndexError):
             continue
-        children.setdefault(parent, []).append(int(entry.name))
+        children.setdefault(parent, []).append(pid)
     found, todo = [], list(children.get(root, []))
     while todo:
         pid = todo.pop()

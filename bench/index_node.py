@@ -118,21 +118,22 @@ def index_headers(cfg: OpenSearchConfig) -> dict[str, str] | None:
     return {"Authorization": "Basic " + base64.b64encode(f"{cfg.username}:{cfg.password}".encode()).decode()}
 
 
+def process_files(name: str) -> Iterator[tuple[int, bytes]]:
+    """Each running process's pid and its ``/proc/<pid>/<name>`` (``cmdline``, ``environ``,
+    ``stat``), for those that can be read."""
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                yield int(entry.name), (entry / name).read_bytes()
+            except OSError:
+                continue
+
+
 def node_pids(directory: Path | None = None) -> list[int]:
     """The JVMs of embedded index nodes running here (those of ``directory``'s only, if given)."""
     wanted = MAIN_CLASS.encode()
     place = str(directory).encode() if directory is not None else b""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if wanted in cmdline and place in cmdline:
-            found.append(int(entry.name))
-    return found
+    return [pid for pid, cmdline in process_files("cmdline") if wanted in cmdline and place in cmdline]
 
 
 def node_resident(directory: Path) -> tuple[float, float] | None:

@@ -53,6 +53,7 @@ from typing import Any, TypeVar
 
 from async_query.runtime import Plugin
 from bench.cpu_sampler import TICKS, kind_of
+from bench.env import descendants
 from bench.report import Figure, Target, close_report, new_report, print_report
 from bench.stats import percentile
 from bench.streaming import Client, system
@@ -103,29 +104,6 @@ class Plan:
 # -- CPU of this process tree ---------------------------------------------------------------------
 
 
-def _children_of() -> dict[int, list[int]]:
-    children: dict[int, list[int]] = defaultdict(list)
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            ppid = int(Path(f"/proc/{entry}/stat").read_text().rpartition(")")[2].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        children[ppid].append(int(entry))
-    return children
-
-
-def _descendants(root: int) -> list[int]:
-    children = _children_of()
-    found, stack = [], list(children.get(root, []))
-    while stack:
-        pid = stack.pop()
-        found.append(pid)
-        stack.extend(children.get(pid, []))
-    return found
-
-
 class TreeCpu:
     """Cumulative CPU seconds of this process tree by kind of process, less the process groups
     ``excluded`` (see the module's documentation)."""
@@ -138,7 +116,7 @@ class TreeCpu:
         kinds: dict[str, float] = defaultdict(float)
         kinds["service (this process)"] = own.ru_utime + own.ru_stime
         kinds["ended jobs"] = reaped.ru_utime + reaped.ru_stime
-        for pid in _descendants(os.getpid()):
+        for pid in descendants(os.getpid()):
             try:
                 if os.getpgid(pid) in self.excluded:
                     continue
@@ -248,7 +226,7 @@ class ScheduledBench:
     def settled(self) -> bool:
         """No one-off work of the first jobs still runs: the JVM that records the jobs' class
         archive after the first one (``docs/job.md``) would count in a window."""
-        for pid in _descendants(os.getpid()):
+        for pid in descendants(os.getpid()):
             try:
                 command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
             except OSError:
