@@ -94,6 +94,15 @@ class ClassArchive:
             self._record(start_warmup)
         return []
 
+    def record_now(self, start_warmup: WarmupStarter) -> bool:
+        """Record the archive unless there is one, and wait for the recording: True when the
+        archive is there (False when the recording failed, or another process is making it)."""
+        if not self.path.exists():
+            self._record(start_warmup)
+            if self.recorder is not None:
+                self.recorder.join()
+        return self.path.exists()
+
     def _record(self, start_warmup: WarmupStarter) -> None:
         with self._lock:
             if self._started or not self._claim():

@@ -241,6 +241,13 @@ class LocalLauncher(Launcher):
         self.class_archive = ClassArchive(archive_dir, log_file=self.data_dir / "logs" / "class-archive.log")
         #: Whether the job user may record the class archive there (through its view where it needs one).
         self._archive_recordable = views.reaches(self.job_user, archive_dir, 7)
+        if not self._archive_recordable and not self.class_archive.path.exists():
+            log.warning(
+                "the job user %s cannot write the class archive's directory %s: local jobs start "
+                "without an archive, at about twice the CPU (docs/job.md)",
+                self.job_user.name,
+                archive_dir,
+            )
         #: How long a cancelled job gets to stop on SIGTERM before its process group is killed.
         self.stop_grace_s = stop_grace_s
         #: The jobs' processes (started here, or found again by their pid files).
@@ -338,7 +345,9 @@ class LocalLauncher(Launcher):
                 out.write(properties_text(secret))
         self._hand_over(tmp)
         env = {**job_environment(request, job_id, self.application_id, os.environ), **self.processes.environment(tmp)}
-        archive = self.class_archive.java_options(self._warmup_for(request) if self._archive_recordable else None)
+        archive = self.class_archive.java_options(
+            self._warmup_for(request.datasource) if self._archive_recordable else None
+        )
         command = self.command(request, archive, tmp=tmp, properties_file=properties)
         try:
             proc = self.processes.spawn(command, env, tmp, self.log_path(request.session_id), self._places(tmp, request.datasource))
@@ -374,10 +383,18 @@ class LocalLauncher(Launcher):
                 places.append(Path(urllib.parse.urlparse(warehouse).path))
         return places
 
-    def _warmup_for(self, request: JobRequest) -> Callable[[list[str], Path], subprocess.Popen[bytes]]:
+    def record_class_archive(self, datasource: Datasource) -> bool:
+        """Record the jobs' class archive now (with ``datasource``'s catalog) unless there is one,
+        and wait for it: True when jobs start from an archive. For a start that can wait the half
+        minute, so that no job starts without it (the tests' first Spark job)."""
+        if not self._archive_recordable:
+            return self.class_archive.path.exists()
+        return self.class_archive.record_now(self._warmup_for(datasource))
+
+    def _warmup_for(self, datasource: Datasource) -> Callable[[list[str], Path], subprocess.Popen[bytes]]:
         """The warm-up that records the class archive (:mod:`.class_archive`), with the catalog
         of the job that found none."""
-        catalog = self.catalog_conf(request.datasource)
+        catalog = self.catalog_conf(datasource)
 
         def start_warmup(java_options: list[str], log_file: Path) -> subprocess.Popen[bytes]:
             tmp = self._job_dir(f"warmup-{secrets.token_hex(4)}")
@@ -390,7 +407,7 @@ class LocalLauncher(Launcher):
             env = {k: v for k, v in os.environ.items() if k in INHERITED_ENV or k.startswith(INHERITED_PREFIXES)}
             env.update(TZ="UTC", **self.processes.environment(tmp))
             env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-            return self.processes.spawn(cmd, env, tmp, log_file, self._places(tmp, request.datasource))
+            return self.processes.spawn(cmd, env, tmp, log_file, self._places(tmp, datasource))
 
         return start_warmup
 

@@ -7,6 +7,8 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from async_query.datasources import Datasource
 from async_query.launcher.base import JobRequest
 from async_query.launcher.class_archive import ClassArchive, fingerprint
@@ -104,3 +106,25 @@ def test_an_archive_adopted_removes_those_of_earlier_files_in_the_same_place(tmp
     assert archive.path.exists()
     assert not any(path.exists() for path in replaced)
     assert all(path.exists() for path in others)
+
+
+def test_record_now_waits_for_the_recording_and_reports_whether_there_is_an_archive(tmp_path: Path) -> None:
+    archive = ClassArchive(tmp_path / "jvm")
+    warmup = FakeWarmup(0)
+    assert archive.record_now(warmup) is True and archive.path.read_bytes() == b"archive"
+    assert archive.record_now(warmup) is True and len(warmup.runs) == 1  # there is one: no second run
+    failing = ClassArchive(tmp_path / "other")
+    assert failing.record_now(FakeWarmup(1)) is False and not failing.path.exists()
+
+
+def test_a_launcher_whose_job_user_cannot_write_the_archive_directory_says_so(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    shared = tmp_path / "jvm"
+    shared.mkdir(mode=0o500)  # an existing directory, not the launcher's to take over
+    try:
+        launcher = LocalLauncher(tmp_path / "var", "aq", spark_submit="/bin/true", class_archive=shared)
+        assert launcher.record_class_archive(Datasource(name="local")) is False
+    finally:
+        shared.chmod(0o700)
+    assert "cannot write the class archive's directory" in caplog.text
