@@ -61,6 +61,9 @@ RESULT_INDEX_PREFIX = "query_execution_result"
 RESULT_INDEX_PATTERN = RESULT_INDEX_PREFIX + "*"
 DATASOURCE_INDEX = ".ql-datasources"
 DEPLOYMENT_INDEX = REQUEST_INDEX_PREFIX + "_deployment"
+#: Each user's usage documents (:mod:`query_core.store.usage`): the request indexes' mappings, its
+#: translog synced each second rather than at each write (docs/durability.md).
+USAGE_INDEX = REQUEST_INDEX_PREFIX + "_usage"
 #: The schedules of scheduled refresh, one document per Flint index (the reference's name).
 SCHEDULER_INDEX = ".async-query-scheduler"
 
@@ -69,6 +72,8 @@ def index_kind(index: str) -> IndexKind:
     """The kind of product index ``index`` is, which says the mappings it is created with: the
     request and datasource indexes by their names, any other (a result index, whatever name a
     datasource gives it) a result index."""
+    if index == USAGE_INDEX:
+        return "usage_index"
     if index.startswith(REQUEST_INDEX_PREFIX):
         return "request_index"
     if index == DATASOURCE_INDEX:

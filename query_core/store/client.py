@@ -44,7 +44,14 @@ from query_core.errors import (
     InvalidRequestError,
     VersionConflictError,
 )
-from query_core.ids import DATASOURCE_INDEX, REQUEST_INDEX_PATTERN, RESULT_INDEX_PATTERN, SCHEDULER_INDEX, index_kind
+from query_core.ids import (
+    DATASOURCE_INDEX,
+    REQUEST_INDEX_PATTERN,
+    RESULT_INDEX_PATTERN,
+    SCHEDULER_INDEX,
+    USAGE_INDEX,
+    index_kind,
+)
 from query_core.peer import check_peer
 from query_core.realtime import AsyncRealtimeReader, ReadNotServed, ReadTimedOut, RealtimeReader
 from query_core.retry import bounded_retrying
@@ -326,7 +333,9 @@ class ProductIndexes:
             return
         name = f"async-query-{kind.replace('_', '-')}"
         body = index_mappings.load(kind)
-        template = {"index_patterns": [_TEMPLATE_PATTERNS[kind]], "priority": 100, "template": body}
+        # The usage index's name is also a request index's: its template is the one that wins.
+        priority = 101 if kind == "usage_index" else 100
+        template = {"index_patterns": [_TEMPLATE_PATTERNS[kind]], "priority": priority, "template": body}
 
         def put_if_missing() -> None:
             # Also when an older version's template lacks fields added since, or maps one
@@ -576,6 +585,32 @@ class IndexClient(_ClusterSide):
 
         try:
             res = self._call(f"update {index}/{doc_id}", call)
+        finally:
+            tell(self.write_listeners, doc_id)
+        return _version(res)
+
+    def replace_if(self, index: str, doc_id: str, source: dict[str, Any], version: Version) -> Version:
+        """Whole-document write applied only if the document is still at ``version``: unlike
+        :meth:`update_if`, the cluster does not read the document first (a partial update's read
+        of a document written since the last refresh refreshes the shard)."""
+        path = (
+            f"/{_quoted(index)}/_doc/{_quoted(doc_id)}"
+            f"?if_seq_no={version.seq_no}&if_primary_term={version.primary_term}"
+        )
+
+        def call() -> dict[str, Any]:
+            try:
+                lean = self._lean_write("PUT", path, source)
+                if lean is not None:
+                    return lean
+                return self._client.index(
+                    index=index, id=doc_id, body=source, if_seq_no=version.seq_no, if_primary_term=version.primary_term
+                )
+            except os_exc.NotFoundError as exc:
+                raise VersionConflictError(f"replace {index}/{doc_id}: {_reason(exc)}") from exc
+
+        try:
+            res = self._call(f"replace {index}/{doc_id}", call)
         finally:
             tell(self.write_listeners, doc_id)
         return _version(res)
@@ -889,4 +924,5 @@ _TEMPLATE_PATTERNS: dict[str, str] = {
     "result_index": RESULT_INDEX_PATTERN,
     "datasource_index": DATASOURCE_INDEX,
     "scheduler_index": SCHEDULER_INDEX,
+    "usage_index": USAGE_INDEX,
 }

@@ -154,6 +154,11 @@ class DocumentConnector(Connection, Protocol):
         """Partial update applied only while the document is at ``version``."""
         ...
 
+    def replace_if(self, index: str, doc_id: str, source: dict[str, Any], version: Version) -> Version:
+        """Whole-document write applied only while the document is at ``version`` (for documents
+        written whole; it costs the cluster no read of the document, unlike :meth:`update_if`)."""
+        ...
+
     def delete_if(self, index: str, doc_id: str, version: Version) -> None:
         """Delete applied only while the document is at ``version``."""
         ...

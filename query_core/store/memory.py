@@ -278,6 +278,15 @@ class MemoryIndex(_MemorySide):
         finally:
             tell(self.write_listeners, doc_id)
 
+    def replace_if(self, index: str, doc_id: str, source: dict[str, Any], version: Version) -> Version:
+        try:
+            with self._lock:
+                self._enter("replace_if")
+                idx = self._checked(index, doc_id, version, "replace")
+                return self._write(idx, f"replace {index}/{doc_id}", doc_id, copy.deepcopy(source))
+        finally:
+            tell(self.write_listeners, doc_id)
+
     def _checked(self, index: str, doc_id: str, version: Version, what: str) -> _Index:
         idx = self._index(index)
         current = idx.docs.get(doc_id) if idx is not None else None

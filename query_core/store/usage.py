@@ -1,7 +1,13 @@
 """What each user's statements and results hold in the index: one usage document per user (doc
-id ``usage-<the first 20 hex digits of the SHA-256 of the name>``, in the deployment-wide index),
+id ``usage-<the first 20 hex digits of the SHA-256 of the name>``, in the usage index),
 counting the bytes written for the user day by day (UTC). See ``docs/security.md`` ("What one
 user may store") and ``docs/documents.md``.
+
+The usage index syncs its translog each second rather than at each write
+(``index_mappings.USAGE_TRANSLOG``): a charge is the one write of a POST that needs no disk sync
+of its own, since losing it to a crash loses no query. A user charged before the usage index
+existed has the document in the deployment-wide index; it is read from there and carried over by
+the user's next charge.
 
 - **At POST** (:meth:`UsageRepository.charge` with a ``limit``): the statement's bytes are added
   and the bound checked in one conditional write of the user's document, read by id (real time):
@@ -34,7 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from query_core.errors import DocumentExistsError, InvalidRequestError, TooManyRequestsError, VersionConflictError
-from query_core.ids import DEPLOYMENT_INDEX
+from query_core.ids import DEPLOYMENT_INDEX, USAGE_INDEX
 from query_core.models import ResultDoc, now_millis
 from query_core.store.connector import DocumentConnector, Found
 
@@ -130,7 +136,15 @@ class UsageRepository:
     def read(self, user: str | None) -> Usage:
         """``user``'s usage, read in real time (no document: nothing held)."""
         name = user or NOBODY
-        return _parse(name, self.index.get(DEPLOYMENT_INDEX, usage_id(name)))
+        return _parse(name, self._read(usage_id(name))[0])
+
+    def _read(self, doc_id: str) -> tuple[Found | None, bool]:
+        """A user's document, read by id, and whether it is in the usage index (else it is an
+        earlier version's, in the deployment index, or there is none)."""
+        found = self.index.get(USAGE_INDEX, doc_id)
+        if found is not None:
+            return found, True
+        return self.index.get(DEPLOYMENT_INDEX, doc_id), False
 
     def charge_statement(self, user: str | None, query: str, limit: int, window_days: float) -> int:
         """POST's charge: a statement's bytes (:func:`statement_bytes`) against ``limit``."""
@@ -164,8 +178,9 @@ class UsageRepository:
             if attempt:  # another charge of this user came first: let the racers spread out
                 time.sleep(random.uniform(0, min(CONFLICT_PAUSE_S, 0.002 * 2**attempt)))
             found = self._last_written(doc_id) if attempt == 0 else None
+            current = found is not None
             if found is None:
-                found = self.index.get(DEPLOYMENT_INDEX, doc_id)
+                found, current = self._read(doc_id)
             usage = _parse(name, found)
             held = usage.total(since)
             if limit is not None and held + nbytes > limit:
@@ -174,10 +189,10 @@ class UsageRepository:
             days[today] = days.get(today, 0) + nbytes
             body = {"type": USAGE_TYPE, "days": _listed(days), "lastUpdateTime": now}
             try:
-                if found is None:
-                    version = self.index.create(DEPLOYMENT_INDEX, doc_id, body)
+                if found is None or not current:
+                    version = self.index.create(USAGE_INDEX, doc_id, body)
                 else:
-                    version = self.index.update_if(DEPLOYMENT_INDEX, doc_id, body, found.version)
+                    version = self.index.replace_if(USAGE_INDEX, doc_id, body, found.version)
             except (DocumentExistsError, VersionConflictError):
                 self._forget(doc_id)
                 continue  # read it again, and add to it

@@ -140,17 +140,21 @@ def test_a_set_or_temporary_view_of_one_session_is_not_seen_by_the_next_claiming
     assert pooled.session(sid).state == SessionState.RUNNING
 
 
-def test_two_concurrent_new_sessions_with_a_pool_of_one_one_claims_the_other_starts_cold(pooled: Pooled) -> None:
+def test_two_concurrent_new_sessions_with_a_pool_of_one_one_claims_the_idle_job_the_other_another(
+    pooled: Pooled,
+) -> None:
     api = pooled.api
     job = pooled.idle_job()
     with ThreadPoolExecutor(2) as threads:
         runs = list(threads.map(lambda n: api.run(f"SELECT {n} AS n"), (1, 2)))
     assert [reply["datarows"] for _, reply in runs] == [[[1]], [[2]]], runs
     sessions = [pooled.session(submitted["sessionId"]) for submitted, _ in runs]
-    claimed = [s for s in sessions if s.pool_slot]
-    assert len(claimed) == 1 and claimed[0].job_id == job
-    [cold] = [s for s in sessions if not s.pool_slot]
-    assert cold.pool_slot is None and cold.job_id != job
+    [on_idle] = [s for s in sessions if s.job_id == job]
+    assert on_idle.pool_slot == pooled.slot
+    # The other started a job of its own, or claimed the one refilling the slot when it looked
+    # (a starting job is claimed before a cold start: docs/pool.md).
+    [other] = [s for s in sessions if s.job_id != job]
+    assert other.job_id and other.pool_slot in (None, pooled.slot)
 
 
 def test_a_pool_job_killed_while_idle_is_replaced(pooled: Pooled) -> None:

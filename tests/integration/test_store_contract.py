@@ -26,7 +26,7 @@ from query_core.errors import (
     SessionLostError,
     VersionConflictError,
 )
-from query_core.ids import SCHEDULER_INDEX, new_id, request_index
+from query_core.ids import DEPLOYMENT_INDEX, SCHEDULER_INDEX, USAGE_INDEX, new_id, request_index
 from query_core.models import FlintIndexStateDoc, ResultDoc, SessionDoc, StatementDoc, Versioned, now_millis
 from query_core.realtime import ReadNotServed
 from query_core.states import (
@@ -50,6 +50,7 @@ from query_core.store import (
 )
 from query_core.store.connector import CALL_OUTCOMES
 from query_core.store.index_states import MAX_INDEX_ERROR
+from query_core.store.usage import UsageRepository, day_of, usage_id
 
 
 @pytest.fixture(params=["index", "memory"])
@@ -126,6 +127,21 @@ def test_two_updates_from_the_same_version_one_wins(store: Store, ds_name: str) 
     assert found is not None
     assert found.doc.state == StatementState.RUNNING
     assert found.seq_no == running.seq_no
+
+
+def test_a_whole_document_write_at_a_version_replaces_it_and_a_stale_or_deleted_one_conflicts(store: Store) -> None:
+    index, doc_id = USAGE_INDEX, f"r-{new_id('x')}"
+    first = store.index.create(index, doc_id, {"type": "usage", "days": [{"day": "2026-01-01", "bytes": 1}]})
+    second = store.index.replace_if(index, doc_id, {"type": "usage", "lastUpdateTime": 5}, first)
+    assert second.seq_no > first.seq_no
+    found = store.index.get(index, doc_id)
+    assert found is not None and found.source == {"type": "usage", "lastUpdateTime": 5}  # whole: days gone
+    with pytest.raises(VersionConflictError):
+        store.index.replace_if(index, doc_id, {"type": "usage"}, first)
+    store.index.delete_if(index, doc_id, second)
+    with pytest.raises(VersionConflictError):
+        store.index.replace_if(index, doc_id, {"type": "usage"}, second)
+    assert store.index.get(index, doc_id) is None
 
 
 def test_racing_threads_exactly_one_wins(store: Store, ds_name: str) -> None:
@@ -1132,3 +1148,37 @@ def test_a_user_s_usage_is_charged_in_conditional_writes_read_by_id_and_bounded(
     for thread in threads:
         thread.join()
     assert store.usage.held(user, 60) == 5_900 + 8 * 5 * 10  # no charge lost to a race
+
+
+# -- users' usage ----------------------------------------------------------------------------------
+
+
+def test_usage_lives_in_its_own_index_and_an_earlier_version_s_document_is_carried_over(store: Store) -> None:
+    """An earlier version kept usage documents in the deployment index: they still count, and the
+    user's next charge carries the figure over to the usage index (docs/documents.md)."""
+    user = f"u-{new_id('x')}"
+    doc_id = usage_id(user)
+    today = day_of(now_millis())
+    store.index.create(DEPLOYMENT_INDEX, doc_id, {"type": "usage", "days": [{"day": today, "bytes": 100}]})
+    assert store.usage.read(user).total() == 100
+    assert store.usage.charge(user, 10, limit=1_000) == 110
+    carried = store.index.get(USAGE_INDEX, doc_id)
+    assert carried is not None and carried.source["days"] == [{"day": today, "bytes": 110}]
+    assert UsageRepository(store.index).charge(user, 5) == 115  # another process reads it there
+
+
+def test_the_usage_index_syncs_its_translog_each_second(opensearch_config: OpenSearchConfig) -> None:
+    """The one index whose writes need no disk sync of their own; every other product index keeps
+    OpenSearch's default, a sync before each write is acknowledged (docs/durability.md)."""
+    store = Store.connect(opensearch_config)
+    try:
+        store.usage.charge(f"u-{new_id('x')}", 10)
+        store.sessions.create(session("tl"))
+        admin = IndexClient(opensearch_config)
+        usage = admin.admin.index_definition(USAGE_INDEX)["settings"]["index"]
+        requests = admin.admin.index_definition(request_index("tl"))["settings"]["index"]
+        admin.close()
+    finally:
+        store.close()
+    assert usage["translog"] == {"durability": "async", "sync_interval": "1s"}
+    assert "translog" not in requests  # the default: request
