@@ -562,55 +562,58 @@ class IndexClient(_ClusterSide):
     def _update_if(
         self, index: str, doc_id: str, partial: dict[str, Any], version: Version, headers: dict[str, str] | None
     ) -> Version:
-        path = (
-            f"/{_quoted(index)}/_update/{_quoted(doc_id)}"
-            f"?if_seq_no={version.seq_no}&if_primary_term={version.primary_term}"
-        )
+        def driver() -> dict[str, Any]:
+            return self._client.update(
+                index=index,
+                id=doc_id,
+                body={"doc": partial},
+                if_seq_no=version.seq_no,
+                if_primary_term=version.primary_term,
+                headers=headers,
+            )
 
-        def call() -> dict[str, Any]:
-            try:
-                lean = self._lean_write("POST", path, {"doc": partial}, headers)
-                if lean is not None:
-                    return lean
-                return self._client.update(
-                    index=index,
-                    id=doc_id,
-                    body={"doc": partial},
-                    if_seq_no=version.seq_no,
-                    if_primary_term=version.primary_term,
-                    headers=headers,
-                )
-            except os_exc.NotFoundError as exc:
-                raise VersionConflictError(f"update {index}/{doc_id}: {_reason(exc)}") from exc
-
-        try:
-            res = self._call(f"update {index}/{doc_id}", call)
-        finally:
-            tell(self.write_listeners, doc_id)
-        return _version(res)
+        return self._write_at("update", index, doc_id, version, ("POST", "_update", {"doc": partial}), driver, headers)
 
     def replace_if(self, index: str, doc_id: str, source: dict[str, Any], version: Version) -> Version:
         """Whole-document write applied only if the document is still at ``version``: unlike
         :meth:`update_if`, the cluster does not read the document first (a partial update's read
         of a document written since the last refresh refreshes the shard)."""
+
+        def driver() -> dict[str, Any]:
+            return self._client.index(
+                index=index, id=doc_id, body=source, if_seq_no=version.seq_no, if_primary_term=version.primary_term
+            )
+
+        return self._write_at("replace", index, doc_id, version, ("PUT", "_doc", source), driver)
+
+    def _write_at(
+        self,
+        what: str,
+        index: str,
+        doc_id: str,
+        version: Version,
+        lean: tuple[str, str, Any],
+        driver: Callable[[], dict[str, Any]],
+        headers: dict[str, str] | None = None,
+    ) -> Version:
+        """A write applied only while the document is at ``version`` (a missing document is no
+        longer at it either: a :class:`VersionConflictError` too), on the lean connection
+        (``lean``: method, endpoint, body) where it can be made, else by ``driver``."""
+        method, endpoint, body = lean
         path = (
-            f"/{_quoted(index)}/_doc/{_quoted(doc_id)}"
+            f"/{_quoted(index)}/{endpoint}/{_quoted(doc_id)}"
             f"?if_seq_no={version.seq_no}&if_primary_term={version.primary_term}"
         )
 
         def call() -> dict[str, Any]:
             try:
-                lean = self._lean_write("PUT", path, source)
-                if lean is not None:
-                    return lean
-                return self._client.index(
-                    index=index, id=doc_id, body=source, if_seq_no=version.seq_no, if_primary_term=version.primary_term
-                )
+                answer = self._lean_write(method, path, body, headers)
+                return answer if answer is not None else driver()
             except os_exc.NotFoundError as exc:
-                raise VersionConflictError(f"replace {index}/{doc_id}: {_reason(exc)}") from exc
+                raise VersionConflictError(f"{what} {index}/{doc_id}: {_reason(exc)}") from exc
 
         try:
-            res = self._call(f"replace {index}/{doc_id}", call)
+            res = self._call(f"{what} {index}/{doc_id}", call)
         finally:
             tell(self.write_listeners, doc_id)
         return _version(res)
