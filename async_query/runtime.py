@@ -27,7 +27,7 @@ from async_query.catalog.readmodel import CatalogReadModel
 from async_query.datasources import DatasourceRegistry, local_datasource
 from async_query.embedded.catalogs import LocalCatalogs
 from async_query.embedded.index import EmbeddedIndex, NodeOptions
-from async_query.embedded.node_jars import NodeJars
+from async_query.embedded.node_jars import NodeJars, default_cache
 from async_query.handlers import HandlerContext, Handlers
 from async_query.health import Health, Watched, WatchedLoop
 from async_query.job_figures import MetricsWorker
@@ -374,6 +374,13 @@ def start_embedded_index(settings: Settings, data_dir: Path) -> EmbeddedIndex:
     return EmbeddedIndex.start(data_dir / "index", jars, options)
 
 
+def class_archive_dir(settings: Settings) -> Path:
+    """Where the local jobs' class archive is kept: the setting, else ``jvm`` in the cache the
+    index's jars are kept in, so that a new data directory's first jobs start from the archive
+    an earlier one recorded (docs/job.md)."""
+    return settings.local_job_class_archive_dir or (settings.index_cache_dir or default_cache()) / "jvm"
+
+
 def build_runtime(settings: Settings, launchers: dict[str, Launcher] | None = None) -> Runtime:
     data_dir = settings.data_dir.resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -414,7 +421,7 @@ def build_runtime(settings: Settings, launchers: dict[str, Launcher] | None = No
                 settings.spark_master,
                 settings.spark_submit,
                 java_options=settings.local_job_java_options,
-                class_archive=settings.local_job_class_archive_dir,
+                class_archive=class_archive_dir(settings),
                 stop_grace_s=settings.local_job_stop_grace_s,
                 catalogs=catalogs,
                 python=settings.local_job_python,

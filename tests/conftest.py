@@ -170,7 +170,7 @@ def job_class_archive(request: pytest.FixtureRequest, tmp_path_factory: pytest.T
             java_options=cfg.local_job_java_options,
             class_archive=cfg.local_job_class_archive_dir,
         )
-        if not launcher.record_class_archive(local_datasource("local")):
+        if not launcher.record_class_archive():
             warnings.warn(f"local jobs start without a class archive (see {cfg.data_dir / 'logs'})", stacklevel=1)
 
 

@@ -7,7 +7,10 @@ later runs (``-XX:SharedArchiveFile``), which roughly halves the CPU a job spend
 
 The archive is recorded once per directory by a short warm-up run of its own
 (``flint_repl_job/warmup.py``), in the background, the first time a job starts without one; jobs
-started meanwhile run without it. Only a warm-up that exits cleanly is adopted. A JVM that cannot
+started meanwhile run without it. Only a warm-up that exits cleanly is adopted. The warm-up may
+adopt its recording itself (the local launcher's does), so that a service stopped while it runs
+still leaves the archive to the next start; the claim then names the warm-up's process, and no
+other process starts a second one while it runs. A JVM that cannot
 use the archive (another JVM build, another class path) warns and starts without it, so the
 archive is only ever an optimisation. Its name carries the Spark version, the Java runtime and
 pyspark's jars (where they are, each one's size and time), so an upgrade or a reinstall in the
@@ -161,9 +164,11 @@ class ClassArchive:
         options = [f"-XX:ArchiveClassesAtExit={self._recording}", "-Xlog:cds=off", "-Xlog:cds+dynamic=off"]
         try:
             proc = start_warmup(options, self.log_file)
+            self._name_in_claim(proc.pid)
             code = proc.wait(timeout=WARMUP_TIMEOUT_S)
             if code == 0 and self._recording.exists() and self._recording.stat().st_size > 0:
                 os.replace(self._recording, self.path)
+            if code == 0 and self.path.exists():
                 log.info("local jobs now start from the class archive %s", self.path)
                 self._remove_replaced()
             else:
@@ -173,3 +178,12 @@ class ClassArchive:
         finally:
             self._recording.unlink(missing_ok=True)
             self._claim_file.unlink(missing_ok=True)
+
+    def _name_in_claim(self, pid: int) -> None:
+        """The claim names the warm-up's process from now on: should this process stop first, the
+        warm-up goes on (and adopts its own recording where it does), and no other process starts
+        another while it runs."""
+        try:
+            self._claim_file.write_text(str(pid))
+        except OSError as exc:
+            log.warning("cannot name the class archive's warm-up in its claim: %s", exc)

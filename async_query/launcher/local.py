@@ -30,7 +30,7 @@ import shutil
 import subprocess
 import sys
 import urllib.parse
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import ClassVar
 
@@ -345,9 +345,7 @@ class LocalLauncher(Launcher):
                 out.write(properties_text(secret))
         self._hand_over(tmp)
         env = {**job_environment(request, job_id, self.application_id, os.environ), **self.processes.environment(tmp)}
-        archive = self.class_archive.java_options(
-            self._warmup_for(request.datasource) if self._archive_recordable else None
-        )
+        archive = self.class_archive.java_options(self._warmup if self._archive_recordable else None)
         command = self.command(request, archive, tmp=tmp, properties_file=properties)
         try:
             proc = self.processes.spawn(command, env, tmp, self.log_path(request.session_id), self._places(tmp, request.datasource))
@@ -383,34 +381,30 @@ class LocalLauncher(Launcher):
                 places.append(Path(urllib.parse.urlparse(warehouse).path))
         return places
 
-    def record_class_archive(self, datasource: Datasource) -> bool:
-        """Record the jobs' class archive now (with ``datasource``'s catalog) unless there is one,
-        and wait for it: True when jobs start from an archive. For a start that can wait the half
-        minute, so that no job starts without it (the tests' first Spark job)."""
+    def record_class_archive(self) -> bool:
+        """Record the jobs' class archive now unless there is one, and wait for it: True when jobs
+        start from an archive. For a start that can wait the half minute, so that no job starts
+        without it (the tests' first Spark job)."""
         if not self._archive_recordable:
             return self.class_archive.path.exists()
-        return self.class_archive.record_now(self._warmup_for(datasource))
+        return self.class_archive.record_now(self._warmup)
 
-    def _warmup_for(self, datasource: Datasource) -> Callable[[list[str], Path], subprocess.Popen[bytes]]:
-        """The warm-up that records the class archive (:mod:`.class_archive`), with the catalog
-        of the job that found none."""
-        catalog = self.catalog_conf(datasource)
-
-        def start_warmup(java_options: list[str], log_file: Path) -> subprocess.Popen[bytes]:
-            tmp = self._job_dir(f"warmup-{secrets.token_hex(4)}")
-            self._hand_over(tmp)
-            options = " ".join(_quoted(o) for o in [*self.java_options, *java_options, f"-Djava.io.tmpdir={tmp}"])
-            cmd = [self.spark_submit, "--master", "local[1]", "--driver-java-options", options]
-            for key, value in {**catalog, **job_files_conf(tmp)}.items():
-                cmd += ["--conf", f"{key}={value}"]
-            cmd += [*_listening_conf("local[1]"), str(WARMUP_FILE)]
-            env = {k: v for k, v in os.environ.items() if k in INHERITED_ENV or k.startswith(INHERITED_PREFIXES)}
-            env.update(TZ="UTC", **self.processes.environment(tmp))
-            env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-            return self.processes.spawn(cmd, env, tmp, log_file, self._places(tmp, datasource))
-
-        return start_warmup
-
+    def _warmup(self, java_options: list[str], log_file: Path) -> subprocess.Popen[bytes]:
+        """Start the warm-up that records the class archive (:mod:`.class_archive`). It uses a
+        catalog of its own (Spark's in-memory one, in its temporary directory) and adopts its
+        recording itself: it needs nothing of the service's, which may stop before it ends."""
+        tmp = self._job_dir(f"warmup-{secrets.token_hex(4)}")
+        self._hand_over(tmp)
+        options = " ".join(_quoted(o) for o in [*self.java_options, *java_options, f"-Djava.io.tmpdir={tmp}"])
+        cmd = [self.spark_submit, "--master", "local[1]", "--driver-java-options", options]
+        for key, value in {**catalog_settings(tmp / "warehouse"), **job_files_conf(tmp)}.items():
+            cmd += ["--conf", f"{key}={value}"]
+        cmd += [*_listening_conf("local[1]"), str(WARMUP_FILE)]
+        cmd = adopting(cmd, java_options, self.class_archive.path)
+        env = {k: v for k, v in os.environ.items() if k in INHERITED_ENV or k.startswith(INHERITED_PREFIXES)}
+        env.update(TZ="UTC", **self.processes.environment(tmp))
+        env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        return self.processes.spawn(cmd, env, tmp, log_file, self._places(tmp, None))
     def describe(self, job_id: str) -> JobDescription:
         return self.jobs.describe(job_id)
 
@@ -434,6 +428,21 @@ class LocalLauncher(Launcher):
             return f"spark-submit is missing or not executable: {self.spark_submit}"
         return self.processes.problem(self._places(self.data_dir / "tmp", None))
 
+
+
+#: Runs the warm-up (``"$@"``), then, when it exits cleanly having written its recording, puts the
+#: recording in the archive's place: the archive is adopted even if the service stopped meanwhile.
+ADOPT_SCRIPT = 'rec=$1; final=$2; shift 2; "$@" || exit $?; [ -s "$rec" ] && mv -f "$rec" "$final"'
+
+
+def adopting(command: list[str], java_options: list[str], archive: Path) -> list[str]:
+    """``command`` (the warm-up's) run so that it adopts the recording it makes (named in
+    ``java_options``) as ``archive`` itself."""
+    prefix = "-XX:ArchiveClassesAtExit="
+    recording = next((o[len(prefix) :] for o in java_options if o.startswith(prefix)), None)
+    if recording is None:
+        return command
+    return ["/bin/sh", "-c", ADOPT_SCRIPT, "sh", recording, str(archive), *command]
 
 
 def _listening_conf(master: str) -> list[str]:

@@ -12,8 +12,9 @@ import pytest
 from async_query.datasources import Datasource
 from async_query.launcher.base import JobRequest
 from async_query.launcher.class_archive import ClassArchive, fingerprint
-from async_query.launcher.local import XML_WALL, LocalLauncher
+from async_query.launcher.local import XML_WALL, LocalLauncher, adopting
 from query_core.states import SessionType
+from tests.support import wait_for
 
 
 def java_options_of(cmd: list[str]) -> str:
@@ -124,7 +125,53 @@ def test_a_launcher_whose_job_user_cannot_write_the_archive_directory_says_so(
     shared.mkdir(mode=0o500)  # an existing directory, not the launcher's to take over
     try:
         launcher = LocalLauncher(tmp_path / "var", "aq", spark_submit="/bin/true", class_archive=shared)
-        assert launcher.record_class_archive(Datasource(name="local")) is False
+        assert launcher.record_class_archive() is False
     finally:
         shared.chmod(0o700)
     assert "cannot write the class archive's directory" in caplog.text
+
+
+def test_the_service_keeps_the_archive_beside_the_index_jars_unless_a_setting_names_a_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One archive per installation: a new data directory's first jobs start from it too."""
+    from async_query.runtime import class_archive_dir
+    from async_query.settings import Settings
+
+    monkeypatch.delenv("ASYNC_QUERY_LOCAL_JOB_CLASS_ARCHIVE_DIR", raising=False)  # the test run's own
+
+    cache = tmp_path / "cache"
+    assert class_archive_dir(Settings(data_dir=tmp_path / "a", index_cache_dir=cache)) == cache / "jvm"
+    assert class_archive_dir(Settings(data_dir=tmp_path / "b", index_cache_dir=cache)) == cache / "jvm"
+    named = Settings(data_dir=tmp_path / "a", index_cache_dir=cache, local_job_class_archive_dir=tmp_path / "x")
+    assert class_archive_dir(named) == tmp_path / "x"
+
+
+def test_the_claim_names_the_warm_up_so_no_process_starts_another_while_it_runs(tmp_path: Path) -> None:
+    archive = ClassArchive(tmp_path / "jvm")
+    warmup = FakeWarmup(0, gate=tmp_path / "go")
+    assert archive.java_options(warmup) == [] and archive.recorder is not None
+    claim = tmp_path / "jvm" / f"{archive.path.name}.claim"
+    # The recorder names the warm-up in the claim once it has started it.
+    wait_for(lambda: claim.read_text() not in ("", str(os.getpid())), timeout=10, what="the warm-up in the claim")
+    pid = int(claim.read_text())
+    assert pid != os.getpid()
+    os.kill(pid, 0)  # the warm-up's process, alive
+    assert ClassArchive(tmp_path / "jvm")._claim() is False  # not stale: it runs
+    (tmp_path / "go").touch()
+    archive.recorder.join(timeout=10)
+    assert archive.path.exists() and not claim.exists()
+
+
+def test_the_local_warm_up_adopts_its_own_recording(tmp_path: Path) -> None:
+    """Run as the launcher runs it: the recording becomes the archive when the run ends cleanly,
+    whoever waits for it (a service stopped meanwhile leaves the archive to the next start)."""
+    recording, final = tmp_path / "a.jsa.recording", tmp_path / "a.jsa"
+    options = [f"-XX:ArchiveClassesAtExit={recording}"]
+    command = adopting(["sh", "-c", f'printf archive > "{recording}"'], options, final)
+    assert subprocess.run(command, check=False).returncode == 0
+    assert final.read_bytes() == b"archive" and not recording.exists()
+    failed = adopting(["sh", "-c", f'printf partial > "{recording}"; exit 3'], options, tmp_path / "b.jsa")
+    assert subprocess.run(failed, check=False).returncode == 3
+    assert not (tmp_path / "b.jsa").exists()
+    assert adopting(["true"], [], final) == ["true"]  # nothing recorded: run as it is
