@@ -374,11 +374,12 @@ def start_embedded_index(settings: Settings, data_dir: Path) -> EmbeddedIndex:
     return EmbeddedIndex.start(data_dir / "index", jars, options)
 
 
-def class_archive_dir(settings: Settings) -> Path:
-    """Where the local jobs' class archive is kept: the setting, else ``jvm`` in the cache the
-    index's jars are kept in, so that a new data directory's first jobs start from the archive
-    an earlier one recorded (docs/job.md)."""
-    return settings.local_job_class_archive_dir or (settings.index_cache_dir or default_cache()) / "jvm"
+def class_archive_cache(settings: Settings) -> Path:
+    """The installation's place for the local jobs' class archive: ``jvm`` in the cache the
+    index's jars are kept in, so that a new data directory's first jobs start from the archive an
+    earlier one recorded (used unless a setting names a place, and where the jobs can reach it:
+    docs/job.md)."""
+    return (settings.index_cache_dir or default_cache()) / "jvm"
 
 
 def build_runtime(settings: Settings, launchers: dict[str, Launcher] | None = None) -> Runtime:
@@ -421,7 +422,8 @@ def build_runtime(settings: Settings, launchers: dict[str, Launcher] | None = No
                 settings.spark_master,
                 settings.spark_submit,
                 java_options=settings.local_job_java_options,
-                class_archive=class_archive_dir(settings),
+                class_archive=settings.local_job_class_archive_dir,
+                class_archive_cache=class_archive_cache(settings),
                 stop_grace_s=settings.local_job_stop_grace_s,
                 catalogs=catalogs,
                 python=settings.local_job_python,

@@ -120,7 +120,8 @@ class Settings(BaseSettings):
     #: How long a cancelled local job gets to stop on SIGTERM before its process group is killed.
     local_job_stop_grace_s: float = Field(default=5.0, ge=0)
     #: Where local jobs keep the class-data sharing archive that halves their JVM's start-up
-    #: (``docs/job.md``); empty: ``jvm`` in ``index_cache_dir`` (shared by every data directory).
+    #: (``docs/job.md``); empty: ``jvm`` in ``index_cache_dir`` (shared by every data directory), or
+    #: ``<data_dir>/jvm`` where the job user cannot have that one.
     local_job_class_archive_dir: Path | None = None
     #: The user local jobs (and the metastores) run as when the service runs as root; empty:
     #: ``async-query-jobs``, a system user made at first start (not ``nobody``, whom other

@@ -131,20 +131,27 @@ def test_a_launcher_whose_job_user_cannot_write_the_archive_directory_says_so(
     assert "cannot write the class archive's directory" in caplog.text
 
 
-def test_the_service_keeps_the_archive_beside_the_index_jars_unless_a_setting_names_a_place(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """One archive per installation: a new data directory's first jobs start from it too."""
-    from async_query.runtime import class_archive_dir
+def test_the_archive_is_kept_beside_the_index_jars_where_the_job_user_can_have_it(tmp_path: Path) -> None:
+    """One archive per installation (a new data directory's first jobs start from it too), unless
+    a setting names a place, or the job user cannot have the installation's (then the data
+    directory's own)."""
+    from async_query.runtime import class_archive_cache
     from async_query.settings import Settings
 
-    monkeypatch.delenv("ASYNC_QUERY_LOCAL_JOB_CLASS_ARCHIVE_DIR", raising=False)  # the test run's own
-
-    cache = tmp_path / "cache"
-    assert class_archive_dir(Settings(data_dir=tmp_path / "a", index_cache_dir=cache)) == cache / "jvm"
-    assert class_archive_dir(Settings(data_dir=tmp_path / "b", index_cache_dir=cache)) == cache / "jvm"
-    named = Settings(data_dir=tmp_path / "a", index_cache_dir=cache, local_job_class_archive_dir=tmp_path / "x")
-    assert class_archive_dir(named) == tmp_path / "x"
+    cache = class_archive_cache(Settings(data_dir=tmp_path / "a", index_cache_dir=tmp_path / "cache"))
+    assert cache == tmp_path / "cache" / "jvm"
+    first = LocalLauncher(tmp_path / "a", "aq", spark_submit="/bin/true", class_archive_cache=cache)
+    second = LocalLauncher(tmp_path / "b", "aq", spark_submit="/bin/true", class_archive_cache=cache)
+    assert first.class_archive.directory == second.class_archive.directory == cache
+    named = LocalLauncher(tmp_path / "a", "aq", spark_submit="/bin/true", class_archive=tmp_path / "x", class_archive_cache=cache)
+    assert named.class_archive.directory == tmp_path / "x"
+    taken = tmp_path / "taken"
+    taken.mkdir(mode=0o500)  # not the job user's to write
+    try:
+        own = LocalLauncher(tmp_path / "c", "aq", spark_submit="/bin/true", class_archive_cache=taken)
+    finally:
+        taken.chmod(0o700)
+    assert own.class_archive.directory == (tmp_path / "c" / "jvm").resolve()
 
 
 def test_the_claim_names_the_warm_up_so_no_process_starts_another_while_it_runs(tmp_path: Path) -> None:
