@@ -236,7 +236,7 @@ class LocalLauncher(Launcher):
         self.java_options = java_options.split()
         #: The class-data sharing archive of the jobs' JVM (:mod:`.class_archive`), under
         #: ``<data_dir>/jvm`` unless another (shared) directory is named; the job user records it.
-        archive_dir = class_archive or self._usable_cache(class_archive_cache) or self.data_dir / "jvm"
+        archive_dir = class_archive or usable_cache(self.job_user, class_archive_cache) or self.data_dir / "jvm"
         if class_archive is None or not archive_dir.exists():
             self.job_user.own(archive_dir)
         self.class_archive = ClassArchive(archive_dir, log_file=self.data_dir / "logs" / "class-archive.log")
@@ -256,20 +256,6 @@ class LocalLauncher(Launcher):
         private_dir(self.data_dir / "logs")
         private_dir(self.data_dir / "jobs")
         self.job_user.pass_through(self.data_dir / "tmp")
-
-    def _usable_cache(self, cache: Path | None) -> Path | None:
-        """``cache`` (the installation's directory for the class archive, shared by every data
-        directory) when the job user can have it: it is missing or that user's, and the jobs reach
-        it, directly or through a private view this machine can make (else None: the archive is
-        kept in the data directory, as a data directory's own)."""
-        if cache is None or (cache.exists() and not views.reaches(self.job_user, cache, 7)):
-            return None
-        if views.veil_of(self.job_user, os.path.realpath(cache)) is not None:
-            try:
-                views.available()
-            except views.ViewUnavailableError:
-                return None
-        return cache
 
     def warehouse_of(self, datasource: Datasource) -> str:
         if self.shared_catalog is not None:
@@ -458,6 +444,21 @@ def adopting(command: list[str], java_options: list[str], archive: Path) -> list
     if recording is None:
         return command
     return ["/bin/sh", "-c", ADOPT_SCRIPT, "sh", recording, str(archive), *command]
+
+
+def usable_cache(user: JobUser, cache: Path | None) -> Path | None:
+    """``cache`` (the installation's directory for the class archive, shared by every data
+    directory) when the job ``user`` can have it: it is missing or that user's, and the jobs reach
+    it, directly or through a private view this machine can make (else None: the archive is kept
+    in the data directory, as a data directory's own)."""
+    if cache is None or (cache.exists() and not views.reaches(user, cache, 7)):
+        return None
+    if views.veil_of(user, os.path.realpath(cache)) is not None:
+        try:
+            views.available()
+        except views.ViewUnavailableError:
+            return None
+    return cache
 
 
 def _listening_conf(master: str) -> list[str]:

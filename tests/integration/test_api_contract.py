@@ -45,7 +45,10 @@ def other_datasource(ds_name: str, datasource: Datasource) -> Datasource:
 
 @pytest.fixture
 def plugin(make_plugin: PluginFactory, datasource: Datasource, other_datasource: Datasource) -> Plugin:
-    return make_plugin(datasources=[datasource, other_datasource])
+    # The tests here change sessions as other processes would (through a store of their own): a
+    # POST must read the session, not take it as this process wrote it a moment before
+    # (session_reuse_ms, tests/unit/test_pending_signals.py).
+    return make_plugin(datasources=[datasource, other_datasource], session_reuse_ms=0)
 
 
 def post(client: httpx.Client, ds: str, query: str = "SELECT 1", session_id: str | None = None) -> httpx.Response:
