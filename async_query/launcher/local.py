@@ -234,8 +234,9 @@ class LocalLauncher(Launcher):
         self.warehouse_root = (catalog_conf or {}).get("spark.sql.warehouse.dir") or legacy.warehouse.resolve().as_uri()
         #: JVM options of every job's driver (``local_job_java_options``).
         self.java_options = java_options.split()
-        #: The class-data sharing archive of the jobs' JVM (:mod:`.class_archive`), under
-        #: ``<data_dir>/jvm`` unless another (shared) directory is named; the job user records it.
+        #: The class-data sharing archive of the jobs' JVM (:mod:`.class_archive`): in the directory
+        #: named, else the installation's (:func:`usable_cache`), else ``<data_dir>/jvm``; the job
+        #: user records it.
         archive_dir = class_archive or usable_cache(self.job_user, class_archive_cache) or self.data_dir / "jvm"
         if class_archive is None or not archive_dir.exists():
             self.job_user.own(archive_dir)
@@ -406,6 +407,7 @@ class LocalLauncher(Launcher):
         env.update(TZ="UTC", **self.processes.environment(tmp))
         env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         return self.processes.spawn(cmd, env, tmp, log_file, self._places(tmp, None))
+
     def describe(self, job_id: str) -> JobDescription:
         return self.jobs.describe(job_id)
 
