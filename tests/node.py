@@ -15,6 +15,7 @@ it for a URL, so a test that builds its own connection writes ``index_config(url
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,8 @@ REAL_CLUSTER = os.environ.get("OPENSEARCH_URL", "")
 _node: EmbeddedIndex | None = None
 #: URLs that reach this process's node another way (a fault injector's port in front of it).
 _aliases: set[str] = set()
+#: The directory this process made for its node (removed with the node).
+_made: Path | None = None
 
 
 def node_options(heap_mb: int = 512) -> NodeOptions:
@@ -42,9 +45,11 @@ def node_options(heap_mb: int = 512) -> NodeOptions:
 
 def start_node(directory: Path | None = None) -> EmbeddedIndex:
     """This process's node, started on first use (in a directory of its own unless given)."""
-    global _node
+    global _node, _made
     if _node is None:
-        place = directory or Path(tempfile.mkdtemp(prefix="async-query-test-node-"))
+        if directory is None:
+            directory = _made = Path(tempfile.mkdtemp(prefix="async-query-test-node-"))
+        place = directory
         place.chmod(0o711)
         _node = EmbeddedIndex.start(place / "index", NodeJars.resolve(), node_options())
         _set(_node, {"action.destructive_requires_name": False})
@@ -52,10 +57,13 @@ def start_node(directory: Path | None = None) -> EmbeddedIndex:
 
 
 def stop_node() -> None:
-    global _node
+    global _node, _made
     if _node is not None:
         _node.close()
         _node = None
+    if _made is not None:
+        shutil.rmtree(_made, ignore_errors=True)
+        _made = None
 
 
 def wipe(node: EmbeddedIndex) -> None:

@@ -2,7 +2,7 @@
 // (and Spark's progress), the result one page at a time, downloads, and the session kept per
 // datasource as OpenSearch Dashboards keeps it.
 
-import { api, ExactNumber } from './api.js';
+import { api, ApiError, ExactNumber } from './api.js';
 import { h, clear, statusBadge } from './dom.js';
 import { Editor } from './editor.js';
 
@@ -10,6 +10,12 @@ export const PAGE_ROWS = 100;
 const TERMINAL = new Set(['SUCCESS', 'FAILED', 'CANCELLED', 'TIMEOUT']);
 const NUMERIC = /^(byte|short|integer|long|float|double|decimal)/;
 const sleep = (ms) => new Promise((resolve) => { setTimeout(resolve, ms); });
+
+// Whether a failed request may succeed when asked again: no answer at all (the network, a
+// restart), too many requests, or the service's own trouble (5xx). Anything else is the answer.
+function transient(error) {
+  return !(error instanceof ApiError) || error.status === 429 || error.status >= 500;
+}
 
 function cellText(value) {
   if (value === null || value === undefined) return h('span', { class: 'null' }, 'null');
@@ -112,15 +118,22 @@ export class QueryPage {
     // Every 100 ms for the first seconds (a warm query answers in well under a second), then
     // less and less often, up to once a second.
     let delay = 100;
+    let failures = 0;
     while (generation === this.generation) {
       let reply;
       try {
         reply = await api('GET', `/queries/${encodeURIComponent(queryId)}?offset=0&size=${PAGE_ROWS}`);
       } catch (error) {
-        if (generation === this.generation) { this.showError(error.details || error.message); this.cancelButton.disabled = true; }
-        return;
+        if (generation !== this.generation) return;
+        if (!transient(error)) { this.showError(error.details || error.message); this.cancelButton.disabled = true; return; }
+        // A busy or unreachable service: the query goes on there, so the page keeps asking.
+        failures += 1;
+        this.showError(`Could not reach the service; trying again (${failures}): ${error.details || error.message}`);
+        await sleep(Math.min(5000, 500 * failures));
+        continue;
       }
       if (generation !== this.generation) return;
+      if (failures) { failures = 0; this.error.hidden = true; }
       this.elapsed.textContent = `${((Date.now() - started) / 1000).toFixed(1)} s`;
       this.setStatus(reply.status, reply.progress);
       if (TERMINAL.has(reply.status)) {
