@@ -18,12 +18,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from async_query.dispatch import Classified, QueryKind
+from async_query.dispatch import Classified, QueryKind, classify
 from async_query.handlers.base import SubmitRequest, Submitted, statement_doc
 from async_query.handlers.job_session import JobSessionHandler
 from async_query.slots import REFRESHING_JOBS, USER_REFRESHING_JOBS
 from query_core.errors import AsyncQueryError
-from query_core.flint.naming import index_name_of
+from query_core.flint.ast import IndexRef
+from query_core.flint.naming import flint_index_name, index_name_of, latest_id
 from query_core.ids import new_id
 from query_core.index_ops import IndexTarget, IndexTransaction
 from query_core.models import FlintIndexStateDoc, SessionDoc, StatementDoc, Versioned
@@ -91,24 +92,46 @@ class BatchHandler(JobSessionHandler):
         session = self.store.sessions.get(doc.data_source_name, doc.session_id)
         if session is None or is_terminal(session.doc.state):
             return
-        self._stop_job(session)
+        self._stop_job(session, doc)
         # Whatever the launcher said, the supervisor bounds the cancel: a job whose heartbeat
         # still shows the statement after the deadline is cancelled again and its session ended.
         self.context.supervisor.watch(doc.query_id, doc.data_source_name, doc.session_id)
 
-    def _stop_job(self, session: Versioned[SessionDoc]) -> None:
-        """Stop the session's job; an index it is refreshing goes back to ``active`` (its state
-        documents are found by a search: one written within the last refresh interval is missed,
-        and left to the housekeeping sweep, which repairs it once the job's session has ended)."""
+    def _stop_job(self, session: Versioned[SessionDoc], statement: StatementDoc) -> None:
+        """Stop the session's job; an index it is refreshing goes back to ``active``."""
         stop = _once(lambda: self._ask_launcher_to_stop(session.doc))
-        datasource = session.doc.data_source_name
-        refreshing = self.store.index_states.find(datasource, [FlintIndexState.REFRESHING], job_id=session.doc.job_id)
-        for state in refreshing:
+        for state in self._refreshing(session.doc, statement):
             self._cancel_refresh(state, stop)
         try:
             stop()
         except AsyncQueryError as exc:
             log.warning("cannot stop job %s of session %s: %s", session.doc.job_id, session.doc.session_id, exc)
+
+    def _refreshing(self, session: SessionDoc, statement: StatementDoc) -> list[Versioned[FlintIndexStateDoc]]:
+        """The index states the session's job holds ``refreshing``: the index its statement names,
+        read by id (a search misses a state written within the last refresh interval, as a job
+        cancelled just after it began its refresh has), and any other a search finds. One that
+        both miss is left to the housekeeping sweep, which repairs it once the session has ended."""
+        found: dict[str, Versioned[FlintIndexStateDoc]] = {}
+        named = self._named_index(statement)
+        if named is not None:
+            state = self.store.index_states.get(statement.data_source_name, latest_id(named))
+            if state is not None and state.doc.state == FlintIndexState.REFRESHING and state.doc.job_id == session.job_id:
+                found[state.doc.latest_id] = state
+        refreshing = [FlintIndexState.REFRESHING]
+        for state in self.store.index_states.find(session.data_source_name, refreshing, job_id=session.job_id):
+            found.setdefault(state.doc.latest_id, state)
+        return list(found.values())
+
+    @staticmethod
+    def _named_index(statement: StatementDoc) -> str | None:
+        """The OpenSearch index of the Flint index ``statement`` names (None: it names none)."""
+        try:
+            parsed = classify(statement.lang, statement.query).statement
+        except AsyncQueryError:
+            return None
+        ref = getattr(parsed, "index", None)
+        return flint_index_name(ref, statement.data_source_name) if isinstance(ref, IndexRef) else None
 
     def _cancel_refresh(self, state: Versioned[FlintIndexStateDoc], stop: Callable[[], None]) -> None:
         target = IndexTarget(state.doc.data_source_name, index_name_of(state.doc.latest_id, state.doc.index_name))
