@@ -298,37 +298,28 @@ def test_delete_cancels_the_statement_stops_the_job_and_returns_the_index_to_act
     assert other_session != session_id
 
 
-def test_delete_returns_the_index_it_names_to_active_before_a_search_can_see_its_refresh(
-    make_plugin: PluginFactory, store: Store
+@pytest.mark.parametrize(
+    ("refreshing_job", "left"),
+    [("job-1", FlintIndexState.ACTIVE), ("job-9", FlintIndexState.REFRESHING)],
+    ids=["its-own-refresh", "another-jobs-refresh"],
+)
+def test_delete_reads_the_index_it_names_before_a_search_can_see_its_refresh(
+    make_plugin: PluginFactory, store: Store, refreshing_job: str, left: FlintIndexState
 ) -> None:
     launcher = RecordingLauncher()
     plugin = make_plugin(launcher)
     ds = plugin.datasources.all()[0].name
     query_id, session_id = submit(plugin, "REFRESH SKIPPING INDEX ON http_logs")  # named unqualified
     job_runs(store, ds, session_id, query_id)
-    job_refreshes(store, ds, "job-1")  # just now: no search sees it yet (the node refreshes each second)
+    # Just now: no search sees it yet (the node refreshes each second). Its own job's refresh goes
+    # back to active; another job's stays as it is.
+    job_refreshes(store, ds, refreshing_job)
 
     plugin.service.cancel(query_id)
 
     assert launcher.cancelled == ["job-1"]
     state = index_state(store, ds)
-    assert state.state == FlintIndexState.ACTIVE and state.error == ""
-
-
-def test_delete_leaves_the_index_it_names_alone_when_another_job_refreshes_it(
-    make_plugin: PluginFactory, store: Store
-) -> None:
-    launcher = RecordingLauncher()
-    plugin = make_plugin(launcher)
-    ds = plugin.datasources.all()[0].name
-    query_id, session_id = submit(plugin)
-    job_runs(store, ds, session_id, query_id)
-    job_refreshes(store, ds, "job-9")  # the index is another job's refresh
-
-    plugin.service.cancel(query_id)
-
-    assert launcher.cancelled == ["job-1"]
-    assert index_state(store, ds).state == FlintIndexState.REFRESHING
+    assert state.state == left and state.error == ""
 
 
 def test_delete_of_a_waiting_batch_query_stops_its_job(make_plugin: PluginFactory, store: Store) -> None:
