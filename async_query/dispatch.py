@@ -22,6 +22,7 @@ from query_core.flint import (
     DescribeIndex,
     DropIndex,
     IndexKind,
+    IndexRef,
     RecoverIndexJob,
     RefreshIndex,
     ShowCoveringIndexes,
@@ -29,6 +30,7 @@ from query_core.flint import (
     ShowMaterializedViews,
     Statement,
     VacuumIndex,
+    flint_index_name,
     parse,
 )
 from query_core.ppl import parse_ppl
@@ -151,6 +153,15 @@ def classify(lang: str, query: str) -> Classified:
     if statement is None:
         return Classified(QueryKind.INTERACTIVE)
     return Classified(kind_of(statement), statement, describe(statement))
+
+
+def index_named(statement: Statement | None, datasource: str) -> str | None:
+    """The OpenSearch index of the Flint index ``statement`` names, its table qualified with
+    ``datasource`` as the job qualifies it (None: the statement names no index)."""
+    if isinstance(statement, RecoverIndexJob):
+        return statement.index_name
+    ref = getattr(statement, "index", None)
+    return flint_index_name(ref, datasource) if isinstance(ref, IndexRef) else None
 
 
 _VERBS: dict[type, str] = {

@@ -49,9 +49,8 @@ def start_node(directory: Path | None = None) -> EmbeddedIndex:
     if _node is None:
         if directory is None:
             directory = _made = Path(tempfile.mkdtemp(prefix="async-query-test-node-"))
-        place = directory
-        place.chmod(0o711)
-        _node = EmbeddedIndex.start(place / "index", NodeJars.resolve(), node_options())
+        directory.chmod(0o711)
+        _node = EmbeddedIndex.start(directory / "index", NodeJars.resolve(), node_options())
         _set(_node, {"action.destructive_requires_name": False})
     return _node
 

@@ -18,13 +18,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from async_query.dispatch import Classified, QueryKind, classify
+from async_query.dispatch import Classified, QueryKind, classify, index_named
 from async_query.handlers.base import SubmitRequest, Submitted, statement_doc
 from async_query.handlers.job_session import JobSessionHandler
 from async_query.slots import REFRESHING_JOBS, USER_REFRESHING_JOBS
 from query_core.errors import AsyncQueryError
-from query_core.flint.ast import IndexRef
-from query_core.flint.naming import flint_index_name, index_name_of, latest_id
+from query_core.flint.naming import index_name_of, latest_id
 from query_core.ids import new_id
 from query_core.index_ops import IndexTarget, IndexTransaction
 from query_core.models import FlintIndexStateDoc, SessionDoc, StatementDoc, Versioned
@@ -130,8 +129,7 @@ class BatchHandler(JobSessionHandler):
             parsed = classify(statement.lang, statement.query).statement
         except AsyncQueryError:
             return None
-        ref = getattr(parsed, "index", None)
-        return flint_index_name(ref, statement.data_source_name) if isinstance(ref, IndexRef) else None
+        return index_named(parsed, statement.data_source_name)
 
     def _cancel_refresh(self, state: Versioned[FlintIndexStateDoc], stop: Callable[[], None]) -> None:
         target = IndexTarget(state.doc.data_source_name, index_name_of(state.doc.latest_id, state.doc.index_name))

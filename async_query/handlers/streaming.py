@@ -15,10 +15,9 @@ housekeeper move the index's state document, and the job, which watches it, stop
 
 from __future__ import annotations
 
-from async_query.dispatch import Classified, QueryKind
+from async_query.dispatch import Classified, QueryKind, index_named
 from async_query.handlers.batch import BatchHandler
 from query_core.errors import InvalidRequestError
-from query_core.flint import RecoverIndexJob, flint_index_name
 from query_core.models import StatementDoc, Versioned
 from query_core.states import SessionType
 
@@ -35,11 +34,7 @@ class StreamingHandler(BatchHandler):
 
     def job_name_suffix(self, classified: Classified, datasource: str) -> str:
         """The index the job keeps refreshed."""
-        statement = classified.statement
-        if isinstance(statement, RecoverIndexJob):
-            return statement.index_name
-        index = getattr(statement, "index", None)
-        return flint_index_name(index, datasource) if index is not None else ""
+        return index_named(classified.statement, datasource) or ""
 
     def cancel(self, statement: Versioned[StatementDoc]) -> None:
         raise InvalidRequestError(CANNOT_CANCEL)
