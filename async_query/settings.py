@@ -140,8 +140,13 @@ class Settings(BaseSettings):
     query_execution_timeout_s: int = 1_800
     #: A statement waiting longer for its job ends ``FAILED``.
     query_wait_timeout_ms: int = 600_000
-    #: How often an idle job reads its session document for new statements.
+    #: How often an idle job reads its session document for new statements (and a running
+    #: statement's document, for a cancel).
     loop_frequency_ms: int = 50
+    #: After this long with nothing new (no statement to an idle session, no claim to a pool job, a
+    #: statement still running), the job reads every ``quiet_loop_frequency_ms`` instead.
+    quiet_loop_after_ms: int = 10_000
+    quiet_loop_frequency_ms: int = 250
     #: A job's heartbeat while statements run, and when idle (milliseconds).
     heartbeat_running_ms: int = 2_000
     heartbeat_idle_ms: int = 30_000

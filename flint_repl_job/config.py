@@ -53,6 +53,10 @@ class JobConfig:
     query_execution_timeout_s: int = DEFAULTS.query_execution_timeout_s
     query_wait_timeout_ms: int = DEFAULTS.query_wait_timeout_ms
     loop_frequency_ms: int = DEFAULTS.loop_frequency_ms
+    #: After this long with nothing new the loop slows to ``quiet_loop_frequency_ms`` (see
+    #: :meth:`loop_pause_s`).
+    quiet_loop_after_ms: int = DEFAULTS.quiet_loop_after_ms
+    quiet_loop_frequency_ms: int = DEFAULTS.quiet_loop_frequency_ms
     #: Heartbeat while statements run (carries their progress) and while idle.
     heartbeat_running_ms: int = DEFAULTS.heartbeat_running_ms
     heartbeat_idle_ms: int = DEFAULTS.heartbeat_idle_ms
@@ -87,6 +91,22 @@ class JobConfig:
     max_result_bytes: int = DEFAULTS.max_result_bytes
     result_chunk_rows: int = DEFAULTS.result_chunk_rows
     result_chunk_bytes: int = DEFAULTS.result_chunk_bytes
+
+    def loop_pause_s(self, quiet_s: float) -> float:
+        """How long a loop waits before it looks again, when nothing new has come for ``quiet_s``
+        seconds (no statement to an idle session, no claim to a pool job, no end of the running
+        statement): the loop period, then the quiet period once ``quiet_loop_after_ms`` passed.
+
+        Each look is a read of the index; an idle job that looked every loop period cost its node
+        about 4 % of a core (docs/job.md, "The loop")."""
+        if quiet_s * 1000 < self.quiet_loop_after_ms:
+            return self.loop_frequency_ms / 1000
+        return max(self.loop_frequency_ms, self.quiet_loop_frequency_ms) / 1000
+
+    def search_pause_s(self, quiet_s: float) -> float:
+        """The search interval, stretched as :meth:`loop_pause_s` stretches the loop period (a
+        search costs the node several reads by id)."""
+        return self.search_interval_ms / 1000 * self.loop_pause_s(quiet_s) * 1000 / max(self.loop_frequency_ms, 1)
 
     @property
     def statement_limits(self) -> StatementLimits:
@@ -139,6 +159,8 @@ class JobConfig:
             query_execution_timeout_s=conf.query_execution_timeout_s,
             query_wait_timeout_ms=conf.query_wait_timeout_ms,
             loop_frequency_ms=conf.loop_frequency_ms,
+            quiet_loop_after_ms=conf.quiet_loop_after_ms,
+            quiet_loop_frequency_ms=conf.quiet_loop_frequency_ms,
             heartbeat_running_ms=conf.heartbeat_running_ms,
             heartbeat_idle_ms=conf.heartbeat_idle_ms,
             heartbeat_streaming_ms=conf.heartbeat_streaming_ms,

@@ -177,7 +177,6 @@ class StatementRunner:
     ) -> Outcome:
         """Wait for the statement's end, a cancel, the execution timeout or a stop of the job."""
         timeout = self.cfg.query_execution_timeout_s
-        poll = self.cfg.loop_frequency_ms / 1000
         while not running.future.done():
             if self.stop_event.is_set():
                 self._stop_work(running)
@@ -202,7 +201,7 @@ class StatementRunner:
                     self._stop_work(running)
                     return Outcome(StatementState.CANCELLED)
             try:
-                running.future.result(timeout=poll)
+                running.future.result(timeout=self.cfg.loop_pause_s(time.monotonic() - started))
             except Exception:  # noqa: BLE001 - handled below, once the future is done
                 pass
         return self._record_outcome(doc, statement, running, started)

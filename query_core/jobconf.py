@@ -231,6 +231,15 @@ class JobConf:
         PREFIX_JOB + "queryWaitTimeoutMillis", 600_000, INTEGER, "a statement waiting longer fails"
     )
     loop_frequency_ms: int = _setting(PREFIX_JOB + "queryLoopExecutionFrequency", 100, INTEGER, "the job's loop period")
+    quiet_loop_after_ms: int = _setting(
+        PREFIX_JOB + "quietLoopAfterMillis",
+        10_000,
+        INTEGER,
+        "after this long with nothing new (no statement, no claim, the statement still running) the loop slows",
+    )
+    quiet_loop_frequency_ms: int = _setting(
+        PREFIX_JOB + "quietLoopExecutionFrequency", 250, INTEGER, "the job's loop period once it is quiet"
+    )
 
     # -- this product's additions ------------------------------------------------------------------
     heartbeat_running_ms: int = _setting(

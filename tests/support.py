@@ -77,18 +77,31 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+#: :func:`wait_for` without an interval polls first after this long, then each time half as long
+#: again, up to :data:`POLL_MAX_S`: a condition met at once is seen at once, and a long wait (a
+#: Spark job's) asks a few times a second rather than twenty. Each poll of a running query costs a
+#: request of the service and a read of the node, and the run is bound by CPU (bench/README.md).
+POLL_FIRST_S = 0.05
+POLL_MAX_S = 0.25
+
+
 def wait_for(
-    probe: Callable[[], T | None], timeout: float = 30.0, interval: float = 0.05, what: str = "condition"
+    probe: Callable[[], T | None], timeout: float = 30.0, interval: float | None = None, what: str = "condition"
 ) -> T:
-    """Poll ``probe`` until it returns something truthy, or fail after ``timeout`` seconds."""
+    """Poll ``probe`` until it returns something truthy, or fail after ``timeout`` seconds; every
+    ``interval`` seconds when given (a race that wants tight polling), else ever less often (see
+    :data:`POLL_FIRST_S`)."""
     deadline = time.monotonic() + timeout
+    pause = POLL_FIRST_S if interval is None else interval
     while True:
         value = probe()
         if value:
             return value
         if time.monotonic() >= deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(interval)
+        time.sleep(pause)
+        if interval is None:
+            pause = min(pause * 1.5, POLL_MAX_S)
 
 
 @dataclass

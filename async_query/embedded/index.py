@@ -165,11 +165,21 @@ class EmbeddedIndex:
         free one; a fixed port and the previous ``credential`` let clients keep theirs. With
         ``watch``, a node that dies is started again (:meth:`close` ends that)."""
         directory = directory.resolve()
-        node = cls(directory, jars, options or NodeOptions(), credential or IndexCredential.generate(), port or _free_port())
-        node._prepare()
-        began = time.monotonic()
-        node._launch()
-        node._wait_ready(began)
+        credential = credential or IndexCredential.generate()
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            node = cls(directory, jars, options or NodeOptions(), credential, port or _free_port())
+            node._prepare()
+            began = time.monotonic()
+            node._launch()
+            try:
+                node._wait_ready(began)
+                break
+            except IndexStartError as exc:
+                # A port found free was taken before the node bound it (another process's listener,
+                # or an outgoing connection's local port): ports of our choosing are chosen again.
+                if port or attempt == PORT_ATTEMPTS or "BindException" not in str(exc):
+                    raise
+                log.warning("embedded index: a port was taken before the node bound it; trying others")
         node._settle()
         log.info("embedded index: OpenSearch at %s (%s) ready in %.1f s", node.url, directory, time.monotonic() - began)
         if watch:
@@ -381,6 +391,10 @@ def _unassigned_reason(client: httpx.Client) -> str:
         return ""
     detail = explained.get("allocate_explanation") or explained.get("unassigned_info", {}).get("details", "")
     return f"; {explained.get('index', '')}: {str(detail)[:300]}" if detail else ""
+
+
+#: Starts of a node whose ports were taken before it bound them (see :meth:`EmbeddedIndex.start`).
+PORT_ATTEMPTS = 3
 
 
 def _free_port() -> int:

@@ -320,6 +320,8 @@ def job_conf(
         query_execution_timeout_s=settings.query_execution_timeout_s,
         query_wait_timeout_ms=settings.query_wait_timeout_ms,
         loop_frequency_ms=settings.loop_frequency_ms,
+        quiet_loop_after_ms=settings.quiet_loop_after_ms,
+        quiet_loop_frequency_ms=settings.quiet_loop_frequency_ms,
         heartbeat_running_ms=settings.heartbeat_running_ms,
         heartbeat_idle_ms=settings.heartbeat_idle_ms,
         heartbeat_streaming_ms=settings.heartbeat_streaming_ms,

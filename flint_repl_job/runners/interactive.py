@@ -32,22 +32,24 @@ class InteractiveJob(SessionRunner):
         super().__init__(cfg, store, executor, stop_event)
         self._finished_ids: set[str] = set()
         self._next_search = 0.0
+        #: When the session's last statement was taken (or the loop began): how quiet it is.
+        self.idle_since = time.monotonic()
 
     def work(self) -> tuple[SessionState, str]:
         self.loop()
         return SessionState.DEAD, ""
 
     def loop(self) -> None:
-        idle_since = time.monotonic()
+        self.idle_since = time.monotonic()
         limit = self.cfg.inactivity_limit_ms / 1000
         while not self.stop_event.is_set():
             if self.run_once():
-                idle_since = time.monotonic()
+                self.idle_since = time.monotonic()
                 continue
-            if time.monotonic() - idle_since >= limit:
+            if time.monotonic() - self.idle_since >= limit:
                 log.info("no statement for %.0f s: ending the session", limit)
                 return
-            self.stop_event.wait(self.cfg.loop_frequency_ms / 1000)
+            self.stop_event.wait(self.cfg.loop_pause_s(time.monotonic() - self.idle_since))
 
     def run_once(self) -> bool:
         """Take the oldest waiting statement, if any, and run it to a terminal state."""
@@ -75,15 +77,16 @@ class InteractiveJob(SessionRunner):
 
     def next_statement(self) -> Versioned[StatementDoc] | None:
         """The oldest waiting statement: first from the session's real-time list of submitted ids,
-        then, at most once per search interval, from the refresh-delayed search the reference
-        plugin's statements are found by."""
+        then, at most once per search interval (stretched while the session is quiet: docs/job.md,
+        "The loop"), from the refresh-delayed search the reference plugin's statements are found by."""
         session = self.read_session()
         if session is None:
             raise SessionLostError(f"session {self.cfg.session_id} disappeared")
         self.check_owner(session.doc)
         waiting = [s for s in map(self._get_if_waiting, session.doc.pending_statement_ids) if s is not None]
         if not waiting and time.monotonic() >= self._next_search:
-            self._next_search = time.monotonic() + self.cfg.search_interval_ms / 1000
+            now = time.monotonic()
+            self._next_search = now + self.cfg.search_pause_s(now - self.idle_since)
             try:
                 found = self.store.statements.find_waiting(self.cfg.datasource, self.cfg.session_id)
             except AsyncQueryError as exc:

@@ -129,7 +129,7 @@ class PoolJob:
             done, claim = self.step()
             if done:
                 return claim
-            self.stop_event.wait(self.cfg.loop_frequency_ms / 1000)
+            self.stop_event.wait(self.cfg.loop_pause_s(time.monotonic() - self.idle_since))
         self._end("the job was stopped")
         return None
 

@@ -60,7 +60,7 @@ class Api:
             reply = self.get(query_id)
             return reply if reply["status"] in statuses else None
 
-        return wait_for(probe, timeout=timeout, interval=0.05, what=f"{query_id} to reach {statuses}")
+        return wait_for(probe, timeout=timeout, what=f"{query_id} to reach {statuses}")
 
     def run(
         self, query: str, session_id: str | None = None, timeout: float = 120, lang: str = "sql"

@@ -5,7 +5,9 @@ sit under a 0700 home, and a data directory made by ``mktemp -d`` is 0700 too. T
 serve from there without opening those directories to anyone, its jobs and metastores still run
 as the unprivileged job user, and that user still reads nothing of the service's: the second
 wall's probe (tests/integration/test_job_wall.py), started by the service exactly as a Spark job,
-finds the users file and the sealing key out of reach, on this layout.
+finds the users file and the sealing key out of reach, on this layout. And nothing the service
+starts there listens beyond the loopback address. One service answers the first query and is
+looked at for listeners, a second one starts the probe: each start is a node, a metastore and jobs.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from async_query.api import BASE
 from async_query.security.job_user import PROJECT_ROOT, JobUser
 from tests.integration.test_job_wall import JOB_PLACES, probe_script
 from tests.integration.test_security import _answers
-from tests.listeners import listeners
+from tests.listeners import Listener, listeners
 from tests.support import free_port, wait_for
 
 pytestmark = [
@@ -147,7 +149,7 @@ def layout(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RootLayout]:
     yield made
 
 
-def test_readme_s_first_command_as_root_from_a_private_home_serves_with_jobs_still_walled(
+def test_readme_s_first_command_as_root_from_a_private_home_serves_on_loopback_with_jobs_still_walled(
     layout: RootLayout, tmp_path: Path
 ) -> None:
     modes = {path: stat.S_IMODE(path.stat().st_mode) for path in (layout.home, layout.clone, layout.private)}
@@ -155,10 +157,15 @@ def test_readme_s_first_command_as_root_from_a_private_home_serves_with_jobs_sti
     try:
         answered = serve.answer(serve.submit("SELECT 1 AS one"))
         first_answer_s = time.monotonic() - serve.began
+        assert answered["status"] == "SUCCESS" and answered["datarows"] == [[1]], (
+            answered,
+            serve.log.read_text()[-4000:],
+        )
+        print(f"serve to the first answer: {first_answer_s:.1f} s")
+        found = listeners_after_a_query_on_another_datasource(serve)
     finally:
         serve.stop()
-    assert answered["status"] == "SUCCESS" and answered["datarows"] == [[1]], (answered, serve.log.read_text()[-4000:])
-    print(f"serve to the first answer: {first_answer_s:.1f} s")
+    nothing_listens_beyond_loopback(serve, found)
 
     # The same layout, with a spark-submit that is the second wall's probe: started by the service
     # exactly as a job (its user, view, environment, directory), it tries the service's files.
@@ -201,24 +208,23 @@ def test_readme_s_first_command_as_root_from_a_private_home_serves_with_jobs_sti
     assert {path: stat.S_IMODE(path.stat().st_mode) for path in modes} == modes
 
 
-def test_nothing_the_service_starts_listens_beyond_loopback(layout: RootLayout, tmp_path: Path) -> None:
+def listeners_after_a_query_on_another_datasource(serve: Serve) -> list[Listener]:
     """Every listening socket of the whole process tree (the index, each datasource's metastore and
-    bulk reads, the jobs' drivers, block managers and Python workers, anything added later), after
-    queries on two datasources: each on the loopback address, or in a network namespace of its own."""
-    serve = Serve(layout, tmp_path / "serve.log")
-    try:
-        created = httpx.post(
-            serve.url + "/_plugins/_query/_datasources",
-            json={"name": "lake", "connector": "local"},
-            auth=("alice", PASSWORD),
-            timeout=30,
-        )
-        assert created.status_code == 201, created.text
-        queries = [serve.submit("SELECT 1", datasource) for datasource in ("local", "lake")]
-        assert [serve.answer(query_id)["status"] for query_id in queries] == ["SUCCESS", "SUCCESS"]
-        found = listeners(serve.proc.pid)
-    finally:
-        serve.stop()
+    bulk reads, the jobs' drivers, block managers and Python workers, anything added later), once
+    a second datasource has answered a query too."""
+    created = httpx.post(
+        serve.url + "/_plugins/_query/_datasources",
+        json={"name": "lake", "connector": "local"},
+        auth=("alice", PASSWORD),
+        timeout=30,
+    )
+    assert created.status_code == 201, created.text
+    assert serve.answer(serve.submit("SELECT 1", "lake"))["status"] == "SUCCESS"
+    return listeners(serve.proc.pid)
+
+
+def nothing_listens_beyond_loopback(serve: Serve, found: list[Listener]) -> None:
+    """Each listener on the loopback address, or in a network namespace of its own."""
     exposed = [listener for listener in found if not listener.loopback and not listener.own_namespace]
     assert exposed == [], exposed
     # What was looked at: the service's port, two metastores (each with its bulk reads), two jobs.

@@ -9,6 +9,7 @@ import json
 import os
 import random
 import signal
+import socket
 import stat
 import subprocess
 import threading
@@ -20,6 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
+from async_query.embedded import index as index_module
 from async_query.embedded.index import EmbeddedIndex, IndexCredential
 from async_query.embedded.node_jars import JarsUnavailableError, NodeJars
 from async_query.security.job_user import JobUser
@@ -113,6 +115,25 @@ def test_a_graceful_stop_keeps_everything_and_the_node_is_a_green_opensearch_2_1
     store = client_of(again)
     check_filled(store)
     store.close()
+
+
+def test_a_port_taken_between_its_choice_and_the_node_s_bind_is_chosen_again(
+    tmp_path: Path, servers: list[EmbeddedIndex], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The node's ports are found free, then bound by the node seconds later: another process may
+    take one meanwhile (a listener, or an outgoing connection's local port). The start then tries
+    other ports rather than failing."""
+    real_free_port = index_module._free_port
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        held = int(taken.getsockname()[1])
+        chosen = iter([held])
+        monkeypatch.setattr(index_module, "_free_port", lambda: next(chosen, None) or real_free_port())
+        node = start(servers, tmp_path / "index")
+    assert node.port != held
+    with httpx.Client(base_url=node.url, auth=AUTH, timeout=30) as http:
+        assert http.get("/").json()["version"]["number"].startswith("2.19.")
 
 
 # -- kill -9 at a random moment of a write storm ------------------------------------------------

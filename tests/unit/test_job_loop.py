@@ -264,3 +264,68 @@ def test_a_statement_stuck_in_analysis_fails_alone_and_the_session_goes_on(store
     assert job.run_once()
     assert source(store, index, after.statement_id)["state"] == StatementState.SUCCESS.value
     assert source(store, index, session.session_id)["state"] == SessionState.RUNNING.value
+
+
+class FakeClock:
+    """The loop's clock, moved on by the loop's own waits: a wait returns at once (nothing stops the
+    job) and records how long it would have waited."""
+
+    def __init__(self) -> None:
+        self.now_ms = 0  # whole milliseconds: the waits add up exactly
+        self.waits: list[float] = []
+
+    def monotonic(self) -> float:
+        return self.now_ms / 1000
+
+    def event(self) -> threading.Event:
+        clock = self
+
+        class Waits(threading.Event):
+            def wait(self, timeout: float | None = None) -> bool:
+                assert timeout is not None
+                clock.waits.append(round(timeout, 3))
+                clock.now_ms += round(timeout * 1000)
+                return self.is_set()
+
+        return Waits()
+
+
+def test_an_idle_session_is_read_every_loop_period_then_every_quiet_period(
+    store: Store, ds_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/job.md, "The loop": after ``quiet_loop_after_ms`` with no statement the job reads its
+    session less often, until the inactivity limit ends it."""
+    session, _ = seed(store, ds_name, signal=False)
+    clock = FakeClock()
+    monkeypatch.setattr("flint_repl_job.runners.interactive.time.monotonic", clock.monotonic)
+    cfg = job_config(
+        ds_name,
+        session.session_id,
+        quiet_loop_after_ms=100,
+        quiet_loop_frequency_ms=40,
+        inactivity_limit_ms=300,
+    )
+    job = InteractiveJob(cfg, store, StubExecutor(), stop_event=clock.event())
+
+    job.loop()
+
+    assert clock.waits == [0.01] * 10 + [0.04] * 5
+
+
+@pytest.mark.parametrize(
+    ("quiet_ms", "expected_s"),
+    [(0, 0.01), (99, 0.01), (100, 0.04), (60_000, 0.04)],
+)
+def test_the_loop_period_is_the_quiet_one_once_nothing_new_came_for_long_enough(quiet_ms: int, expected_s: float) -> None:
+    cfg = job_config("ds", "sid", quiet_loop_after_ms=100, quiet_loop_frequency_ms=40)
+    assert cfg.loop_pause_s(quiet_ms / 1000) == expected_s
+
+
+def test_the_search_for_waiting_statements_is_stretched_as_the_loop_is() -> None:
+    cfg = job_config("ds", "sid", quiet_loop_after_ms=100, quiet_loop_frequency_ms=40)  # 4 x the loop period
+    assert (cfg.search_pause_s(0.0), cfg.search_pause_s(1.0)) == (0.05, 0.2)
+
+
+def test_a_quiet_period_below_the_loop_period_never_speeds_the_loop_up() -> None:
+    cfg = job_config("ds", "sid", quiet_loop_after_ms=100, quiet_loop_frequency_ms=1)
+    assert cfg.loop_pause_s(10.0) == 0.01

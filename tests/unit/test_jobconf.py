@@ -44,6 +44,8 @@ REFERENCE_KEYS = {
 }
 #: This product's additions.
 PRODUCT_KEYS = {
+    "spark.flint.job.quietLoopAfterMillis",
+    "spark.flint.job.quietLoopExecutionFrequency",
     "spark.datasource.flint.verifyCerts",
     "spark.datasource.flint.peerUid",
     "spark.datasource.flint.auth.passwordSecretArn",
@@ -103,6 +105,8 @@ EVERYTHING = JobConf(
     query_execution_timeout_s=60,
     query_wait_timeout_ms=7_000,
     loop_frequency_ms=25,
+    quiet_loop_after_ms=4_000,
+    quiet_loop_frequency_ms=200,
     heartbeat_running_ms=500,
     heartbeat_idle_ms=9_000,
     heartbeat_streaming_ms=3_000,
@@ -269,7 +273,7 @@ def test_the_exclude_list_ignores_blanks() -> None:
 def test_the_job_config_defaults_are_the_contract_defaults() -> None:
     defaulted = [f for f in dataclasses.fields(JobConfig) if f.default is not dataclasses.MISSING]
     shared = [f for f in defaulted if f.name in {row.field for row in SETTINGS}]
-    assert len(shared) == 28
+    assert len(shared) == 30
     for f in shared:
         assert f.default == getattr(DEFAULTS, f.name), f.name
 
@@ -281,6 +285,8 @@ def test_the_plugin_settings_differ_from_the_job_defaults_only_deliberately() ->
         "query_execution_timeout_s": "query_execution_timeout_s",
         "query_wait_timeout_ms": "query_wait_timeout_ms",
         "loop_frequency_ms": "loop_frequency_ms",
+        "quiet_loop_after_ms": "quiet_loop_after_ms",
+        "quiet_loop_frequency_ms": "quiet_loop_frequency_ms",
         "heartbeat_running_ms": "heartbeat_running_ms",
         "heartbeat_idle_ms": "heartbeat_idle_ms",
         "job_index_retry_seconds": "index_retry_seconds",
@@ -303,6 +309,8 @@ def plugin_settings() -> Settings:
         query_execution_timeout_s=60,
         query_wait_timeout_ms=7_000,
         loop_frequency_ms=50,
+        quiet_loop_after_ms=3_000,
+        quiet_loop_frequency_ms=300,
         heartbeat_running_ms=500,
         heartbeat_idle_ms=9_000,
         job_index_retry_seconds=12.5,
@@ -367,6 +375,7 @@ def test_what_the_plugin_sends_is_what_the_job_reads() -> None:
         assert cfg.query_execution_timeout_s == 60
         assert cfg.query_wait_timeout_ms == 7_000
         assert cfg.loop_frequency_ms == 50
+        assert (cfg.quiet_loop_after_ms, cfg.quiet_loop_frequency_ms) == (3_000, 300)
         assert cfg.statement_limits == StatementLimits(5_000, 40, max_tokens=900)
         assert cfg.statement_prepare_timeout_s == 9
         assert cfg.heartbeat_running_ms == 500
