@@ -32,6 +32,10 @@ T = TypeVar("T")
 
 #: The kernel's tables of this network namespace's TCP sockets, IPv4 and IPv6.
 TABLES = (Path("/proc/net/tcp"), Path("/proc/net/tcp6"))
+#: Reads of the tables before a socket is taken for missing: the kernel writes a table in pieces,
+#: and a socket opened or closed meanwhile may hide another's line from one read (under many
+#: connections, as in a busy test run).
+TABLE_READS = 3
 #: The kernel's state numbers of a listening socket, and of one closed but kept (whose uid is lost).
 LISTEN = "0A"
 TIME_WAIT = "06"
@@ -90,12 +94,15 @@ def peer_owner(conn: socket.socket) -> int | None:
     except OSError:
         return None
     # The far end's socket: its local port is our peer's, its remote port ours.
-    found = {
-        uid
-        for _, lport, _, rport, state, uid in _entries()
-        if lport == there and rport == here and state not in (LISTEN, TIME_WAIT)
-    }
-    return found.pop() if len(found) == 1 else None
+    for _ in range(TABLE_READS):
+        found = {
+            uid
+            for _, lport, _, rport, state, uid in _entries()
+            if lport == there and rport == here and state not in (LISTEN, TIME_WAIT)
+        }
+        if found:
+            return found.pop() if len(found) == 1 else None
+    return None
 
 
 def is_loopback_ipv4(sock: socket.socket) -> bool:

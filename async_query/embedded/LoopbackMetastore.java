@@ -112,6 +112,7 @@ public final class LoopbackMetastore {
      * process's user or of root, as the kernel's table of TCP sockets says. */
     static final class OwnUsersOnly extends TServerSocket {
         private static final long SELF = ownUid();
+        private static final int TABLE_READS = 3;
         private final int port;
 
         OwnUsersOnly(InetSocketAddress address) throws TTransportException {
@@ -123,10 +124,14 @@ public final class LoopbackMetastore {
             TSocket accepted = super.accept();
             Socket socket = accepted.getSocket();
             long owner = -1;
-            try {
-                owner = ownerOf(socket.getPort(), port);
-            } catch (IOException e) {
-                owner = -1;
+            // The kernel writes its table in pieces, and a socket opened or closed meanwhile may
+            // hide another's line from one read: a connection not found is looked for again.
+            for (int read = 0; read < TABLE_READS && owner < 0; read++) {
+                try {
+                    owner = ownerOf(socket.getPort(), port);
+                } catch (IOException e) {
+                    owner = -1;
+                }
             }
             if (owner == 0 || (owner >= 0 && owner == SELF)) {
                 return accepted;

@@ -2,7 +2,9 @@
 
 Nothing is built ahead: each ``.java`` file beside this module is compiled in the driver's JVM the
 first time it is needed (a few hundred milliseconds, once per JVM), and anything that goes wrong
-there leaves the job as it would be without the helper. See docs/job.md, "The JVM's helpers".
+there leaves the job as it would be without the helper. A local job that starts from a class
+archive keeps what it compiled beside the archive, and later jobs define the classes from there
+instead of compiling them again (:func:`cache_dir`). See docs/job.md, "The JVM's helpers".
 
 * :func:`reply_at_once`: every py4j connection of the JVM sends its replies without waiting
   (``TCP_NODELAY``): a reply over 8 KB otherwise waited about 40 ms for a delayed acknowledgement.
@@ -12,9 +14,14 @@ there leaves the job as it would be without the helper. See docs/job.md, "The JV
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import os
+import shlex
 import threading
+import zipfile
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from py4j.protocol import Py4JJavaError
@@ -50,12 +57,90 @@ _MISSING = object()
 def _compile(spark: Any, name: str) -> Any | None:
     try:
         source = resources.files(__name__).joinpath(f"{name}.java").read_text(encoding="utf-8")
+        kept = _kept_path(spark, name, source)
+    except Exception as exc:  # noqa: BLE001 - as below
+        log.warning("the JVM helper %s could not be read (%s); going on without it", name, type(exc).__name__)
+        return None
+    if kept is not None:
+        found = load_kept(spark, name, kept)
+        if found is not None:
+            return found
+    try:
         compiler = spark._jvm.org.codehaus.janino.SimpleCompiler()
         compiler.cook(source)
-        return compiler.getClassLoader().loadClass(f"{_PACKAGE}.{name}").newInstance()
+        instance = compiler.getClassLoader().loadClass(f"{_PACKAGE}.{name}").newInstance()
     except Exception as exc:  # noqa: BLE001 - a helper is an optimisation: without it, the job works as before
         log.warning("the JVM helper %s could not be compiled (%s); going on without it", name, type(exc).__name__)
         return None
+    if kept is not None:
+        keep(compiler, kept)
+    return instance
+
+
+# -- compiled helpers kept beside the class archive -------------------------------------------------
+#
+# Compiling the three helpers a job prepares costs its JVM about a CPU-second, at every job's start.
+# A local job that maps a class archive (docs/job.md, "Start-up of local jobs") keeps their classes
+# beside it, in ``helpers/``: the archive's directory is the job user's own, and the archive is code
+# the JVM maps already, so the kept classes are trusted as much. A file's name carries a digest of
+# its source and of the Spark version (whose Janino wrote it): another source, or another Spark,
+# compiles again.
+
+
+def cache_dir(spark: Any) -> Path | None:
+    """Where this JVM's compiled helpers are kept: ``helpers/`` beside the class archive its driver
+    maps (``-XX:SharedArchiveFile``), or None when it maps none."""
+    try:
+        options = str(spark.sparkContext.getConf().get("spark.driver.extraJavaOptions", "") or "")
+        parts = shlex.split(options)
+    except Exception:  # noqa: BLE001 - unreadable options: nothing kept, helpers compiled as before
+        return None
+    prefix = "-XX:SharedArchiveFile="
+    archive = next((part[len(prefix) :] for part in parts if part.startswith(prefix)), "")
+    return Path(archive).parent / "helpers" if archive else None
+
+
+def _kept_path(spark: Any, name: str, source: str) -> Path | None:
+    directory = cache_dir(spark)
+    if directory is None:
+        return None
+    digest = hashlib.sha256(f"{spark.version}\n{source}".encode()).hexdigest()[:16]
+    return directory / f"{name}-{digest}.jar"
+
+
+def load_kept(spark: Any, name: str, path: Path) -> Any | None:
+    """An instance of helper ``name`` defined from the classes kept in ``path`` (None when there
+    are none, or they cannot be read or defined: the helper is then compiled)."""
+    try:
+        with zipfile.ZipFile(path) as jar:
+            classes = {n[: -len(".class")].replace("/", "."): jar.read(n) for n in jar.namelist() if n.endswith(".class")}
+        bytecodes = spark._jvm.java.util.HashMap()
+        for class_name, code in classes.items():
+            bytecodes.put(class_name, bytearray(code))
+        parent = spark._jvm.java.lang.Thread.currentThread().getContextClassLoader()
+        loader = spark._jvm.org.codehaus.commons.compiler.util.reflect.ByteArrayClassLoader(bytecodes, parent)
+        return loader.loadClass(f"{_PACKAGE}.{name}").newInstance()
+    except FileNotFoundError:
+        return None
+    except Exception as exc:  # noqa: BLE001 - a damaged file: compiled again, and the file replaced
+        log.warning("the kept classes of the JVM helper %s were not usable (%s); compiling it", name, type(exc).__name__)
+        return None
+
+
+def keep(compiler: Any, path: Path) -> None:
+    """Keep the classes ``compiler`` made in ``path`` (written aside, then renamed: a reader sees
+    the whole file or none); a directory it cannot write keeps nothing."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}")
+    try:
+        path.parent.mkdir(mode=0o700, exist_ok=True)
+        bytecodes = compiler.getBytecodes()
+        with zipfile.ZipFile(temporary, "w") as jar:
+            for class_name in bytecodes.keySet():
+                jar.writestr(str(class_name).replace(".", "/") + ".class", bytes(bytecodes.get(class_name)))
+        os.replace(temporary, path)
+    except Exception as exc:  # noqa: BLE001 - keeping is an optimisation
+        log.info("the compiled JVM helper was not kept in %s (%s)", path.parent, type(exc).__name__)
+        temporary.unlink(missing_ok=True)
 
 
 def reply_at_once(spark: Any) -> bool:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import threading
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -116,6 +117,76 @@ def test_without_the_helper_spark_writes_the_plan(spark: Any, monkeypatch: pytes
     monkeypatch.setattr(jvm, "_compile", lambda spark, name: None)
     plan = _parsed(spark, ["SELECT 1 AS one"])[0]
     assert PlanJson(spark)(plan) == plan.toJSON()
+
+
+def test_a_helper_compiled_once_is_kept_and_the_next_jvm_defines_it_from_its_classes(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/job.md, "The JVM's helpers": beside a class archive, the compiled classes are kept; a
+    later job (here: the same JVM with its helpers forgotten) defines them from there, and a
+    damaged file is compiled again and replaced. (The instances made here are looked at through
+    reflection alone: py4j keeps a method per class name, and the session's other tests call the
+    session's own instance.)"""
+    kept = tmp_path / "helpers"
+    monkeypatch.setattr(jvm, "cache_dir", lambda spark: kept)
+    loaded: list[bool] = []
+    load_kept = jvm.load_kept
+
+    def recorded(*args: Any) -> Any:
+        found = load_kept(*args)
+        loaded.append(found is not None)
+        return found
+
+    monkeypatch.setattr(jvm, "load_kept", recorded)
+
+    def made() -> Any:
+        monkeypatch.setattr(jvm, "_instances", {})
+        instance = jvm.helper(spark, "PlanJson")
+        assert instance is not None
+        return instance.getClass()
+
+    def methods(cls: Any) -> list[str]:
+        return sorted(str(method.toString()) for method in cls.getDeclaredMethods())
+
+    compiled = made()
+    [file] = kept.iterdir()
+    assert file.name.startswith("PlanJson-") and file.suffix == ".jar"
+    defined = made()
+    assert loaded == [False, True]  # none kept yet, then kept
+    assert str(defined.getName()) == "asyncquery.jvm.PlanJson" and methods(defined) == methods(compiled)
+    assert not defined.equals(compiled)  # another definition: from the kept classes, not the compiler's
+
+    file.write_bytes(b"not a jar")
+    assert methods(made()) == methods(compiled)
+    assert loaded[-1] is False and zipfile.ZipFile(file).testzip() is None  # compiled again, replaced
+    assert methods(made()) == methods(compiled) and loaded[-1] is True
+
+
+class _Conf:
+    def __init__(self, options: str | None) -> None:
+        self.options = options
+
+    def get(self, key: str, default: str) -> str | None:
+        return self.options if key == "spark.driver.extraJavaOptions" and self.options is not None else default
+
+
+class _Session:
+    def __init__(self, options: str | None) -> None:
+        conf = _Conf(options)
+        self.sparkContext = type("Context", (), {"getConf": lambda _self: conf})()
+
+
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        ('-XX:+UseSerialGC "-XX:SharedArchiveFile=/a dir/x.jsa"', Path("/a dir/helpers")),
+        ("-XX:SharedArchiveFile=/cache/jvm/spark-3.5.jsa -Xss4m", Path("/cache/jvm/helpers")),
+        ("-XX:ArchiveClassesAtExit=/cache/jvm/x.jsa.recording", None),
+        (None, None),
+    ],
+)
+def test_helpers_are_kept_beside_the_class_archive_the_driver_maps(options: str | None, expected: Path | None) -> None:
+    assert jvm.cache_dir(_Session(options)) == expected
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,7 @@ import socket
 import httpx
 import pytest
 
+from query_core import peer
 from query_core.peer import PeerRefusedError, check_peer, checked_transport, peer_owner
 
 
@@ -22,6 +23,25 @@ def test_a_loopback_connection_names_its_listener_s_owner(family: socket.Address
             assert peer_owner(conn) == os.geteuid()
             check_peer(conn, os.geteuid())  # allowed: nothing raised, still open
             assert conn.fileno() != -1
+
+
+def test_a_read_of_the_tables_that_missed_the_socket_is_read_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kernel writes its table in pieces: a socket opened or closed meanwhile may hide another's
+    line from one read. A connection found on the next read is its owner's, not refused."""
+    entries = peer._entries
+    reads: list[int] = []
+
+    def one_read_misses_it(*args: object) -> object:
+        reads.append(1)
+        return iter(()) if len(reads) == 1 else entries()
+
+    monkeypatch.setattr(peer, "_entries", one_read_misses_it)
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        with socket.create_connection(("127.0.0.1", listener.getsockname()[1])) as conn:
+            check_peer(conn, os.geteuid())
+            assert conn.fileno() != -1 and len(reads) == 2
 
 
 def test_another_owner_is_refused_and_the_connection_closed_unused() -> None:
