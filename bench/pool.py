@@ -15,8 +15,12 @@ master with the product's default JVM options and class archive. Run it under th
 3. **With the pool** (size 1, its keeper running): the same N sessions, each started once the pool
    has its idle job again (it refills as each job is claimed); the time the refill took (claim to
    the next job idle) is reported too. Each session is checked to have claimed the pool's job.
-4. **One idle pool job**: its processes' resident memory (the driver's JVM and its Python
-   process, ``VmRSS``, the largest of 20 samples over 10 s) and the CPU they use while idle.
+4. **With the pool, the job quiet** (docs/job.md, "The loop"): 3 more sessions, each started once
+   the pool's idle job has been idle past ``quiet_loop_after_ms`` (it then reads its slot every
+   quiet period, as a pool job waiting minutes for its session does).
+5. **One idle pool job**: its processes' resident memory (the driver's JVM and its Python
+   process, ``VmRSS``, the largest of 20 samples over 10 s) and the CPU they use while idle, just
+   idle and past the quiet threshold.
 
 Targets: with the pool, p50 under 1 s and at least 5x faster than without; p99 under 2 s.
 """
@@ -66,6 +70,9 @@ END_S = 120.0
 POLL_S = 0.005
 #: Sessions end this long after their query, so that the next one starts on a quiet machine.
 INACTIVITY_MS = 2_000
+#: Sessions claiming a pool job idle past the quiet threshold, and how far past it they start.
+QUIET_SESSIONS = 3
+QUIET_MARGIN_S = 0.5
 RSS_SAMPLES = 20
 RSS_EVERY_S = 0.5
 MB = 1024 * 1024
@@ -170,6 +177,27 @@ class PoolBench:
             self.wait_ended(session_id)
         return times, refills
 
+    def quiet_for(self) -> float:
+        """Seconds after which an idle job reads its slot every quiet period, and a margin."""
+        return self.plugin.settings.quiet_loop_after_ms / 1000 + QUIET_MARGIN_S
+
+    def pooled_quiet(self, count: int) -> list[float]:
+        """The first query of ``count`` sessions, each claiming the pool's job once it has been
+        idle past the quiet threshold."""
+        times: list[float] = []
+        claimed: set[str] = set()
+        for n in range(count):
+            job = self.idle_job(claimed)
+            time.sleep(self.quiet_for())  # the job's own clock: idle since it announced itself
+            took, session_id = self.first_query()
+            session = self.plugin.store.sessions.get(DS, session_id)
+            if session is None or session.doc.job_id != job or not session.doc.pool_slot:
+                raise BenchError(f"quiet session {n + 1} did not claim the pool's idle job {job}")
+            times.append(took)
+            claimed.add(job)
+            self.wait_ended(session_id)
+        return times
+
     def idle_cost(self, job_id: str) -> dict[str, float]:
         """An idle pool job's resident memory (largest sample) and CPU use (share of one core)."""
         jvm = job_pid(self.plugin.settings.data_dir, job_id)
@@ -201,8 +229,28 @@ class PoolBench:
         log.warning("%d sessions with the pool", count)
         self.plugin.pool_keeper.start()
         warm, refills = self.pooled(count)
-        idle = self.idle_cost(self.idle_job(set()))
+        log.warning("%d sessions with the pool's job quiet", QUIET_SESSIONS)
+        quiet = self.pooled_quiet(QUIET_SESSIONS)
+        job = self.idle_job(set())
+        idle = self.idle_cost(job)
+        time.sleep(self.quiet_for())
+        idle_quiet = self.idle_cost(job)
         self.report(cold, warm, refills, idle)
+        self.report_quiet(quiet, idle_quiet)
+
+    def report_quiet(self, quiet: list[float], idle: dict[str, float]) -> None:
+        self.details.update(pooled_quiet_samples_s=[round(t, 3) for t in quiet], idle_job_quiet=idle)
+        self.figures += [
+            Figure(
+                SECTION,
+                "first query of a new session, pool job quiet: p50",
+                round(percentile(quiet, 50), 3),
+                "s",
+                Target("<", 1),
+                f"n={len(quiet)}, idle past the quiet threshold",
+            ),
+            Figure(SECTION, "one idle pool job, quiet: CPU", round(idle["cpu_share"] * 100, 2), "% of a core"),
+        ]
 
     def report(self, cold: list[float], warm: list[float], refills: list[float], idle: dict[str, float]) -> None:
         cold_ms, warm_ms = [t * 1000 for t in cold], [t * 1000 for t in warm]

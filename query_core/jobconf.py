@@ -231,6 +231,8 @@ class JobConf:
         PREFIX_JOB + "queryWaitTimeoutMillis", 600_000, INTEGER, "a statement waiting longer fails"
     )
     loop_frequency_ms: int = _setting(PREFIX_JOB + "queryLoopExecutionFrequency", 100, INTEGER, "the job's loop period")
+
+    # -- this product's additions ------------------------------------------------------------------
     quiet_loop_after_ms: int = _setting(
         PREFIX_JOB + "quietLoopAfterMillis",
         10_000,
@@ -240,8 +242,6 @@ class JobConf:
     quiet_loop_frequency_ms: int = _setting(
         PREFIX_JOB + "quietLoopExecutionFrequency", 250, INTEGER, "the job's loop period once it is quiet"
     )
-
-    # -- this product's additions ------------------------------------------------------------------
     heartbeat_running_ms: int = _setting(
         PREFIX_JOB + "heartbeatIntervalMillis", 2_000, INTEGER, "heartbeat while statements run (carries progress)"
     )
