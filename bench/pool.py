@@ -302,7 +302,7 @@ def system(work: Path) -> Iterator[tuple[Plugin, str]]:
     with ExitStack() as stack:
         index = stack.enter_context(index_node(work / "index"))
         home = work / "metastore"
-        metastore = Metastore.start(home, home / "warehouse")
+        metastore = Metastore.start(home, home / "warehouse", files=work / "metastore-files")
         stack.callback(metastore.close)
         settings = Settings(data_dir=work / "service", warm_pool_size=1, inactivity_limit_ms=INACTIVITY_MS)
         opensearch = index.config
