@@ -270,5 +270,5 @@ def launcher(plugin: Plugin) -> RecordingLauncher:
 @pytest.fixture
 def client(plugin: Plugin) -> Iterator[httpx.Client]:
     """An HTTP client of the module's ``service``, served on a free loopback port."""
-    with serve_http(create_app(plugin)) as url, httpx.Client(base_url=url, timeout=30) as c:
+    with serve_http(create_app(plugin)) as url, httpx.Client(base_url=url, timeout=30, verify=node.CLIENT_SSL) as c:
         yield c

@@ -29,6 +29,11 @@ from async_query.security.job_user import JobUser
 from query_core.config import OpenSearchConfig
 
 REAL_CLUSTER = os.environ.get("OPENSEARCH_URL", "")
+#: One TLS context for every HTTP client the tests make (``verify=CLIENT_SSL``): a client made
+#: without one loads the CA bundle again, some 27 ms of CPU, even for a plain-HTTP URL, and the
+#: tests make thousands (a wipe of the node, a client of each test's service, each poll made with
+#: ``httpx.get``).
+CLIENT_SSL = httpx.create_ssl_context()
 #: This process's node (None until a test needs it, or when testing against ``OPENSEARCH_URL``).
 _node: EmbeddedIndex | None = None
 #: URLs that reach this process's node another way (a fault injector's port in front of it).
@@ -67,14 +72,14 @@ def stop_node() -> None:
 
 def wipe(node: EmbeddedIndex) -> None:
     """Delete every index of ``node`` (hidden ones too): an empty cluster for the next test."""
-    with httpx.Client(base_url=node.url, auth=node.auth, timeout=60) as client:
+    with httpx.Client(base_url=node.url, auth=node.auth, timeout=60, verify=CLIENT_SSL) as client:
         reply = client.delete("/*", params={"expand_wildcards": "all"})
         if reply.status_code not in (200, 404):
             raise RuntimeError(f"cannot wipe the test node: {reply.status_code} {reply.text[:300]}")
 
 
 def _set(node: EmbeddedIndex, settings: dict[str, Any]) -> None:
-    with httpx.Client(base_url=node.url, auth=node.auth, timeout=60) as client:
+    with httpx.Client(base_url=node.url, auth=node.auth, timeout=60, verify=CLIENT_SSL) as client:
         reply = client.put("/_cluster/settings", json={"transient": settings})
         reply.raise_for_status()
 
@@ -107,7 +112,7 @@ def index_config(url: str, **overrides: Any) -> OpenSearchConfig:
 def index_client(url: str, **options: Any) -> httpx.Client:
     """An HTTP client of ``url`` that sends its credential."""
     auth = index_auth(url)
-    return httpx.Client(base_url=url, auth=auth, **{"timeout": 30, **options})
+    return httpx.Client(base_url=url, auth=auth, **{"timeout": 30, "verify": CLIENT_SSL, **options})
 
 
 def index_env(url: str) -> dict[str, str]:

@@ -22,7 +22,7 @@ from async_query.settings import Settings
 from query_core.config import OpenSearchConfig
 from query_core.store import Store
 from tests.conftest import REAL_CLUSTER
-from tests.node import index_config
+from tests.node import CLIENT_SSL, index_config
 from tests.support import serve_http, wait_for
 
 BASE = "/_plugins/_async_query"
@@ -33,7 +33,7 @@ class Api:
     """A small client of the REST API for tests."""
 
     def __init__(self, base_url: str, datasource: str) -> None:
-        self.http = httpx.Client(base_url=base_url, timeout=30)
+        self.http = httpx.Client(base_url=base_url, timeout=30, verify=CLIENT_SSL)
         self.datasource = datasource
 
     def submit(self, query: str, session_id: str | None = None, lang: str = "sql") -> dict[str, Any]:

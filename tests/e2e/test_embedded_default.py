@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from tests.faults.procs import VENV_BIN, PluginProcess, kill_all_jobs
+from tests.node import CLIENT_SSL
 from tests.support import free_port
 
 pytestmark = pytest.mark.e2e
@@ -71,7 +72,7 @@ class Newcomer:
         return found.group(1), json.loads(done.stdout)
 
     def get(self, query_id: str) -> dict[str, Any]:
-        reply = httpx.get(f"{self.plugin.url}/_plugins/_async_query/{query_id}", timeout=30)
+        reply = httpx.get(f"{self.plugin.url}/_plugins/_async_query/{query_id}", timeout=30, verify=CLIENT_SSL)
         assert reply.status_code == 200, reply.text
         return dict(reply.json())
 

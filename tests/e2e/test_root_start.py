@@ -28,6 +28,7 @@ from async_query.security.job_user import PROJECT_ROOT, JobUser
 from tests.integration.test_job_wall import JOB_PLACES, probe_script
 from tests.integration.test_security import _answers
 from tests.listeners import Listener, listeners
+from tests.node import CLIENT_SSL
 from tests.support import free_port, wait_for
 
 pytestmark = [
@@ -121,13 +122,14 @@ class Serve:
 
     def submit(self, query: str, datasource: str = "local") -> str:
         body = {"datasource": datasource, "lang": "sql", "query": query}
-        reply = httpx.post(self.url + BASE, json=body, auth=("alice", PASSWORD), timeout=30)
+        reply = httpx.post(self.url + BASE, json=body, auth=("alice", PASSWORD), timeout=30, verify=CLIENT_SSL)
         assert reply.status_code == 201, reply.text
         return str(reply.json()["queryId"])
 
     def answer(self, query_id: str) -> dict[str, object]:
         def done() -> dict[str, object] | None:
-            reply = httpx.get(f"{self.url}{BASE}/{query_id}", auth=("alice", PASSWORD), timeout=30).json()
+            got = httpx.get(f"{self.url}{BASE}/{query_id}", auth=("alice", PASSWORD), timeout=30, verify=CLIENT_SSL)
+            reply: dict[str, object] = got.json()
             return reply if reply["status"] in ("SUCCESS", "FAILED", "CANCELLED", "TIMEOUT") else None
 
         return dict(wait_for(done, timeout=300, interval=0.2, what=f"query {query_id}"))

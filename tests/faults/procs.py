@@ -230,7 +230,8 @@ class PluginProcess:
             if self.proc.poll() is not None:
                 raise AssertionError(f"the plugin exited with {self.proc.returncode}:\n{self.log()}")
             try:
-                return httpx.get(f"{self.url}/_plugins/_async_query/_sessions?size=1", timeout=5).status_code == 200
+                reply = httpx.get(f"{self.url}/_plugins/_async_query/_sessions?size=1", timeout=5, verify=node.CLIENT_SSL)
+                return reply.status_code == 200
             except httpx.TransportError:
                 return False
 
