@@ -79,10 +79,11 @@ def _compile(spark: Any, name: str) -> Any | None:
 
 # -- compiled helpers kept beside the class archive -------------------------------------------------
 #
-# Compiling the three helpers a job prepares costs its JVM about a CPU-second, at every job's start.
+# Compiling the three helpers a job prepares costs its JVM about half a CPU-second, at every job's start.
 # A local job that maps a class archive (docs/job.md, "Start-up of local jobs") keeps their classes
 # beside it, in ``helpers/``: the archive's directory is the job user's own, and the archive is code
-# the JVM maps already, so the kept classes are trusted as much. A file's name carries a digest of
+# the JVM maps already, so the kept classes are trusted as much (and only a file of this user's or
+# root's that no one else may write is read at all). A file's name carries a digest of
 # its source and of the Spark version (whose Janino wrote it): another source, or another Spark,
 # compiles again.
 
@@ -110,8 +111,13 @@ def _kept_path(spark: Any, name: str, source: str) -> Path | None:
 
 def load_kept(spark: Any, name: str, path: Path) -> Any | None:
     """An instance of helper ``name`` defined from the classes kept in ``path`` (None when there
-    are none, or they cannot be read or defined: the helper is then compiled)."""
+    are none, they are another user's to change, or they cannot be read or defined: the helper
+    is then compiled)."""
     try:
+        found = path.stat()
+        if found.st_uid not in (os.getuid(), 0) or found.st_mode & 0o022:
+            log.warning("the kept classes %s are not this user's alone: compiling the helper instead", path)
+            return None
         with zipfile.ZipFile(path) as jar:
             classes = {n[: -len(".class")].replace("/", "."): jar.read(n) for n in jar.namelist() if n.endswith(".class")}
         bytecodes = spark._jvm.java.util.HashMap()
