@@ -106,7 +106,7 @@ class JobConfig:
     def search_pause_s(self, quiet_s: float) -> float:
         """The search interval, stretched as :meth:`loop_pause_s` stretches the loop period (a
         search costs the node several reads by id)."""
-        return self.search_interval_ms / 1000 * self.loop_pause_s(quiet_s) * 1000 / max(self.loop_frequency_ms, 1)
+        return self.search_interval_ms * self.loop_pause_s(quiet_s) / max(self.loop_frequency_ms, 1)
 
     @property
     def statement_limits(self) -> StatementLimits:
