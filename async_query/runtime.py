@@ -370,8 +370,15 @@ def start_embedded_index(settings: Settings, data_dir: Path) -> EmbeddedIndex:
     run as the index user (docs/durability.md)."""
     job_user = JobUser.resolve(settings.local_job_user, settings.local_job_allow_root)
     jars = NodeJars.resolve(settings.index_cache_dir, settings.index_repository, settings.index_jars_dir)
-    options = NodeOptions(heap_mb=settings.index_heap_mb, user=index_user(settings.local_index_user, job_user))
+    user = index_user(settings.local_index_user, job_user)
+    options = NodeOptions(heap_mb=settings.index_heap_mb, user=user, class_archive=index_class_archive_dir(settings))
     return EmbeddedIndex.start(data_dir / "index", jars, options)
+
+
+def index_class_archive_dir(settings: Settings) -> Path:
+    """Where the embedded index's class archive is kept: ``index-jvm`` in the cache its jars are
+    kept in, the service's own (:mod:`async_query.embedded.archive`)."""
+    return (settings.index_cache_dir or default_cache()) / "index-jvm"
 
 
 def class_archive_cache(settings: Settings) -> Path:

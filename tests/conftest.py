@@ -120,10 +120,36 @@ def _passable(path: Path) -> Path:
     return path
 
 
+# -- the project's sources, compiled once ---------------------------------------------------------
+#
+# A run starts some four hundred Python processes that import the project's code: test processes,
+# services, local jobs, PySpark's workers. Python compiles a module it finds no bytecode for on
+# every import, and writes none when ``PYTHONDONTWRITEBYTECODE`` is set, or when the process may
+# not write beside the source (a job as the job user): then each of them compiles the same sources
+# again, 0.2-0.3 CPU-s per job. The run compiles them once, before its processes start; a source
+# unchanged since is not compiled again.
+
+COMPILED_PACKAGES = ("async_query", "async_query_cli", "flint_repl_job", "query_core", "bench", "tests")
+
+
+def _compile_sources() -> None:
+    import compileall
+
+    for package in COMPILED_PACKAGES:
+        compileall.compile_dir(TESTS_DIR.parent / package, quiet=2)  # a read-only tree: left as it is
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     if hasattr(config.option, "loadscopereorder"):
         config.option.loadscopereorder = False  # see "the order of a parallel run" above
+    if not hasattr(config, "workerinput"):
+        _compile_sources()
+        if not REAL_CLUSTER:
+            # Recorded while the test processes start and the first of them records the jobs'
+            # archive (job_class_archive): each process's node waits for it (tests/node.py).
+            recorder = node.record_archive_in_background()
+            config.add_cleanup(recorder.join)
     if os.geteuid() != 0:
         return
     # A worker of a parallel run (pytest-xdist) is given a base directory under the controller's:

@@ -38,6 +38,7 @@ from typing import Any
 
 import httpx
 
+from async_query.embedded.archive import ChildArchive
 from async_query.embedded.java import JANINO_MAIN, janino_classpath, place_source, write_file_for
 from async_query.embedded.node_jars import NodeJars
 from async_query.security import views
@@ -93,6 +94,17 @@ class NodeOptions:
     #: Disk watermarks: free space below which shards stop being placed, then move, then indexes
     #: turn read-only (absolute sizes: a laptop's disk, not a server's percentage).
     watermarks: tuple[str, str, str] = ("1gb", "512mb", "256mb")
+    #: Where the node's class archive is kept (the service's directory, shared by its data
+    #: directories; :mod:`async_query.embedded.archive`); None: the node starts without one.
+    class_archive: Path | None = None
+
+
+def node_archive(jars: NodeJars, options: NodeOptions) -> ChildArchive | None:
+    """The class archive of a node running from ``jars`` with ``options`` (None: none kept)."""
+    if options.class_archive is None:
+        return None
+    classpath = [*sorted(jars.directory.glob("*.jar")), *map(Path, janino_classpath())]
+    return ChildArchive(options.class_archive, "opensearch-node", classpath)
 
 
 class EmbeddedIndex:
@@ -113,6 +125,7 @@ class EmbeddedIndex:
         self._closing = threading.Event()
         self._lock = threading.Lock()
         self._watcher: threading.Thread | None = None
+        self.archive = node_archive(jars, options)
 
     @property
     def auth(self) -> tuple[str, str]:
@@ -237,6 +250,7 @@ class EmbeddedIndex:
             "-Dlog4j2.disable.jmx=true",
             "-Dopensearch.index.max_number_of_shards_per_index=1024",
             *self.options.java_options,
+            *(self.archive.java_options(self.directory / "tmp") if self.archive is not None else []),
             "-cp",
             os.pathsep.join([self.jars.classpath, *janino_classpath()]),
         ]
@@ -246,6 +260,8 @@ class EmbeddedIndex:
         user = self.options.user or JobUser.resolve(str(os.geteuid()))
         java_home = Path(os.path.realpath(find_java())).parent.parent
         reads = [self.jars.directory, java_home, *map(Path, janino_classpath())]
+        if self.archive is not None and self.archive.path.exists():
+            reads.append(self.archive.path)
         view = views.plan_view(user, reads, [self.directory])
         try:
             views.check(user, view, reads)
@@ -374,6 +390,8 @@ class EmbeddedIndex:
             process.kill()
             process.wait()
         _pid_file(self.directory).unlink(missing_ok=True)
+        if process.returncode == 0 and self.archive is not None:
+            self.archive.adopt(self.directory / "tmp", self.peer_uid)
 
     def kill(self) -> None:
         """SIGKILL the node, as a crash would (tests; the watcher starts it again unless closed)."""

@@ -20,7 +20,6 @@ same place records a new one, which removes the old one once adopted. See ``docs
 from __future__ import annotations
 
 import glob
-import hashlib
 import logging
 import os
 import shutil
@@ -29,6 +28,8 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+from async_query.embedded.archive import digest, stamp
 
 log = logging.getLogger(__name__)
 
@@ -55,20 +56,8 @@ def fingerprint(jars: Path | None = None) -> str:
     # those are part of its name, and a reinstall records a new one.
     files = [java_path, java_path.parent.parent / "lib" / "server" / "libjvm.so"] if java_path else []
     files += sorted(jars.glob("*.jar"))
-    place = _digest([str(java_path), str(jars)], 8)
-    return f"spark-{pyspark.__version__}-{place}-{_digest([_stamp(f) for f in files], 10)}"
-
-
-def _digest(parts: list[str], size: int) -> str:
-    return hashlib.sha1("|".join(parts).encode()).hexdigest()[:size]
-
-
-def _stamp(path: Path) -> str:
-    try:
-        found = path.stat()
-    except OSError:
-        return f"{path.name}:-"
-    return f"{path.name}:{found.st_size}:{found.st_mtime_ns}"
+    place = digest([str(java_path), str(jars)], 8)
+    return f"spark-{pyspark.__version__}-{place}-{digest([stamp(f) for f in files], 10)}"
 
 
 class ClassArchive:

@@ -5,6 +5,7 @@ it dies, and leaves a terminal's Ctrl-C to the service."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import random
@@ -22,7 +23,7 @@ import httpx
 import pytest
 
 from async_query.embedded import index as index_module
-from async_query.embedded.index import EmbeddedIndex, IndexCredential
+from async_query.embedded.index import EmbeddedIndex, IndexCredential, NodeOptions
 from async_query.embedded.node_jars import JarsUnavailableError, NodeJars
 from async_query.security.job_user import JobUser
 from query_core.flint.metas import flint_metas
@@ -56,9 +57,16 @@ def servers() -> Iterator[list[EmbeddedIndex]]:
         server.close()
 
 
-def start(servers: list[EmbeddedIndex], directory: Path, *, port: int = 0, watch: bool = False) -> EmbeddedIndex:
+def start(
+    servers: list[EmbeddedIndex],
+    directory: Path,
+    *,
+    port: int = 0,
+    watch: bool = False,
+    options: NodeOptions | None = None,
+) -> EmbeddedIndex:
     server = EmbeddedIndex.start(
-        directory, NodeJars.resolve(), node_options(), port=port, credential=CREDENTIAL, watch=watch
+        directory, NodeJars.resolve(), options or node_options(), port=port, credential=CREDENTIAL, watch=watch
     )
     servers.append(server)
     return server
@@ -97,10 +105,22 @@ def check_filled(store: IndexClient) -> None:
     assert store.driver.indices.exists_index_template(name="async-query-request-index")
 
 
+def mapped_files(process: subprocess.Popen[bytes] | None) -> str:
+    """The files the JVM of ``process`` (or of a child of it) maps."""
+    assert process is not None
+    pids = [process.pid, *map(int, Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split())]
+    return "".join(Path(f"/proc/{pid}/maps").read_text() for pid in pids)
+
+
 def test_a_graceful_stop_keeps_everything_and_the_node_is_a_green_opensearch_2_19(
     tmp_path: Path, servers: list[EmbeddedIndex]
 ) -> None:
-    first = start(servers, tmp_path / "index")
+    """... and, started without a class archive, the node records one as it stops, which the next
+    start maps (a file of the service's that the node's user cannot change)."""
+    archives = tmp_path / "archives"
+    options = dataclasses.replace(node_options(), class_archive=archives)
+    first = start(servers, tmp_path / "index", options=options)
+    assert first.archive is not None and not first.archive.path.exists()
     with httpx.Client(base_url=first.url, auth=AUTH, timeout=30) as http:
         assert http.get("/").json()["version"]["number"].startswith("2.19.")
     store = client_of(first)
@@ -110,8 +130,12 @@ def test_a_graceful_stop_keeps_everything_and_the_node_is_a_green_opensearch_2_1
     store.close()
     first.close()
     assert first.process is not None and first.process.returncode == 0
+    kept = first.archive.path.stat()
+    assert (kept.st_uid, stat.S_IMODE(kept.st_mode)) == (os.geteuid(), 0o644)
+    assert list(archives.iterdir()) == [first.archive.path]  # nothing left half-written
 
-    again = start(servers, tmp_path / "index")
+    again = start(servers, tmp_path / "index", options=options)
+    assert str(first.archive.path) in mapped_files(again.process)
     store = client_of(again)
     check_filled(store)
     store.close()
@@ -267,7 +291,6 @@ def check_ledger(url: str, ledger: Ledger) -> int:
     return lost
 
 
-
 @pytest.mark.parametrize("seed", [11, 29])
 def test_kill_9_in_a_write_storm_loses_nothing_acknowledged(
     tmp_path: Path, servers: list[EmbeddedIndex], seed: int
@@ -301,7 +324,11 @@ def test_only_the_credential_s_holder_reads_or_writes_and_it_is_on_no_command_li
                 http.get(f"/{REQUESTS}/_doc/secret"),
                 http.post(f"/{REQUESTS}/_search", json={"query": {"match_all": {}}}),
                 http.put(f"/{REQUESTS}/_doc/planted", json={"query": "theirs"}),
-                http.post("/_bulk", content='{"index":{"_index":"x","_id":"1"}}\n{"a":1}\n', headers={"Content-Type": "application/x-ndjson"}),
+                http.post(
+                    "/_bulk",
+                    content='{"index":{"_index":"x","_id":"1"}}\n{"a":1}\n',
+                    headers={"Content-Type": "application/x-ndjson"},
+                ),
                 http.delete(f"/{REQUESTS}"),
                 http.put("/_cluster/settings", json={"transient": {"cluster.routing.allocation.enable": "none"}}),
             ]

@@ -86,7 +86,11 @@ def test_the_live_jobs_are_those_whose_process_runs_whoever_started_them(launche
 
     def job(job_id: str) -> subprocess.Popen[bytes]:
         env = {**os.environ, "SERVERLESS_EMR_JOB_ID": job_id}
-        return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env=env)
+        code = "import time; print('up', flush=True); time.sleep(60)"
+        proc = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE)
+        # Once it writes, it runs the new program: until then, its environment was this process's.
+        assert proc.stdout is not None and proc.stdout.readline() == b"up\n"
+        return proc
 
     mine, theirs = job("job-mine"), job("job-theirs")
     try:
