@@ -371,14 +371,15 @@ def start_embedded_index(settings: Settings, data_dir: Path) -> EmbeddedIndex:
     job_user = JobUser.resolve(settings.local_job_user, settings.local_job_allow_root)
     jars = NodeJars.resolve(settings.index_cache_dir, settings.index_repository, settings.index_jars_dir)
     user = index_user(settings.local_index_user, job_user)
-    options = NodeOptions(heap_mb=settings.index_heap_mb, user=user, class_archive=index_class_archive_dir(settings))
+    options = NodeOptions(heap_mb=settings.index_heap_mb, user=user, class_archive=embedded_class_archive_dir(settings))
     return EmbeddedIndex.start(data_dir / "index", jars, options)
 
 
-def index_class_archive_dir(settings: Settings) -> Path:
-    """Where the embedded index's class archive is kept: ``index-jvm`` in the cache its jars are
-    kept in, the service's own (:mod:`async_query.embedded.archive`)."""
-    return (settings.index_cache_dir or default_cache()) / "index-jvm"
+def embedded_class_archive_dir(settings: Settings) -> Path:
+    """Where the class archives of the embedded index's and the metastores' JVMs are kept:
+    ``embedded-jvm`` in the cache the index's jars are kept in, the service's own
+    (:mod:`async_query.embedded.archive`)."""
+    return (settings.index_cache_dir or default_cache()) / "embedded-jvm"
 
 
 def class_archive_cache(settings: Settings) -> Path:
@@ -404,6 +405,7 @@ def build_runtime(settings: Settings, launchers: dict[str, Launcher] | None = No
                 metastores=settings.local_catalog == "metastore",
                 heap_mb=settings.metastore_heap_mb,
                 warmup_tables=settings.metastore_warmup_tables if settings.catalog_read_model else 0,
+                class_archive=embedded_class_archive_dir(settings),
             )
             if catalogs.metastores:
                 # Launched first: it takes seconds to start, and the index server starts meanwhile.

@@ -28,7 +28,7 @@ from async_query.runtime import Plugin, build_plugin
 from async_query.settings import Settings
 from query_core.config import OpenSearchConfig
 from query_core.store import Store
-from tests import node
+from tests import archives, node
 from tests.support import RecordingLauncher, serve_http
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -147,8 +147,8 @@ def pytest_configure(config: pytest.Config) -> None:
         _compile_sources()
         if not REAL_CLUSTER:
             # Recorded while the test processes start and the first of them records the jobs'
-            # archive (job_class_archive): each process's node waits for it (tests/node.py).
-            recorder = node.record_archive_in_background()
+            # archive (job_class_archive): each process's node waits for them (tests/archives.py).
+            recorder = archives.record_in_background()
             config.add_cleanup(recorder.join)
     if os.geteuid() != 0:
         return

@@ -18,8 +18,6 @@ import fcntl
 import os
 import shutil
 import tempfile
-import threading
-import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -27,14 +25,13 @@ from typing import Any
 
 import httpx
 
-from async_query.embedded.index import EmbeddedIndex, NodeOptions, node_archive
+from async_query.embedded.index import EmbeddedIndex, NodeOptions
 from async_query.embedded.node_jars import NodeJars
-from async_query.runtime import index_class_archive_dir
+from async_query.runtime import embedded_class_archive_dir
 from async_query.security.accounts import index_user
 from async_query.security.job_user import JobUser
 from async_query.settings import Settings
 from query_core.config import OpenSearchConfig
-from query_core.errors import AsyncQueryError
 
 REAL_CLUSTER = os.environ.get("OPENSEARCH_URL", "")
 #: One TLS context for every HTTP client the tests make (``verify=CLIENT_SSL``): a client made
@@ -54,66 +51,28 @@ def node_options(heap_mb: int = 512) -> NodeOptions:
     """How the service would run a node here (as the index user when root, from the
     installation's class archive)."""
     user = index_user("", JobUser.resolve()) if os.geteuid() == 0 else None
-    return NodeOptions(heap_mb=heap_mb, user=user, class_archive=index_class_archive_dir(Settings()))
+    return NodeOptions(heap_mb=heap_mb, user=user, class_archive=embedded_class_archive_dir(Settings()))
 
 
-#: Held while the nodes' class archive is recorded; a node of the run starts once it is released.
-ARCHIVE_LOCK = Path(tempfile.gettempdir()) / "async-query-tests-node-archive.lock"
+#: Held while the class archives of the run's node and metastore JVMs are recorded
+#: (``tests/archives.py``): a node of the run starts once it is released.
+ARCHIVE_LOCK = Path(tempfile.gettempdir()) / "async-query-tests-jvm-archives.lock"
 
 
 @contextmanager
-def _archive_lock() -> Iterator[None]:
+def archive_lock() -> Iterator[None]:
     with ARCHIVE_LOCK.open("a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
         yield
 
 
-def _record_if_missing() -> None:
-    """(:data:`ARCHIVE_LOCK` held) A node started and stopped, when it leaves the archive to make."""
-    options, jars = node_options(), NodeJars.resolve()
-    archive = node_archive(jars, options)
-    if archive is None or archive.path.exists():
-        return
-    directory = Path(tempfile.mkdtemp(prefix="async-query-test-archive-"))
-    try:
-        directory.chmod(0o711)
-        EmbeddedIndex.start(directory / "index", jars, options, watch=False).close()
-    except (AsyncQueryError, OSError) as exc:  # only ever an optimisation: the nodes start without it
-        warnings.warn(f"the nodes start without a class archive: {exc}", stacklevel=1)
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
-
-
-def record_archive() -> None:
-    """The nodes' class archive, recorded unless there is one (a node started and stopped: about
-    ten seconds, once per installation), so that each of the run's thirty-odd nodes starts from it
-    (about 2 CPU-s less each; :mod:`async_query.embedded.archive`)."""
-    with _archive_lock():
-        _record_if_missing()
-
-
-def record_archive_in_background() -> threading.Thread:
-    """:func:`record_archive` in a thread of this process, which has the lock when this returns:
-    the run's test processes start meanwhile, and their first node waits for it."""
-    taken = threading.Event()
-
-    def record() -> None:
-        with _archive_lock():
-            taken.set()
-            _record_if_missing()
-
-    thread = threading.Thread(target=record, name="node-archive", daemon=True)
-    thread.start()
-    taken.wait()
-    return thread
-
-
 def start_node(directory: Path | None = None) -> EmbeddedIndex:
     """This process's node, started on first use (in a directory of its own unless given), once
-    the nodes' class archive is there."""
+    the class archives are recorded."""
     global _node, _made
     if _node is None:
-        record_archive()
+        with archive_lock():  # the class archives are there once it is free
+            pass
         if directory is None:
             directory = _made = Path(tempfile.mkdtemp(prefix="async-query-test-node-"))
         directory.chmod(0o711)

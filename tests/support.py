@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any, TypeVar
 
 import uvicorn
@@ -352,3 +353,10 @@ class Listener:
 
     def close(self) -> None:
         self.sock.close()
+
+
+def mapped_files(pid: int) -> str:
+    """The files process ``pid`` and its children map (``/proc/<pid>/maps``): a JVM started
+    through a private view may be the child of the process started."""
+    pids = [pid, *map(int, Path(f"/proc/{pid}/task/{pid}/children").read_text().split())]
+    return "".join(Path(f"/proc/{one}/maps").read_text() for one in pids)

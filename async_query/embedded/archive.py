@@ -1,19 +1,20 @@
-"""Class-data archives of the embedded index's JVM: the node starts on some 2 CPU-s less.
+"""Class-data archives of the embedded default's JVMs: a node starts on some 2 CPU-s less, a
+metastore on some 1 CPU-s less.
 
 A JVM loads, parses and verifies each class it runs, from the jars, at every start: most of the
 OpenSearch node's start (about 5 CPU-s on a small machine; about 3 from an archive). The JVM can
 write the classes it loaded into an archive as it exits (``-XX:ArchiveClassesAtExit``) and map
 them from there at later starts (``-XX:SharedArchiveFile``).
 
-A node started while there is no archive records one: it writes the recording into a directory of
-its own (as its user) when it stops cleanly, and the service copies the recording into the archive
-directory as a new file of the service's, readable by all, writable by no other (the node's user
-reads the archive and never changes it: it is code every later node maps), and renames it into
-place. A node that is killed or fails leaves no archive; two services that record at once both
-adopt theirs, either being good. The archive's name carries a digest of the JVM and of the class
-path's files (each one's size and time), so another JVM or other jars record a new one, and a JVM
-that cannot map an archive starts without it: the archive is only ever an optimisation.
-``docs/durability.md`` ("The node's start").
+A node (or metastore) started while there is no archive records one: it writes the recording
+into a directory of its own (as its user) when it stops cleanly, and the service copies the
+recording into the archive directory as a new file of the service's, readable by all, writable by
+no other (the child's user reads the archive and never changes it: it is code every later child
+maps), and renames it into place. A child that is killed or fails leaves no archive; two services
+that record at once both adopt theirs, either being good. The archive's name carries a digest of
+the JVM and of the class path's files (each one's size and time), so another JVM or other jars
+record a new one, and a JVM that cannot map an archive starts without it: the archive is only ever
+an optimisation. ``docs/durability.md`` ("How it runs").
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ log = logging.getLogger(__name__)
 
 #: The JVM's own messages about recording or mapping an archive stay out of the child's log.
 QUIET = ("-Xlog:cds=off", "-Xlog:cds+dynamic=off")
+#: The option of a JVM that records an archive as it exits.
+RECORDS = "-XX:ArchiveClassesAtExit="
 
 
 def digest(parts: Sequence[str], size: int) -> str:
@@ -74,7 +77,7 @@ class ChildArchive:
         (a directory of the JVM's user)."""
         if self.path.exists():
             return [f"-XX:SharedArchiveFile={self.path}", *QUIET]
-        return [f"-XX:ArchiveClassesAtExit={self.recording(scratch)}", *QUIET]
+        return [f"{RECORDS}{self.recording(scratch)}", *QUIET]
 
     def recording(self, scratch: Path) -> Path:
         return scratch / f"{self.path.name}.recording"

@@ -98,7 +98,14 @@ class LocalCatalogs:
     """The catalogs of the local datasources of one service (see the module's documentation)."""
 
     def __init__(
-        self, data_dir: Path, user: JobUser, *, metastores: bool = True, heap_mb: int = 512, warmup_tables: int = 0
+        self,
+        data_dir: Path,
+        user: JobUser,
+        *,
+        metastores: bool = True,
+        heap_mb: int = 512,
+        warmup_tables: int = 0,
+        class_archive: Path | None = None,
     ) -> None:
         self.data_dir = data_dir.resolve()
         self.user = user
@@ -109,6 +116,8 @@ class LocalCatalogs:
         self.heap_mb = heap_mb
         #: Table reads each metastore makes once it listens, to warm its JVM (0: none).
         self.warmup_tables = warmup_tables
+        #: Where the metastores' class archive is kept (:mod:`async_query.embedded.archive`).
+        self.class_archive = class_archive
         self._running: dict[str, Metastore] = {}
         self._prepared: set[str] = set()
         self._lock = threading.Lock()
@@ -200,6 +209,7 @@ class LocalCatalogs:
             self.heap_mb,
             user=self.user,
             files=self._files(place.datasource),
+            class_archive=self.class_archive,
         )
 
     def _files(self, datasource: str) -> Path:
@@ -217,7 +227,9 @@ class LocalCatalogs:
         if self.warmup_tables > 0:
             began = time.monotonic()
             fetched = metastore.warm_up(self.warmup_tables)
-            log.info("metastore at %s warmed up: %d table reads in %.1f s", metastore.uri, fetched, time.monotonic() - began)
+            log.info(
+                "metastore at %s warmed up: %d table reads in %.1f s", metastore.uri, fetched, time.monotonic() - began
+            )
 
     # -- health and shutdown ----------------------------------------------------------------
 

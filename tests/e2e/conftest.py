@@ -21,8 +21,9 @@ from async_query.runtime import Plugin, build_plugin
 from async_query.settings import Settings
 from query_core.config import OpenSearchConfig
 from query_core.store import Store
+from tests.archives import class_archive_dir
 from tests.conftest import REAL_CLUSTER
-from tests.node import CLIENT_SSL, index_config
+from tests.node import CLIENT_SSL, archive_lock, index_config
 from tests.support import serve_http, wait_for
 
 BASE = "/_plugins/_async_query"
@@ -139,8 +140,12 @@ def shared_catalog_api(metastore: Metastore, index_url: str, tmp: Path, ds_name:
 def metastore(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Metastore]:
     """One Hive Metastore for the run; modules keep apart by their table names."""
     home = tmp_path_factory.mktemp("metastore")
-    # It runs as the job user (as the service's do), its log and pid file in a directory of ours.
-    started = Metastore.start(home, home / "warehouse", files=tmp_path_factory.mktemp("metastore-files"))
+    # It runs as the job user (as the service's do), its log and pid file in a directory of ours,
+    # from the class archive the run recorded first (tests/archives.py).
+    with archive_lock():
+        pass
+    files = tmp_path_factory.mktemp("metastore-files")
+    started = Metastore.start(home, home / "warehouse", files=files, class_archive=class_archive_dir())
     yield started
     started.close()
 

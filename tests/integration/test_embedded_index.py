@@ -31,7 +31,7 @@ from query_core.store import IndexClient, Query
 from tests.conftest import REAL_CLUSTER
 from tests.listeners import listeners
 from tests.node import node_options
-from tests.support import wait_for
+from tests.support import mapped_files, wait_for
 
 pytestmark = [pytest.mark.skipif(bool(REAL_CLUSTER), reason="the embedded index, not a real cluster"), pytest.mark.slow]
 
@@ -105,13 +105,6 @@ def check_filled(store: IndexClient) -> None:
     assert store.driver.indices.exists_index_template(name="async-query-request-index")
 
 
-def mapped_files(process: subprocess.Popen[bytes] | None) -> str:
-    """The files the JVM of ``process`` (or of a child of it) maps."""
-    assert process is not None
-    pids = [process.pid, *map(int, Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split())]
-    return "".join(Path(f"/proc/{pid}/maps").read_text() for pid in pids)
-
-
 def test_a_graceful_stop_keeps_everything_and_the_node_is_a_green_opensearch_2_19(
     tmp_path: Path, servers: list[EmbeddedIndex]
 ) -> None:
@@ -135,7 +128,7 @@ def test_a_graceful_stop_keeps_everything_and_the_node_is_a_green_opensearch_2_1
     assert list(archives.iterdir()) == [first.archive.path]  # nothing left half-written
 
     again = start(servers, tmp_path / "index", options=options)
-    assert str(first.archive.path) in mapped_files(again.process)
+    assert again.process is not None and str(first.archive.path) in mapped_files(again.process.pid)
     store = client_of(again)
     check_filled(store)
     store.close()

@@ -14,7 +14,7 @@ import pytest
 from async_query.embedded.metastore import Metastore, MetastoreError
 from async_query.security.job_user import JobUser
 from tests.listeners import listeners
-from tests.support import wait_for
+from tests.support import mapped_files, wait_for
 
 pytestmark = pytest.mark.slow  # its own node, metastore, serve or bench process: not in the fast tier
 
@@ -59,6 +59,25 @@ def test_a_leftover_metastore_is_stopped_before_a_new_one_starts(tmp_path: Path)
         assert not listening(fresh.port) and not (files / "metastore.pid").exists()
     finally:
         leftover.close()
+
+
+def test_a_metastore_started_without_a_class_archive_records_one_as_it_stops_and_the_next_maps_it(
+    tmp_path: Path,
+) -> None:
+    archives = tmp_path / "archives"
+    first = Metastore.start(tmp_path / "ms", tmp_path / "warehouse", files=tmp_path / "files", class_archive=archives)
+    assert first.archive is not None and first.recording
+    first.close()
+    kept = first.archive.path.stat()
+    assert (kept.st_uid, stat.S_IMODE(kept.st_mode)) == (os.geteuid(), 0o644)  # the service's: the job user reads it
+    assert list(archives.iterdir()) == [first.archive.path]
+
+    again = Metastore.start(tmp_path / "ms", tmp_path / "warehouse", files=tmp_path / "files", class_archive=archives)
+    try:
+        assert not again.recording
+        assert str(first.archive.path) in mapped_files(again.proc.pid)
+    finally:
+        again.close()
 
 
 def test_no_java_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
