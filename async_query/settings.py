@@ -154,6 +154,10 @@ class Settings(BaseSettings):
     heartbeat_streaming_ms: int = 10_000
     #: How often a streaming job reads its index's state document (where a stop is asked).
     stream_check_ms: int = 1_000
+    #: A stream whose last look at its source found nothing new looks again after this long
+    #: (Spark's ``spark.sql.streaming.pollingDelay``, 10 ms by default: an idle stream without a
+    #: refresh interval then costs about a fifth of a core; docs/flint.md).
+    stream_idle_poll_ms: int = Field(default=250, ge=1)
     #: How long a job keeps retrying an index call before it gives up (survives index outages).
     job_index_retry_seconds: float = 300.0
     #: Seconds one HTTP request of a job to the index cluster may take (past it: retried).

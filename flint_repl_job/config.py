@@ -63,6 +63,8 @@ class JobConfig:
     #: Heartbeat of a streaming session, and how often its job reads its index's state.
     heartbeat_streaming_ms: int = DEFAULTS.heartbeat_streaming_ms
     stream_check_ms: int = DEFAULTS.stream_check_ms
+    #: A stream whose last look at its source found nothing new looks again after this long.
+    stream_idle_poll_ms: int = DEFAULTS.stream_idle_poll_ms
     #: Checkpoints of streams without ``checkpoint_location`` go under this directory ("": none).
     checkpoint_root: str = DEFAULTS.checkpoint_root
     checkpoint_mandatory: bool = DEFAULTS.checkpoint_mandatory
@@ -165,6 +167,7 @@ class JobConfig:
             heartbeat_idle_ms=conf.heartbeat_idle_ms,
             heartbeat_streaming_ms=conf.heartbeat_streaming_ms,
             stream_check_ms=conf.stream_check_ms,
+            stream_idle_poll_ms=conf.stream_idle_poll_ms,
             checkpoint_root=conf.checkpoint_root,
             checkpoint_mandatory=conf.checkpoint_mandatory,
             search_interval_ms=conf.search_interval_ms,

@@ -260,6 +260,12 @@ class JobConf:
         INTEGER,
         "how often a streaming job reads its index's state document (a stop is asked there)",
     )
+    stream_idle_poll_ms: int = _setting(
+        PREFIX_JOB + "streamIdlePollMillis",
+        250,
+        INTEGER,
+        "a stream whose last look at its source found nothing new looks again after this long",
+    )
     checkpoint_root: str = _setting(
         "spark.flint.index.checkpointLocation.rootDir",
         "",

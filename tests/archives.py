@@ -18,6 +18,7 @@ import warnings
 from pathlib import Path
 
 from async_query.embedded.index import EmbeddedIndex, node_archive
+from async_query.embedded.java import pyspark_jars
 from async_query.embedded.metastore import Metastore, metastore_archive
 from async_query.embedded.node_jars import NodeJars
 from async_query.runtime import embedded_class_archive_dir
@@ -70,6 +71,10 @@ def record_missing() -> None:
 
 def record_in_background() -> threading.Thread:
     """:func:`record_missing` in a thread of this process, which holds the lock when this returns."""
+    # What the thread needs imported is imported here first: a package imported by two threads at
+    # once can fail in one of them (importlib breaks the cycle between their module locks), and
+    # the test collection goes on in this thread meanwhile.
+    pyspark_jars()
     taken = threading.Event()
 
     def record() -> None:

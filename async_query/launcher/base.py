@@ -326,6 +326,7 @@ def job_conf(
         heartbeat_idle_ms=settings.heartbeat_idle_ms,
         heartbeat_streaming_ms=settings.heartbeat_streaming_ms,
         stream_check_ms=settings.stream_check_ms,
+        stream_idle_poll_ms=settings.stream_idle_poll_ms,
         checkpoint_root=checkpoint_root,
         checkpoint_mandatory=checkpoint_mandatory,
         index_retry_seconds=settings.job_index_retry_seconds,

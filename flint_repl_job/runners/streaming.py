@@ -106,7 +106,9 @@ class StreamingJob(BatchJob):
     def work(self) -> tuple[SessionState, str]:
         engine = self.engine
         if engine is not None:
-            engine.streams.enable(StreamSettings(self.cfg.checkpoint_root, self.cfg.checkpoint_mandatory))
+            engine.streams.enable(
+                StreamSettings(self.cfg.checkpoint_root, self.cfg.checkpoint_mandatory, self.cfg.stream_idle_poll_ms)
+            )
         outcome = self.run_statement()
         stream = engine.streams.take() if engine is not None else None
         if outcome.state is not StatementState.SUCCESS:

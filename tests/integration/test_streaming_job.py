@@ -25,6 +25,7 @@ from flint_repl_job.indexes.streaming import (
     CHECKPOINT_REQUIRED,
     CHECKPOINT_ROOT_KEY,
     INCREMENTAL_WITH_AUTO,
+    POLLING_DELAY_KEY,
     WATERMARK_REQUIRED,
 )
 from flint_repl_job.runners.streaming import StreamingJob
@@ -203,10 +204,13 @@ def test_covering_index_stays_fresh_stops_when_altered_and_resumes_without_gaps_
     lake.append("events", rows(range(0, 3)))
     index = f"flint_{ds}_default_events_cov_index"
     create = f"CREATE INDEX cov ON {table} (id, name) WITH (auto_refresh = true, refresh_interval = '1 second')"
-    job, session, statement = jobs.start(create)
+    job, session, statement = jobs.start(create, stream_idle_poll_ms=333)
 
     ended = wait_for(lambda: statement_ended(store, ds, statement), timeout=TIMEOUT, what="the CREATE to end")
     assert ended["state"] == StatementState.SUCCESS.value, ended
+    # Its streams look at their source again a third of a second after a look that found nothing
+    # (Spark's own delay: 10 ms, about a fifth of a core per idle stream).
+    assert lake.spark.conf.get(POLLING_DELAY_KEY) == "333ms"
     result = store.results.get(default_result_index(ds), statement.query_id)
     assert result is not None and result.status == "SUCCESS" and result.result == []
     state = index_state(store, ds, index)

@@ -107,12 +107,17 @@ def run(plugin: Plugin, query: str) -> tuple[str, dict[str, Any]]:
 
 
 def ended_local_session(store: Store, ds: str, query_id: str) -> SessionDoc:
+    """The statement's local session, once ended: the plugin ends it right after it settles the
+    statement, so a reader who saw the statement end may still find it running a moment."""
     statement = store.statements.get(ds, query_id)
     assert statement is not None
-    session = store.sessions.get(ds, statement.doc.session_id)
-    assert session is not None and session.doc.session_type == SessionType.LOCAL
-    assert session.doc.state == SessionState.DEAD
-    return session.doc
+
+    def ended() -> SessionDoc | None:
+        session = store.sessions.get(ds, statement.doc.session_id)
+        assert session is not None and session.doc.session_type == SessionType.LOCAL
+        return session.doc if session.doc.state == SessionState.DEAD else None
+
+    return wait_for(ended, timeout=30, what="the local session to end")
 
 
 # -- DROP --------------------------------------------------------------------------------------------

@@ -53,6 +53,7 @@ PRODUCT_KEYS = {
     "spark.flint.job.heartbeatIdleIntervalMillis",
     "spark.flint.job.heartbeatStreamingIntervalMillis",
     "spark.flint.job.streamCheckIntervalMillis",
+    "spark.flint.job.streamIdlePollMillis",
     "spark.flint.job.searchIntervalMillis",
     "spark.flint.job.sessionWaitMillis",
     "spark.flint.job.indexRetryAttempts",
@@ -111,6 +112,7 @@ EVERYTHING = JobConf(
     heartbeat_idle_ms=9_000,
     heartbeat_streaming_ms=3_000,
     stream_check_ms=400,
+    stream_idle_poll_ms=120,
     checkpoint_root="s3://bucket/checkpoints",
     checkpoint_mandatory=False,
     search_interval_ms=250,
@@ -273,7 +275,7 @@ def test_the_exclude_list_ignores_blanks() -> None:
 def test_the_job_config_defaults_are_the_contract_defaults() -> None:
     defaulted = [f for f in dataclasses.fields(JobConfig) if f.default is not dataclasses.MISSING]
     shared = [f for f in defaulted if f.name in {row.field for row in SETTINGS}]
-    assert len(shared) == 30
+    assert len(shared) == 31
     for f in shared:
         assert f.default == getattr(DEFAULTS, f.name), f.name
 
@@ -289,6 +291,7 @@ def test_the_plugin_settings_differ_from_the_job_defaults_only_deliberately() ->
         "quiet_loop_frequency_ms": "quiet_loop_frequency_ms",
         "heartbeat_running_ms": "heartbeat_running_ms",
         "heartbeat_idle_ms": "heartbeat_idle_ms",
+        "stream_idle_poll_ms": "stream_idle_poll_ms",
         "job_index_retry_seconds": "index_retry_seconds",
         "job_index_request_timeout_s": "index_request_timeout_seconds",
         "max_result_rows": "max_result_rows",
