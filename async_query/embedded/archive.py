@@ -19,6 +19,7 @@ an optimisation. ``docs/durability.md`` ("How it runs").
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import logging
 import os
@@ -68,9 +69,9 @@ class ChildArchive:
     def __init__(self, directory: Path, kind: str, classpath: Sequence[Path]) -> None:
         self.directory = directory
         files = [*jvm_files(), *classpath]
-        self.path = (
-            directory / f"{kind}-{digest([str(f) for f in files], 8)}-{digest([stamp(f) for f in files], 10)}.jsa"
-        )
+        #: ``<kind>-<place>``: the archives of one installation (where the JVM and jars are).
+        self.place = f"{kind}-{digest([str(f) for f in files], 8)}"
+        self.path = directory / f"{self.place}-{digest([stamp(f) for f in files], 10)}.jsa"
 
     def java_options(self, scratch: Path) -> list[str]:
         """The options of a JVM starting now: map the archive, or record one into ``scratch``
@@ -106,8 +107,16 @@ class ChildArchive:
         finally:
             os.close(fd)
             _remove(recording)
-        log.info("the embedded index starts from the class archive %s from now on", self.path)
+        log.info("%s starts from the class archive %s from now on", self.place, self.path)
+        self._remove_replaced()
         return True
+
+    def _remove_replaced(self) -> None:
+        """The archives of earlier files in the same place (an upgrade or a reinstall): no JVM maps
+        them any more, and each is some 50-85 MB."""
+        for old in self.directory.glob(f"{glob.escape(self.place)}-*.jsa"):
+            if old != self.path:
+                _remove(old)
 
     def _install(self, source: int) -> None:
         self.directory.mkdir(parents=True, exist_ok=True, mode=0o755)

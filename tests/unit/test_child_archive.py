@@ -34,10 +34,24 @@ def test_a_jvm_records_where_there_is_no_archive_and_maps_the_archive_once_adopt
     assert archive.java_options(scratch)[0] == f"-XX:SharedArchiveFile={archive.path}"
 
 
-def test_another_jar_or_the_same_jar_changed_is_another_archive(tmp_path: Path, jar: Path) -> None:
-    before = ChildArchive(tmp_path, "node", [jar]).path
-    jar.write_bytes(b"another build")
-    assert ChildArchive(tmp_path, "node", [jar]).path != before
+def test_another_jar_or_the_same_jar_changed_is_another_archive_which_replaces_the_first(
+    tmp_path: Path, jar: Path
+) -> None:
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    before = ChildArchive(tmp_path / "archives", "node", [jar])
+    before.recording(scratch).write_bytes(b"classes")
+    assert before.adopt(scratch, os.geteuid())
+    other_place = ChildArchive(tmp_path / "archives", "node", [tmp_path / "elsewhere.jar"])
+    other_place.recording(scratch).write_bytes(b"classes")
+    assert other_place.adopt(scratch, os.geteuid())
+
+    jar.write_bytes(b"another build")  # a reinstall in the same place
+    after = ChildArchive(tmp_path / "archives", "node", [jar])
+    assert after.path != before.path and after.place == before.place
+    after.recording(scratch).write_bytes(b"new classes")
+    assert after.adopt(scratch, os.geteuid())
+    assert sorted((tmp_path / "archives").iterdir()) == sorted([after.path, other_place.path])
     assert ChildArchive(tmp_path, "metastore", [jar]).path.name.startswith("metastore-")
 
 
