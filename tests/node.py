@@ -66,13 +66,18 @@ def archive_lock() -> Iterator[None]:
         yield
 
 
+def wait_for_archives() -> None:
+    """Return once the class archives are recorded (at once when no one records them)."""
+    with archive_lock():
+        pass
+
+
 def start_node(directory: Path | None = None) -> EmbeddedIndex:
     """This process's node, started on first use (in a directory of its own unless given), once
     the class archives are recorded."""
     global _node, _made
     if _node is None:
-        with archive_lock():  # the class archives are there once it is free
-            pass
+        wait_for_archives()
         if directory is None:
             directory = _made = Path(tempfile.mkdtemp(prefix="async-query-test-node-"))
         directory.chmod(0o711)

@@ -22,14 +22,13 @@ from __future__ import annotations
 import glob
 import logging
 import os
-import shutil
 import subprocess
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from async_query.embedded.archive import digest, stamp
+from async_query.embedded.archive import digest, jvm_files, stamp
 
 log = logging.getLogger(__name__)
 
@@ -48,14 +47,13 @@ def fingerprint(jars: Path | None = None) -> str:
     files' size and time."""
     import pyspark
 
-    java = shutil.which("java", path=os.path.join(os.environ.get("JAVA_HOME", ""), "bin")) or shutil.which("java")
-    java_path = Path(os.path.realpath(java)) if java else None
     jars = jars or Path(os.path.realpath(pyspark.__file__)).parent / "jars"
     # The archive is valid for one JVM build and one class path, file for file: the JVM refuses it
     # when a jar it was made from has another size or time (a reinstall in the same place), so
     # those are part of its name, and a reinstall records a new one.
-    files = [java_path, java_path.parent.parent / "lib" / "server" / "libjvm.so"] if java_path else []
-    files += sorted(jars.glob("*.jar"))
+    java = jvm_files()
+    files = [*java, *sorted(jars.glob("*.jar"))]
+    java_path = java[0] if java else None
     place = digest([str(java_path), str(jars)], 8)
     return f"spark-{pyspark.__version__}-{place}-{digest([stamp(f) for f in files], 10)}"
 

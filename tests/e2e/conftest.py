@@ -23,7 +23,7 @@ from query_core.config import OpenSearchConfig
 from query_core.store import Store
 from tests.archives import class_archive_dir
 from tests.conftest import REAL_CLUSTER
-from tests.node import CLIENT_SSL, archive_lock, index_config
+from tests.node import CLIENT_SSL, index_config, wait_for_archives
 from tests.support import serve_http, wait_for
 
 BASE = "/_plugins/_async_query"
@@ -142,8 +142,7 @@ def metastore(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Metastore]:
     home = tmp_path_factory.mktemp("metastore")
     # It runs as the job user (as the service's do), its log and pid file in a directory of ours,
     # from the class archive the run recorded first (tests/archives.py).
-    with archive_lock():
-        pass
+    wait_for_archives()
     files = tmp_path_factory.mktemp("metastore-files")
     started = Metastore.start(home, home / "warehouse", files=files, class_archive=class_archive_dir())
     yield started
