@@ -33,6 +33,7 @@ KINDS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("index node", ("asyncquery.jvm.IndexNode",)),
     ("Spark task Python workers", ("pyspark.daemon",)),
     ("Spark task Python workers", ("pyspark/daemon",)),
+    ("Spark task Python workers", ("flint_repl_job.worker_daemon",)),
     ("pytest workers", ("exec(eval(sys.stdin.readline()))",)),
     ("pytest", ("pytest",)),
     ("service processes", ("async_query",)),

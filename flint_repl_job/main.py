@@ -12,7 +12,11 @@ import sys
 if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
     sys.path.pop(0)
 
-from flint_repl_job.runners import main
+from flint_repl_job.pypath import prefer_installed_pyspark
+
+sys.path[:] = prefer_installed_pyspark(sys.path)
+
+from flint_repl_job.runners import main  # noqa: E402 (after the path is set: it imports PySpark)
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

@@ -71,6 +71,9 @@ EXECUTOR_JAVA_OPTIONS = "spark.executor.extraJavaOptions"
 #: Masters whose driver makes the job's RPC secret itself: ``local``, ``local[N]``, ``local[*]``,
 #: ``local[N,F]``, ``local-cluster[...]``.
 LOCAL_MASTER = re.compile(r"local(\[[^\]]*\])?|local-cluster\[[^\]]*\]")
+#: The daemon of a local job's Python workers (``flint_repl_job/worker_daemon.py``).
+DAEMON_MODULE_KEY = "spark.python.daemon.module"
+WORKER_DAEMON = "flint_repl_job.worker_daemon"
 
 #: How long a cancelled job gets to stop on SIGTERM before it is killed (by default; the setting
 #: ``local_job_stop_grace_s``).
@@ -327,6 +330,10 @@ class LocalLauncher(Launcher):
         if self.python.path:
             # Executors of a cluster on this machine run the same Python, and need the same path.
             conf["spark.executorEnv.PYTHONPATH"] = os.pathsep.join(self.python.path)
+        if LOCAL_MASTER.fullmatch(self.master(request)):
+            # Workers that import the installed, compiled PySpark (docs/job.md): where this
+            # project's modules are known to be on the workers' path.
+            conf[DAEMON_MODULE_KEY] = WORKER_DAEMON
         return conf
 
     def log_path(self, session_id: str) -> Path:

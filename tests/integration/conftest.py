@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 from moto import mock_aws
 
+from async_query.launcher.local import DAEMON_MODULE_KEY, WORKER_DAEMON
+
 AWS_REGION = "us-east-1"
 
 
@@ -52,6 +54,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.warehouse.dir", str(warehouse))
+        .config(DAEMON_MODULE_KEY, WORKER_DAEMON)  # workers import the compiled PySpark, as a job's do
         .getOrCreate()
     )
     register(session)

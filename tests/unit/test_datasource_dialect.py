@@ -178,6 +178,8 @@ def test_a_datasource_naming_its_engine_needs_no_glue_properties() -> None:
         "spark.flint.index.checkpointLocation.rootDir",
         "spark.flint.validation.deniedElements",
         "spark.executorEnv.PYTHONPATH",
+        "spark.python.daemon.module",
+        "spark.python.worker.module",
         "spark.emr-serverless.driverEnv.PYSPARK_PYTHON",
         "spark.plugins",
         "spark.sql.extensions",

@@ -9,7 +9,7 @@ import pytest
 
 from async_query.datasources import Datasource
 from async_query.launcher.base import JobRequest
-from async_query.launcher.local import LocalLauncher, catalog_settings
+from async_query.launcher.local import DAEMON_MODULE_KEY, WORKER_DAEMON, LocalLauncher, catalog_settings
 from query_core.states import SessionType
 
 
@@ -52,6 +52,14 @@ def test_without_a_metastore_each_job_has_its_own_catalog(tmp_path: Path) -> Non
     conf = conf_of(launcher.command(request(Datasource(name="local"))))
     assert conf["spark.sql.catalogImplementation"] == "in-memory"
     assert "spark.hadoop.hive.metastore.uris" not in conf
+
+
+def test_a_local_job_s_python_workers_start_from_the_project_s_daemon(launcher: LocalLauncher) -> None:
+    """Its workers then import the installed, compiled PySpark (docs/job.md); a cluster's
+    executors may not have this project's modules, so their workers keep Spark's own daemon."""
+    assert conf_of(launcher.command(request(Datasource(name="local"))))[DAEMON_MODULE_KEY] == WORKER_DAEMON
+    cluster = Datasource(name="c", properties={"master": "spark://10.0.0.5:7077"})
+    assert DAEMON_MODULE_KEY not in conf_of(launcher.command(request(cluster)))
 
 
 @pytest.mark.parametrize("master", ["local", "local[*]", "local[4]", "local[4,2]", "spark://h1:7077,h2:7077", "yarn",
