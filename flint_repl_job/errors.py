@@ -56,6 +56,20 @@ def classify(exc: BaseException, datasource: str = "") -> str:
     return f"Fail to run query. Cause: {message}"
 
 
+def driver_unreachable(exc: BaseException) -> bool:
+    """Whether ``exc`` says this job's Python can no longer reach its Spark driver's JVM: py4j's
+    connection to the JVM's gateway was refused (the JVM ended, or takes no connection any more).
+    Every later statement would fail the same way, so the job ends its session (docs/job.md)."""
+    seen: BaseException | None = exc
+    for _ in range(5):  # py4j may wrap the socket's error once; never loop on a cycle
+        if seen is None:
+            return False
+        if isinstance(seen, ConnectionRefusedError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 def _message(exc: BaseException) -> str:
     get_message = getattr(exc, "getMessage", None)
     if callable(get_message):

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from flint_repl_job.config import JobConfig
-from flint_repl_job.errors import classify, write_failure
+from flint_repl_job.errors import classify, driver_unreachable, write_failure
 from flint_repl_job.executor import QueryOutput, RunningQuery
 from flint_repl_job.figures import JobCounters
 from query_core.errors import AsyncQueryError, IndexUnavailableError
@@ -87,7 +87,8 @@ class StatementRunner:
 
     ``on_change`` is called when a statement starts and when it ends (the runner re-times its
     heartbeat); ``failure`` gives the reason the session is failing, if any, for the error of a
-    statement cut short by the stop of the job."""
+    statement cut short by the stop of the job; ``fail_session`` ends the session ``fail`` with a
+    reason (a statement that found the job's Spark driver out of reach)."""
 
     def __init__(
         self,
@@ -98,6 +99,7 @@ class StatementRunner:
         *,
         on_change: Callable[[], None] = lambda: None,
         failure: Callable[[], str] = lambda: "",
+        fail_session: Callable[[str], None] = lambda reason: None,
         figures: JobCounters | None = None,
     ) -> None:
         self.cfg = cfg
@@ -106,6 +108,7 @@ class StatementRunner:
         self.stop_event = stop_event
         self.on_change = on_change
         self.failure = failure
+        self.fail_session = fail_session
         self.running: RunningQuery | None = None
         self.running_since = 0
         self.figures = figures if figures is not None else JobCounters()
@@ -227,6 +230,10 @@ class StatementRunner:
             return self.finish(statement, StatementState.SUCCESS, result, "")
         error = classify(exc, self.cfg.datasource)
         log.info("statement %s failed: %s", doc.query_id, error.splitlines()[0] if error else "")
+        if driver_unreachable(exc):
+            # Every later statement would fail the same way: the session ends instead, and the
+            # next query of its user gets a new one.
+            self.fail_session(f"Session failed: the job cannot reach its Spark driver: {exc}")
         return self.finish(
             statement, StatementState.FAILED, self.result(doc, "FAILED", run_ms=run_ms, error=error), error
         )

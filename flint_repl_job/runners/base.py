@@ -58,6 +58,7 @@ class SessionRunner(ABC):
             self.stop_event,
             on_change=self.heartbeat.retime,
             failure=lambda: self.failure,
+            fail_session=self.fail,
             figures=self.figures,
         )
 

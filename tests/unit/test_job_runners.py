@@ -28,6 +28,7 @@ from query_core.states import SessionState, SessionType, StatementState
 from query_core.store import MemoryIndex, Store, Version
 from tests.support import wait_for
 from tests.unit.test_job_loop import JOB_ID, StubExecutor, job_config, source
+from tests.unit.test_job_loop import seed as loop_seed
 
 
 class FailingExecutor(StubExecutor):
@@ -138,6 +139,49 @@ def test_a_failed_batch_statement_fails_the_session_with_its_error(
     assert store.events == ["statement running", "result FAILED", "statement failed"]
     ended = source(store, index, session.session_id)
     assert ended["state"] == SessionState.FAIL.value and ended["error"] == failed["error"]
+
+
+# -- interactive: a driver out of reach --------------------------------------------------------
+
+
+def interactive_job(store: Store, ds: str, executor: StubExecutor) -> tuple[InteractiveJob, StatementDoc]:
+    """An interactive job on a session that has one waiting statement."""
+    session, statement = loop_seed(store, ds)
+    return InteractiveJob(job_config(ds, session.session_id), store, executor), statement
+
+
+def test_a_statement_that_finds_the_spark_driver_gone_ends_the_session_failed(store: Store, ds_name: str) -> None:
+    """py4j's connection refused: the job's JVM is gone, and every later statement would fail the
+    same way; the session ends (the next query of its user gets a new one)."""
+    refused = ConnectionRefusedError(111, "Connection refused")
+    job, statement = interactive_job(store, ds_name, FailingExecutor(refused))
+    outcome: dict[str, Any] = {}
+    thread = threading.Thread(target=lambda: outcome.update(state=job.run()), daemon=True)
+    thread.start()
+    thread.join(timeout=30)
+    job.stop_event.set()  # a job that went on would otherwise wait for statements until its timeout
+    thread.join(timeout=30)
+
+    assert outcome.get("state") == SessionState.FAIL
+    index = request_index(ds_name)
+    failed = source(store, index, statement.statement_id)
+    assert failed["state"] == StatementState.FAILED.value
+    assert failed["error"] == "Fail to run query. Cause: [Errno 111] Connection refused"
+    ended = source(store, index, job.cfg.session_id)
+    assert ended["state"] == SessionState.FAIL.value
+    assert ended["error"] == "Session failed: the job cannot reach its Spark driver: [Errno 111] Connection refused"
+
+
+def test_a_statement_that_fails_otherwise_leaves_the_session_running(store: Store, ds_name: str) -> None:
+    job, statement = interactive_job(store, ds_name, FailingExecutor(RuntimeError("boom")))
+    job.wait_for_session()
+    job.claim()
+
+    assert job.run_once()
+    index = request_index(ds_name)
+    assert source(store, index, statement.statement_id)["state"] == StatementState.FAILED.value
+    assert not job.stop_event.is_set()
+    assert source(store, index, job.cfg.session_id)["state"] == SessionState.RUNNING.value
 
 
 def test_a_batch_statement_cancelled_while_running_stops_and_stays_cancelled(store: Store, ds_name: str) -> None:
