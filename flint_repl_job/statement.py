@@ -230,13 +230,14 @@ class StatementRunner:
             return self.finish(statement, StatementState.SUCCESS, result, "")
         error = classify(exc, self.cfg.datasource)
         log.info("statement %s failed: %s", doc.query_id, error.splitlines()[0] if error else "")
-        if driver_unreachable(exc):
-            # Every later statement would fail the same way: the session ends instead, and the
-            # next query of its user gets a new one.
-            self.fail_session(f"Session failed: the job cannot reach its Spark driver: {exc}")
-        return self.finish(
+        outcome = self.finish(
             statement, StatementState.FAILED, self.result(doc, "FAILED", run_ms=run_ms, error=error), error
         )
+        if driver_unreachable(exc):
+            # Every later statement would fail the same way: once this one has ended, the session
+            # ends too, and the next query of its user gets a new one.
+            self.fail_session(f"Session failed: the job cannot reach its Spark driver: {exc}")
+        return outcome
 
     # -- ending -----------------------------------------------------------------------------
 
