@@ -139,12 +139,55 @@ def _compile_sources() -> None:
         compileall.compile_dir(TESTS_DIR.parent / package, quiet=2)  # a read-only tree: left as it is
 
 
+# -- the test modules' assertions, rewritten once -------------------------------------------------
+#
+# pytest rewrites the asserts of each test module (and conftest) as it imports it, and keeps the
+# result as bytecode beside it only where Python may write bytecode. With ``PYTHONDONTWRITEBYTECODE``
+# set, each of the three test processes rewrote every test module again on every run: about a
+# sixth of their CPU in the fast tier (bench/README.md, "The test suite"). A parallel run rewrites
+# the modules whose rewritten bytecode is missing or stale once, before its processes start, with
+# pytest's own functions (private ones: a pytest without them rewrites as before); the processes
+# read it as pytest reads its own cache, by the source's hash.
+
+
+def _rewrite_test_modules(config: pytest.Config) -> None:
+    try:
+        from _pytest.assertion.rewrite import (
+            PYC_TAIL,
+            _read_pyc,
+            _rewrite_test,
+            _write_pyc,
+            assertstate_key,
+            get_cache_dir,
+        )
+    except ImportError:
+        return
+    state = config.stash.get(assertstate_key, None)
+    if state is None:
+        return  # assertions are not rewritten (``--assert=plain``)
+    for source in sorted(TESTS_DIR.rglob("*.py")):
+        if source.name != "conftest.py" and not source.name.startswith("test_"):
+            continue
+        cache_dir = get_cache_dir(source)
+        pyc = cache_dir / (source.name[:-3] + PYC_TAIL)
+        if _read_pyc(source, pyc, state.trace) is not None:
+            continue
+        try:
+            cache_dir.mkdir(exist_ok=True)
+        except OSError:
+            return  # a read-only tree: each process rewrites what it imports
+        source_hash, code = _rewrite_test(source, config)
+        _write_pyc(state, code, source_hash, pyc)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     if hasattr(config.option, "loadscopereorder"):
         config.option.loadscopereorder = False  # see "the order of a parallel run" above
     if not hasattr(config, "workerinput"):
         _compile_sources()
+        if getattr(config.option, "numprocesses", None):
+            _rewrite_test_modules(config)
         if not REAL_CLUSTER:
             # Recorded while the test processes start and the first of them records the jobs'
             # archive (job_class_archive): each process's node waits for them (tests/archives.py).
