@@ -174,9 +174,11 @@ def _rewrite_test_modules(config: pytest.Config) -> None:
             continue
         try:
             cache_dir.mkdir(exist_ok=True)
+            source_hash, code = _rewrite_test(source, config)
         except OSError:
             return  # a read-only tree: each process rewrites what it imports
-        source_hash, code = _rewrite_test(source, config)
+        except SyntaxError:
+            continue  # pytest reports it when it collects the file
         _write_pyc(state, code, source_hash, pyc)
 
 
