@@ -287,7 +287,7 @@ def _generated(count: int) -> list[str]:
 #: \x03 is null, \x04 a location Hadoop refuses.
 HADOOP_READER = """
 public class HadoopPathReader {
-    public static String read(String joined) {
+    public String read(String joined) {
         String[] texts = joined.split("\\u0001", -1);
         StringBuilder out = new StringBuilder();
         for (int i = 0; i < texts.length; i++) {
@@ -314,15 +314,10 @@ def _hadoop_reads(spark: Any, texts: list[str]) -> list[tuple[str | None, ...] |
     """Hadoop's ``new Path(text).toUri()`` of each text (scheme, authority, path), None where it
     refuses the text: one call into the JVM for all of them."""
     assert not any(mark in text for text in texts for mark in "\x01\x02\x03\x04")
-    jvm, gateway = spark._jvm, spark.sparkContext._gateway
-    compiler = jvm.org.codehaus.janino.SimpleCompiler()
+    compiler = spark._jvm.org.codehaus.janino.SimpleCompiler()  # as the job's helpers are (flint_repl_job/jvm)
     compiler.cook(HADOOP_READER)
-    reader = compiler.getClassLoader().loadClass("HadoopPathReader")
-    params = gateway.new_array(jvm.java.lang.Class, 1)
-    params[0] = jvm.java.lang.Class.forName("java.lang.String")
-    args = gateway.new_array(jvm.java.lang.Object, 1)
-    args[0] = "\x01".join(texts)
-    joined = str(reader.getMethod("read", params).invoke(None, args))
+    reader = compiler.getClassLoader().loadClass("HadoopPathReader").newInstance()
+    joined = str(reader.read("\x01".join(texts)))
     return [
         None if read == "\x04" else tuple(None if part == "\x03" else part for part in read.split("\x02"))
         for read in joined.split("\x01")
