@@ -144,10 +144,10 @@ def _compile_sources() -> None:
 # pytest rewrites the asserts of each test module (and conftest) as it imports it, and keeps the
 # result as bytecode beside it only where Python may write bytecode. With ``PYTHONDONTWRITEBYTECODE``
 # set, each of the three test processes rewrote every test module again on every run: some 5 CPU-s
-# each, half of collecting the tiers (bench/README.md, "The test suite"). A parallel run rewrites
-# the modules whose rewritten bytecode is missing or stale once, before its processes start, with
-# pytest's own functions (private ones: a pytest without them rewrites as before); the processes
-# read it as pytest reads its own cache, by the source's hash.
+# each, half of collecting the tiers (bench/README.md, "Where a whole run's CPU goes, by test"). A
+# parallel run rewrites the modules whose rewritten bytecode is missing or stale once, before its
+# processes start, with pytest's own functions (private ones: a pytest without them rewrites as
+# before); the processes read it as pytest reads its own cache, by the source's hash.
 
 
 def _rewrite_test_modules(config: pytest.Config) -> None:
