@@ -6,13 +6,18 @@ statements load (the session, the catalog, SQL parsing, planning, code generatio
 exits cleanly, which is when the JVM writes the archive.
 """
 
-from __future__ import annotations
+import os
+import sys
 
-from pyspark.sql import SparkSession
+# As in main.py: the modules beside this file are only ever imported as ``flint_repl_job.<name>``.
+if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
+    sys.path.pop(0)
+
+from flint_repl_job.jvm import session
 
 
 def main() -> None:
-    spark = SparkSession.builder.getOrCreate()
+    spark = session({})  # as a job makes its session (flint_repl_job/runners)
     try:
         spark.sql("SHOW DATABASES").collect()
         spark.sql("SELECT id % 3 AS k, count(*) AS n FROM range(1000) GROUP BY id % 3 ORDER BY k").collect()

@@ -13,13 +13,15 @@ still leaves the archive to the next start; the claim then names the warm-up's p
 other process starts a second one while it runs. A JVM that cannot
 use the archive (another JVM build, another class path) warns and starts without it, so the
 archive is only ever an optimisation. Its name carries the Spark version, the Java runtime and
-pyspark's jars (where they are, each one's size and time), so an upgrade or a reinstall in the
-same place records a new one, which removes the old one once adopted. See ``docs/job.md``.
+pyspark's jars (where they are, each one's size and time) and the warm-up's text, so an upgrade or
+a reinstall in the same place records a new one, which removes the old one once adopted. See
+``docs/job.md``.
 """
 
 from __future__ import annotations
 
 import glob
+import hashlib
 import logging
 import os
 import subprocess
@@ -41,10 +43,11 @@ WARMUP_TIMEOUT_S = 600.0
 WarmupStarter = Callable[[list[str], Path], "subprocess.Popen[bytes]"]
 
 
-def fingerprint(jars: Path | None = None) -> str:
+def fingerprint(jars: Path | None = None, warmup: Path | None = None) -> str:
     """The archive's name, ``spark-<version>-<place>-<files>``: Spark's version, a digest of where
     the JVM and the jars (pyspark's, or those in ``jars``) are, and a digest of each of those
-    files' size and time."""
+    files' size and time and of the text of the ``warmup`` that records it (what it loads is what
+    the archive holds)."""
     import pyspark
 
     jars = jars or Path(os.path.realpath(pyspark.__file__)).parent / "jars"
@@ -55,18 +58,19 @@ def fingerprint(jars: Path | None = None) -> str:
     files = [*java, *sorted(jars.glob("*.jar"))]
     java_path = java[0] if java else None
     place = digest([str(java_path), str(jars)], 8)
-    return f"spark-{pyspark.__version__}-{place}-{digest([stamp(f) for f in files], 10)}"
+    recorder = [hashlib.sha1(warmup.read_bytes()).hexdigest()] if warmup is not None and warmup.is_file() else []
+    return f"spark-{pyspark.__version__}-{place}-{digest([*(stamp(f) for f in files), *recorder], 10)}"
 
 
 class ClassArchive:
     """The archive of one directory, shared by the jobs of every launcher pointing there."""
 
-    def __init__(self, directory: Path, log_file: Path | None = None) -> None:
+    def __init__(self, directory: Path, log_file: Path | None = None, warmup: Path | None = None) -> None:
         self.directory = directory
         #: The warm-up's output (by default beside the archive; the local launcher keeps it with its
         #: logs, the archive's directory being the job user's).
         self.log_file = log_file or directory / "warmup.log"
-        name = fingerprint()
+        name = fingerprint(warmup=warmup)
         self.path = directory / f"{name}.jsa"
         self._recording = directory / f"{name}.jsa.recording"
         self._claim_file = directory / f"{name}.jsa.claim"

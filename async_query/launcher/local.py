@@ -243,7 +243,7 @@ class LocalLauncher(Launcher):
         archive_dir = class_archive or usable_cache(self.job_user, class_archive_cache) or self.data_dir / "jvm"
         if class_archive is None or not archive_dir.exists():
             self.job_user.own(archive_dir)
-        self.class_archive = ClassArchive(archive_dir, log_file=self.data_dir / "logs" / "class-archive.log")
+        self.class_archive = ClassArchive(archive_dir, log_file=self.data_dir / "logs" / "class-archive.log", warmup=WARMUP_FILE)
         #: Whether the job user may record the class archive there (through its view where it needs one).
         self._archive_recordable = views.reaches(self.job_user, archive_dir, 7)
         if not self._archive_recordable and not self.class_archive.path.exists():

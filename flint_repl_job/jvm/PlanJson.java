@@ -3,14 +3,18 @@
 // Spark's own toJSON asks Scala reflection for the constructor parameter names of every node and
 // of every product value it meets, and keeps none of the answers: about 0.3 ms a node. This class
 // writes the same JSON (the same objects, fields, values and order; docs/validation.md, "The job's
-// check") and asks Spark for each class's names once. It is compiled inside the job's JVM by the
-// Janino compiler that ships with Spark (flint_repl_job/jvm/__init__.py): nothing to build.
+// check") and reads each class's names once, from its class file where it can. It is compiled
+// inside the job's JVM by the Janino compiler that ships with Spark (flint_repl_job/jvm/__init__.py):
+// nothing to build.
 //
 // Janino compiles a subset of Java: no generics, lambdas or enhanced for over Scala collections.
 package asyncquery.jvm;
 
+import java.lang.reflect.Constructor;
 import java.lang.reflect.Field;
 import java.lang.reflect.Method;
+import java.lang.reflect.Parameter;
+import java.util.Arrays;
 import java.util.concurrent.ConcurrentHashMap;
 
 import org.apache.spark.sql.catalyst.trees.TreeNode;
@@ -332,12 +336,60 @@ public final class PlanJson {
     private static String[] names(Class type) {
         String[] found = (String[]) NAMES.get(type);
         if (found == null) {
-            scala.collection.immutable.Seq names =
-                org.apache.spark.sql.catalyst.ScalaReflection$.MODULE$.getConstructorParameterNames(type);
-            found = new String[names.length()];
-            for (int i = 0; i < found.length; i++) found[i] = (String) names.apply(i);
+            found = declaredNames(type);
+            if (found == null) found = scalaNames(type);
             NAMES.put(type, found);
         }
+        return found;
+    }
+
+    /**
+     * The parameter names of ``type``'s primary constructor as its class file records them (the
+     * Scala compiler writes them), or null where the constructor or a name is not certain. Scala
+     * reflection answers those: its first use in a JVM costs about a CPU-second (docs/job.md,
+     * "Start-up of local jobs").
+     */
+    public static String[] declaredNames(Class type) {
+        Constructor primary = primaryConstructor(type);
+        if (primary == null) return null;
+        Parameter[] parameters = primary.getParameters();
+        String[] found = new String[parameters.length];
+        for (int i = 0; i < parameters.length; i++) {
+            // A '$' is an encoded symbol or a compiler's own parameter (an inner class's outer).
+            if (!parameters[i].isNamePresent() || parameters[i].getName().indexOf('$') >= 0) return null;
+            found[i] = parameters[i].getName();
+        }
+        return found;
+    }
+
+    /** The one constructor, or the one a case class's copy method mirrors; null when unsure. */
+    private static Constructor primaryConstructor(Class type) {
+        Constructor[] all = type.getDeclaredConstructors();
+        if (all.length == 1) return all[0];
+        Method copy = null;
+        Method[] methods = type.getDeclaredMethods();
+        for (int i = 0; i < methods.length; i++) {
+            if (methods[i].getName().equals("copy") && !methods[i].isBridge() && !methods[i].isSynthetic()) {
+                if (copy != null) return null;
+                copy = methods[i];
+            }
+        }
+        if (copy == null) return null;
+        Constructor match = null;
+        for (int i = 0; i < all.length; i++) {
+            if (Arrays.equals(all[i].getParameterTypes(), copy.getParameterTypes())) {
+                if (match != null) return null;
+                match = all[i];
+            }
+        }
+        return match;
+    }
+
+    private static String[] scalaNames(Class type) {
+        scala.collection.immutable.Seq names =
+            org.apache.spark.sql.catalyst.ScalaReflection$.MODULE$.getConstructorParameterNames(type);
+        String[] found = new String[names.length()];
+        for (int i = 0; i < found.length; i++) found[i] = (String) names.apply(i);
         return found;
     }
 

@@ -10,6 +10,8 @@ instead of compiling them again (:func:`cache_dir`). See docs/job.md, "The JVM's
   (``TCP_NODELAY``): a reply over 8 KB otherwise waited about 40 ms for a delayed acknowledgement.
 * :class:`PlanJson`: a plan's JSON exactly as ``TreeNode.toJSON`` writes it, at a tenth of the cost.
 * ``StoredTables``: what a plan reads and writes of the catalog, in one call (:mod:`flint_repl_job.stored`).
+* :func:`session`: the job's session, made without the session extensions it never uses
+  (``SessionProviders``).
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ import os
 import shlex
 import threading
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -35,10 +39,17 @@ _lock = threading.Lock()
 _instances: dict[tuple[int, str], Any] = {}
 
 
+#: Session extensions the job's session is made without (docs/job.md, "Start-up of local jobs"):
+#: MLlib's, which registers internal ML functions that no SQL statement can call, and whose
+#: first session costs the JVM about a CPU-second of Scala reflection.
+UNUSED_EXTENSIONS = ("org.apache.spark.sql.ml.InternalFunctionRegistration",)
+
+
 def helper(spark: Any, name: str) -> Any | None:
-    """An instance of the helper class ``name`` compiled in ``spark``'s JVM (compiled on first
-    use, then kept for the JVM's life); None when the JVM cannot compile it."""
-    gateway = spark.sparkContext._gateway
+    """An instance of the helper class ``name`` compiled in the JVM of ``spark`` (a session or a
+    SparkContext; compiled on first use, then kept for the JVM's life); None when the JVM cannot
+    compile it."""
+    gateway = _context(spark)._gateway
     key = (id(gateway), name)
     found = _instances.get(key, _MISSING)
     if found is not _MISSING:
@@ -52,6 +63,13 @@ def helper(spark: Any, name: str) -> Any | None:
 
 
 _MISSING = object()
+
+
+def _context(spark: Any) -> Any:
+    """The SparkContext of ``spark``, a session or a context."""
+    from pyspark import SparkContext
+
+    return spark if isinstance(spark, SparkContext) else spark.sparkContext
 
 
 def _compile(spark: Any, name: str) -> Any | None:
@@ -92,7 +110,7 @@ def cache_dir(spark: Any) -> Path | None:
     """Where this JVM's compiled helpers are kept: ``helpers/`` beside the class archive its driver
     maps (``-XX:SharedArchiveFile``), or None when it maps none."""
     try:
-        options = str(spark.sparkContext.getConf().get("spark.driver.extraJavaOptions", "") or "")
+        options = str(_context(spark).getConf().get("spark.driver.extraJavaOptions", "") or "")
         parts = shlex.split(options)
     except Exception:  # noqa: BLE001 - unreadable options: nothing kept, helpers compiled as before
         return None
@@ -147,6 +165,43 @@ def keep(compiler: Any, path: Path) -> None:
     except Exception as exc:  # noqa: BLE001 - keeping is an optimisation
         log.info("the compiled JVM helper was not kept in %s (%s)", path.parent, type(exc).__name__)
         temporary.unlink(missing_ok=True)
+
+
+def session(options: dict[str, str]) -> Any:
+    """The job's Spark session, its settings ``options``: the builder's, made while the JVM's
+    thread that makes it sees none of :data:`UNUSED_EXTENSIONS` (where the helper cannot be had,
+    with them)."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.sql import SparkSession
+
+    # What the builder would make first, made here so the helper can be compiled before the session.
+    context = SparkContext.getOrCreate(SparkConf().setAll(list(options.items())))
+    builder = SparkSession.builder
+    for key, value in options.items():
+        builder = builder.config(key, value)
+    with _extensions_hidden(context):
+        return builder.getOrCreate()
+
+
+@contextmanager
+def _extensions_hidden(context: Any) -> Iterator[None]:
+    """While the block runs, the JVM thread that serves this Python thread loads classes and
+    resources through a loader that hides :data:`UNUSED_EXTENSIONS` from Spark's session."""
+    providers = helper(context, "SessionProviders")
+    thread = before = None
+    if providers is not None:
+        try:
+            thread = context._jvm.java.lang.Thread.currentThread()
+            before = thread.getContextClassLoader()
+            thread.setContextClassLoader(providers.hiding(before, ",".join(UNUSED_EXTENSIONS)))
+        except Exception as exc:  # noqa: BLE001 - as in _compile: the session is made with them
+            log.warning("the session is made with every extension (%s)", type(exc).__name__)
+            thread = None
+    try:
+        yield
+    finally:
+        if thread is not None:
+            thread.setContextClassLoader(before)
 
 
 def reply_at_once(spark: Any) -> bool:

@@ -21,6 +21,7 @@ from flint_repl_job.config import JobConfig
 from flint_repl_job.executor import ResultTarget, SparkExecutor
 from flint_repl_job.indexes.engine import FlintContext, FlintEngine
 from flint_repl_job.jvm import prepare as prepare_jvm
+from flint_repl_job.jvm import session as jvm_session
 from flint_repl_job.runners.base import SessionRunner
 from flint_repl_job.runners.batch import BatchJob
 from flint_repl_job.runners.interactive import InteractiveJob
@@ -71,15 +72,9 @@ def main(argv: list[str]) -> int:
     # like the Spark session's, so timestamps come back as written.
     os.environ["TZ"] = "UTC"
     time.tzset()
-    from pyspark.sql import SparkSession
-
     # Python data sources take a query's filters only with pushdown on: the covering indexes
     # queries read (docs/acceleration.md).
-    spark = (
-        SparkSession.builder.config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.python.filterPushdown.enabled", "true")
-        .getOrCreate()
-    )
+    spark = jvm_session({"spark.sql.session.timeZone": "UTC", "spark.sql.python.filterPushdown.enabled": "true"})
     try:
         prepare_jvm(spark)
         conf = spark.sparkContext.getConf()

@@ -11,7 +11,7 @@ import pytest
 
 from async_query.api import create_app
 from async_query.embedded.metastore import Metastore
-from async_query.launcher.local import catalog_settings
+from async_query.launcher.local import LocalLauncher, catalog_settings
 from async_query.runtime import Plugin
 from query_core.states import SessionState
 from tests.e2e.conftest import BASE, Api, e2e_service
@@ -85,6 +85,21 @@ def test_second_query_runs_in_the_same_session_and_job(e2e: tuple[Api, Plugin], 
     statements = [plugin.store.statements.get(api.datasource, s["queryId"]) for s in (first, second)]
     assert all(s is not None for s in statements)
     assert statements[0].doc.job_id == statements[1].doc.job_id != ""  # type: ignore[union-attr]
+
+
+def test_the_class_archive_jobs_start_from_was_recorded_without_unused_session_extensions(
+    e2e: tuple[Api, Plugin], session: str
+) -> None:
+    """The warm-up that records it makes its session as a job does (docs/job.md, "Start-up of
+    local jobs"): no class of MLlib's session extension, nor of the Scala reflection it would have
+    started, was loaded there; the session's own classes were."""
+    _, plugin = e2e
+    launcher = plugin.launchers.shared["local"]
+    assert isinstance(launcher, LocalLauncher)
+    recorded = launcher.class_archive.path.read_bytes()
+    assert b"org/apache/spark/sql/classic/SparkSession" in recorded
+    assert b"org/apache/spark/sql/ml/InternalFunctionRegistration" not in recorded
+    assert b"scala/reflect/runtime/JavaUniverse" not in recorded
 
 
 def test_five_million_rows_succeed_capped_and_the_session_stays_warm(e2e: tuple[Api, Plugin], session: str) -> None:

@@ -4,7 +4,10 @@
   optimized plans and expressions: every statement of the hostile corpus and of the validation
   bench, and queries over real tables (file scans, joins, aggregates, subqueries, literals of
   every type);
-* where the helper cannot be had, Spark's own writer answers;
+* where the helper cannot be had, Spark's own writer answers; the constructor names it reads from
+  class files are Scala reflection's;
+* the loader the job makes its session with hides the service files of unused session extensions
+  and nothing else;
 * the file filter the acceleration puts on a table's relation reads the same files and rows as
   the one built through DataFrames, for the files kept and for the files left out, on a
   partitioned and an unpartitioned table;
@@ -110,6 +113,124 @@ def test_expressions_are_written_as_spark_writes_them(spark: Any) -> None:
     write = PlanJson(spark)
     for text in ("a > 1 AND b LIKE 'x%'", "CASE WHEN a = 1 THEN 'one' ELSE NULL END", "coalesce(a, 0) + 1.5"):
         _same(write, parser.parseExpression(text))
+
+
+NAME_CHECK = """
+public class NameCheck {
+    /** For each class named (comma-separated) that is a concrete Scala product: its constructor's
+     * names as the plan writer reads them from the class file, against Scala reflection's. */
+    public String check(String joined, Class writer) throws Exception {
+        java.lang.reflect.Method declared = writer.getMethod("declaredNames", new Class[] {Class.class});
+        int read = 0;
+        int unsure = 0;
+        StringBuilder wrong = new StringBuilder();
+        String[] names = joined.split(",");
+        for (int i = 0; i < names.length; i++) {
+            Class type;
+            try {  // classes that need what is not on the class path are left out
+                type = Class.forName(names[i], false, writer.getClassLoader());
+                if (!scala.Product.class.isAssignableFrom(type) || type.isInterface()
+                    || java.lang.reflect.Modifier.isAbstract(type.getModifiers())) continue;
+                type.getDeclaredConstructors();
+                type.getDeclaredMethods();
+            } catch (LinkageError e) {
+                continue;
+            } catch (ClassNotFoundException e) {
+                continue;
+            }
+            String spark;
+            try {
+                scala.collection.immutable.Seq seq =
+                    org.apache.spark.sql.catalyst.ScalaReflection$.MODULE$.getConstructorParameterNames(type);
+                StringBuilder all = new StringBuilder();
+                for (int j = 0; j < seq.length(); j++) all.append(j == 0 ? "" : ",").append(seq.apply(j));
+                spark = all.toString();
+            } catch (Throwable e) {
+                continue;  // no name Spark's own writer could write
+            }
+            String[] ours = (String[]) declared.invoke(null, new Object[] {type});
+            if (ours == null) {
+                unsure++;
+                continue;
+            }
+            read++;
+            StringBuilder mine = new StringBuilder();
+            for (int j = 0; j < ours.length; j++) mine.append(j == 0 ? "" : ",").append(ours[j]);
+            if (!mine.toString().equals(spark)) {
+                wrong.append(type.getName()).append(": ").append(mine).append(" / ").append(spark).append("\\n");
+            }
+        }
+        return read + " " + unsure + "\\n" + wrong;
+    }
+}
+"""
+
+
+def _product_class_names(spark: Any) -> list[str]:
+    """The named classes of Spark's plans, expressions and catalog (its two SQL jars)."""
+    jars = Path(spark._jvm.org.apache.spark.sql.catalyst.trees.TreeNode._java_lang_class.getProtectionDomain().getCodeSource().getLocation().getPath()).parent
+    names = []
+    for prefix in ("spark-catalyst_", "spark-sql_"):
+        [jar] = jars.glob(f"{prefix}*.jar")
+        with zipfile.ZipFile(jar) as archive:
+            for entry in archive.namelist():
+                name = entry[: -len(".class")].replace("/", ".")
+                wanted = entry.startswith(("org/apache/spark/sql/catalyst/", "org/apache/spark/sql/execution/"))
+                if wanted and entry.endswith(".class") and not name.endswith("$") and "$$" not in name and "$anon" not in name:
+                    names.append(name)
+    return names
+
+
+def test_the_writer_reads_constructor_names_from_class_files_as_scala_reflection_reads_them(spark: Any) -> None:
+    """The names the writer reads without Scala reflection (whose first use costs a JVM about a
+    CPU-second) are Scala reflection's, for every case class of Spark's SQL jars it reads."""
+    writer = jvm.helper(spark, "PlanJson")
+    assert writer is not None
+    compiler = spark._jvm.org.codehaus.janino.SimpleCompiler()  # as the job's helpers are
+    compiler.setParentClassLoader(writer.getClass().getClassLoader())
+    compiler.cook(NAME_CHECK)
+    checker = compiler.getClassLoader().loadClass("NameCheck").newInstance()
+    counts, *wrong = str(checker.check(",".join(_product_class_names(spark)), writer.getClass())).split("\n")
+    read, unsure = map(int, counts.split())
+    print(f"names read from class files: {read}; left to Scala reflection: {unsure}")
+    assert [line for line in wrong if line] == []
+    assert read > 1000 and unsure < read / 10, (read, unsure)
+
+
+SERVICES = "META-INF/services/org.apache.spark.sql.SparkSessionExtensionsProvider"
+
+
+def _urls(found: Any) -> list[str]:
+    urls = []
+    while found.hasMoreElements():
+        urls.append(str(found.nextElement().toString()))
+    return urls
+
+
+def test_the_job_s_session_loader_hides_service_files_of_hidden_providers_only(spark: Any, tmp_path: Path) -> None:
+    """docs/job.md, "Start-up of local jobs": a service file that lists hidden providers only is
+    not seen (MLlib's, on this class path); one that lists another provider too is, and so is
+    every other resource."""
+    jars = []
+    for name, listed in (("hidden.jar", "# only hidden\nx.Hidden # one\n\n"), ("mixed.jar", "x.Hidden\nx.Kept\n")):
+        with zipfile.ZipFile(tmp_path / name, "w") as out:
+            out.writestr(SERVICES, listed)
+        jars.append(tmp_path / name)
+    jvm_ = spark._jvm
+    urls = spark.sparkContext._gateway.new_array(jvm_.java.net.URL, len(jars))
+    for i, path in enumerate(jars):
+        urls[i] = jvm_.java.io.File(str(path)).toURI().toURL()
+    parent = jvm_.java.net.URLClassLoader(urls, jvm_.java.lang.Thread.currentThread().getContextClassLoader())
+    providers = jvm.helper(spark, "SessionProviders")
+    assert providers is not None
+    hiding = providers.hiding(parent, ",".join(["x.Hidden", *jvm.UNUSED_EXTENSIONS]))
+
+    everything = _urls(parent.getResources(SERVICES))
+    assert any("spark-mllib" in url for url in everything) and len(everything) == 3
+    assert _urls(hiding.getResources(SERVICES)) == [url for url in everything if url.endswith("mixed.jar!/" + SERVICES)]
+    manifests = _urls(parent.getResources("META-INF/MANIFEST.MF"))
+    assert len(manifests) > 100 and _urls(hiding.getResources("META-INF/MANIFEST.MF")) == manifests
+    assert hiding.loadClass("org.apache.spark.sql.SparkSession").equals(parent.loadClass("org.apache.spark.sql.SparkSession"))
 
 
 def test_without_the_helper_spark_writes_the_plan(spark: Any, monkeypatch: pytest.MonkeyPatch) -> None:

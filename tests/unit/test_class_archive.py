@@ -89,6 +89,18 @@ def test_a_jar_replaced_in_the_same_place_names_another_archive(tmp_path: Path) 
     assert fingerprint(jars) not in {first, second}
 
 
+def test_another_warm_up_names_another_archive(tmp_path: Path) -> None:
+    """The archive holds what its warm-up loaded: a warm-up of other text (a new release of the
+    job's start) records a new one."""
+    warmup = tmp_path / "warmup.py"
+    warmup.write_text("one")
+    first = fingerprint(warmup=warmup)
+    assert fingerprint(warmup=warmup) == first
+    warmup.write_text("two")
+    assert fingerprint(warmup=warmup) != first
+    assert fingerprint() != first
+
+
 def test_an_archive_adopted_removes_those_of_earlier_files_in_the_same_place(tmp_path: Path) -> None:
     """An upgrade or a reinstall in the same place leaves an archive the JVM refuses (150 MB):
     the new one, once adopted, removes it; archives of other places (other installations

@@ -7,15 +7,14 @@ the index is the test process's OpenSearch node (tests/node.py).
 from __future__ import annotations
 
 import signal
-import sys
 import threading
 import time
-import types
 from concurrent.futures import Future
 from typing import Any
 
 import pytest
 
+from flint_repl_job import runners
 from flint_repl_job.config import JobConfig
 from flint_repl_job.executor import QueryOutput, RunningQuery
 from flint_repl_job.runners import RUNNERS, BatchJob, InteractiveJob, StreamingJob, main, runner_for
@@ -313,6 +312,7 @@ class FakeSpark:
         self.conf = conf
         self.stopped = False
         self.sparkContext = self
+        self.made: dict[str, str] | None = None
 
     def getConf(self) -> FakeSpark:  # noqa: N802 - PySpark's name
         return self
@@ -339,14 +339,15 @@ class RecordingRunner(SessionRunner):
 
 @pytest.fixture
 def fake_spark(monkeypatch: pytest.MonkeyPatch) -> Any:
-    """``main()`` with a fake ``pyspark.sql.SparkSession``; the process settings it changes restored."""
+    """``main()`` with a fake Spark session (the settings it is made with in ``made``); the process
+    settings it changes restored."""
     spark = FakeSpark({})
-    builder = types.SimpleNamespace()
-    builder.config = lambda *_a, **_k: builder
-    builder.getOrCreate = lambda: spark
-    module = types.ModuleType("pyspark.sql")
-    module.SparkSession = types.SimpleNamespace(builder=builder)  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "pyspark.sql", module)
+
+    def session(options: dict[str, str]) -> FakeSpark:
+        spark.made = options
+        return spark
+
+    monkeypatch.setattr(runners, "jvm_session", session)
     monkeypatch.setenv("TZ", "UTC")
     handler = signal.getsignal(signal.SIGTERM)
     yield spark
@@ -367,6 +368,7 @@ def test_main_runs_the_runner_of_the_job_type(
     monkeypatch.setitem(RUNNERS, job_type, RecordingRunner)
 
     assert main(["result_index"]) == 0
+    assert fake_spark.made == {"spark.sql.session.timeZone": "UTC", "spark.sql.python.filterPushdown.enabled": "true"}
     [(cfg, stop)] = RecordingRunner.built
     assert cfg.job_type == job_type and cfg.session_id == "s-1" and cfg.result_index == "result_index"
     assert fake_spark.stopped
