@@ -360,3 +360,14 @@ def mapped_files(pid: int) -> str:
     through a private view may be the child of the process started."""
     pids = [pid, *map(int, Path(f"/proc/{pid}/task/{pid}/children").read_text().split())]
     return "".join(Path(f"/proc/{one}/maps").read_text() for one in pids)
+
+
+def java_instance(spark: Any, source: str, class_name: str, parent: Any = None) -> Any:
+    """An instance of ``class_name`` compiled from the Java ``source`` in ``spark``'s JVM with the
+    Janino compiler Spark ships, as the job's helpers are (flint_repl_job/jvm); it sees the classes
+    of the class loader ``parent`` when one is given."""
+    compiler = spark._jvm.org.codehaus.janino.SimpleCompiler()
+    if parent is not None:
+        compiler.setParentClassLoader(parent)
+    compiler.cook(source)
+    return compiler.getClassLoader().loadClass(class_name).newInstance()

@@ -39,7 +39,7 @@ from query_core.validation import (
 from query_core.validation.paths import hadoop_path
 from tests import hostile
 from tests.hostile import LIMIT, Case
-from tests.support import Listener
+from tests.support import Listener, java_instance
 
 pytestmark = pytest.mark.spark
 
@@ -314,9 +314,7 @@ def _hadoop_reads(spark: Any, texts: list[str]) -> list[tuple[str | None, ...] |
     """Hadoop's ``new Path(text).toUri()`` of each text (scheme, authority, path), None where it
     refuses the text: one call into the JVM for all of them."""
     assert not any(mark in text for text in texts for mark in "\x01\x02\x03\x04")
-    compiler = spark._jvm.org.codehaus.janino.SimpleCompiler()  # as the job's helpers are (flint_repl_job/jvm)
-    compiler.cook(HADOOP_READER)
-    reader = compiler.getClassLoader().loadClass("HadoopPathReader").newInstance()
+    reader = java_instance(spark, HADOOP_READER, "HadoopPathReader")
     joined = str(reader.read("\x01".join(texts)))
     return [
         None if read == "\x04" else tuple(None if part == "\x03" else part for part in read.split("\x02"))

@@ -31,6 +31,7 @@ from flint_repl_job.acceleration.listings import Listings
 from flint_repl_job.acceleration.plans import Plans, files_read
 from flint_repl_job.jvm import PlanJson, reply_at_once
 from tests import hostile
+from tests.support import java_instance
 
 pytestmark = pytest.mark.spark
 
@@ -186,10 +187,7 @@ def test_the_writer_reads_constructor_names_from_class_files_as_scala_reflection
     CPU-second) are Scala reflection's, for every case class of Spark's SQL jars it reads."""
     writer = jvm.helper(spark, "PlanJson")
     assert writer is not None
-    compiler = spark._jvm.org.codehaus.janino.SimpleCompiler()  # as the job's helpers are
-    compiler.setParentClassLoader(writer.getClass().getClassLoader())
-    compiler.cook(NAME_CHECK)
-    checker = compiler.getClassLoader().loadClass("NameCheck").newInstance()
+    checker = java_instance(spark, NAME_CHECK, "NameCheck", parent=writer.getClass().getClassLoader())
     counts, *wrong = str(checker.check(",".join(_product_class_names(spark)), writer.getClass())).split("\n")
     read, unsure = map(int, counts.split())
     print(f"names read from class files: {read}; left to Scala reflection: {unsure}")

@@ -94,8 +94,8 @@ class RecordingIndex(MemoryIndex):
 
     def update_if(self, index: str, doc_id: str, partial: dict[str, Any], version: Version) -> Version:
         current = self.get(index, doc_id)
-        # Statements only: a session's moves are the plugin's background work (its liveness may
-        # replace the job of a session whose heartbeat this test never writes).
+        # Statements only: a session's document carries a state too, and the plugin's background
+        # work may update it while the statement runs.
         if "state" in partial and current is not None and current.source.get("type") == "statement":
             if self.refuse_statement_ends and partial["state"] in ("failed", "success"):
                 raise IndexOperationError(f"update {index}/{doc_id}: 400 mapper_parsing_exception")
