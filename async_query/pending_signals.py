@@ -18,7 +18,8 @@ statements by searching for them (``docs/architecture.md``, "Documents are the t
   next POST into it within that time takes it from there instead of reading it. A read by id of a
   document written since the index's last refresh makes the index refresh first, and a session
   POSTed into a moment ago is such a document. The copy is this process's own last write (any
-  other write of this process to the session drops it), no older than ``reuse_s``, and what the
+  other write of this process to the session drops it, and one that lands between the append
+  and the keeping of its copy keeps it from being kept), no older than ``reuse_s``, and what the
   POST decides from it is checked again where it matters: the append is a conditional write, so
   a session that ended meanwhile is seen there and the statement failed as above.
 
@@ -69,6 +70,11 @@ class PendingSignals(Worker):
         self.reuse_s = reuse_s
         #: Session id -> the session as this process's last append wrote it, for ``reuse_s``.
         self._written: Cache[str, Versioned[SessionDoc]] = Cache(KEPT_SESSIONS, ttl_s=reuse_s)
+        #: Document id -> the thread that made this process's last write to it: an append's copy
+        #: is kept only while that write is its own (:meth:`_keep`).
+        self._last_writer: Cache[str, int] = Cache(KEPT_SESSIONS, ttl_s=reuse_s)
+        #: Orders a copy's keeping with the drops of writes made by other threads.
+        self._kept_lock = threading.Lock()
         self._queued: dict[tuple[str, str], _Queued] = {}
         self._lock = threading.Lock()
         #: Held by a round for its whole length, so that a flush waits for a round under way.
@@ -100,11 +106,19 @@ class PendingSignals(Worker):
         """A write of this process to document ``doc_id``: a kept copy of it is dropped (a write
         listener of the store's connector)."""
         if self.reuse_s > 0:
-            self._written.pop(doc_id)
+            with self._kept_lock:
+                self._written.pop(doc_id)
+                self._last_writer.put(doc_id, threading.get_ident())
 
     def _keep(self, session: Versioned[SessionDoc]) -> None:
+        """Keep the session as this thread's append just wrote it, unless another thread of this
+        process wrote it since (its write dropped the copy before this one was kept: keeping it
+        now would bring back a stale version, such as a running session that has just ended)."""
         if self.reuse_s > 0:
-            self._written.put(session.doc.session_id, session)
+            session_id = session.doc.session_id
+            with self._kept_lock:
+                if self._last_writer.get(session_id) == threading.get_ident():
+                    self._written.put(session_id, session)
 
     @property
     def queued(self) -> int:

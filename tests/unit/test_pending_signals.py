@@ -77,6 +77,7 @@ def test_the_stop_writes_what_is_queued_and_a_post_after_it_is_written_before_it
     session = store.sessions.get(ds, first.session_id)
     assert session is not None and session.doc.pending_statement_ids == [first.query_id, late.query_id]
 
+
 def test_the_next_post_takes_the_session_as_the_signal_wrote_it(
     make_plugin: PluginFactory, store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -101,6 +102,36 @@ def test_another_write_of_this_process_to_the_session_drops_the_copy(make_plugin
     assert kept is not None
     job_beats(store, kept)  # through this process's connector
     assert plugin.signals.written(first.session_id) is None
+
+
+def test_a_write_by_another_thread_just_after_the_append_is_not_undone_by_the_copy(
+    make_plugin: PluginFactory, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another thread of this process ends the session between the append's write and the
+    keeping of its copy: the copy is not kept, and the next POST starts a new session."""
+    plugin = make_plugin(session_reuse_ms=600_000)
+    ds = plugin.datasources.all()[0].name
+    first = plugin.service.submit(SubmitRequest(ds, "sql", "SELECT 0"))
+    _running(store, ds, first.session_id)
+    plugin.signals.flush()  # the first statement's signal, written before the patch
+    append = store.sessions.append_pending
+
+    def append_then_ended_elsewhere(*args: Any, **kwargs: Any) -> Any:
+        written = append(*args, **kwargs)
+        ender = threading.Thread(target=store.sessions.end, args=(written, SessionState.DEAD, "its job died"))
+        ender.start()
+        ender.join()
+        return written
+
+    monkeypatch.setattr(store.sessions, "append_pending", append_then_ended_elsewhere)
+    plugin.service.submit(SubmitRequest(ds, "sql", "SELECT 1", first.session_id))
+    plugin.signals.flush()
+    monkeypatch.undo()
+    ended = store.sessions.get(ds, first.session_id)
+    assert ended is not None and ended.doc.state == SessionState.DEAD
+    assert plugin.signals.written(first.session_id) is None
+    late = plugin.service.submit(SubmitRequest(ds, "sql", "SELECT 2", first.session_id))
+    assert late.session_id != first.session_id
 
 
 def test_without_reuse_nothing_is_kept(make_plugin: PluginFactory, store: Store) -> None:
