@@ -12,8 +12,13 @@ from pathlib import Path
 
 from async_query.security import views
 from async_query.security.job_user import JobPython, JobUser, JobUserError, installation_places
+from query_core.jobconf import job_package_dir
 
 OPEN_LOG = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+#: First on a local job's ``PYTHONPATH``: its ``sitecustomize``, which every Python process of the
+#: job runs at its start, those Spark starts with its own daemon too (docs/job.md, "PySpark from
+#: its installed package").
+STARTUP_DIR = job_package_dir() / "startup"
 
 
 class JobProcesses:
@@ -37,9 +42,9 @@ class JobProcesses:
         its name and home (its temporary directory) when it is another user."""
         python = self.python.executable
         env = {"PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": python, "TMPDIR": str(tmp)}
+        inherited = os.environ.get("PYTHONPATH", "")
+        env["PYTHONPATH"] = os.pathsep.join([str(STARTUP_DIR), *self.python.path, *([inherited] if inherited else [])])
         if self.python.path:
-            inherited = os.environ.get("PYTHONPATH", "")
-            env["PYTHONPATH"] = os.pathsep.join([*self.python.path, *([inherited] if inherited else [])])
             env["PYTHONNOUSERSITE"] = "1"
         if self.spark_home is not None and "SPARK_HOME" not in os.environ:
             env["SPARK_HOME"] = self.spark_home

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from moto import mock_aws
 
+from async_query.launcher.job_process import STARTUP_DIR
 from async_query.launcher.local import DAEMON_MODULE_KEY, WORKER_DAEMON
 
 AWS_REGION = "us-east-1"
@@ -45,6 +46,8 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ["PYSPARK_PYTHON"] = sys.executable  # the workers import this project's modules
     os.environ["TZ"] = "UTC"  # Python's conversion of Spark timestamps uses the process time zone
+    # Python processes Spark starts with its own daemon import the compiled PySpark, as a job's do.
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(STARTUP_DIR), *filter(None, [os.environ.get("PYTHONPATH")])])
     time.tzset()
     warehouse = tmp_path_factory.mktemp("warehouse")
     session = (

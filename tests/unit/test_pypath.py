@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pyspark
 
-from async_query.launcher.local import ENTRY_FILE
+from async_query.launcher.job_process import STARTUP_DIR
+from async_query.launcher.local import ENTRY_FILE, LocalLauncher
 from flint_repl_job.pypath import prefer_installed_pyspark
 
 PY4J = "py4j-0.10.9.9-src.zip"
@@ -77,3 +78,40 @@ def test_the_job_s_entry_file_imports_pyspark_from_the_installed_package() -> No
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == pyspark.__file__
+
+
+def _run_with_path(code: str, *path: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(path)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_a_process_spark_starts_with_the_job_s_path_imports_pyspark_from_the_installed_package() -> None:
+    """Spark's own daemon (the Python data sources' planners) gets the zips first and the job's
+    ``PYTHONPATH`` after them: the job's ``sitecustomize`` moves the zips behind the package."""
+    lib = Path(pyspark.__file__).parent / "python" / "lib"
+    zips = [str(zip_file) for zip_file in sorted(lib.glob("*.zip"))]
+    done = _run_with_path("import pyspark; print(pyspark.__file__)", *zips, str(STARTUP_DIR))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == pyspark.__file__
+
+
+def test_the_sitecustomize_the_job_s_shadows_still_runs(tmp_path: Path) -> None:
+    (tmp_path / "sitecustomize.py").write_text("import builtins\nbuiltins.SHADOWED_RAN = True\n")
+    done = _run_with_path(
+        "import builtins; print(getattr(builtins, 'SHADOWED_RAN', False))", str(STARTUP_DIR), str(tmp_path)
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "True"
+
+
+def test_a_local_job_s_path_starts_with_its_startup_directory(tmp_path: Path) -> None:
+    launcher = LocalLauncher(tmp_path / "var", "aq", spark_submit="/bin/true")
+    path = launcher.processes.environment(tmp_path / "tmp")["PYTHONPATH"].split(os.pathsep)
+    assert path[0] == str(STARTUP_DIR)
+    assert (STARTUP_DIR / "sitecustomize.py").is_file()
