@@ -65,8 +65,40 @@ REAL_CLUSTER = node.REAL_CLUSTER
 # fault tiers, the integration tier's Spark files, the other integration files, then the unit tier.
 # xdist's own reordering (by the number of tests in a file) is switched off: it put the many-test
 # unit files first and the few-test, minutes-long end-to-end files last.
+#
+# The integration files whose tests use the test process's own Spark session (marked ``spark``)
+# go to one process, as one unit, rather than a file at a time: each process that ran
+# one of them started a Spark session of its own and warmed it up again, some 60-90 CPU-s each
+# (bench/README.md, "The tests' Spark sessions in one process"). A file with tests so marked
+# belongs in SPARK_SESSION_FILES (``tests/unit/test_run_order.py`` checks it).
+
+SPARK_SESSION_FILES = frozenset(
+    f"integration/test_{name}.py"
+    for name in (
+        "acceleration_spark",
+        "bench_smoke",
+        "flint_engine",
+        "hostile_guard",
+        "job_figures_spark",
+        "job_guard",
+        "jvm_helpers_spark",
+        "opensearch_source",
+        "opensearch_stream",
+        "ppl_docs_spark",
+        "ppl_functions_spark",
+        "ppl_spark",
+        "result_stream_spark",
+        "scheduled_refresh_spark",
+        "stored_metadata",
+        "streaming_job",
+        "worker_daemon_spark",
+    )
+)
+#: The unit of work those files make (a name of no file).
+SPARK_SESSION_SCOPE = "integration/(the test process's Spark session)"
 
 LONGEST_FIRST = (
+    SPARK_SESSION_SCOPE,
     "e2e/test_streaming.py",
     "e2e/test_flint_indexes.py",
     "e2e/test_warm_pool.py",
@@ -82,15 +114,20 @@ LONGEST_FIRST = (
     "faults/test_job_killed.py",
     "e2e/test_streaming_outage.py",
     "faults/test_index_outage.py",
-    "integration/test_hostile_guard.py",
     "e2e/test_spark_master.py",
     "e2e/test_dashboards.py",
 )
 TESTS_DIR = Path(__file__).parent
 
 
+def _relative(path: Path) -> str:
+    return path.relative_to(TESTS_DIR).as_posix() if path.is_relative_to(TESTS_DIR) else path.as_posix()
+
+
 def _run_rank(path: Path) -> tuple[int, int]:
-    relative = path.relative_to(TESTS_DIR).as_posix() if path.is_relative_to(TESTS_DIR) else path.as_posix()
+    relative = _relative(path)
+    if relative in SPARK_SESSION_FILES:
+        relative = SPARK_SESSION_SCOPE
     if relative in LONGEST_FIRST:
         return (0, LONGEST_FIRST.index(relative))
     tier = relative.split("/", 1)[0]
@@ -103,6 +140,27 @@ def _run_rank(path: Path) -> tuple[int, int]:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: _run_rank(item.path))  # stable: a file's tests keep their order
+
+
+def run_scope(nodeid: str, file_scope: str) -> str:
+    """The unit of work of test ``nodeid``, whose file's is ``file_scope``: the Spark session's
+    files make one."""
+    relative = nodeid.split("::", 1)[0].removeprefix("tests/")
+    return SPARK_SESSION_SCOPE if relative in SPARK_SESSION_FILES else file_scope
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadfile`` with the Spark session's files as one unit (see above)."""
+    if config.getoption("dist", None) != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class _Scheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return run_scope(nodeid, super()._split_scope(nodeid))
+
+    return _Scheduling(config, log)
 
 
 # -- temporary directories the job user can pass through ----------------------------------------
