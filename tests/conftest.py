@@ -68,8 +68,8 @@ REAL_CLUSTER = node.REAL_CLUSTER
 #
 # The integration files whose tests use the test process's own Spark session (marked ``spark``)
 # go to one process, as one unit, rather than a file at a time: each process that ran
-# one of them started a Spark session of its own and warmed it up again, some 60-90 CPU-s each
-# (bench/README.md, "The tests' Spark sessions in one process"). A file with tests so marked
+# one of them started a Spark session of its own and warmed it up again (bench/README.md, "The
+# tests' Spark sessions in one process"). A file with tests so marked
 # belongs in SPARK_SESSION_FILES (``tests/unit/test_run_order.py`` checks it).
 
 SPARK_SESSION_FILES = frozenset(
