@@ -117,7 +117,7 @@ class PendingSignals(Worker):
         if self.reuse_s > 0:
             session_id = session.doc.session_id
             with self._kept_lock:
-                if self._last_writer.get(session_id) == threading.get_ident():
+                if self._last_writer.peek(session_id) == threading.get_ident():
                     self._written.put(session_id, session)
 
     @property

@@ -9,6 +9,7 @@ zips of an installed pyspark to the end of the path (:mod:`flint_repl_job.pypath
 
 from __future__ import annotations
 
+import importlib.machinery
 import importlib.util
 import os
 import sys
