@@ -120,16 +120,16 @@ LONGEST_FIRST = (
 TESTS_DIR = Path(__file__).parent
 
 
-def _relative(path: Path) -> str:
-    return path.relative_to(TESTS_DIR).as_posix() if path.is_relative_to(TESTS_DIR) else path.as_posix()
+def _unit(relative: str) -> str:
+    """The unit of work of the test file ``relative`` (to TESTS_DIR), as LONGEST_FIRST names it."""
+    return SPARK_SESSION_SCOPE if relative in SPARK_SESSION_FILES else relative
 
 
 def _run_rank(path: Path) -> tuple[int, int]:
-    relative = _relative(path)
-    if relative in SPARK_SESSION_FILES:
-        relative = SPARK_SESSION_SCOPE
-    if relative in LONGEST_FIRST:
-        return (0, LONGEST_FIRST.index(relative))
+    relative = path.relative_to(TESTS_DIR).as_posix() if path.is_relative_to(TESTS_DIR) else path.as_posix()
+    unit = _unit(relative)
+    if unit in LONGEST_FIRST:
+        return (0, LONGEST_FIRST.index(unit))
     tier = relative.split("/", 1)[0]
     if tier in ("e2e", "faults"):
         return (1, 0)
@@ -145,8 +145,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def run_scope(nodeid: str, file_scope: str) -> str:
     """The unit of work of test ``nodeid``, whose file's is ``file_scope``: the Spark session's
     files make one."""
-    relative = nodeid.split("::", 1)[0].removeprefix("tests/")
-    return SPARK_SESSION_SCOPE if relative in SPARK_SESSION_FILES else file_scope
+    unit = _unit(nodeid.split("::", 1)[0].removeprefix("tests/"))
+    return unit if unit == SPARK_SESSION_SCOPE else file_scope
 
 
 @pytest.hookimpl(optionalhook=True)
