@@ -37,6 +37,7 @@ from query_core.states import FlintIndexState
 from tests.browser import CHROMIUM_ARGS, chromium
 from tests.conftest import REAL_CLUSTER
 from tests.e2e.conftest import TERMINAL, e2e_service
+from tests.node import CLIENT_SSL
 from tests.support import FAST_HASHER, seed, serve_http, wait_for
 
 playwright = pytest.importorskip("playwright.sync_api", reason="Playwright is not installed (pip install -e '.[test]')")
@@ -87,7 +88,7 @@ class Console:
         return self.pages[user]
 
     def api(self, user: str) -> httpx.Client:
-        return httpx.Client(base_url=self.url, auth=httpx.BasicAuth(user, PASSWORDS[user]), timeout=60)
+        return httpx.Client(base_url=self.url, auth=httpx.BasicAuth(user, PASSWORDS[user]), timeout=60, verify=CLIENT_SSL)
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ from async_query.launcher.local import catalog_settings
 from tests.conftest import REAL_CLUSTER
 from tests.e2e.conftest import TERMINAL, e2e_service
 from tests.integration.test_datasources import S3_CONNECTION
-from tests.node import index_config
+from tests.node import CLIENT_SSL, index_config
 from tests.support import serve_http, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(bool(REAL_CLUSTER), reason="writes a .kibana-style index")]
@@ -44,7 +44,7 @@ def dashboards(
     cluster = index_config(module_index_url)
     gateway = Gateway.for_cluster(cluster, service_credentials(cluster), GatewayLimits())
     try:
-        with serve_http(create_app(plugin, gateway=gateway)) as url, httpx.Client(base_url=url, timeout=60) as client:
+        with serve_http(create_app(plugin, gateway=gateway)) as url, httpx.Client(base_url=url, timeout=60, verify=CLIENT_SSL) as client:
             yield client
     finally:
         plugin.close()

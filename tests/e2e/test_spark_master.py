@@ -20,7 +20,7 @@ from async_query.runtime import build_plugin
 from async_query.settings import Settings
 from query_core.store import Store
 from tests.e2e.conftest import Api
-from tests.node import index_config
+from tests.node import CLIENT_SSL, index_config
 from tests.support import free_port, serve_http, wait_for
 
 pytestmark = pytest.mark.e2e
@@ -55,7 +55,7 @@ class Standalone:
 
     def state(self) -> dict[str, Any]:
         try:
-            return dict(httpx.get(f"http://127.0.0.1:{self.ui_port}/json/", timeout=5).json())
+            return dict(httpx.get(f"http://127.0.0.1:{self.ui_port}/json/", timeout=5, verify=CLIENT_SSL).json())
         except (httpx.TransportError, ValueError):
             return {}
 

@@ -26,6 +26,7 @@ from async_query.api import BASE
 from tests.conftest import REAL_CLUSTER
 from tests.e2e.conftest import TERMINAL
 from tests.faults.procs import PluginProcess, kill_all_jobs, plugin_env
+from tests.node import CLIENT_SSL
 from tests.support import free_port, wait_for
 
 pytestmark = [
@@ -123,7 +124,7 @@ def storm(url: str, sessions: list[str], acked: Acked, rng: random.Random) -> li
 
     def poster(seed: int) -> None:
         pick = random.Random(seed)
-        with httpx.Client(base_url=url, timeout=30) as http:
+        with httpx.Client(base_url=url, timeout=30, verify=CLIENT_SSL) as http:
             while True:
                 with lock:
                     n = next(counter, None)
@@ -142,7 +143,7 @@ def storm(url: str, sessions: list[str], acked: Acked, rng: random.Random) -> li
     def poller() -> None:
         """Polls the oldest acknowledged queries not seen ending yet (a session runs them in order)."""
         ended: set[str] = set()
-        with httpx.Client(base_url=url, timeout=30) as http:
+        with httpx.Client(base_url=url, timeout=30, verify=CLIENT_SSL) as http:
             while not stop.is_set():
                 with acked.lock:
                     ids = [q for q in acked.query_ids if q not in ended][:20]
@@ -189,7 +190,7 @@ def wait_succeeded(http: httpx.Client, query_id: str) -> None:
 def lost_after_restart(plugin: Service, acked: Acked) -> int:
     """Every acknowledged query readable and terminal; every seen success still a success."""
     lost = 0
-    with httpx.Client(base_url=plugin.url, timeout=30) as http:
+    with httpx.Client(base_url=plugin.url, timeout=30, verify=CLIENT_SSL) as http:
         for query_id in acked.query_ids:
             code, first = status(http, query_id)
             if code != 200:
@@ -209,14 +210,14 @@ def test_kill_9_of_everything_mid_storm_loses_no_acknowledged_query(plugin: Serv
     rng = random.Random(seed)
     acked = Acked()
     plugin.serve()
-    with httpx.Client(base_url=plugin.url, timeout=60) as http:
+    with httpx.Client(base_url=plugin.url, timeout=60, verify=CLIENT_SSL) as http:
         warm = [post(http, "SELECT 0")["sessionId"] for _ in range(2)]  # two sessions, jobs starting
         for session_id in warm:
             wait_succeeded(http, post(http, "SELECT 1", session_id)["queryId"])
     crash_mid_storm(plugin, warm, acked, rng, "kill point 1 (warm sessions)")
 
     plugin.serve()
-    with httpx.Client(base_url=plugin.url, timeout=60) as http:
+    with httpx.Client(base_url=plugin.url, timeout=60, verify=CLIENT_SSL) as http:
         starting = [post(http, "SELECT 0")["sessionId"] for _ in range(2)]
     crash_mid_storm(plugin, starting, acked, rng, "kill point 2 (sessions starting)")
 

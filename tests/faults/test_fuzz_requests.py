@@ -29,6 +29,7 @@ from async_query.http_errors import REASONS
 from query_core.ids import new_id
 from query_core.ppl import PplSyntaxError, parse_ppl
 from tests.conftest import PluginFactory
+from tests.node import CLIENT_SSL
 from tests.support import serve_http
 
 TIMEOUT = 5.0
@@ -82,7 +83,7 @@ class Target:
 @pytest.fixture
 def target(make_plugin: PluginFactory, ds_name: str) -> Iterator[Target]:
     plugin = make_plugin(max_sessions=1_000, max_body_bytes=MAX_BODY, max_query_chars=MAX_QUERY)
-    with serve_http(create_app(plugin)) as url, httpx.Client(base_url=url, timeout=TIMEOUT) as client:
+    with serve_http(create_app(plugin)) as url, httpx.Client(base_url=url, timeout=TIMEOUT, verify=CLIENT_SSL) as client:
         first = client.post(BASE, json={"datasource": ds_name, "lang": "sql", "query": "SELECT 1"})
         assert first.status_code == 201, first.text
         yield Target(url, client, ds_name, first.json()["sessionId"])
@@ -349,7 +350,7 @@ def test_fuzzed_paths(target: Target) -> None:
 @pytest.fixture
 def default_target(make_plugin: PluginFactory, ds_name: str) -> Iterator[Target]:
     plugin = make_plugin()
-    with serve_http(create_app(plugin)) as url, httpx.Client(base_url=url, timeout=30) as client:
+    with serve_http(create_app(plugin)) as url, httpx.Client(base_url=url, timeout=30, verify=CLIENT_SSL) as client:
         yield Target(url, client, ds_name, "")
 
 

@@ -30,7 +30,7 @@ from query_core.store import Store
 from tests.e2e.conftest import TERMINAL, Api
 from tests.faults.conftest import close_service, fault_service
 from tests.faults.procs import FixedPortIndex, is_job_process, job_pid, kill_all_jobs
-from tests.node import auth_fields, index_auth
+from tests.node import CLIENT_SSL, auth_fields, index_auth
 from tests.support import RecordingLauncher, serve_http, wait_for
 
 DS = "local"
@@ -251,13 +251,13 @@ def test_request_index_gets_its_mappings_back_after_the_index_server_lost_it(tmp
         plugin = build_plugin(
             settings, store, DatasourceRegistry([datasource]), {"local": RecordingLauncher()}, opensearch
         )
-        with serve_http(create_app(plugin)) as url, httpx.Client(base_url=url, timeout=30) as http:
+        with serve_http(create_app(plugin)) as url, httpx.Client(base_url=url, timeout=30, verify=CLIENT_SSL) as http:
 
             def submit_and_check() -> None:
                 reply = http.post(BASE, json={"datasource": DS, "lang": "sql", "query": "SELECT 1"})
                 assert reply.status_code == 201, reply.text
                 submitted = reply.json()
-                mapping = httpx.get(f"{index.url}/{request_index(DS)}/_mapping", auth=index_auth(index.url), timeout=10).json()
+                mapping = httpx.get(f"{index.url}/{request_index(DS)}/_mapping", auth=index_auth(index.url), timeout=10, verify=CLIENT_SSL).json()
                 mappings = mapping[request_index(DS)]["mappings"]
                 assert str(mappings.get("dynamic")).lower() == "false", mappings
                 assert mappings["properties"]["sessionId"]["type"] == "keyword", mappings

@@ -31,7 +31,7 @@ from tests.faults.procs import (
     kill_all_jobs,
     plugin_env,
 )
-from tests.node import index_env
+from tests.node import CLIENT_SSL, index_env
 from tests.support import free_port, wait_for
 
 pytestmark = pytest.mark.e2e
@@ -115,7 +115,7 @@ def test_statement_survives_a_plugin_kill_and_a_new_plugin_serves_it(
     first.kill()  # kill -9 in the middle of the statement: no shutdown code runs
     assert first.proc.returncode == -signal.SIGKILL
     with pytest.raises(httpx.TransportError):
-        httpx.get(f"{first.url}{BASE}/{qid}", timeout=5)
+        httpx.get(f"{first.url}{BASE}/{qid}", timeout=5, verify=CLIENT_SSL)
     # The job is in its own process group: it outlived the plugin.
     assert is_job_process(pid, job_id)
     # What a restarted plugin knows of the job, it knows from the pid file alone.

@@ -33,6 +33,7 @@ from query_core.models import (
 from query_core.states import SessionState, SessionType, StatementState
 from query_core.store import Store
 from tests.conftest import PluginFactory
+from tests.node import CLIENT_SSL
 from tests.support import RecordingLauncher, driver, serve_http
 
 # -- fixtures and helpers --------------------------------------------------------------------------
@@ -695,7 +696,7 @@ def test_post_oversized_body(make_plugin: PluginFactory, ds_name: str) -> None:
     launcher = plugin.launchers.shared["local"]
     assert isinstance(launcher, RecordingLauncher)
     big = {"datasource": ds_name, "lang": "sql", "query": "SELECT '" + "x" * 10_000 + "'"}
-    with serve_http(create_app(plugin)) as url, httpx.Client(base_url=url, timeout=30) as c:
+    with serve_http(create_app(plugin)) as url, httpx.Client(base_url=url, timeout=30, verify=CLIENT_SSL) as c:
         assert_error(c.post(BASE, json=big), 413)
         # a body that does not say its length is held to the same limit
         chunks = iter([json.dumps(big).encode()[i : i + 1000] for i in range(0, 11_000, 1000)])
@@ -711,7 +712,7 @@ def test_post_oversized_body(make_plugin: PluginFactory, ds_name: str) -> None:
 
 def test_post_overlong_query(make_plugin: PluginFactory, ds_name: str) -> None:
     plugin = make_plugin(max_query_chars=100)
-    with serve_http(create_app(plugin)) as url, httpx.Client(base_url=url, timeout=30) as c:
+    with serve_http(create_app(plugin)) as url, httpx.Client(base_url=url, timeout=30, verify=CLIENT_SSL) as c:
         body = assert_error(c.post(BASE, json={"datasource": ds_name, "lang": "sql", "query": "x" * 101}), 400)
         assert "100" in body["error"]["details"]
         assert c.post(BASE, json={"datasource": ds_name, "lang": "sql", "query": "x" * 100}).status_code == 201

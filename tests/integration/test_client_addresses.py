@@ -24,6 +24,7 @@ from async_query.security.users import UsersFile
 from query_core.config import OpenSearchConfig
 from tests.conftest import PluginFactory
 from tests.integration.test_gateway import Upstream
+from tests.node import CLIENT_SSL
 from tests.support import FAST_HASHER, serve_http
 
 PASSWORD = "alice-Pa55word-1"
@@ -46,7 +47,7 @@ def _plugin(make_plugin: PluginFactory, users_path: Path, **settings: Any) -> Pl
 @contextmanager
 def _client(url: str, password: str, peer: str = "127.0.0.1", forwarded: str | None = None) -> Iterator[httpx.Client]:
     headers = {"X-Forwarded-For": forwarded} if forwarded is not None else {}
-    transport = httpx.HTTPTransport(local_address=peer)
+    transport = httpx.HTTPTransport(local_address=peer, verify=CLIENT_SSL)
     with httpx.Client(
         base_url=url, auth=httpx.BasicAuth("alice", password), transport=transport, headers=headers
     ) as client:
@@ -127,7 +128,7 @@ def test_the_gateway_forwards_the_client_address_it_read_not_the_callers(
             plugin = make_plugin(trusted_proxies=trusted)
             gateway = Gateway(upstream.url, service_credentials(OpenSearchConfig(url=upstream.url)))
             with serve_http(create_app(plugin, gateway=gateway)) as url:
-                with httpx.Client(base_url=url, transport=httpx.HTTPTransport(local_address=peer)) as client:
+                with httpx.Client(base_url=url, transport=httpx.HTTPTransport(local_address=peer, verify=CLIENT_SSL)) as client:
                     headers = {"X-Forwarded-For": sent, "Forwarded": "for=203.0.113.9", "X-Real-IP": "203.0.113.9"}
                     assert client.get("/_cat/indices", headers=headers).status_code == 200
             seen = upstream.seen[-1]

@@ -25,6 +25,7 @@ from async_query.runtime import Plugin
 from async_query.settings import SparkEngineConfig
 from query_core.ids import DATASOURCE_INDEX
 from tests.conftest import PluginFactory
+from tests.node import CLIENT_SSL
 from tests.support import RecordingLauncher, serve_http
 
 DS = "/_plugins/_query/_datasources"
@@ -55,7 +56,7 @@ S3_CONNECTION: dict[str, Any] = {
 def dashboards(make_plugin: PluginFactory) -> Iterator[tuple[httpx.Client, Plugin]]:
     """What a Dashboards server talks to: this service with its ``local`` datasource."""
     plugin = make_plugin(launchers={"local": RecordingLauncher()})
-    with serve_http(create_app(plugin)) as url, httpx.Client(base_url=url) as client:
+    with serve_http(create_app(plugin)) as url, httpx.Client(base_url=url, verify=CLIENT_SSL) as client:
         yield client, plugin
 
 
@@ -229,7 +230,7 @@ def test_an_s3glue_datasource_s_query_starts_an_emr_serverless_job_with_its_glue
         {"applicationId": app, "executionRoleARN": JOB_ROLE, "region": REGION, "packageS3Uri": "s3://pkg/job"}
     )
     plugin = make_plugin(launchers={"local": RecordingLauncher()}, spark_execution_engine_config=engine)
-    with serve_http(create_app(plugin)) as url, httpx.Client(base_url=url) as client:
+    with serve_http(create_app(plugin)) as url, httpx.Client(base_url=url, verify=CLIENT_SSL) as client:
         assert client.post(DS, json=S3_CONNECTION).status_code == 201
         assert client.get(f"{DS}/my_glue").json()["properties"]["engine"] == "emr-serverless"
         submitted = client.post(Q, json={"datasource": "my_glue", "lang": "sql", "query": "SELECT 1"})

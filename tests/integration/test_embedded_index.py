@@ -30,7 +30,7 @@ from query_core.flint.metas import flint_metas
 from query_core.store import IndexClient, Query
 from tests.conftest import REAL_CLUSTER
 from tests.listeners import listeners
-from tests.node import node_options
+from tests.node import CLIENT_SSL, node_options
 from tests.support import mapped_files, wait_for
 
 pytestmark = [pytest.mark.skipif(bool(REAL_CLUSTER), reason="the embedded index, not a real cluster"), pytest.mark.slow]
@@ -114,7 +114,7 @@ def test_a_graceful_stop_keeps_everything_and_the_node_is_a_green_opensearch_2_1
     options = dataclasses.replace(node_options(), class_archive=archives)
     first = start(servers, tmp_path / "index", options=options)
     assert first.archive is not None and not first.archive.path.exists()
-    with httpx.Client(base_url=first.url, auth=AUTH, timeout=30) as http:
+    with httpx.Client(base_url=first.url, auth=AUTH, timeout=30, verify=CLIENT_SSL) as http:
         assert http.get("/").json()["version"]["number"].startswith("2.19.")
     store = client_of(first)
     fill(store)
@@ -149,7 +149,7 @@ def test_a_port_taken_between_its_choice_and_the_node_s_bind_is_chosen_again(
         monkeypatch.setattr(index_module, "_free_port", lambda: next(chosen, None) or real_free_port())
         node = start(servers, tmp_path / "index")
     assert node.port != held
-    with httpx.Client(base_url=node.url, auth=AUTH, timeout=30) as http:
+    with httpx.Client(base_url=node.url, auth=AUTH, timeout=30, verify=CLIENT_SSL) as http:
         assert http.get("/").json()["version"]["number"].startswith("2.19.")
 
 
@@ -186,7 +186,7 @@ class Writer(threading.Thread):
 
     def __init__(self, url: str, name: str, ledger: Ledger, rng: random.Random) -> None:
         super().__init__(name=name, daemon=True)
-        self.http = httpx.Client(base_url=url, auth=AUTH, timeout=10)
+        self.http = httpx.Client(base_url=url, auth=AUTH, timeout=10, verify=CLIENT_SSL)
         self.ledger = ledger
         self.rng = rng
         self.versions: dict[str, tuple[int, int]] = {}
@@ -268,7 +268,7 @@ def read(http: httpx.Client, index: str, doc_id: str) -> Any:
 def check_ledger(url: str, ledger: Ledger) -> int:
     """Every acknowledged write is there (or one that was in flight when the server died)."""
     lost = 0
-    with httpx.Client(base_url=url, auth=AUTH, timeout=10) as http:
+    with httpx.Client(base_url=url, auth=AUTH, timeout=10, verify=CLIENT_SSL) as http:
         for doc_id, value in ledger.acked.items():
             index = "flint_storm" if "-bulk-" in doc_id else REQUESTS
             now = read(http, index, doc_id)
@@ -307,11 +307,11 @@ def test_only_the_credential_s_holder_reads_or_writes_and_it_is_on_no_command_li
     """Every HTTP request without the credential (or with a guessed one) is refused before any
     handler runs; the credential reached the node on its standard input alone."""
     server = start(servers, tmp_path / "index")
-    with httpx.Client(base_url=server.url, auth=AUTH, timeout=10) as http:
+    with httpx.Client(base_url=server.url, auth=AUTH, timeout=10, verify=CLIENT_SSL) as http:
         assert http.put(f"/{REQUESTS}/_doc/secret?refresh=true", json={"query": "mine"}).status_code == 201
     wrong = httpx.BasicAuth(CREDENTIAL.username, "guessed")
     for auth in (None, wrong):
-        with httpx.Client(base_url=server.url, auth=auth, timeout=10) as http:
+        with httpx.Client(base_url=server.url, auth=auth, timeout=10, verify=CLIENT_SSL) as http:
             refused = [
                 http.get("/"),
                 http.get(f"/{REQUESTS}/_doc/secret"),
@@ -327,7 +327,7 @@ def test_only_the_credential_s_holder_reads_or_writes_and_it_is_on_no_command_li
             ]
         assert [r.status_code for r in refused] == [401] * len(refused)
         assert all(CREDENTIAL.password not in r.text for r in refused)
-    with httpx.Client(base_url=server.url, auth=AUTH, timeout=10) as http:
+    with httpx.Client(base_url=server.url, auth=AUTH, timeout=10, verify=CLIENT_SSL) as http:
         assert read(http, REQUESTS, "planted") is None and read(http, REQUESTS, "secret") == {"query": "mine"}
     assert server.process is not None
     for pid in (server.process.pid,):
@@ -373,7 +373,7 @@ def test_a_node_that_dies_is_started_again_on_its_port_with_its_credential(
     tmp_path: Path, servers: list[EmbeddedIndex]
 ) -> None:
     server = start(servers, tmp_path / "index", watch=True)
-    with httpx.Client(base_url=server.url, auth=AUTH, timeout=10) as http:
+    with httpx.Client(base_url=server.url, auth=AUTH, timeout=10, verify=CLIENT_SSL) as http:
         assert http.put(f"/{REQUESTS}/_doc/before", json={"n": 1}).status_code == 201
         first = server.process
         assert first is not None
@@ -404,7 +404,7 @@ def test_a_stop_signal_to_the_group_leaves_the_index_to_the_services_own_shutdow
     assert os.getpgid(server.process.pid) == os.getpgid(0)  # killed with the service's group, as a crash is
     assert _ignored_signals(server.process.pid) & (1 << (stop - 1))
     os.kill(server.process.pid, stop)
-    with httpx.Client(base_url=server.url, auth=AUTH) as http:
+    with httpx.Client(base_url=server.url, auth=AUTH, verify=CLIENT_SSL) as http:
         for i in range(20):
             assert http.put(f"/after_stop_signal/_doc/{i}", json={"n": i}).status_code == 201
     assert server.process.poll() is None

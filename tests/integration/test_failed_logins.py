@@ -21,6 +21,7 @@ from async_query.api import BASE, create_app
 from async_query.runtime import Plugin
 from async_query.security.users import UsersFile
 from tests.conftest import PluginFactory
+from tests.node import CLIENT_SSL
 from tests.support import FAST_HASHER, ClusterUser, SecurityPluginStandIn, serve_http
 
 PASSWORD = "alice-Pa55word-1"
@@ -57,7 +58,7 @@ def deployment(
 
 
 def _client(url: str, password: str, address: str = "127.0.0.1") -> httpx.Client:
-    transport = httpx.HTTPTransport(local_address=address)
+    transport = httpx.HTTPTransport(local_address=address, verify=CLIENT_SSL)
     return httpx.Client(base_url=url, auth=httpx.BasicAuth("alice", password), transport=transport)
 
 
@@ -81,7 +82,7 @@ def test_an_address_that_fails_too_often_is_refused_unchecked_but_a_verified_hea
         # before (the scheme in lower case: the same credentials, another header): both
         # refused, and neither checked.
         right = "basic " + base64.b64encode(f"alice:{PASSWORD}".encode()).decode()
-        with _client(url, "another-guess") as guess, httpx.Client(base_url=url) as unverified:
+        with _client(url, "another-guess") as guess, httpx.Client(base_url=url, verify=CLIENT_SSL) as unverified:
             for resp in (
                 guess.get(f"{BASE}/_sessions"),
                 unverified.get(f"{BASE}/_sessions", headers={"Authorization": right}),
@@ -102,7 +103,7 @@ def test_an_address_that_fails_too_often_is_refused_unchecked_but_a_verified_hea
     with _client(url, PASSWORD, address="127.0.0.2") as elsewhere:
         assert elsewhere.get(f"{BASE}/_sessions").status_code == 200
     # (and the header refused above was a right one)
-    with httpx.Client(base_url=url, transport=httpx.HTTPTransport(local_address="127.0.0.2")) as plain:
+    with httpx.Client(base_url=url, transport=httpx.HTTPTransport(local_address="127.0.0.2", verify=CLIENT_SSL)) as plain:
         assert plain.get(f"{BASE}/_sessions", headers={"Authorization": right}).status_code == 200
     refused = [line for line in _audit(plugin) if line.get("status") == 429]
     assert refused and all(line.get("remote") == "127.0.0.1" for line in refused)

@@ -48,7 +48,7 @@ from query_core.config import OpenSearchConfig
 from query_core.states import StatementState
 from query_core.store import Store
 from tests.conftest import PluginFactory
-from tests.node import index_client, index_config
+from tests.node import CLIENT_SSL, index_client, index_config
 from tests.support import RecordingLauncher, free_port, serve_http, wait_for
 
 SECRET = "s3cret-password"
@@ -192,7 +192,7 @@ def through(
 ) -> Iterator[httpx.Client]:
     """An HTTP client of ``service`` served in gateway mode in front of ``upstream``."""
     gateway = Gateway(upstream, policy or service_credentials(index_config(upstream)), limits)
-    with serve_http(create_app(plugin, gateway=gateway)) as url, httpx.Client(base_url=url, timeout=30) as client:
+    with serve_http(create_app(plugin, gateway=gateway)) as url, httpx.Client(base_url=url, timeout=30, verify=CLIENT_SSL) as client:
         yield client
 
 
@@ -665,7 +665,7 @@ def test_owned_paths(path: str, owned: bool) -> None:
 
 def test_without_gateway_mode_other_paths_are_not_found(plugin: Plugin) -> None:
     with serve_http(create_app(plugin)) as url:
-        reply = httpx.get(f"{url}/_cluster/health")
+        reply = httpx.get(f"{url}/_cluster/health", verify=CLIENT_SSL)
     assert reply.status_code == 404
     assert reply.json()["error"]["reason"] == "Invalid Request"
 
@@ -718,9 +718,9 @@ def test_cancelled_and_timed_out_replies_come_from_the_reply_cache(
             with serve_http(create_app(writer)) as writer_url, serve_http(create_app(reader)) as reader_url:
                 query = {"datasource": datasource.name, "lang": "sql", "query": "SELECT 1"}
                 cancelled, timed_out, waiting = (
-                    httpx.post(f"{writer_url}{BASE}", json=query).json()["queryId"] for _ in range(3)
+                    httpx.post(f"{writer_url}{BASE}", json=query, verify=CLIENT_SSL).json()["queryId"] for _ in range(3)
                 )
-                assert httpx.delete(f"{writer_url}{BASE}/{cancelled}").status_code == 204
+                assert httpx.delete(f"{writer_url}{BASE}/{cancelled}", verify=CLIENT_SSL).status_code == 204
                 statement = store.statements.get(datasource.name, timed_out)
                 assert statement is not None
                 running = store.statements.start(statement)
@@ -729,7 +729,7 @@ def test_cancelled_and_timed_out_replies_come_from_the_reply_cache(
 
                 def poll(query_id: str, times: int) -> tuple[set[str], int]:
                     before = len(proxy.requests)
-                    statuses = {httpx.get(f"{reader_url}{BASE}/{query_id}").json()["status"] for _ in range(times)}
+                    statuses = {httpx.get(f"{reader_url}{BASE}/{query_id}", verify=CLIENT_SSL).json()["status"] for _ in range(times)}
                     return statuses, len(proxy.requests) - before
 
                 for query_id, status in ((cancelled, "CANCELLED"), (timed_out, "TIMEOUT")):
@@ -781,13 +781,13 @@ def test_serve_gateway_on_the_embedded_default(tmp_path: Path) -> None:
     def ready() -> bool:
         assert proc.poll() is None, log_path.read_text()
         try:
-            return httpx.get(f"{url}/_cluster/health", timeout=5).status_code == 200
+            return httpx.get(f"{url}/_cluster/health", timeout=5, verify=CLIENT_SSL).status_code == 200
         except httpx.TransportError:
             return False
 
     try:
         wait_for(ready, timeout=240, interval=0.1, what="serve --gateway to answer")
-        with httpx.Client(base_url=url, timeout=30) as client:
+        with httpx.Client(base_url=url, timeout=30, verify=CLIENT_SSL) as client:
             root = client.get("/").json()
             assert root["version"]["distribution"] == "opensearch" and "tagline" in root
             assert client.get("/_cluster/health").json()["status"] in ("green", "yellow")

@@ -18,7 +18,7 @@ from query_core.errors import DocumentExistsError, IndexUnavailableError
 from query_core.ids import request_index
 from query_core.store import IndexClient, Store
 from tests.faults.procs import FixedPortIndex
-from tests.node import auth_fields
+from tests.node import CLIENT_SSL, auth_fields
 from tests.support import RecordingLauncher, serve_http
 
 HEALTH = f"{BASE}/_health"
@@ -47,7 +47,7 @@ def test_health_is_503_while_the_index_server_is_stopped_and_200_once_it_is_back
     index: FixedPortIndex, plugin: Plugin
 ) -> None:
     plugin.housekeeper.run_once()  # takes the datasource's housekeeping lease
-    with serve_http(create_app(plugin)) as url, httpx.Client(base_url=url, timeout=30) as client:
+    with serve_http(create_app(plugin)) as url, httpx.Client(base_url=url, timeout=30, verify=CLIENT_SSL) as client:
         healthy = client.get(HEALTH)
         assert healthy.status_code == 200, healthy.text
         checks = healthy.json()["checks"]

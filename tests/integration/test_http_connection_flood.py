@@ -16,6 +16,7 @@ import httpx
 from async_query.api import BASE
 from async_query.runtime import Plugin
 from tests.integration.test_http_limits import SlowClient, limited  # noqa: F401 - the fixture
+from tests.node import CLIENT_SSL
 from tests.support import wait_for
 
 
@@ -27,7 +28,7 @@ def test_connections_that_never_finish_a_head_cannot_keep_a_whole_request_out(
     for client in holding:
         client.start()
     wait_for(lambda: all(c.sent > 0 for c in holding), what="the flood's connections to open")
-    with httpx.Client(base_url=url, timeout=5) as http:
+    with httpx.Client(base_url=url, timeout=5, verify=CLIENT_SSL) as http:
         try:
             answered: object = http.get(f"{BASE}/_sessions").status_code
         except httpx.TransportError as exc:

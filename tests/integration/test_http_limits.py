@@ -20,6 +20,7 @@ from async_query.api import BASE, create_app
 from async_query.http_limits import uvicorn_limits
 from async_query.runtime import Plugin
 from tests.conftest import PluginFactory
+from tests.node import CLIENT_SSL
 from tests.support import RecordingLauncher, serve_http, wait_for
 
 HEAD = b"GET /_plugins/_async_query/slow HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: application/json\r\n\r\n"
@@ -91,7 +92,7 @@ def test_slow_and_silent_clients_are_cut_off_while_others_are_answered(
     for client in slow + silent:
         client.start()
 
-    with httpx.Client(base_url=url, timeout=5) as http:
+    with httpx.Client(base_url=url, timeout=5, verify=CLIENT_SSL) as http:
         answered = [http.get(f"{BASE}/_sessions").status_code for _ in range(20)]
         assert all(not c.ended.is_set() for c in slow)  # they were all still connected meanwhile
     assert answered == [200] * 20
@@ -124,7 +125,7 @@ def test_at_the_cap_the_longest_waiting_connection_without_a_request_makes_room(
         client.start()
     wait_for(lambda: all(c.is_alive() for c in holding), what="the connections to open")
 
-    with httpx.Client(base_url=url, timeout=5) as http:
+    with httpx.Client(base_url=url, timeout=5, verify=CLIENT_SSL) as http:
         assert http.get(f"{BASE}/_sessions").status_code == 200
     assert holding[0].ended.wait(10) and holding[0].reply == b""  # the first one made room
     assert [i for i, c in enumerate(holding) if c.ended.is_set()] == [0]  # one was enough
@@ -156,7 +157,7 @@ def test_connections_beyond_the_cap_are_closed_at_once_while_every_one_has_a_req
     finally:
         for conn in busy:
             conn.close()
-    with httpx.Client(base_url=url, timeout=5) as http:  # served again once they are gone
+    with httpx.Client(base_url=url, timeout=5, verify=CLIENT_SSL) as http:  # served again once they are gone
         assert wait_for(lambda: _answered(http), what="a connection to be served again")
 
 
@@ -178,7 +179,7 @@ def test_a_head_over_the_limit_is_a_431_in_the_error_shape(limited: tuple[str, i
     status, body = error_of(reply)
     assert status == 431
     assert body["error"]["details"] == "the request head is larger than 4096 bytes"
-    with httpx.Client(base_url=url, timeout=5) as http:
+    with httpx.Client(base_url=url, timeout=5, verify=CLIENT_SSL) as http:
         assert http.get(f"{BASE}/_sessions", headers={"X-Fine": "a" * 1000}).status_code == 200
 
 
@@ -200,7 +201,7 @@ def test_a_body_that_stalls_is_cut_and_writes_nothing(
     assert reply == b""  # cut: the endpoint saw the client go
     launcher = plugin.launchers.shared["local"]
     assert isinstance(launcher, RecordingLauncher) and launcher.started == []  # no session started
-    with httpx.Client(base_url=url, timeout=5) as http:
+    with httpx.Client(base_url=url, timeout=5, verify=CLIENT_SSL) as http:
         assert http.get(f"{BASE}/_sessions").status_code == 200
 
 
@@ -211,7 +212,7 @@ def test_a_trailing_slash_is_read_as_the_path_without_it_and_nothing_redirects(
     request's Host header (``Host: evil.example`` led the caller there); the path is now read as
     the same path without the slash, by every layer."""
     url, _, _ = limited
-    with httpx.Client(base_url=url, timeout=10, follow_redirects=False) as client:
+    with httpx.Client(base_url=url, timeout=10, follow_redirects=False, verify=CLIENT_SSL) as client:
         plain = client.get("/_plugins/_query/_datasources")
         slashed = client.get("/_plugins/_query/_datasources/")
         assert slashed.status_code == plain.status_code == 200

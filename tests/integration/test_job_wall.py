@@ -23,7 +23,7 @@ from async_query.api import BASE
 from async_query.security.job_user import DEFAULT_JOB_USER, JobUser
 from async_query.security.users import UsersFile
 from tests.integration.test_security import FAST_HASHER, PASSWORDS, _answers, _entry_point, _serve_env, as_user
-from tests.node import node_options
+from tests.node import CLIENT_SSL, node_options
 from tests.support import free_port, wait_for
 
 pytestmark = [pytest.mark.skipif(os.geteuid() != 0, reason="the service switches users only when it runs as root"), pytest.mark.slow]
@@ -82,7 +82,7 @@ def test_a_job_cannot_read_the_service_s_files_and_still_does_its_work(tmp_path:
     def run_job() -> str:
         before = set(results.iterdir())
         body = {"datasource": "local", "lang": "sql", "query": "SELECT 1"}
-        resp = httpx.post(f"{url}{BASE}", json=body, auth=as_user("alice"), timeout=30)
+        resp = httpx.post(f"{url}{BASE}", json=body, auth=as_user("alice"), timeout=30, verify=CLIENT_SSL)
         assert resp.status_code == 201, resp.text
         found = wait_for(
             lambda: {p for p in results.iterdir() if p.suffix != ".tmp"} - before or None,

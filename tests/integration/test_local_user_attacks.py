@@ -44,7 +44,7 @@ from async_query.embedded.metastore import Metastore, MetastoreError
 from async_query.embedded.node_jars import NodeJars
 from query_core.store import IndexClient
 from tests.conftest import REAL_CLUSTER
-from tests.node import node_options
+from tests.node import CLIENT_SSL, node_options
 from tests.support import wait_for
 
 pytestmark = [pytest.mark.skipif(bool(REAL_CLUSTER), reason="the embedded index, not a real cluster"), pytest.mark.slow]
@@ -94,7 +94,7 @@ def test_large_bodies_without_the_credential_do_not_take_the_node_down(
     for sender in senders:
         sender.join(timeout=120)
     # The senders' connections end when the node answers them, or when it dies of them.
-    with httpx.Client(base_url=server.url, auth=AUTH, timeout=10) as http:
+    with httpx.Client(base_url=server.url, auth=AUTH, timeout=10, verify=CLIENT_SSL) as http:
         try:
             answered: object = http.get("/").status_code
         except httpx.TransportError as exc:

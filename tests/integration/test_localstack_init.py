@@ -28,6 +28,7 @@ from async_query.launcher.emr import launcher_from_settings
 from async_query.settings import Settings, SparkEngineConfig
 from query_core.config import OpenSearchConfig
 from query_core.states import SessionType
+from tests.node import CLIENT_SSL
 
 REPO = Path(__file__).resolve().parents[2]
 SETUP = REPO / "localstack" / "init" / "setup.py"
@@ -50,7 +51,7 @@ def moto_server() -> Iterator[str]:
 @pytest.fixture
 def endpoint(moto_server: str) -> str:
     """The module's moto server, emptied of everything earlier tests made."""
-    httpx.post(f"{moto_server}/moto-api/reset", timeout=30).raise_for_status()
+    httpx.post(f"{moto_server}/moto-api/reset", timeout=30, verify=CLIENT_SSL).raise_for_status()
     return moto_server
 
 

@@ -23,6 +23,7 @@ from query_core.ids import REQUEST_INDEX_PATTERN, request_index
 from query_core.states import StatementState
 from query_core.store import Query, Store
 from tests.conftest import PluginFactory
+from tests.node import CLIENT_SSL
 from tests.support import FAST_HASHER, RecordingLauncher, client_of, driver, serve_http
 
 PASSWORDS = {"root": "root-Pa55word-1", "bob": "bob-Pa55word-22", "carol": "carol-Pa55word-3"}
@@ -51,7 +52,7 @@ class Deployment:
         return found
 
     def as_user(self, name: str) -> httpx.Client:
-        return httpx.Client(base_url=self.url, auth=httpx.BasicAuth(name, PASSWORDS[name]), timeout=30)
+        return httpx.Client(base_url=self.url, auth=httpx.BasicAuth(name, PASSWORDS[name]), timeout=30, verify=CLIENT_SSL)
 
     def audit(self) -> list[dict[str, Any]]:
         path = self.plugin.settings.data_dir / "audit" / "audit.log"

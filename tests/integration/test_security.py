@@ -35,7 +35,7 @@ from query_core.errors import UnknownDatasourceError
 from query_core.ids import new_id
 from query_core.states import StatementState
 from tests.conftest import PluginFactory
-from tests.node import index_env
+from tests.node import CLIENT_SSL, index_env
 from tests.support import (
     FAST_HASHER,
     ClusterUser,
@@ -102,7 +102,7 @@ def as_user(name: str, password: str | None = None) -> httpx.BasicAuth:
 
 def submit(deployment: Deployment, ds: str, auth: httpx.Auth) -> str:
     body = {"datasource": ds, "lang": "sql", "query": QUERY_TEXT}
-    resp = httpx.post(deployment.url + BASE, json=body, auth=auth)
+    resp = httpx.post(deployment.url + BASE, json=body, auth=auth, verify=CLIENT_SSL)
     assert resp.status_code == 201, resp.text
     return str(resp.json()["queryId"])
 
@@ -173,7 +173,7 @@ def test_every_endpoint_refuses_bad_credentials_alike(
     query_id = submit(secured, datasource.name, as_user("alice"))
     started = len(secured.launcher.started)
     bodies = set()
-    with httpx.Client(base_url=secured.url, headers=_headers(credentials)) as client:
+    with httpx.Client(base_url=secured.url, headers=_headers(credentials), verify=CLIENT_SSL) as client:
         for method, path, body in requests_of_every_endpoint(datasource.name, query_id):
             resp = client.request(method, path, json=body)
             bodies.add(json.dumps(assert_refused(resp, 401)))
@@ -189,7 +189,7 @@ def test_every_endpoint_refuses_bad_credentials_alike(
 
 
 def test_valid_credentials_reach_every_endpoint(secured: Deployment, datasource: Datasource) -> None:
-    with httpx.Client(base_url=secured.url, auth=as_user("alice")) as client:
+    with httpx.Client(base_url=secured.url, auth=as_user("alice"), verify=CLIENT_SSL) as client:
         query_id = submit(secured, datasource.name, as_user("alice"))
         assert client.get(f"{BASE}/{query_id}").json() == {"status": "WAITING"}
         assert client.get(f"{BASE}/_sessions").status_code == 200
@@ -197,22 +197,22 @@ def test_valid_credentials_reach_every_endpoint(secured: Deployment, datasource:
         assert client.delete(f"{BASE}/{query_id}").status_code == 204
         assert client.get(f"{BASE}/{query_id}").json() == {"status": "CANCELLED"}
     # a non-admin may not read an admin's query (tests/integration/test_query_authorization.py)
-    resp = httpx.get(f"{secured.url}{BASE}/{query_id}", auth=as_user("bob"))
+    resp = httpx.get(f"{secured.url}{BASE}/{query_id}", auth=as_user("bob"), verify=CLIENT_SSL)
     assert_refused(resp, 403)
 
 
 def test_one_check_per_credentials_then_the_cache(secured: Deployment, datasource: Datasource) -> None:
     query_id = submit(secured, datasource.name, as_user("alice"))
-    assert httpx.get(f"{secured.url}{BASE}/_sessions", auth=as_user("bob")).status_code == 200  # bob's one check
+    assert httpx.get(f"{secured.url}{BASE}/_sessions", auth=as_user("bob"), verify=CLIENT_SSL).status_code == 200  # bob's one check
     calls = secured.stand_in.calls if secured.stand_in else 0
-    with httpx.Client(base_url=secured.url, auth=as_user("bob")) as client:
+    with httpx.Client(base_url=secured.url, auth=as_user("bob"), verify=CLIENT_SSL) as client:
         for _ in range(20):
             assert client.get(f"{BASE}/_sessions").status_code == 200
     if secured.stand_in is not None:
         assert secured.stand_in.calls == calls, "the cluster was asked again for cached credentials"
     # a wrong password is checked every time, never cached
     for _ in range(2):
-        assert_refused(httpx.get(f"{secured.url}{BASE}/{query_id}", auth=as_user("bob", "guess")), 401)
+        assert_refused(httpx.get(f"{secured.url}{BASE}/{query_id}", auth=as_user("bob", "guess"), verify=CLIENT_SSL), 401)
     if secured.stand_in is not None:
         assert secured.stand_in.calls == calls + 2
 
@@ -225,7 +225,7 @@ def test_cluster_mode_sends_only_the_callers_header(
             auth="cluster", opensearch_url=stand_in.url, opensearch_username="svc", opensearch_password="svc-secret"
         )
         with serve_http(create_app(plugin)) as url:
-            resp = httpx.get(f"{url}{BASE}/_sessions", auth=as_user("bob"), headers={"X-Other": "not forwarded"})
+            resp = httpx.get(f"{url}{BASE}/_sessions", auth=as_user("bob"), headers={"X-Other": "not forwarded"}, verify=CLIENT_SSL)
             assert resp.status_code == 200, resp.text
         sent = stand_in.headers[-1]
         assert sent["authorization"] == _headers(("bob", PASSWORDS["bob"]))["Authorization"]
@@ -239,14 +239,14 @@ def test_cluster_mode_outage_is_a_503_not_a_wrong_password(
     gone = f"http://127.0.0.1:{free_port()}"
     plugin = make_plugin(auth="cluster", opensearch_url=gone)
     with serve_http(create_app(plugin)) as url:
-        resp = httpx.get(f"{url}{BASE}/_sessions", auth=as_user("alice"))
+        resp = httpx.get(f"{url}{BASE}/_sessions", auth=as_user("alice"), verify=CLIENT_SSL)
     assert resp.status_code == 503, resp.text
     assert resp.json()["error"]["type"] == "OpenSearchSecurityException"
     assert "www-authenticate" not in resp.headers
 
 
 async def _concurrently(url: str, auth: httpx.Auth, count: int) -> list[int]:
-    async with httpx.AsyncClient(base_url=url, auth=auth) as client:
+    async with httpx.AsyncClient(base_url=url, auth=auth, verify=CLIENT_SSL) as client:
         replies = await asyncio.gather(*(client.get(f"{BASE}/_sessions") for _ in range(count)))
     return [r.status_code for r in replies]
 
@@ -278,10 +278,10 @@ def test_a_removed_user_is_refused_without_a_restart(
     plugin = make_plugin(auth="basic", users_file=path, users_recheck_s=0.05)
     with serve_http(create_app(plugin)) as url:
         auth = httpx.BasicAuth("carol", "carol-Pa55word")
-        assert httpx.get(f"{url}{BASE}/_sessions", auth=auth).status_code == 200  # now cached
+        assert httpx.get(f"{url}{BASE}/_sessions", auth=auth, verify=CLIENT_SSL).status_code == 200  # now cached
         assert UsersFile(path).remove("carol")
         wait_for(
-            lambda: httpx.get(f"{url}{BASE}/_sessions", auth=auth).status_code == 401,
+            lambda: httpx.get(f"{url}{BASE}/_sessions", auth=auth, verify=CLIENT_SSL).status_code == 401,
             timeout=10,
             what="the removed user to be refused",
         )
@@ -292,7 +292,7 @@ def test_a_removed_user_is_refused_without_a_restart(
 
 def test_a_non_admin_cannot_change_datasources(secured: Deployment, datasource: Datasource) -> None:
     new = {"name": "bobs_datasource", "connector": "local"}
-    with httpx.Client(base_url=secured.url, auth=as_user("bob")) as client:
+    with httpx.Client(base_url=secured.url, auth=as_user("bob"), verify=CLIENT_SSL) as client:
         refusals = [
             client.post(DS_BASE, json=new),
             client.put(DS_BASE, json={"name": datasource.name, "connector": "local", "allowedRoles": ["reader"]}),
@@ -315,7 +315,7 @@ def test_a_non_admin_cannot_change_datasources(secured: Deployment, datasource: 
 
 def test_an_admin_can_change_datasources(secured: Deployment) -> None:
     new = {"name": "alices_datasource", "connector": "local", "allowedRoles": ["reader"]}
-    with httpx.Client(base_url=secured.url, auth=as_user("alice")) as client:
+    with httpx.Client(base_url=secured.url, auth=as_user("alice"), verify=CLIENT_SSL) as client:
         assert client.post(DS_BASE, json=new).status_code == 201
         assert client.patch(DS_BASE, json={"name": "alices_datasource", "description": "d"}).status_code == 200
         assert secured.plugin.store.datasources.get("alices_datasource") is not None
@@ -337,7 +337,7 @@ def open_service(make_plugin: PluginFactory) -> Iterator[tuple[str, Plugin]]:
 @pytest.mark.parametrize("host", ["localhost", "127.0.0.1", "[::1]", "LOCALHOST:9000", "127.0.0.1:80", "[::1]:1"])
 def test_none_serves_loopback_hosts(open_service: tuple[str, Plugin], host: str) -> None:
     url, _ = open_service
-    resp = httpx.get(f"{url}{BASE}/_sessions", headers={"Host": host})
+    resp = httpx.get(f"{url}{BASE}/_sessions", headers={"Host": host}, verify=CLIENT_SSL)
     assert resp.status_code == 200, resp.text
 
 
@@ -361,9 +361,9 @@ def test_none_refuses_other_hosts(
     url, plugin = open_service
     headers = {"Host": host}
     body = {"datasource": datasource.name, "lang": "sql", "query": "SELECT 1"}
-    assert_refused(httpx.post(f"{url}{BASE}", json=body, headers=headers), 403)
-    assert_refused(httpx.get(f"{url}{BASE}/{new_id(datasource.name)}", headers=headers), 403)
-    assert_refused(httpx.delete(f"{url}{DS_BASE}/{datasource.name}", headers=headers), 403)
+    assert_refused(httpx.post(f"{url}{BASE}", json=body, headers=headers, verify=CLIENT_SSL), 403)
+    assert_refused(httpx.get(f"{url}{BASE}/{new_id(datasource.name)}", headers=headers, verify=CLIENT_SSL), 403)
+    assert_refused(httpx.delete(f"{url}{DS_BASE}/{datasource.name}", headers=headers, verify=CLIENT_SSL), 403)
     launcher = plugin.launchers.shared["local"]
     assert isinstance(launcher, RecordingLauncher) and launcher.started == []
     assert plugin.datasources.get(datasource.name) is not None
@@ -387,7 +387,7 @@ def test_none_refuses_pages_of_other_sites(
     """A page of another site posting to 127.0.0.1 from the user's browser gets nothing."""
     url, plugin = open_service
     body = {"datasource": datasource.name, "lang": "sql", "query": "SELECT 1"}
-    assert_refused(httpx.post(f"{url}{BASE}", json=body, headers={"Origin": origin}), 403)
+    assert_refused(httpx.post(f"{url}{BASE}", json=body, headers={"Origin": origin}, verify=CLIENT_SSL), 403)
     launcher = plugin.launchers.shared["local"]
     assert isinstance(launcher, RecordingLauncher) and launcher.started == []
 
@@ -395,13 +395,13 @@ def test_none_refuses_pages_of_other_sites(
 @pytest.mark.parametrize("origin", ["http://localhost:5601", "https://127.0.0.1", "http://[::1]:8080"])
 def test_none_serves_loopback_pages(open_service: tuple[str, Plugin], origin: str) -> None:
     url, _ = open_service
-    assert httpx.get(f"{url}{BASE}/_sessions", headers={"Origin": origin}).status_code == 200
+    assert httpx.get(f"{url}{BASE}/_sessions", headers={"Origin": origin}, verify=CLIENT_SSL).status_code == 200
 
 
 def test_insecure_no_auth_lifts_the_host_check(make_plugin: PluginFactory) -> None:
     plugin = make_plugin()
     with serve_http(create_app(plugin, security=build_security(plugin.settings, insecure_no_auth=True))) as url:
-        assert httpx.get(f"{url}{BASE}/_sessions", headers={"Host": "10.0.0.5:9000"}).status_code == 200
+        assert httpx.get(f"{url}{BASE}/_sessions", headers={"Host": "10.0.0.5:9000"}, verify=CLIENT_SSL).status_code == 200
 
 
 def _raw(url: str, request: str) -> bytes:
@@ -421,12 +421,12 @@ def test_the_audit_log_has_a_line_per_request_and_refusal_and_no_secret(
     secured: Deployment, datasource: Datasource
 ) -> None:
     query_id = submit(secured, datasource.name, as_user("alice"))
-    httpx.get(f"{secured.url}{BASE}/{query_id}", auth=as_user("bob"))
-    httpx.get(f"{secured.url}{BASE}/{query_id}")
-    httpx.get(f"{secured.url}{BASE}/{query_id}", auth=as_user("alice", "wrong-password-x"))
-    httpx.get(f"{secured.url}{BASE}/{query_id}", auth=as_user("mallory", "typed-password-as-name"))
-    httpx.delete(f"{secured.url}{DS_BASE}/{datasource.name}", auth=as_user("bob"))
-    httpx.post(f"{secured.url}{DS_BASE}", json={"name": "audited", "connector": "local"}, auth=as_user("alice"))
+    httpx.get(f"{secured.url}{BASE}/{query_id}", auth=as_user("bob"), verify=CLIENT_SSL)
+    httpx.get(f"{secured.url}{BASE}/{query_id}", verify=CLIENT_SSL)
+    httpx.get(f"{secured.url}{BASE}/{query_id}", auth=as_user("alice", "wrong-password-x"), verify=CLIENT_SSL)
+    httpx.get(f"{secured.url}{BASE}/{query_id}", auth=as_user("mallory", "typed-password-as-name"), verify=CLIENT_SSL)
+    httpx.delete(f"{secured.url}{DS_BASE}/{datasource.name}", auth=as_user("bob"), verify=CLIENT_SSL)
+    httpx.post(f"{secured.url}{DS_BASE}", json={"name": "audited", "connector": "local"}, auth=as_user("alice"), verify=CLIENT_SSL)
 
     lines = secured.audit_lines()
     assert [(line["user"], line["action"], line["outcome"], line["status"]) for line in lines] == [
@@ -464,7 +464,7 @@ def test_the_audit_log_has_a_line_per_request_and_refusal_and_no_secret(
 
 
 def test_the_audit_log_is_private(secured: Deployment) -> None:
-    httpx.get(f"{secured.url}{BASE}/_sessions", auth=as_user("alice"))
+    httpx.get(f"{secured.url}{BASE}/_sessions", auth=as_user("alice"), verify=CLIENT_SSL)
     audit_dir = secured.plugin.settings.data_dir / "audit"
     assert stat.S_IMODE(audit_dir.stat().st_mode) == 0o700
     assert stat.S_IMODE((audit_dir / "audit.log").stat().st_mode) == 0o600
@@ -472,8 +472,8 @@ def test_the_audit_log_is_private(secured: Deployment) -> None:
 
 def test_none_audits_as_anonymous(open_service: tuple[str, Plugin]) -> None:
     url, plugin = open_service
-    httpx.get(f"{url}{BASE}/_sessions")
-    httpx.get(f"{url}{BASE}/_sessions", headers={"Host": "attacker.example"})
+    httpx.get(f"{url}{BASE}/_sessions", verify=CLIENT_SSL)
+    httpx.get(f"{url}{BASE}/_sessions", headers={"Host": "attacker.example"}, verify=CLIENT_SSL)
     lines = [json.loads(x) for x in (plugin.settings.data_dir / "audit" / "audit.log").read_text().splitlines()]
     assert [(x["user"], x["action"], x["status"]) for x in lines] == [
         ("anonymous", "sessions.list", 200),
@@ -574,9 +574,9 @@ def test_serve_with_basic_auth_keeps_its_files_private(tmp_path: Path) -> None:
     try:
         wait_for(lambda: _answers(url) or proc.poll() is not None, timeout=240, what="serve to answer")
         assert proc.poll() is None, (tmp_path / "serve.log").read_text()
-        assert_refused(httpx.get(f"{url}{BASE}/_sessions"), 401)
+        assert_refused(httpx.get(f"{url}{BASE}/_sessions", verify=CLIENT_SSL), 401)
         body = {"datasource": "local", "lang": "sql", "query": "SELECT 1"}
-        resp = httpx.post(f"{url}{BASE}", json=body, auth=as_user("alice"))
+        resp = httpx.post(f"{url}{BASE}", json=body, auth=as_user("alice"), verify=CLIENT_SSL)
         assert resp.status_code == 201, resp.text
     finally:
         proc.terminate()  # a graceful stop: the embedded index writes its last snapshot
@@ -617,7 +617,7 @@ def test_serve_over_tls(tmp_path: Path, index_url: str) -> None:
         resp = httpx.get(f"{url}{BASE}/_sessions", auth=as_user("alice"), verify=trusted)
         assert resp.status_code == 200, resp.text
         with pytest.raises(httpx.HTTPError):
-            httpx.get(f"http://localhost:{port}{BASE}/_sessions", auth=as_user("alice"), timeout=5)
+            httpx.get(f"http://localhost:{port}{BASE}/_sessions", auth=as_user("alice"), timeout=5, verify=CLIENT_SSL)
     finally:
         proc.terminate()
         proc.wait(timeout=30)

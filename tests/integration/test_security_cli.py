@@ -21,6 +21,7 @@ from async_query_cli.client import PASSWORD_ENV, USER_ENV
 from async_query_cli.commands import EXIT_API_ERROR, EXIT_OK, resolve_credentials
 from async_query_cli.state import FILE_NAME, STATE_DIR_ENV
 from tests.conftest import PluginFactory
+from tests.node import CLIENT_SSL
 from tests.support import FAST_HASHER, serve_http
 
 PASSWORD = "alice-Pa55word-1"
@@ -215,7 +216,7 @@ def test_a_user_added_while_serving_can_log_in(
     )
     plugin = make_plugin(auth="basic", users_file=path, users_recheck_s=0.05)
     with serve_http(create_app(plugin)) as served:
-        assert httpx.get(f"{served}{BASE}/_sessions", auth=("dave", "dave-Pa55word")).status_code == 401
+        assert httpx.get(f"{served}{BASE}/_sessions", auth=("dave", "dave-Pa55word"), verify=CLIENT_SSL).status_code == 401
         assert (
             _user(
                 ["--users-file", str(path), "add", "dave", "--role", "r", "--password-stdin"],
@@ -227,7 +228,7 @@ def test_a_user_added_while_serving_can_log_in(
         from tests.support import wait_for
 
         wait_for(
-            lambda: httpx.get(f"{served}{BASE}/_sessions", auth=("dave", "dave-Pa55word")).status_code == 200,
+            lambda: httpx.get(f"{served}{BASE}/_sessions", auth=("dave", "dave-Pa55word"), verify=CLIENT_SSL).status_code == 200,
             timeout=10,
             what="the new user to be let in",
         )

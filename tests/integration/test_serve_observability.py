@@ -17,7 +17,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from async_query.api import BASE
-from tests.node import index_env
+from tests.node import CLIENT_SSL, index_env
 from tests.support import free_port, wait_for
 
 pytestmark = pytest.mark.slow  # its own node, metastore, serve or bench process: not in the fast tier
@@ -44,17 +44,17 @@ def test_serve_logs_json_lines_about_queries_and_answers_metrics(tmp_path: Path,
     try:
         wait_for(lambda: _answers(url) or proc.poll() is not None, timeout=60, what="serve to answer")
         assert proc.poll() is None, log_path.read_text()
-        reply = httpx.post(url + BASE, json={"datasource": "local", "lang": "sql", "query": "SELECT 1"}, timeout=30)
+        reply = httpx.post(url + BASE, json={"datasource": "local", "lang": "sql", "query": "SELECT 1"}, timeout=30, verify=CLIENT_SSL)
         assert reply.status_code == 201, reply.text
         query_id, session_id = reply.json()["queryId"], reply.json()["sessionId"]
         wait_for(
-            lambda: httpx.get(f"{url}{BASE}/{query_id}", timeout=30).json()["status"] == "FAILED",
+            lambda: httpx.get(f"{url}{BASE}/{query_id}", timeout=30, verify=CLIENT_SSL).json()["status"] == "FAILED",
             timeout=30,
             what="the query to fail with its job gone",
         )
-        metrics = httpx.get(f"{url}/metrics", timeout=30)
-        stats = httpx.get(f"{url}/_plugins/_sql/stats", timeout=30).json()
-        health = httpx.get(f"{url}{BASE}/_health", timeout=30)
+        metrics = httpx.get(f"{url}/metrics", timeout=30, verify=CLIENT_SSL)
+        stats = httpx.get(f"{url}/_plugins/_sql/stats", timeout=30, verify=CLIENT_SSL).json()
+        health = httpx.get(f"{url}{BASE}/_health", timeout=30, verify=CLIENT_SSL)
     finally:
         proc.terminate()
         proc.wait(timeout=60)
@@ -77,6 +77,6 @@ def test_serve_logs_json_lines_about_queries_and_answers_metrics(tmp_path: Path,
 
 def _answers(url: str) -> bool:
     try:
-        return httpx.get(f"{url}{BASE}/_sessions", timeout=2).status_code == 200
+        return httpx.get(f"{url}{BASE}/_sessions", timeout=2, verify=CLIENT_SSL).status_code == 200
     except httpx.HTTPError:
         return False

@@ -14,6 +14,7 @@ from async_query.runtime import Plugin
 from query_core.ids import request_index
 from query_core.store import Query, Store
 from tests.conftest import PluginFactory
+from tests.node import CLIENT_SSL
 from tests.support import RecordingLauncher, serve_http
 
 WAREHOUSE = "file:/srv/var/warehouse"
@@ -129,7 +130,7 @@ def plugin(make_plugin: PluginFactory, recording: RecordingLauncher) -> Plugin:
 
 @pytest.fixture
 def client(plugin: Plugin) -> Iterator[httpx.Client]:
-    with serve_http(create_app(plugin)) as url, httpx.Client(base_url=url, timeout=30) as c:
+    with serve_http(create_app(plugin)) as url, httpx.Client(base_url=url, timeout=30, verify=CLIENT_SSL) as c:
         yield c
 
 
@@ -173,7 +174,7 @@ def test_a_statement_past_its_limits_is_a_400_before_any_parser_reads_it(
 ) -> None:
     launcher = RecordingLauncher()
     plugin = make_plugin(launcher=launcher, max_query_chars=2_048 if "longer" in message else 1_000_000)
-    with serve_http(create_app(plugin)) as url, httpx.Client(base_url=url, timeout=30) as c:
+    with serve_http(create_app(plugin)) as url, httpx.Client(base_url=url, timeout=30, verify=CLIENT_SSL) as c:
         resp = c.post(BASE, json={"datasource": ds_name, "lang": lang, "query": query})
     assert resp.status_code == 400
     body = resp.json()
@@ -203,7 +204,7 @@ def test_a_loosened_datasource_accepts_what_it_allows(make_plugin: PluginFactory
     loose = Datasource(name=ds_name, properties={"validation.allow": "MISC_FUNCTIONS"})
     launcher = RecordingLauncher()
     plugin = make_plugin(launcher=launcher, datasources=[loose])
-    with serve_http(create_app(plugin)) as url, httpx.Client(base_url=url, timeout=30) as c:
+    with serve_http(create_app(plugin)) as url, httpx.Client(base_url=url, timeout=30, verify=CLIENT_SSL) as c:
         ok = c.post(BASE, json={"datasource": ds_name, "lang": "sql", "query": "SELECT current_database()"})
         refused = c.post(BASE, json={"datasource": ds_name, "lang": "sql", "query": "ADD JAR /tmp/x.jar"})
     assert ok.status_code == 201

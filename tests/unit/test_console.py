@@ -30,6 +30,7 @@ from async_query.runtime import Plugin
 from async_query.security.users import UsersFile
 from query_core.states import StatementState
 from tests.conftest import PluginFactory
+from tests.node import CLIENT_SSL
 from tests.support import FAST_HASHER, RecordingLauncher, serve_http
 from tests.unit.test_result_pages import expected, make_rows, run_query
 
@@ -67,7 +68,7 @@ class Browser:
     and sends it back on state-changing requests."""
 
     def __init__(self, url: str) -> None:
-        self.http = httpx.Client(base_url=url, timeout=30)
+        self.http = httpx.Client(base_url=url, timeout=30, verify=CLIENT_SSL)
         page = self.http.get("/console")
         assert page.status_code == 200, page.text
         found = re.search(r'<meta name="aq-csrf" content="([^"]+)">', page.text)
@@ -354,8 +355,8 @@ def test_the_gateway_never_passes_the_console_on() -> None:
 
 def test_a_console_that_is_off_is_not_found(make_plugin: PluginFactory) -> None:
     with serve_http(create_app(make_plugin(console_enabled=False))) as url:
-        assert httpx.get(url + "/console").status_code == 404
-        assert httpx.get(url + "/console/api/me").status_code == 404
+        assert httpx.get(url + "/console", verify=CLIENT_SSL).status_code == 404
+        assert httpx.get(url + "/console/api/me", verify=CLIENT_SSL).status_code == 404
 
 
 def test_the_console_is_one_route_in_the_metrics() -> None:

@@ -23,6 +23,7 @@ from query_core.models import FlintIndexStateDoc, SessionDoc, StatementDoc, now_
 from query_core.states import FlintIndexState, SessionState, SessionType, StatementState
 from query_core.store import Store
 from tests.conftest import PluginFactory
+from tests.node import CLIENT_SSL
 from tests.support import RecordingLauncher, StandInStream, seed, serve_http, wait_for
 
 F = FlintIndexState
@@ -385,7 +386,7 @@ def test_a_full_index_dml_queue_refuses_with_a_429_and_writes_nothing(
     with (
         StandInStream(store, ds, session_id, latest_id(INDEX), responsive=False) as job,
         serve_http(create_app(plugin)) as url,
-        httpx.Client(base_url=url, timeout=30) as http,
+        httpx.Client(base_url=url, timeout=30, verify=CLIENT_SSL) as http,
     ):
         first = http.post(BASE, json=body)
         assert first.status_code == 201

@@ -41,6 +41,7 @@ from query_core.models import (
 from query_core.states import SessionState, StatementState
 from query_core.store import Store
 from tests.conftest import PluginFactory
+from tests.node import CLIENT_SSL
 from tests.support import RecordingLauncher, job_beats, serve_http
 
 Key = tuple[str, frozenset[tuple[str, str]]]
@@ -102,7 +103,7 @@ def plugin(make_plugin: PluginFactory) -> Plugin:
 
 @pytest.fixture
 def http(plugin: Plugin) -> Iterator[httpx.Client]:
-    with serve_http(create_app(plugin)) as url, httpx.Client(base_url=url, timeout=30) as c:
+    with serve_http(create_app(plugin)) as url, httpx.Client(base_url=url, timeout=30, verify=CLIENT_SSL) as c:
         yield c
 
 
@@ -202,7 +203,7 @@ def test_a_failed_post_and_a_missing_query_are_counted_as_system_and_client_erro
     make_plugin: PluginFactory, ds_name: str
 ) -> None:
     plugin = make_plugin(FailingLauncher())
-    with serve_http(create_app(plugin)) as url, httpx.Client(base_url=url, timeout=30) as http:
+    with serve_http(create_app(plugin)) as url, httpx.Client(base_url=url, timeout=30, verify=CLIENT_SSL) as http:
         watch = Watch(http)
         reply = http.post(BASE, json={"datasource": ds_name, "lang": "sql", "query": "SELECT 1"})
         assert reply.status_code == 500
@@ -224,7 +225,7 @@ def test_a_failed_post_and_a_missing_query_are_counted_as_system_and_client_erro
 def test_a_session_death_is_confirmed_by_one_describe(make_plugin: PluginFactory, store: Store, ds_name: str) -> None:
     launcher = RecordingLauncher(state=JobRunState.FAILED)
     plugin = make_plugin(launcher)
-    with serve_http(create_app(plugin)) as url, httpx.Client(base_url=url, timeout=30) as http:
+    with serve_http(create_app(plugin)) as url, httpx.Client(base_url=url, timeout=30, verify=CLIENT_SSL) as http:
         query_id = post(http, ds_name)
         session_id = plugin.reads.session_of_query.peek(query_id)
         assert session_id is not None
@@ -436,7 +437,7 @@ def test_the_datasource_api_and_jobs_feed_the_rolling_stats(plugin: Plugin, ds_n
     kept, stats = metrics.stats, Stats(clock=clock)
     metrics.stats = plugin.stats = stats
     try:
-        with serve_http(create_app(plugin)) as url, httpx.Client(base_url=url) as client:
+        with serve_http(create_app(plugin)) as url, httpx.Client(base_url=url, verify=CLIENT_SSL) as client:
             assert client.get(f"/_plugins/_query/_datasources/{ds_name}").status_code == 200
             assert client.get("/_plugins/_query/_datasources/missing").status_code in (400, 404)
             post(client, ds_name)

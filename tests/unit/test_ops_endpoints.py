@@ -18,6 +18,7 @@ from async_query import logs, metrics
 from async_query.api import BASE, create_app
 from async_query.security.users import UsersFile
 from tests.conftest import PluginFactory
+from tests.node import CLIENT_SSL
 from tests.support import FAST_HASHER, serve_http
 
 PASSWORDS = {"admin": "admin-Pa55word-1", "reader": "reader-Pa55word-1", "scraper": "scraper-Pa55word-1"}
@@ -45,7 +46,7 @@ def as_user(name: str) -> httpx.BasicAuth:
 
 
 def test_metrics_and_stats_are_for_admins_and_health_for_every_caller(secured: str) -> None:
-    with httpx.Client(base_url=secured, timeout=30) as client:
+    with httpx.Client(base_url=secured, timeout=30, verify=CLIENT_SSL) as client:
         for method, path in ADMIN_ONLY:
             assert client.request(method, path).status_code == 401
             refused = client.request(method, path, auth=as_user("reader"))
@@ -72,7 +73,7 @@ def requests_counted() -> float:
 def test_with_metrics_off_nothing_is_counted_or_shown(make_plugin: PluginFactory, ds_name: str) -> None:
     plugin = make_plugin(metrics_enabled=False)
     counted = requests_counted()
-    with serve_http(create_app(plugin)) as url, httpx.Client(base_url=url, timeout=30) as client:
+    with serve_http(create_app(plugin)) as url, httpx.Client(base_url=url, timeout=30, verify=CLIENT_SSL) as client:
         for path in ("/metrics", "/_plugins/_sql/stats"):
             reply = client.get(path)
             assert reply.status_code == 404
@@ -105,7 +106,7 @@ def test_json_log_lines_name_the_query_and_session_they_are_about(
     make_plugin: PluginFactory, ds_name: str, json_lines: io.StringIO
 ) -> None:
     plugin = make_plugin()
-    with serve_http(create_app(plugin)) as url, httpx.Client(base_url=url, timeout=30) as client:
+    with serve_http(create_app(plugin)) as url, httpx.Client(base_url=url, timeout=30, verify=CLIENT_SSL) as client:
         reply = client.post(BASE, json={"datasource": ds_name, "lang": "sql", "query": "SELECT 1"})
         query_id, session_id = reply.json()["queryId"], reply.json()["sessionId"]
         assert client.delete(f"{BASE}/{query_id}").status_code == 204

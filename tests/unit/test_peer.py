@@ -11,6 +11,7 @@ import pytest
 
 from query_core import peer
 from query_core.peer import PeerRefusedError, check_peer, checked_transport, peer_owner
+from tests.node import CLIENT_SSL
 
 
 @pytest.mark.parametrize("family", [socket.AF_INET, socket.AF_INET6])
@@ -63,6 +64,6 @@ def test_an_httpx_client_refuses_a_listener_of_another_owner_as_a_connection_err
         listener.bind(("127.0.0.1", 0))
         listener.listen()
         url = f"http://127.0.0.1:{listener.getsockname()[1]}"
-        transport = checked_transport(httpx.HTTPTransport(), os.geteuid() + 1)
+        transport = checked_transport(httpx.HTTPTransport(verify=CLIENT_SSL), os.geteuid() + 1)
         with httpx.Client(transport=transport, timeout=2) as client, pytest.raises(httpx.ConnectError):
             client.get(url, headers={"Authorization": "Basic c2VjcmV0"})
