@@ -313,19 +313,22 @@ def index_server() -> Iterator[EmbeddedIndex | None]:
     node.stop_node()
 
 
-def _empty_cluster(index_server: EmbeddedIndex | None) -> Iterator[str]:
-    """An empty cluster: this process's node wiped, or the real cluster."""
+def _empty_cluster(index_server: EmbeddedIndex | None, bare: bool = False) -> Iterator[str]:
+    """An empty cluster: this process's node wiped (the product's own indexes of ``local`` left
+    empty, as the product makes them, unless ``bare``: :func:`tests.node.wipe`), or the real
+    cluster."""
     if index_server is None:
         yield REAL_CLUSTER
         return
-    node.wipe(index_server)
+    node.wipe(index_server, keep=not bare)
     yield index_server.url
 
 
 @pytest.fixture
-def index_url(index_server: EmbeddedIndex | None) -> Iterator[str]:
-    """An empty index cluster for this test."""
-    yield from _empty_cluster(index_server)
+def index_url(request: pytest.FixtureRequest, index_server: EmbeddedIndex | None) -> Iterator[str]:
+    """An empty index cluster for this test; with ``@pytest.mark.bare_cluster``, one without
+    even the product's own indexes (a test of how the product makes them)."""
+    yield from _empty_cluster(index_server, bare=request.node.get_closest_marker("bare_cluster") is not None)
 
 
 @pytest.fixture(scope="module")

@@ -3,10 +3,11 @@
 Each test process (pytest-xdist runs three) starts one OpenSearch 2.19 node the way the service
 starts its embedded index (:class:`async_query.embedded.index.EmbeddedIndex`: the same jars, guard
 and settings, as the index user when the run is root), the first time a test needs an index. A
-test that wants an empty cluster gets the node wiped first (every index deleted: one request), so
-tests within a process never see each other's documents, and the three processes never share a
-node. ``OPENSEARCH_URL`` names an existing cluster instead (tests then keep apart by their own
-datasource names, hence index names: ``tests/conftest.py``).
+test that wants an empty cluster gets the node wiped first (:func:`wipe`: every index deleted,
+but the product's own indexes of ``local`` that are still exactly as it makes them, which are
+emptied instead), so tests within a process never see each other's documents, and the three
+processes never share a node. ``OPENSEARCH_URL`` names an existing cluster instead (tests then
+keep apart by their own datasource names, hence index names: ``tests/conftest.py``).
 
 Every client of the node sends its credential: :func:`index_config` and :func:`index_auth` give
 it for a URL, so a test that builds its own connection writes ``index_config(url)``.
@@ -32,6 +33,8 @@ from async_query.security.accounts import index_user
 from async_query.security.job_user import JobUser
 from async_query.settings import Settings
 from query_core.config import OpenSearchConfig
+from query_core.ids import DATASOURCE_INDEX, SCHEDULER_INDEX, USAGE_INDEX, default_result_index, request_index
+from query_core.store.client import ClusterConnection, ProductIndexes
 
 REAL_CLUSTER = os.environ.get("OPENSEARCH_URL", "")
 #: One TLS context for every HTTP client the tests make (``verify=CLIENT_SSL``): a client made
@@ -91,17 +94,110 @@ def stop_node() -> None:
     if _node is not None:
         _node.close()
         _node = None
+        _as_made.clear()
+        _writes.clear()
     if _made is not None:
         shutil.rmtree(_made, ignore_errors=True)
         _made = None
 
 
-def wipe(node: EmbeddedIndex) -> None:
-    """Delete every index of ``node`` (hidden ones too): an empty cluster for the next test."""
+#: The product's indexes of the tests' datasource (``local``), which most tests' services make. A
+#: wipe keeps each of them that is still exactly as the product makes it, and deletes its
+#: documents instead: making them again would cost the node more than the rest of a typical test
+#: does. Anything else, and any of these changed in any way (mappings, settings, aliases, state),
+#: is deleted, so a test still starts from what a cluster without them would become.
+KEPT = (request_index("local"), default_result_index("local"), DATASOURCE_INDEX, SCHEDULER_INDEX, USAGE_INDEX)
+#: How each of :data:`KEPT` looks as the product makes it (recorded once per node).
+_as_made: dict[str, dict[str, Any]] = {}
+#: The uuid and count of writes of each kept index at the last wipe.
+_writes: dict[str, tuple[str, int]] = {}
+#: Index metadata that differs between two indexes made alike.
+_IDENTITY = ("uuid", "creation_date", "provided_name")
+
+
+def wipe(node: EmbeddedIndex, keep: bool = True) -> None:
+    """An empty cluster for the next test: every index deleted (hidden ones too), except, with
+    ``keep``, the product's own indexes of ``local`` left as it made them, emptied of their
+    documents."""
     with httpx.Client(base_url=node.url, auth=node.auth, timeout=60, verify=CLIENT_SSL) as client:
-        reply = client.delete("/*", params={"expand_wildcards": "all"})
-        if reply.status_code not in (200, 404):
-            raise RuntimeError(f"cannot wipe the test node: {reply.status_code} {reply.text[:300]}")
+        if not _as_made:
+            _record_as_made(node, client)
+        indexes = _metadata(client)
+        kept = [name for name, entry in indexes.items() if keep and _as_made.get(name) == _shape(entry)]
+        if len(kept) < len(indexes):
+            _check(
+                client.delete("/" + ",".join(["*", *(f"-{name}" for name in kept)]), params={"expand_wildcards": "all"})
+            )
+        written = _written_since_last_wipe(client, {name: _uuid(indexes[name]) for name in kept})
+        if written:
+            names = ",".join(written)
+            _check(client.post(f"/{names}/_refresh"))
+            _check(
+                client.post(
+                    f"/{names}/_delete_by_query",
+                    params={"refresh": "true", "conflicts": "proceed"},
+                    json={"query": {"match_all": {}}},
+                )
+            )
+
+
+def _written_since_last_wipe(client: httpx.Client, kept: dict[str, str]) -> list[str]:
+    """Those of ``kept`` (names and uuids) that took a write since the last wipe, or were made
+    again since (by their uuid and count of writes)."""
+    if not kept:
+        _writes.clear()
+        return []
+    reply = client.get(f"/{','.join(kept)}/_stats/indexing", params={"level": "indices"})
+    _check(reply)
+    counts = {
+        name: (kept[name], entry["primaries"]["indexing"]["index_total"])
+        for name, entry in reply.json()["indices"].items()
+        if name in kept
+    }
+    written = [name for name in kept if counts.get(name) != _writes.get(name)]
+    _writes.clear()
+    _writes.update(counts)
+    return written
+
+
+def _record_as_made(node: EmbeddedIndex, client: httpx.Client) -> None:
+    """Have the product make :data:`KEPT` on the node, and record how they look."""
+    connection = ClusterConnection(index_config(node.url))
+    try:
+        made = ProductIndexes(connection)
+        for name in KEPT:
+            made.ensure_index(name)
+    finally:
+        connection.close()
+    _as_made.update({name: _shape(entry) for name, entry in _metadata(client).items() if name in KEPT})
+
+
+def _metadata(client: httpx.Client) -> dict[str, dict[str, Any]]:
+    reply = client.get("/_cluster/state/metadata", params={"filter_path": "metadata.indices"})
+    _check(reply)
+    indexes: dict[str, dict[str, Any]] = reply.json().get("metadata", {}).get("indices", {})
+    return indexes
+
+
+def _uuid(entry: dict[str, Any]) -> str:
+    return str(entry.get("settings", {}).get("index", {}).get("uuid", ""))
+
+
+def _shape(entry: dict[str, Any]) -> dict[str, Any]:
+    """An index's metadata less what tells two alike indexes apart (or counts its writes)."""
+    settings = {key: value for key, value in entry.get("settings", {}).get("index", {}).items() if key not in _IDENTITY}
+    return {
+        "state": entry.get("state"),
+        "versions": [entry.get(f"{part}_version") for part in ("mapping", "settings", "aliases")],
+        "settings": settings,
+        "mappings": entry.get("mappings"),
+        "aliases": entry.get("aliases"),
+    }
+
+
+def _check(reply: httpx.Response) -> None:
+    if reply.status_code not in (200, 404):
+        raise RuntimeError(f"cannot wipe the test node: {reply.status_code} {reply.text[:300]}")
 
 
 def _set(node: EmbeddedIndex, settings: dict[str, Any]) -> None:

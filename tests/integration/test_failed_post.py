@@ -15,6 +15,7 @@ from tests.conftest import PluginFactory
 from tests.support import RecordingLauncher, driver
 
 
+@pytest.mark.bare_cluster
 def test_a_post_failing_after_its_session_was_recorded_ends_that_session(
     make_plugin: PluginFactory, store: Store
 ) -> None:

@@ -58,6 +58,7 @@ def test_a_move_writes_only_what_changed(store: Store, ds_name: str) -> None:
 # -- lazy index creation ---------------------------------------------------------------------------
 
 
+@pytest.mark.bare_cluster
 def test_request_index_is_created_lazily_from_index_mappings(store: Store, ds_name: str) -> None:
     index = request_index(ds_name)
     assert not driver(store).indices.exists(index=index)
@@ -262,6 +263,7 @@ def test_statement_text_and_errors_are_stored_not_indexed(store: Store, ds_name:
     assert _stored_only(props["queryText"]) and _stored_only(props["error"]), props
 
 
+@pytest.mark.bare_cluster
 def test_an_index_and_a_template_of_an_older_version_keep_working_and_the_template_is_replaced(
     store: Store, ds_name: str, opensearch_config: OpenSearchConfig
 ) -> None:

@@ -158,6 +158,7 @@ def test_sessions_belong_to_the_user_who_started_them(analysts: Deployment, stor
     assert [x["datasource"] for x in analysts.audit() if x["action"] == "sessions.list"] == [analysts.ds] * 3
 
 
+@pytest.mark.bare_cluster
 def test_a_request_index_of_an_older_version_gets_the_submitter_field(
     make_plugin: PluginFactory, users_path: Path, datasource: Datasource, store: Store
 ) -> None:

@@ -327,6 +327,7 @@ def test_find_unfinished_statements_and_sessions(store: Store, ds_name: str) -> 
     assert [v.doc.session_id for v in found] == [streaming.doc.session_id]
 
 
+@pytest.mark.bare_cluster
 def test_documents_of_a_custom_request_index_stay_there(store: Store, ds_name: str) -> None:
     """The job is told its request index (``spark.flint.job.requestIndex``); a store bound to it
     uses that index instead of deriving it from the datasource."""
