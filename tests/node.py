@@ -32,6 +32,7 @@ from async_query.runtime import embedded_class_archive_dir
 from async_query.security.accounts import index_user
 from async_query.security.job_user import JobUser
 from async_query.settings import Settings
+from async_query_cli.client import tls_context
 from query_core.config import OpenSearchConfig
 from query_core.ids import DATASOURCE_INDEX, SCHEDULER_INDEX, USAGE_INDEX, default_result_index, request_index
 from query_core.store.client import ClusterConnection, ProductIndexes
@@ -40,8 +41,8 @@ REAL_CLUSTER = os.environ.get("OPENSEARCH_URL", "")
 #: One TLS context for every HTTP client the tests make (``verify=CLIENT_SSL``): a client made
 #: without one loads the CA bundle again, some 27 ms of CPU, even for a plain-HTTP URL, and the
 #: tests make thousands (a wipe of the node, a client of each test's service, each poll made with
-#: ``httpx.get``).
-CLIENT_SSL = httpx.create_ssl_context()
+#: ``httpx.get``). It is the one the CLI's clients of this process use.
+CLIENT_SSL = tls_context()
 #: This process's node (None until a test needs it, or when testing against ``OPENSEARCH_URL``).
 _node: EmbeddedIndex | None = None
 #: URLs that reach this process's node another way (a fault injector's port in front of it).
@@ -119,7 +120,7 @@ def wipe(node: EmbeddedIndex, keep: bool = True) -> None:
     """An empty cluster for the next test: every index deleted (hidden ones too), except, with
     ``keep``, the product's own indexes of ``local`` left as it made them, emptied of their
     documents."""
-    with httpx.Client(base_url=node.url, auth=node.auth, timeout=60, verify=CLIENT_SSL) as client:
+    with index_client(node.url, timeout=60) as client:
         if not _as_made:
             _record_as_made(node, client)
         indexes = _metadata(client)
@@ -144,16 +145,15 @@ def wipe(node: EmbeddedIndex, keep: bool = True) -> None:
 def _written_since_last_wipe(client: httpx.Client, kept: dict[str, str]) -> list[str]:
     """Those of ``kept`` (names and uuids) that took a write since the last wipe, or were made
     again since (by their uuid and count of writes)."""
-    if not kept:
-        _writes.clear()
-        return []
-    reply = client.get(f"/{','.join(kept)}/_stats/indexing", params={"level": "indices"})
-    _check(reply)
-    counts = {
-        name: (kept[name], entry["primaries"]["indexing"]["index_total"])
-        for name, entry in reply.json()["indices"].items()
-        if name in kept
-    }
+    counts: dict[str, tuple[str, int]] = {}
+    if kept:
+        reply = client.get(f"/{','.join(kept)}/_stats/indexing", params={"level": "indices"})
+        _check(reply)
+        counts = {
+            name: (kept[name], entry["primaries"]["indexing"]["index_total"])
+            for name, entry in reply.json()["indices"].items()
+            if name in kept
+        }
     written = [name for name in kept if counts.get(name) != _writes.get(name)]
     _writes.clear()
     _writes.update(counts)
@@ -201,7 +201,7 @@ def _check(reply: httpx.Response) -> None:
 
 
 def _set(node: EmbeddedIndex, settings: dict[str, Any]) -> None:
-    with httpx.Client(base_url=node.url, auth=node.auth, timeout=60, verify=CLIENT_SSL) as client:
+    with index_client(node.url, timeout=60) as client:
         reply = client.put("/_cluster/settings", json={"transient": settings})
         reply.raise_for_status()
 

@@ -74,8 +74,10 @@ class Installed:
                     self.scripts.append(self.python.parent / name.removeprefix("../../../bin/"))
 
 
-def run_python(python: Path, code: str) -> str:
-    return subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+def _site_packages(python: Path) -> Path:
+    """Where ``python`` installs packages."""
+    code = "import sysconfig; print(sysconfig.get_path('purelib'))"
+    return Path(subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=True).stdout.strip())
 
 
 def _link(source: Path, target: Path) -> None:
@@ -135,7 +137,7 @@ class RootLayout:
         python3 = shutil.which("python3") or "python3"
         self._run([python3, "-m", "venv", "--without-pip", ".venv"])
         ours = Installed()
-        target = Path(run_python(self.venv_bin / "python", "import sysconfig; print(sysconfig.get_path('purelib'))"))
+        target = _site_packages(self.venv_bin / "python")
         for entry in ours.site_packages.iterdir():
             if entry.name not in ours.own:
                 _link(entry, target / entry.name)
