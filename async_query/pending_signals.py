@@ -18,10 +18,12 @@ statements by searching for them (``docs/architecture.md``, "Documents are the t
   next POST into it within that time takes it from there instead of reading it. A read by id of a
   document written since the index's last refresh makes the index refresh first, and a session
   POSTed into a moment ago is such a document. The copy is this process's own last write (any
-  other write of this process to the session drops it, and one that lands between the append
-  and the keeping of its copy keeps it from being kept), no older than ``reuse_s``, and what the
-  POST decides from it is checked again where it matters: the append is a conditional write, so
-  a session that ended meanwhile is seen there and the statement failed as above.
+  other write of this process to the session drops it, and one told while the append was under
+  way keeps it from being kept: the store tells of a write once it is answered, so another
+  thread's write that landed after the append's may be told before it), no older than
+  ``reuse_s``, and what the POST decides from it is checked again where it matters: the append is
+  a conditional write, so a session that ended meanwhile is seen there and the statement failed
+  as above.
 
 The loop is a :class:`~async_query.workers.Worker`: woken by each POST, with a run-once mode
 (:meth:`PendingSignals.run_once`, what tests and :meth:`flush` call) and a stop that writes what
@@ -70,9 +72,13 @@ class PendingSignals(Worker):
         self.reuse_s = reuse_s
         #: Session id -> the session as this process's last append wrote it, for ``reuse_s``.
         self._written: Cache[str, Versioned[SessionDoc]] = Cache(KEPT_SESSIONS, ttl_s=reuse_s)
-        #: Document id -> the thread that made this process's last write to it: an append's copy
-        #: is kept only while that write is its own (:meth:`_keep`).
-        self._last_writer: Cache[str, int] = Cache(KEPT_SESSIONS, ttl_s=reuse_s)
+        #: Writes of this process told by threads other than the appending one, counted; and per
+        #: document the count at its last such write: an append's copy is kept only if none to
+        #: its session was told while it was under way (:meth:`_keep`).
+        self._told = 0
+        self._last_told: Cache[str, int] = Cache(KEPT_SESSIONS)
+        #: The thread making an append now (its own writes are not another thread's).
+        self._appender: int | None = None
         #: Orders a copy's keeping with the drops of writes made by other threads.
         self._kept_lock = threading.Lock()
         self._queued: dict[tuple[str, str], _Queued] = {}
@@ -108,16 +114,27 @@ class PendingSignals(Worker):
         if self.reuse_s > 0:
             with self._kept_lock:
                 self._written.pop(doc_id)
-                self._last_writer.put(doc_id, threading.get_ident())
+                if threading.get_ident() != self._appender:
+                    self._told += 1
+                    self._last_told.put(doc_id, self._told)
 
-    def _keep(self, session: Versioned[SessionDoc]) -> None:
+    def _appending(self) -> int:
+        """This thread starts an append: the count of other threads' writes told so far."""
+        with self._kept_lock:
+            self._appender = threading.get_ident()
+            return self._told
+
+    def _keep(self, session: Versioned[SessionDoc], since: int) -> None:
         """Keep the session as this thread's append just wrote it, unless another thread of this
-        process wrote it since (its write dropped the copy before this one was kept: keeping it
-        now would bring back a stale version, such as a running session that has just ended)."""
+        process told of a write to it since the append began (``since``, :meth:`_appending`). That
+        write may have landed after the append's even when it was told first, and keeping the copy
+        would bring back a stale version, such as a running session that has just ended. Should
+        more writes have been told meanwhile than :attr:`_last_told` holds, nothing is kept."""
         if self.reuse_s > 0:
             session_id = session.doc.session_id
             with self._kept_lock:
-                if self._last_writer.peek(session_id) == threading.get_ident():
+                told = self._last_told.peek(session_id)
+                if (told is None or told <= since) and self._told - since < KEPT_SESSIONS:
                     self._written.put(session_id, session)
 
     @property
@@ -148,13 +165,17 @@ class PendingSignals(Worker):
 
     def _append(self, queued: _Queued) -> None:
         ids = [s.doc.statement_id for s in queued.statements]
+        since = self._appending()
         try:
             written = self.store.sessions.append_pending(queued.session, ids, self.keep)
         except AsyncQueryError as exc:  # the job's search still finds them
             log.warning("session %s: pending ids not written (%s)", queued.session.doc.session_id, exc)
             return
+        finally:
+            with self._kept_lock:
+                self._appender = None
         if written is not None:
-            self._keep(written)
+            self._keep(written, since)
             return
         error = f"Session {queued.session.doc.session_id} ended before the statement could run; submit it again"
         for statement in queued.statements:

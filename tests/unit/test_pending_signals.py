@@ -134,6 +134,38 @@ def test_a_write_by_another_thread_just_after_the_append_is_not_undone_by_the_co
     assert late.session_id != first.session_id
 
 
+def test_a_write_by_another_thread_that_lands_after_the_append_but_is_told_first_is_not_undone(
+    make_plugin: PluginFactory, store: Store
+) -> None:
+    """The store tells of a write once it is answered. Another thread ends the session after the
+    append's write has landed, and is told of before the append's own write is: the copy is not
+    kept, and the next POST starts a new session."""
+    plugin = make_plugin(session_reuse_ms=600_000)
+    ds = plugin.datasources.all()[0].name
+    first = plugin.service.submit(SubmitRequest(ds, "sql", "SELECT 0"))
+    _running(store, ds, first.session_id)
+    plugin.signals.flush()  # the first statement's signal, written before the listener
+    ended: list[Versioned[SessionDoc] | None] = []
+    ender = threading.Thread(target=lambda: ended.append(_end(store, ds, first.session_id)))
+
+    def before_the_appenders_own(doc_id: str) -> None:
+        """The next write told of the session is the append's (its loop's thread or a flush's)."""
+        if doc_id == first.session_id and ender.ident is None:
+            ender.start()
+            ender.join()
+
+    store.index.write_listeners.insert(0, before_the_appenders_own)
+    try:
+        plugin.service.submit(SubmitRequest(ds, "sql", "SELECT 1", first.session_id))
+        plugin.signals.flush()
+    finally:
+        store.index.write_listeners.remove(before_the_appenders_own)
+    assert ended and ended[0] is not None and ended[0].doc.state == SessionState.DEAD
+    assert plugin.signals.written(first.session_id) is None
+    late = plugin.service.submit(SubmitRequest(ds, "sql", "SELECT 2", first.session_id))
+    assert late.session_id != first.session_id
+
+
 def test_without_reuse_nothing_is_kept(make_plugin: PluginFactory, store: Store) -> None:
     plugin = make_plugin(session_reuse_ms=0)
     _, first, _ = _signalled(plugin, store)
@@ -191,6 +223,13 @@ def _unseen_by(listener: Any, store: Store) -> Iterator[None]:
         yield
     finally:
         store.index.write_listeners.append(listener)
+
+
+def _end(store: Store, ds: str, session_id: str) -> Versioned[SessionDoc] | None:
+    """The session, read and ended."""
+    current = store.sessions.get(ds, session_id)
+    assert current is not None
+    return store.sessions.end(current, SessionState.DEAD, "its job died")
 
 
 def _running(store: Store, ds: str, session_id: str) -> Versioned[SessionDoc]:
