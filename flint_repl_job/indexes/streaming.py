@@ -365,11 +365,17 @@ class IndexStream:
         return str(self.query.id)
 
     def failure(self) -> str | None:
-        """Why the stream died, or None while it runs (or was stopped by us)."""
+        """Why the stream died, or None while it runs (or was stopped by us).
+
+        Whether it runs is read before its error: Spark records a failed query's cause before it
+        marks the query terminated, so a query seen terminated has its cause to read, while one
+        that dies between the two reads is still seen running (and its cause read at the next
+        look)."""
+        active = self.query.isActive
         exc = self.query.exception()
         if exc is not None:
             return f"Streaming refresh of {self.index_name} failed: {failure_text(exc)}"
-        if not self.query.isActive:
+        if not active:
             return f"Streaming refresh of {self.index_name} stopped unexpectedly"
         return None
 
